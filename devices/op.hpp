@@ -1,0 +1,101 @@
+// Layer operations, device-neutral: a plain description (OpDesc), and an Op that a Device
+// builds from it once at set-up (describe -> choose -> execute). Ops work on raw pointers to
+// the device's memory: activations in the net's Layout, parameters as the segments of a flat
+// arena, in the user formats given below. All sizes, workspaces and primitives are fixed at
+// creation: forward/backward never allocate.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/rng.hpp"
+#include "engine/tensor.hpp"
+
+namespace easel {
+
+enum class OpKind { conv, max_pool, avg_pool, inner_product, relu, lrn, dropout };
+const char* op_kind_name(OpKind k);
+
+struct OpDesc {
+  OpKind kind = OpKind::relu;
+  Layout layout = Layout::nchw;
+  Shape4 src;  // includes the batch size N
+
+  // conv (kernel kh x kw) and pooling (window kh x kw); stride and padding for both.
+  // Pooling rounds its output size up as Caffe does: out = ceil((in + 2p - k) / s) + 1, clipped
+  // so that the last window starts inside the input (plus padding).
+  int64_t oc = 0;  // conv and inner_product: output channels
+  int64_t kh = 1, kw = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+  int64_t group = 1;    // conv: groups (AlexNet's conv2/4/5)
+  bool bias = true;     // conv and inner_product
+  bool fused_relu = false;  // conv and inner_product: ReLU applied to dst (a post-op)
+
+  // lrn across channels, Caffe's definition: dst = src / (k + alpha/n * sum_{window} src^2)^beta
+  int64_t local_size = 5;
+  float alpha = 1e-4f, beta = 0.75f, k = 1.f;
+
+  // dropout: in training, each element kept with probability 1-ratio and scaled by 1/(1-ratio);
+  // identity when not training.
+  float ratio = 0.5f;
+  uint64_t seed = 0;
+};
+
+// Output shape; invalid descriptors are caught by validate().
+Shape4 dst_shape(const OpDesc& d);
+// Empty string when the descriptor is consistent, else what is wrong ("conv1: kernel 5x5
+// larger than padded input 3x3").
+std::string validate(const OpDesc& d);
+
+// Parameter shapes in user format, in order:
+//   conv:          weights {oc, ic/group, kh, kw} (oihw / goihw flattened), bias {oc}
+//   inner_product: weights {oc, ic_total} where ic_total = C*H*W flattened in the src layout's
+//                  own order (chw for nchw, hwc for nhwc), bias {oc}
+//   others:        none
+std::vector<std::vector<int64_t>> param_shapes(const OpDesc& d);
+// Fan-in and fan-out of the weights (for xavier/msra fillers), {1,1} when there are none.
+std::pair<int64_t, int64_t> fans(const OpDesc& d);
+// Multiply-adds x2 of forward and of backward (data + weights gradients), whole batch.
+double forward_flops(const OpDesc& d);
+double backward_flops(const OpDesc& d);
+
+class Op {
+ public:
+  virtual ~Op() = default;
+  // Which implementation runs: "ref", "dnnl:brgconv:avx512_core", ... (logged at set-up).
+  virtual std::string impl() const = 0;
+  const OpDesc& desc() const { return desc_; }
+
+  // dst <- op(src). `weights` holds one pointer per param_shapes entry.
+  virtual void forward(const float* src, float* dst, std::span<const float* const> weights,
+                       bool training) = 0;
+  // After forward() on the same src/dst: diff_src <- d loss/d src (skipped when nullptr) and
+  // diff_weights[i] <- d loss/d weights[i] (overwritten, not accumulated). With fused_relu,
+  // diff_dst is taken w.r.t. the post-ReLU dst.
+  virtual void backward(const float* src, const float* dst, const float* diff_dst,
+                        float* diff_src, std::span<const float* const> weights,
+                        std::span<float* const> diff_weights) = 0;
+
+ protected:
+  explicit Op(const OpDesc& d) : desc_(d) {}
+  OpDesc desc_;
+};
+
+// Softmax + cross-entropy over [N, classes] logits with int32 labels in [0, classes).
+class LossOp {
+ public:
+  virtual ~LossOp() = default;
+  virtual std::string impl() const = 0;
+  // prob <- softmax(logits); returns the SUM over the batch of -log prob[label] (n rows used,
+  // n <= batch). Writes correct[0] += number of rows whose argmax equals the label.
+  virtual double forward(const float* logits, const int32_t* labels, float* prob, int64_t n,
+                         int64_t* correct) = 0;
+  // diff_logits <- (prob - onehot(label)) * scale, for the first n rows (scale = 1/n for the
+  // mean loss); rows past n are zeroed.
+  virtual void backward(const float* prob, const int32_t* labels, float* diff_logits, int64_t n,
+                        float scale) = 0;
+};
+
+}  // namespace easel

@@ -1,0 +1,43 @@
+// The Comm interface: collectives among the P worker groups of a run. Ranks are groups; in the
+// shared-memory Comm every rank is a thread of this process and calls each collective with its
+// own rank id (thread-per-rank, as Gloo's tests run ranks). Every collective is one message
+// over the flat arena (the paper's single-layer communication); callers that want the per-layer
+// mode call it once per segment.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/status.hpp"
+
+namespace easel {
+
+enum class CollectiveAlgo { tree, ring };
+const char* collective_algo_name(CollectiveAlgo a);
+
+class Comm {
+ public:
+  virtual ~Comm() = default;
+  virtual int size() const = 0;
+  virtual std::string name() const = 0;
+
+  // All ranks call; afterwards every rank's buf holds the element-wise sum. Deterministic:
+  // the summation order depends only on size() and the algorithm, never on timing.
+  virtual void allreduce_sum(int rank, float* buf, int64_t n) = 0;
+  // All ranks call with their src; root's dst receives the sum (dst ignored elsewhere; it may
+  // alias root's src). Deterministic as above.
+  virtual void reduce_sum(int rank, const float* src, float* dst, int64_t n, int root) = 0;
+  // All ranks call; afterwards every rank's buf equals root's.
+  virtual void broadcast(int rank, float* buf, int64_t n, int root) = 0;
+  virtual void barrier(int rank) = 0;
+
+  // Seconds rank spent waiting for others inside collectives (arrival skew), as opposed to
+  // moving data. Accumulated since construction; read by the rank's own thread.
+  virtual double wait_seconds(int rank) const = 0;
+};
+
+// Shared-memory Comm among `size` threads of this process.
+std::unique_ptr<Comm> make_shm_comm(int size, CollectiveAlgo algo);
+
+}  // namespace easel

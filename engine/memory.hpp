@@ -1,0 +1,75 @@
+// Memory kinds and the allocators behind them. Host kinds go through memkind when it is built
+// in (EASEL_HAVE_MEMKIND), else through an aligned plain allocator (only `dram` then works;
+// `hbw` is refused and `hbw-preferred` falls back with one logged line).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "engine/status.hpp"
+
+namespace easel {
+
+enum class MemKind {
+  dram,           // ordinary memory (memkind's MEMKIND_DEFAULT)
+  hbw,            // high-bandwidth memory, required: fail when the machine has none
+  hbw_preferred,  // high-bandwidth memory when there is any, else DRAM (logged once)
+  interleave,     // pages interleaved over all NUMA nodes (MEMKIND_INTERLEAVE)
+  pinned_host,    // page-locked host memory for device transfers (CUDA device only)
+  device,         // device memory (CUDA device only)
+};
+
+const char* mem_kind_name(MemKind k);  // "dram", "hbw", "hbw-preferred", ...
+// Parses the names above; error names the value and lists the accepted ones.
+Result<MemKind> parse_mem_kind(std::string_view name);
+
+// Buffer classes that the placement options address separately.
+enum class BufferClass { centre, weights, grads, momentum, activations, dataset };
+constexpr int kBufferClassCount = 6;
+const char* buffer_class_name(BufferClass c);  // "centre", "weights", ...
+
+// Where each buffer class goes. Default: everything in dram.
+struct Placement {
+  MemKind kind[kBufferClassCount] = {MemKind::dram, MemKind::dram, MemKind::dram,
+                                     MemKind::dram, MemKind::dram, MemKind::dram};
+  MemKind& operator[](BufferClass c) { return kind[static_cast<int>(c)]; }
+  MemKind operator[](BufferClass c) const { return kind[static_cast<int>(c)]; }
+};
+// Parses "all=hbw-preferred" or "weights=hbw,dataset=dram,..." (comma-separated class=kind;
+// "all" sets every class first). A plain kind name ("hbw") means all=kind.
+Result<Placement> parse_placement(std::string_view spec);
+std::string placement_to_string(const Placement& p);
+
+// True when memkind is built in and reports high-bandwidth memory (MEMKIND_HBW_NODES honoured).
+bool hbw_available();
+
+// An owned, 64-byte aligned host allocation of a given kind. Move-only.
+class Buffer {
+ public:
+  Buffer() = default;
+  // Allocates `bytes` (may be 0) of `kind`. hbw with no HBW -> unavailable; pinned_host/device
+  // on the CPU -> unavailable with a reason. hbw_preferred may fall back to dram (kind() says).
+  static Result<Buffer> allocate(size_t bytes, MemKind kind);
+  ~Buffer();
+  Buffer(Buffer&& o) noexcept;
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void* data() const { return ptr_; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(ptr_); }
+  size_t bytes() const { return bytes_; }
+  MemKind kind() const { return kind_; }  // the kind actually obtained
+
+ private:
+  void release();
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+  MemKind kind_ = MemKind::dram;
+  bool from_memkind_ = false;
+};
+
+}  // namespace easel

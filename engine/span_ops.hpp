@@ -1,0 +1,66 @@
+// Span operations over flat arenas, vectorised with OpenMP SIMD. Each update is ONE pass over
+// the arena; per-segment lr/decay multipliers (Caffe's lr_mult, decay_mult) are applied by
+// walking the segments in order. Padding between segments is left untouched.
+// Sign convention: v holds the velocity, v <- mu*v - lr*(g + wd*w), w <- w + v.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "engine/arena.hpp"
+
+namespace easel {
+
+// y[i] = x[i]
+void span_copy(float* y, const float* x, int64_t n);
+// y[i] += a * x[i]
+void span_axpy(float* y, float a, const float* x, int64_t n);
+// y[i] = a * x[i] + b * y[i]
+void span_axpby(float* y, float a, const float* x, float b, int64_t n);
+// y[i] *= a
+void span_scale(float* y, float a, int64_t n);
+// y[i] = 0
+void span_zero(float* y, int64_t n);
+// Sum of x[i]^2 (double accumulation), for norms in tests and diagnostics.
+double span_sum_squares(const float* x, int64_t n);
+
+// Plain SGD: w <- w - lr*lr_mult*(g + wd*decay_mult*w).
+void sgd_step(std::span<const Segment> segs, float* w, const float* g, float lr, float wd);
+// Caffe momentum SGD: v <- mu*v - lr'*(g + wd'*w); w <- w + v.
+void momentum_step(std::span<const Segment> segs, float* w, const float* g, float* v, float lr,
+                   float mu, float wd);
+// Caffe Nesterov: v' <- mu*v - lr'*(g + wd'*w); w <- w + (1+mu)*v' - mu*v; v <- v'.
+void nesterov_step(std::span<const Segment> segs, float* w, const float* g, float* v, float lr,
+                   float mu, float wd);
+
+// EASGD group update fused with its local SGD step (DESIGN.md 4):
+//   w <- w - lr'*(g + wd'*w) - alpha*(w - centre)
+// The elastic term uses the w before this step's gradient update.
+void elastic_sgd_step(std::span<const Segment> segs, float* w, const float* g,
+                      const float* centre, float lr, float wd, float alpha);
+// EAMSGD group update (momentum delta on the group):
+//   nesterov:   v' <- d*v - lr'*(g + wd'*w); w <- w + (1+d)*v' - d*v - alpha*(w - centre)
+//   heavy-ball: v' <- d*v - lr'*(g + wd'*w); w <- w + v' - alpha*(w - centre)
+void elastic_momentum_step(std::span<const Segment> segs, float* w, const float* g, float* v,
+                           const float* centre, float lr, float delta, float wd, float alpha,
+                           bool nesterov);
+// Elastic pull applied to a group alone (used when the gradient step was already applied):
+//   w <- w - alpha*(w - centre)
+void elastic_pull(float* w, const float* centre, float alpha, int64_t n);
+// EASGD master update from one group: centre <- centre + alpha*(w - centre).
+void elastic_centre(float* centre, const float* w, float alpha, int64_t n);
+// Sync EASGD master update from the reduced sum of P group weights:
+//   centre <- centre + alpha*(sum_w - P*centre)
+void elastic_centre_sum(float* centre, const float* sum_w, float alpha, int p, int64_t n);
+
+// Hogwild's intended races: element-wise relaxed atomic loads/stores through
+// std::atomic_ref<float>, never a bare racy float pointer. `shared` may be written
+// concurrently by other threads; each element is read and written whole (not torn).
+//   shared[i] <- shared[i] + a*x[i]     (lock-free, last writer wins per element)
+void racy_axpy(float* shared, float a, const float* x, int64_t n);
+//   dst[i] <- shared[i]                  (relaxed loads)
+void racy_copy_from(float* dst, const float* shared, int64_t n);
+//   shared[i] <- shared[i] + alpha*(w[i] - shared[i])
+void racy_elastic_centre(float* shared, const float* w, float alpha, int64_t n);
+
+}  // namespace easel

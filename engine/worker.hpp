@@ -1,0 +1,50 @@
+// A worker group's thread team: ONE pinned std::thread that owns an OpenMP team of exactly the
+// group's cpus (each OpenMP thread pinned to its own cpu). Work is posted to the thread and
+// runs there, so that every oneDNN primitive and every OpenMP region of the group uses the
+// group's team and only its cores. Several WorkerThreads run at once, one per group.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "engine/topology.hpp"
+
+namespace easel {
+
+class WorkerThread {
+ public:
+  // Starts the thread; when `pin` the thread and its OpenMP team are bound to spec.cpus
+  // (a failed pin is logged once, never fatal: containers may forbid it).
+  static Result<std::unique_ptr<WorkerThread>> start(const GroupSpec& spec, bool pin);
+  ~WorkerThread();  // drains posted work, then joins
+
+  // Runs fn on the group's thread; the future is ready when it returns (exceptions propagate).
+  std::future<void> post(std::function<void()> fn);
+  // post(fn).get()
+  void run(std::function<void()> fn) { post(std::move(fn)).get(); }
+
+  const GroupSpec& spec() const { return spec_; }
+  int threads() const { return static_cast<int>(spec_.cpus.size()); }
+
+ private:
+  WorkerThread(GroupSpec spec, bool pin);
+  void loop();
+
+  GroupSpec spec_;
+  bool pin_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::packaged_task<void()>> queue_;  // guarded by mu_
+  bool stop_ = false;                             // guarded by mu_
+  std::thread thread_;
+};
+
+// Pins the calling thread to `cpus` (sched_setaffinity); false if the OS refused.
+bool pin_current_thread(const std::vector<int>& cpus);
+
+}  // namespace easel

@@ -1,0 +1,72 @@
+// A worker group's stream of training mini-batches. Group `shard` of `shards` owns the images
+// i with i % shards == shard; each of its epochs visits them in a new order shuffled from its
+// own RNG. With prefetch, the next batches are prepared on a helper thread while the group
+// computes, so training never waits for data (conversion is cheap, so the helper mostly sleeps).
+#pragma once
+
+#include <array>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "nets/data/dataset.hpp"
+
+namespace easel {
+
+struct Batch {
+  Buffer images;  // float [batch, C, H, W] in the stream's layout
+  std::vector<int32_t> labels;
+  int64_t epoch = 0;  // the shard epoch these images came from
+};
+
+// Saveable position of a stream (for checkpoints and tests).
+struct StreamState {
+  int64_t epoch = 0, cursor = 0;
+  std::array<uint64_t, 4> rng{};
+};
+
+class BatchStream {
+ public:
+  // ds must outlive the stream. batch > 0; shards >= 1; 0 <= shard < shards; the shard must
+  // hold at least one image.
+  static Result<std::unique_ptr<BatchStream>> create(const Dataset& ds, int64_t batch,
+                                                     Layout layout, int shard, int shards,
+                                                     uint64_t seed, bool prefetch,
+                                                     MemKind kind);
+  ~BatchStream();
+
+  // The next batch; valid until the following call. Batches wrap across epochs (a batch may
+  // span the end of one epoch and the start of the next), so every batch is full.
+  const Batch& next();
+  int64_t shard_size() const { return static_cast<int64_t>(order_.size()); }
+  StreamState state() const;  // the position of the NEXT batch to be returned
+
+ private:
+  BatchStream() = default;
+  void fill(Batch& b);  // advances cursor_/epoch_/rng_
+  void producer();
+
+  const Dataset* ds_ = nullptr;
+  int64_t batch_ = 0;
+  Layout layout_ = Layout::nchw;
+  std::vector<int64_t> order_;
+  std::vector<int64_t> idx_;
+  int64_t cursor_ = 0, epoch_ = 0;
+  Rng rng_;
+  // Double buffering: slot_[ready_] is returned, the other is filled by the producer.
+  bool prefetch_ = false;
+  std::array<Batch, 2> slot_;
+  std::array<StreamState, 2> slot_state_;
+  int current_ = -1;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool filled_[2] = {false, false};  // guarded by mu_
+  bool stop_ = false;                // guarded by mu_
+  int next_fill_ = 0;                // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace easel

@@ -1,0 +1,58 @@
+// Data sets kept as bytes (one byte per pixel, [count, C, H, W] in chw order) and converted to
+// floats per batch. Loaded once and shared read-only by every worker group.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/memory.hpp"
+#include "engine/rng.hpp"
+#include "engine/tensor.hpp"
+
+namespace easel {
+
+struct Dataset {
+  std::string name;  // "fashion-mnist/train"
+  int64_t count = 0, channels = 1, height = 0, width = 0;
+  int64_t classes = 10;
+  Buffer pixels;                // uint8 [count * channels * height * width]
+  std::vector<int32_t> labels;  // [count], each in [0, classes)
+
+  const uint8_t* image(int64_t i) const {
+    return pixels.as<uint8_t>() + i * channels * height * width;
+  }
+  int64_t image_bytes() const { return channels * height * width; }
+};
+
+struct DataSplit {
+  Dataset train, test;
+};
+
+// Reads one IDX images file (magic 0x00000803, u8, 3 dims) and its labels file (0x00000801,
+// 1 dim), each gzipped or plain (detected from the content). Errors name the file and the
+// problem: missing, wrong magic, truncated, absurd dimensions, count mismatch, label out of
+// range. Nothing larger than the file's real size is ever allocated.
+Result<Dataset> read_idx(const std::string& images_path, const std::string& labels_path,
+                         const std::string& name, MemKind kind);
+
+// `spec`: "fashion-mnist" (/usr/share/datasets/fashion-mnist), "mnist" (/usr/share/datasets/mnist),
+// a directory with train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz],
+// t10k-images-idx3-ubyte[.gz], t10k-labels-idx1-ubyte[.gz], or
+// "synthetic[:N[:CxHxW[:classes]]]" (generated, learnable, deterministic from seed).
+Result<DataSplit> load_data(const std::string& spec, MemKind kind, uint64_t seed);
+
+// Generates a learnable synthetic set: each class has a fixed random prototype image; samples
+// are the prototype plus noise, as bytes.
+Dataset make_synthetic(int64_t count, int64_t c, int64_t h, int64_t w, int64_t classes,
+                       uint64_t seed, const std::string& name);
+
+// Pixel scaling applied when converting to floats (Caffe's LeNet scale 1/256).
+constexpr float kPixelScale = 0.00390625f;
+
+// Converts images idx[0..n) of ds into floats [n, C, H, W] in layout, scaled by kPixelScale,
+// and their labels.
+void gather_batch(const Dataset& ds, const int64_t* idx, int64_t n, Layout layout, float* images,
+                  int32_t* labels);
+
+}  // namespace easel

@@ -1,0 +1,98 @@
+// A Net: a chain of layers (each an Op built by a Device) ending in softmax cross-entropy.
+// The Net owns activations and workspaces, NOT parameters: weights and gradients are flat
+// arenas (engine/arena.hpp) owned by whoever trains, passed in on every call, so the same Net
+// can run a group's replica or the centre model.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "devices/device.hpp"
+#include "engine/arena.hpp"
+#include "engine/memory.hpp"
+
+namespace easel {
+
+struct LayerSpec {
+  std::string name;
+  OpDesc op;  // kind and hyper-parameters; layout and src shape are filled by Net::create
+  std::vector<Filler> fillers;  // one per param_shapes(op) entry
+  std::vector<float> lr_mult;   // one per param (Caffe: weights 1, bias 2 in LeNet)
+  std::vector<float> decay_mult;
+};
+
+// What a model builder returns: the input it expects and its layers. The last layer's output
+// channels are the class scores fed to softmax cross-entropy.
+struct NetSpec {
+  std::string name;
+  int64_t channels = 1, height = 28, width = 28, classes = 10;
+  std::vector<LayerSpec> layers;
+};
+
+struct StepStats {
+  double loss = 0;      // mean cross-entropy over the batch
+  int64_t correct = 0;  // training-batch hits
+};
+
+struct EvalStats {
+  double loss_sum = 0;
+  int64_t correct = 0;
+  int64_t count = 0;
+};
+
+struct LayerInfo {
+  std::string name, kind, impl;
+  Shape4 dst;
+  int64_t params = 0;
+  double forward_flops = 0, backward_flops = 0;
+};
+
+class Net {
+ public:
+  // Fills in shapes for `batch` images in `layout`, validates every layer (errors name the
+  // layer), builds each Op on `device` and allocates activations in `activations`.
+  static Result<std::unique_ptr<Net>> create(const NetSpec& spec, int64_t batch, Layout layout,
+                                             Device& device, MemKind activations);
+
+  const NetSpec& spec() const { return spec_; }
+  const ArenaLayout& params() const { return params_; }
+  int64_t batch() const { return batch_; }
+  Layout layout() const { return layout_; }
+  Shape4 input_shape() const;
+
+  // Writes initial parameters into `weights` (params().total_floats()) with Caffe's fillers,
+  // deterministically from seed.
+  void init_params(float* weights, uint64_t seed) const;
+
+  // One training pass on a full batch: images [batch, C, H, W] in layout(), labels[batch].
+  // diff (params().total_floats()) is overwritten with d mean_loss / d weights.
+  StepStats train_step(const float* images, const int32_t* labels, const float* weights,
+                       float* diff);
+  // Forward only over the first n <= batch images (the rest of the buffer is ignored).
+  EvalStats evaluate(const float* images, const int32_t* labels, int64_t n, const float* weights);
+
+  std::vector<LayerInfo> describe() const;
+  double flops_per_image_train() const;  // forward + backward, per image
+  // Runs only layer i forward / backward on the current activations (for per-layer timing).
+  void forward_layer(size_t i, const float* weights, bool training);
+  void backward_layer(size_t i, const float* weights, float* diff);
+  size_t layer_count() const { return layers_.size(); }
+
+  ~Net();
+
+ private:
+  Net() = default;
+  struct Layer;
+  NetSpec spec_;
+  int64_t batch_ = 0;
+  Layout layout_ = Layout::nchw;
+  ArenaLayout params_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::unique_ptr<LossOp> loss_;
+  std::vector<Buffer> acts_, diffs_;  // acts_[0] is the input copy slot; acts_[i+1] layer i dst
+  Buffer prob_, diff_logits_;
+  const float* input_ = nullptr;
+};
+
+}  // namespace easel
