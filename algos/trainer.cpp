@@ -1,1 +1,395 @@
-// (being written)
+#include "algos/trainer.hpp"
+
+#include <cmath>
+#include <future>
+#include <thread>
+
+#include "engine/log.hpp"
+#include "engine/span_ops.hpp"
+#include "nets/models/models.hpp"
+
+namespace easel {
+
+namespace {
+
+Status check_range(const char* flag, double v, double lo, double hi, bool lo_open = false) {
+  if (!std::isfinite(v) || v > hi || (lo_open ? v <= lo : v < lo)) {
+    return invalid_argument(std::string(flag) + ": " + std::to_string(v) + " is out of range " +
+                            (lo_open ? "(" : "[") + std::to_string(lo) + ", " + std::to_string(hi) +
+                            "]");
+  }
+  return {};
+}
+
+Result<Layout> parse_layout(const std::string& s) {
+  if (s == "nchw") return Layout::nchw;
+  if (s == "nhwc") return Layout::nhwc;
+  return invalid_argument("--layout: unknown layout '" + s + "' (accepted: nchw, nhwc)");
+}
+
+Result<AlgoParams> make_params(const TrainConfig& c, int64_t total_iterations) {
+  AlgoParams p;
+  EASEL_ASSIGN_OR_RETURN(p.lr.policy, parse_lr_policy(c.lr_policy));
+  p.lr.base = c.lr;
+  p.lr.gamma = c.lr_gamma;
+  p.lr.power = c.lr_power;
+  p.lr.stepsize = c.lr_stepsize;
+  p.lr.max_iter = total_iterations;
+  EASEL_RETURN_IF_ERROR(validate(p.lr));
+  p.momentum = static_cast<float>(c.momentum);
+  p.weight_decay = static_cast<float>(c.weight_decay);
+  p.rho = static_cast<float>(c.rho);
+  p.alpha = static_cast<float>(c.alpha);
+  p.tau = static_cast<int>(c.tau);
+  if (c.momentum_form == "nesterov") {
+    p.nesterov = true;
+  } else if (c.momentum_form == "heavy-ball") {
+    p.nesterov = false;
+  } else {
+    return invalid_argument("--momentum-form: '" + c.momentum_form +
+                            "' (accepted: nesterov, heavy-ball)");
+  }
+  if (c.reduce == "tree")
+    p.reduce = ReduceMode::tree;
+  else if (c.reduce == "serial")
+    p.reduce = ReduceMode::serial;
+  else
+    return invalid_argument("--reduce: '" + c.reduce + "' (accepted: tree, serial)");
+  if (c.pack == "single")
+    p.pack = PackMode::single;
+  else if (c.pack == "per-layer")
+    p.pack = PackMode::per_layer;
+  else
+    return invalid_argument("--pack: '" + c.pack + "' (accepted: single, per-layer)");
+  if (c.overlap == "on")
+    p.overlap = true;
+  else if (c.overlap == "off")
+    p.overlap = false;
+  else
+    return invalid_argument("--overlap: '" + c.overlap + "' (accepted: on, off)");
+  if (c.collective == "tree")
+    p.collective = CollectiveAlgo::tree;
+  else if (c.collective == "ring")
+    p.collective = CollectiveAlgo::ring;
+  else
+    return invalid_argument("--collective: '" + c.collective + "' (accepted: tree, ring)");
+  return p;
+}
+
+// Runs fn(g) on every group's own thread at once and waits for all; while waiting, calls
+// tick() about every 250 ms. Exceptions from a group are rethrown after all have finished.
+template <typename Fn, typename Tick>
+void run_on_groups(Run& run, Fn fn, Tick tick) {
+  std::vector<std::future<void>> fs;
+  for (auto& g : run.groups) {
+    Group* gp = g.get();
+    fs.push_back(gp->worker->post([gp, &fn] { fn(*gp); }));
+  }
+  for (auto& f : fs) {
+    while (f.wait_for(std::chrono::milliseconds(250)) != std::future_status::ready)
+      tick();
+  }
+  for (auto& f : fs)
+    f.get();
+}
+
+}  // namespace
+
+Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo) {
+  EASEL_ASSIGN_OR_RETURN(std::unique_ptr<Algorithm> algo, make_algorithm(cfg.algo));
+  PlanRequest req = cfg.plan;
+  if (algo->max_groups() == 1 && req.groups == "auto" && req.cpu_lists.empty()) {
+    req.groups = "1";
+    if (req.threads_per_group == 0)
+      req.threads_per_group = req.threads > 0 ? req.threads : topo.core_count();
+  }
+  return make_plan(topo, req);
+}
+
+Status validate_config(const TrainConfig& c) {
+  if (c.batch < 1 || c.batch > 65536)
+    return invalid_argument("--batch: " + std::to_string(c.batch) + " is out of range [1, 65536]");
+  if (c.iterations < 0) return invalid_argument("--iterations: must be >= 0");
+  if (c.iterations == 0) EASEL_RETURN_IF_ERROR(check_range("--epochs", c.epochs, 0, 1e6, true));
+  EASEL_RETURN_IF_ERROR(check_range("--momentum", c.momentum, 0, 1));
+  if (c.momentum >= 1) return invalid_argument("--momentum: must be < 1");
+  EASEL_RETURN_IF_ERROR(check_range("--weight-decay", c.weight_decay, 0, 1));
+  EASEL_RETURN_IF_ERROR(check_range("--rho", c.rho, 0, 1e3));
+  if (c.alpha >= 0) EASEL_RETURN_IF_ERROR(check_range("--alpha", c.alpha, 0, 1));
+  if (c.tau < 1 || c.tau > 1000000) return invalid_argument("--tau: must be in [1, 1000000]");
+  EASEL_RETURN_IF_ERROR(check_range("--target-accuracy", c.target_accuracy, 0, 1));
+  if (c.eval_every < 0) return invalid_argument("--eval-every: must be >= 0");
+  EASEL_RETURN_IF_ERROR(parse_layout(c.layout).status());
+  EASEL_RETURN_IF_ERROR(parse_impl_choice(c.impl).status());
+  EASEL_RETURN_IF_ERROR(parse_placement(c.placement).status());
+  EASEL_RETURN_IF_ERROR(make_algorithm(c.algo).status());
+  EASEL_RETURN_IF_ERROR(make_params(c, 1).status());
+  if (c.device != "cpu")
+    return invalid_argument("--device: '" + c.device + "' (this build runs on: cpu)");
+  return {};
+}
+
+EvalStats evaluate_parallel(Run& run, const Dataset& ds, const float* weights) {
+  const int p = run.size();
+  std::vector<EvalStats> part(static_cast<size_t>(p));
+  const int64_t batch = run.groups[0]->net->batch();
+  const int64_t nb = (ds.count + batch - 1) / batch;
+  run_on_groups(
+      run,
+      [&](Group& g) {
+        std::vector<int64_t> idx(static_cast<size_t>(batch));
+        EvalStats acc;
+        for (int64_t b = g.id; b < nb; b += p) {
+          const int64_t n = std::min(batch, ds.count - b * batch);
+          for (int64_t i = 0; i < n; ++i)
+            idx[static_cast<size_t>(i)] = b * batch + i;
+          gather_batch(ds, idx.data(), n, g.net->layout(), g.eval_images.as<float>(),
+                       g.eval_labels.data());
+          const EvalStats s =
+              g.net->evaluate(g.eval_images.as<float>(), g.eval_labels.data(), n, weights);
+          acc.loss_sum += s.loss_sum;
+          acc.correct += s.correct;
+          acc.count += s.count;
+        }
+        part[static_cast<size_t>(g.id)] = acc;
+      },
+      [] {});
+  EvalStats total;
+  for (const auto& s : part) {
+    total.loss_sum += s.loss_sum;
+    total.correct += s.correct;
+    total.count += s.count;
+  }
+  return total;
+}
+
+Result<TrainSummary> train(const TrainConfig& cfg, const DataSplit& data, TrainObserver* obs) {
+  TrainObserver null_observer;
+  if (!obs) obs = &null_observer;
+  const double t_setup = now_seconds();
+  EASEL_RETURN_IF_ERROR(validate_config(cfg));
+  EASEL_ASSIGN_OR_RETURN(std::unique_ptr<Algorithm> algo, make_algorithm(cfg.algo));
+  EASEL_ASSIGN_OR_RETURN(Layout layout, parse_layout(cfg.layout));
+  EASEL_ASSIGN_OR_RETURN(ImplChoice impl, parse_impl_choice(cfg.impl));
+  EASEL_ASSIGN_OR_RETURN(Placement placement, parse_placement(cfg.placement));
+  if (data.train.count == 0 || data.test.count == 0)
+    return invalid_argument("--data: the training and test sets must not be empty");
+
+  EASEL_ASSIGN_OR_RETURN(Topology topo, detect_topology());
+  EASEL_ASSIGN_OR_RETURN(GroupPlan plan, plan_groups(cfg, topo));
+  const int p = static_cast<int>(plan.groups.size());
+  if (p > algo->max_groups())
+    return invalid_argument("--groups: " + algo->name() + " runs on one group, the plan has " +
+                            std::to_string(p) + " (use a multi-group algorithm, e.g. sync-easgd)");
+
+  EASEL_ASSIGN_OR_RETURN(
+      NetSpec spec, build_model(cfg.net, {data.train.channels, data.train.height, data.train.width,
+                                          data.train.classes}));
+  const int64_t per_epoch =
+      std::max<int64_t>(1, (data.train.count + cfg.batch * p - 1) / (cfg.batch * p));
+  const int64_t total =
+      cfg.iterations > 0
+          ? cfg.iterations
+          : std::max<int64_t>(
+                1, static_cast<int64_t>(std::ceil(cfg.epochs * static_cast<double>(per_epoch))));
+  const int64_t eval_every = cfg.eval_every > 0 ? cfg.eval_every : per_epoch;
+
+  Run run;
+  EASEL_ASSIGN_OR_RETURN(run.params, make_params(cfg, total));
+  std::unique_ptr<Device> device = make_cpu_device(impl);
+
+  // Build every replica on its own thread (first touch puts its pages on its node), one
+  // group at a time (set-up logs stay ordered).
+  std::vector<std::unique_ptr<WorkerThread>> workers;
+  for (int i = 0; i < p; ++i) {
+    EASEL_ASSIGN_OR_RETURN(auto w, WorkerThread::start(plan.groups[static_cast<size_t>(i)], true));
+    auto g = std::make_unique<Group>();
+    g->id = i;
+    g->worker = w.get();
+    Status st;
+    w->run([&] {
+      auto net = Net::create(spec, cfg.batch, layout, *device, placement[BufferClass::activations]);
+      if (!net.ok()) {
+        st = net.status();
+        return;
+      }
+      g->net = std::move(net).value();
+      const int64_t n = g->net->params().total_floats();
+      auto wts = Arena::create(n, placement[BufferClass::weights]);
+      auto dif = Arena::create(n, placement[BufferClass::grads]);
+      auto mom = Arena::create(n, placement[BufferClass::momentum]);
+      for (auto* r : {&wts, &dif, &mom})
+        if (!r->ok()) {
+          st = r->status();
+          return;
+        }
+      g->weights = std::move(wts).value();
+      g->diff = std::move(dif).value();
+      g->momentum = std::move(mom).value();
+      auto stream = BatchStream::create(data.train, cfg.batch, layout, i, p, cfg.seed, cfg.prefetch,
+                                        placement[BufferClass::activations]);
+      if (!stream.ok()) {
+        st = stream.status();
+        return;
+      }
+      g->data = std::move(stream).value();
+      auto ev = Buffer::allocate(static_cast<size_t>(g->net->input_shape().count()) * sizeof(float),
+                                 placement[BufferClass::activations]);
+      if (!ev.ok()) {
+        st = ev.status();
+        return;
+      }
+      g->eval_images = std::move(ev).value();
+      g->eval_labels.resize(static_cast<size_t>(cfg.batch));
+    });
+    EASEL_RETURN_IF_ERROR(st);
+    workers.push_back(std::move(w));
+    run.groups.push_back(std::move(g));
+  }
+  run.layout = &run.groups[0]->net->params();
+  run.comm = make_shm_comm(p, run.params.collective);
+
+  // Same initial weights everywhere.
+  Group& g0 = *run.groups[0];
+  g0.net->init_params(g0.weights.data(), cfg.seed);
+  for (int i = 1; i < p; ++i)
+    span_copy(run.groups[static_cast<size_t>(i)]->weights.data(), g0.weights.data(),
+              run.arena_floats());
+  if (algo->uses_centre()) {
+    EASEL_ASSIGN_OR_RETURN(run.centre,
+                           Arena::create(run.arena_floats(), placement[BufferClass::centre]));
+    span_copy(run.centre.data(), g0.weights.data(), run.arena_floats());
+  }
+  EASEL_RETURN_IF_ERROR(algo->prepare(run));
+
+  TrainSummary sum;
+  RunInfo& info = sum.info;
+  info.algorithm = algo->name();
+  info.net = spec.name;
+  info.data = cfg.data;
+  info.layout = cfg.layout;
+  info.device = device->name();
+  info.plan = plan;
+  info.params = run.layout->param_count();
+  info.total_iterations = total;
+  info.iterations_per_epoch = per_epoch;
+  info.eval_every = eval_every;
+  info.flops_per_image = g0.net->flops_per_image_train();
+  info.layers = g0.net->describe();
+  info.placement = placement_to_string(placement);
+  for (const auto& l : info.layers)
+    log_info("net", l.name + " [" + l.kind + "] " + l.impl);
+  obs->on_start(info);
+  obs->on_setup(run);
+  sum.setup_seconds = now_seconds() - t_setup;
+  sum.target_accuracy = cfg.target_accuracy;
+
+  const double t0 = now_seconds();
+  int64_t done = 0;
+  int64_t last_images = 0;
+  while (done < total) {
+    const int64_t k = std::min(eval_every, total - done);
+    run.budget.store(k * p);
+    for (auto& g : run.groups) {
+      g->loss_sum = 0;
+      g->loss_count = 0;
+    }
+    const double r0 = now_seconds();
+    const int64_t steps_before = [&] {
+      int64_t s = 0;
+      for (auto& g : run.groups)
+        s += g->steps.load();
+      return s;
+    }();
+    run_on_groups(
+        run, [&](Group& g) { algo->run_round(run, g, k); },
+        [&] {
+          int64_t s = 0;
+          for (auto& g : run.groups)
+            s += g->steps.load(std::memory_order_relaxed);
+          const double el = now_seconds() - r0;
+          const double ips = el > 0 ? static_cast<double>((s - steps_before) * cfg.batch) / el : 0;
+          obs->on_progress(
+              s / p, total,
+              static_cast<double>(s * cfg.batch) / static_cast<double>(data.train.count), 0, ips);
+        });
+    const double round_seconds = now_seconds() - r0;
+    sum.train_seconds += round_seconds;
+    done += k;
+
+    int64_t group_steps = 0;
+    double loss = 0;
+    int64_t loss_n = 0;
+    EvalRecord rec;
+    for (auto& g : run.groups) {
+      group_steps += g->steps.load();
+      loss += g->loss_sum;
+      loss_n += g->loss_count;
+      rec.group_times.push_back(g->times);
+      rec.group_steps.push_back(g->steps.load());
+      rec.staleness_max = std::max(rec.staleness_max, g->staleness_max);
+    }
+    const int64_t images = group_steps * cfg.batch;
+    const double e0 = now_seconds();
+    const EvalStats ev = evaluate_parallel(run, data.test, algo->eval_weights(run));
+    rec.eval_seconds = now_seconds() - e0;
+    sum.eval_seconds += rec.eval_seconds;
+    rec.wall_seconds = now_seconds() - t0;
+    rec.train_seconds = sum.train_seconds;
+    rec.step = group_steps / p;
+    rec.images = images;
+    rec.epoch = static_cast<double>(images) / static_cast<double>(data.train.count);
+    rec.train_loss = loss_n ? loss / static_cast<double>(loss_n) : 0;
+    rec.test_loss = ev.count ? ev.loss_sum / static_cast<double>(ev.count) : 0;
+    rec.test_accuracy =
+        ev.count ? static_cast<double>(ev.correct) / static_cast<double>(ev.count) : 0;
+    rec.images_per_second =
+        round_seconds > 0 ? static_cast<double>(images - last_images) / round_seconds : 0;
+    int64_t st_sum = 0, st_n = 0;
+    for (auto& g : run.groups) {
+      st_sum += g->staleness_sum;
+      st_n += g->staleness_count;
+    }
+    rec.staleness_mean = st_n ? static_cast<double>(st_sum) / static_cast<double>(st_n) : 0;
+    last_images = images;
+    obs->on_eval(rec);
+
+    sum.test_accuracy = rec.test_accuracy;
+    sum.test_loss = rec.test_loss;
+    sum.best_accuracy = std::max(sum.best_accuracy, rec.test_accuracy);
+    sum.steps = rec.step;
+    sum.images = images;
+    sum.epochs = rec.epoch;
+    sum.group_times = rec.group_times;
+    sum.staleness_mean = rec.staleness_mean;
+    sum.staleness_max = rec.staleness_max;
+    if (cfg.target_accuracy > 0 && !sum.time_to_target_seconds &&
+        rec.test_accuracy >= cfg.target_accuracy) {
+      sum.time_to_target_seconds = sum.train_seconds;
+      sum.stopped_at_target = true;
+      break;
+    }
+    if (!std::isfinite(rec.train_loss))
+      return internal_error("training diverged: train loss is " + std::to_string(rec.train_loss) +
+                            " at step " + std::to_string(rec.step) + " (lower --lr)");
+  }
+  sum.wall_seconds = now_seconds() - t0;
+  sum.images_per_second =
+      sum.train_seconds > 0 ? static_cast<double>(sum.images) / sum.train_seconds : 0;
+  for (const auto& t : sum.group_times) {
+    sum.compute_seconds += t.compute;
+    sum.comm_seconds += t.comm;
+    sum.wait_seconds += t.wait;
+  }
+  const double all = sum.compute_seconds + sum.comm_seconds + sum.wait_seconds;
+  sum.comm_share = all > 0 ? sum.comm_seconds / all : 0;
+  sum.wait_share = all > 0 ? sum.wait_seconds / all : 0;
+  const float* fw = algo->eval_weights(run);
+  sum.final_weights.assign(fw, fw + run.arena_floats());
+  sum.group0_weights.assign(g0.weights.data(), g0.weights.data() + run.arena_floats());
+  run.groups.clear();  // nets and streams go before their threads
+  workers.clear();
+  return sum;
+}
+
+}  // namespace easel

@@ -1,1 +1,330 @@
-// (being written)
+// Memory kinds and their allocators. This is the only file that includes <memkind.h>.
+#include "engine/memory.hpp"
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "easel_config.h"
+#include "engine/log.hpp"
+
+#if EASEL_HAVE_MEMKIND
+#include <memkind.h>
+#endif
+
+namespace easel {
+namespace {
+
+constexpr size_t kAlign = 64;
+// Nothing real is larger than this (256 TiB); bigger requests are refused before the allocator
+// sees them, so that size arithmetic below cannot overflow.
+constexpr size_t kMaxBytes = size_t{1} << 48;
+
+constexpr MemKind kAllKinds[] = {MemKind::dram,       MemKind::hbw,         MemKind::hbw_preferred,
+                                 MemKind::interleave, MemKind::pinned_host, MemKind::device};
+constexpr BufferClass kAllClasses[] = {BufferClass::centre,      BufferClass::weights,
+                                       BufferClass::grads,       BufferClass::momentum,
+                                       BufferClass::activations, BufferClass::dataset};
+
+std::string join_kind_names() {
+  std::string s;
+  for (MemKind k : kAllKinds) {
+    if (!s.empty()) s += ", ";
+    s += mem_kind_name(k);
+  }
+  return s;
+}
+
+std::string join_class_names() {
+  std::string s = "all";
+  for (BufferClass c : kAllClasses) {
+    s += ", ";
+    s += buffer_class_name(c);
+  }
+  return s;
+}
+
+std::string mib(size_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+Status alloc_failed(size_t bytes, MemKind kind, const char* why) {
+  return unavailable("cannot allocate " + mib(bytes) + " of " + mem_kind_name(kind) + " memory (" +
+                     why + ")");
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
+    s.remove_suffix(1);
+  return s;
+}
+
+#if EASEL_HAVE_MEMKIND
+memkind_t memkind_of(MemKind k) {
+  switch (k) {
+    case MemKind::hbw:
+      return MEMKIND_HBW;
+    case MemKind::hbw_preferred:
+      return MEMKIND_HBW_PREFERRED;
+    case MemKind::interleave:
+      return MEMKIND_INTERLEAVE;
+    case MemKind::dram:
+    case MemKind::pinned_host:
+    case MemKind::device:
+      return MEMKIND_DEFAULT;
+  }
+  return MEMKIND_DEFAULT;
+}
+#endif
+
+// Plain aligned allocation (the path without memkind).
+void* plain_alloc(size_t bytes) {
+  return ::operator new (bytes, std::align_val_t{kAlign}, std::nothrow);
+}
+void plain_free(void* p) {
+  ::operator delete (p, std::align_val_t{kAlign});
+}
+
+}  // namespace
+
+const char* mem_kind_name(MemKind k) {
+  switch (k) {
+    case MemKind::dram:
+      return "dram";
+    case MemKind::hbw:
+      return "hbw";
+    case MemKind::hbw_preferred:
+      return "hbw-preferred";
+    case MemKind::interleave:
+      return "interleave";
+    case MemKind::pinned_host:
+      return "pinned-host";
+    case MemKind::device:
+      return "device";
+  }
+  return "unknown";
+}
+
+Result<MemKind> parse_mem_kind(std::string_view name) {
+  for (MemKind k : kAllKinds) {
+    if (name == mem_kind_name(k)) return k;
+  }
+  return invalid_argument("unknown memory kind '" + std::string(name) +
+                          "' (accepted: " + join_kind_names() + ")");
+}
+
+const char* buffer_class_name(BufferClass c) {
+  switch (c) {
+    case BufferClass::centre:
+      return "centre";
+    case BufferClass::weights:
+      return "weights";
+    case BufferClass::grads:
+      return "grads";
+    case BufferClass::momentum:
+      return "momentum";
+    case BufferClass::activations:
+      return "activations";
+    case BufferClass::dataset:
+      return "dataset";
+  }
+  return "unknown";
+}
+
+Result<Placement> parse_placement(std::string_view spec) {
+  Placement p;
+  spec = trim(spec);
+  if (spec.empty()) return p;
+  if (spec.find('=') == std::string_view::npos) {
+    // A plain kind: every class gets it.
+    auto k = parse_mem_kind(spec);
+    if (!k.ok()) return invalid_argument("placement: " + k.status().message());
+    for (MemKind& slot : p.kind)
+      slot = *k;
+    return p;
+  }
+  // Split into class=kind items; "all" is applied before the others wherever it appears.
+  std::vector<std::pair<std::string_view, MemKind>> items;
+  bool seen[kBufferClassCount + 1] = {};
+  size_t pos = 0;
+  while (pos <= spec.size()) {
+    size_t end = spec.find(',', pos);
+    if (end == std::string_view::npos) end = spec.size();
+    std::string_view item = trim(spec.substr(pos, end - pos));
+    pos = end + 1;
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      return invalid_argument("placement item '" + std::string(item) +
+                              "' is not class=kind (classes: " + join_class_names() +
+                              "; kinds: " + join_kind_names() + ")");
+    }
+    const std::string_view cls = trim(item.substr(0, eq));
+    const std::string_view kind_name = trim(item.substr(eq + 1));
+    int index = -1;
+    if (cls == "all") {
+      index = kBufferClassCount;
+    } else {
+      for (BufferClass c : kAllClasses) {
+        if (cls == buffer_class_name(c)) index = static_cast<int>(c);
+      }
+    }
+    if (index < 0) {
+      return invalid_argument("placement: unknown buffer class '" + std::string(cls) +
+                              "' (accepted: " + join_class_names() + ")");
+    }
+    if (seen[index]) {
+      return invalid_argument("placement: buffer class '" + std::string(cls) + "' given twice");
+    }
+    seen[index] = true;
+    auto k = parse_mem_kind(kind_name);
+    if (!k.ok()) {
+      return invalid_argument("placement " + std::string(cls) + ": " + k.status().message());
+    }
+    items.emplace_back(cls, *k);
+  }
+  for (const auto& [cls, k] : items) {
+    if (cls == "all") {
+      for (MemKind& slot : p.kind)
+        slot = k;
+    }
+  }
+  for (const auto& [cls, k] : items) {
+    for (BufferClass c : kAllClasses) {
+      if (cls == buffer_class_name(c)) p[c] = k;
+    }
+  }
+  return p;
+}
+
+std::string placement_to_string(const Placement& p) {
+  bool uniform = true;
+  for (MemKind k : p.kind)
+    uniform = uniform && k == p.kind[0];
+  if (uniform) return std::string("all=") + mem_kind_name(p.kind[0]);
+  std::string s;
+  for (BufferClass c : kAllClasses) {
+    if (!s.empty()) s += ',';
+    s += buffer_class_name(c);
+    s += '=';
+    s += mem_kind_name(p[c]);
+  }
+  return s;
+}
+
+bool hbw_available() {
+#if EASEL_HAVE_MEMKIND
+  static const bool available = memkind_check_available(MEMKIND_HBW) == 0;
+  return available;
+#else
+  return false;
+#endif
+}
+
+Result<Buffer> Buffer::allocate(size_t bytes, MemKind kind) {
+  if (kind == MemKind::pinned_host || kind == MemKind::device) {
+    return unavailable(std::string("memory kind '") + mem_kind_name(kind) +
+                       "' belongs to the CUDA device (allocate it through the device); host "
+                       "buffers take dram, hbw, hbw-preferred or interleave");
+  }
+  // Decide the kind actually used.
+  MemKind got = kind;
+#if EASEL_HAVE_MEMKIND
+  const bool use_memkind = true;
+  if (kind == MemKind::hbw && !hbw_available()) {
+    return unavailable(
+        "no high-bandwidth memory on this machine (memkind found none; set MEMKIND_HBW_NODES to "
+        "name nodes, or use hbw-preferred)");
+  }
+  if (kind == MemKind::hbw_preferred && !hbw_available()) {
+    log_once(LogLevel::warn, "memory", "hbw-preferred-fallback",
+             "hbw-preferred: no high-bandwidth memory on this machine, using dram");
+    got = MemKind::dram;
+  }
+#else
+  const bool use_memkind = false;
+  if (kind == MemKind::hbw) {
+    return unavailable(
+        "no high-bandwidth memory: easel was built without memkind (install libmemkind-dev and "
+        "rebuild, or use hbw-preferred)");
+  }
+  if (kind == MemKind::hbw_preferred) {
+    log_once(LogLevel::warn, "memory", "hbw-preferred-fallback",
+             "hbw-preferred: built without memkind, using dram");
+    got = MemKind::dram;
+  }
+  if (kind == MemKind::interleave) {
+    log_once(LogLevel::warn, "memory", "interleave-fallback",
+             "interleave: built without memkind, using dram");
+    got = MemKind::dram;
+  }
+#endif
+
+  Buffer b;
+  b.kind_ = got;
+  b.bytes_ = bytes;
+  if (bytes == 0) return b;
+  if (bytes > kMaxBytes) return alloc_failed(bytes, kind, "larger than any machine's memory");
+
+  void* p = nullptr;
+  if (use_memkind) {
+#if EASEL_HAVE_MEMKIND
+    const int err = memkind_posix_memalign(memkind_of(got), &p, kAlign, bytes);
+    if (err != 0 || p == nullptr) {
+      return alloc_failed(bytes, kind, err == ENOMEM ? "out of memory" : "memkind refused");
+    }
+    b.from_memkind_ = true;
+#endif
+  } else {
+    p = plain_alloc(bytes);
+    if (p == nullptr) return alloc_failed(bytes, kind, "out of memory");
+  }
+  b.ptr_ = p;
+  return b;
+}
+
+void Buffer::release() {
+  if (ptr_ != nullptr) {
+    if (from_memkind_) {
+#if EASEL_HAVE_MEMKIND
+      memkind_free(memkind_of(kind_), ptr_);
+#endif
+    } else {
+      plain_free(ptr_);
+    }
+  }
+  ptr_ = nullptr;
+  bytes_ = 0;
+  from_memkind_ = false;
+}
+
+Buffer::~Buffer() {
+  release();
+}
+
+Buffer::Buffer(Buffer&& o) noexcept
+    : ptr_(std::exchange(o.ptr_, nullptr)),
+      bytes_(std::exchange(o.bytes_, 0)),
+      kind_(o.kind_),
+      from_memkind_(std::exchange(o.from_memkind_, false)) {}
+
+Buffer& Buffer::operator=(Buffer&& o) noexcept {
+  if (this != &o) {
+    release();
+    ptr_ = std::exchange(o.ptr_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+    kind_ = o.kind_;
+    from_memkind_ = std::exchange(o.from_memkind_, false);
+  }
+  return *this;
+}
+
+}  // namespace easel

@@ -14,7 +14,8 @@ class Rng {
 
   void reseed(uint64_t seed) {
     uint64_t x = seed;
-    for (auto& s : s_) s = splitmix64(&x);
+    for (auto& s : s_)
+      s = splitmix64(&x);
   }
   // A generator for a sub-stream (group i, layer j): deterministic in (seed, stream).
   static Rng stream(uint64_t seed, uint64_t stream_id) {
@@ -38,7 +39,8 @@ class Rng {
   // Uniform integer in [0, n) (n > 0), Lemire's method without the rare-rejection step bias
   // being measurable for the sizes used here.
   uint64_t below(uint64_t n) {
-    return static_cast<uint64_t>((static_cast<unsigned __int128>(next_u64()) * n) >> 64);
+    __extension__ using u128 = unsigned __int128;  // __extension__: clean under -Wpedantic
+    return static_cast<uint64_t>((static_cast<u128>(next_u64()) * n) >> 64);
   }
   // Standard normal through Box-Muller.
   float normal() {

@@ -1,1 +1,202 @@
-// (being written)
+// Span operations: each is one pass with `omp simd` on the inner loop. No OpenMP parallel
+// region is opened here: callers run these on a worker's thread (its team may split the arena).
+//
+// Rounding contract: every elastic update is written as
+//   u = <the plain update of w>;  w = u - alpha*(w_old - centre)
+// and alpha == 0 takes the plain update's own code path, so that an elastic step with alpha 0
+// is bit-identical to the corresponding plain step (sync-easgd with rho = 0 equals sgd).
+#include "engine/span_ops.hpp"
+
+#include <atomic>
+
+namespace easel {
+namespace {
+
+static_assert(std::atomic_ref<float>::is_always_lock_free, "racy ops need lock-free floats");
+
+struct SegRange {
+  int64_t begin, end;
+  float lr, wd;  // effective lr*lr_mult, wd*decay_mult
+};
+
+inline SegRange range_of(const Segment& s, float lr, float wd) {
+  return {s.offset, s.offset + s.count, lr * s.lr_mult, wd * s.decay_mult};
+}
+
+}  // namespace
+
+void span_copy(float* y, const float* x, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = x[i];
+}
+
+void span_axpy(float* y, float a, const float* x, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    y[i] += a * x[i];
+}
+
+void span_axpby(float* y, float a, const float* x, float b, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = a * x[i] + b * y[i];
+}
+
+void span_scale(float* y, float a, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    y[i] *= a;
+}
+
+void span_zero(float* y, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = 0.f;
+}
+
+double span_sum_squares(const float* x, int64_t n) {
+  double s = 0.0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    s += v * v;
+  }
+  return s;
+}
+
+void sgd_step(std::span<const Segment> segs, float* w, const float* g, float lr, float wd) {
+  for (const Segment& s : segs) {
+    const SegRange r = range_of(s, lr, wd);
+#pragma omp simd
+    for (int64_t i = r.begin; i < r.end; ++i)
+      w[i] = w[i] - r.lr * (g[i] + r.wd * w[i]);
+  }
+}
+
+void momentum_step(std::span<const Segment> segs, float* w, const float* g, float* v, float lr,
+                   float mu, float wd) {
+  for (const Segment& s : segs) {
+    const SegRange r = range_of(s, lr, wd);
+#pragma omp simd
+    for (int64_t i = r.begin; i < r.end; ++i) {
+      const float vn = mu * v[i] - r.lr * (g[i] + r.wd * w[i]);
+      v[i] = vn;
+      w[i] = w[i] + vn;
+    }
+  }
+}
+
+void nesterov_step(std::span<const Segment> segs, float* w, const float* g, float* v, float lr,
+                   float mu, float wd) {
+  for (const Segment& s : segs) {
+    const SegRange r = range_of(s, lr, wd);
+#pragma omp simd
+    for (int64_t i = r.begin; i < r.end; ++i) {
+      const float vo = v[i];
+      const float vn = mu * vo - r.lr * (g[i] + r.wd * w[i]);
+      v[i] = vn;
+      w[i] = w[i] + (1.f + mu) * vn - mu * vo;
+    }
+  }
+}
+
+void elastic_sgd_step(std::span<const Segment> segs, float* w, const float* g, const float* centre,
+                      float lr, float wd, float alpha) {
+  if (alpha == 0.f) {
+    sgd_step(segs, w, g, lr, wd);
+    return;
+  }
+  for (const Segment& s : segs) {
+    const SegRange r = range_of(s, lr, wd);
+#pragma omp simd
+    for (int64_t i = r.begin; i < r.end; ++i) {
+      const float wo = w[i];
+      const float u = wo - r.lr * (g[i] + r.wd * wo);
+      w[i] = u - alpha * (wo - centre[i]);
+    }
+  }
+}
+
+void elastic_momentum_step(std::span<const Segment> segs, float* w, const float* g, float* v,
+                           const float* centre, float lr, float delta, float wd, float alpha,
+                           bool nesterov) {
+  if (alpha == 0.f) {
+    if (nesterov) {
+      nesterov_step(segs, w, g, v, lr, delta, wd);
+    } else {
+      momentum_step(segs, w, g, v, lr, delta, wd);
+    }
+    return;
+  }
+  for (const Segment& s : segs) {
+    const SegRange r = range_of(s, lr, wd);
+    if (nesterov) {
+#pragma omp simd
+      for (int64_t i = r.begin; i < r.end; ++i) {
+        const float wo = w[i];
+        const float vo = v[i];
+        const float vn = delta * vo - r.lr * (g[i] + r.wd * wo);
+        v[i] = vn;
+        const float u = wo + (1.f + delta) * vn - delta * vo;
+        w[i] = u - alpha * (wo - centre[i]);
+      }
+    } else {
+#pragma omp simd
+      for (int64_t i = r.begin; i < r.end; ++i) {
+        const float wo = w[i];
+        const float vn = delta * v[i] - r.lr * (g[i] + r.wd * wo);
+        v[i] = vn;
+        const float u = wo + vn;
+        w[i] = u - alpha * (wo - centre[i]);
+      }
+    }
+  }
+}
+
+void elastic_pull(float* w, const float* centre, float alpha, int64_t n) {
+  if (alpha == 0.f) return;  // keeps w bit-identical (no -0/+0 flips)
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    w[i] = w[i] - alpha * (w[i] - centre[i]);
+}
+
+void elastic_centre(float* centre, const float* w, float alpha, int64_t n) {
+  if (alpha == 0.f) return;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    centre[i] = centre[i] + alpha * (w[i] - centre[i]);
+}
+
+void elastic_centre_sum(float* centre, const float* sum_w, float alpha, int p, int64_t n) {
+  if (alpha == 0.f) return;
+  const float pf = static_cast<float>(p);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    centre[i] = centre[i] + alpha * (sum_w[i] - pf * centre[i]);
+}
+
+void racy_axpy(float* shared, float a, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    std::atomic_ref<float> s(shared[i]);
+    s.store(s.load(std::memory_order_relaxed) + a * x[i], std::memory_order_relaxed);
+  }
+}
+
+void racy_copy_from(float* dst, const float* shared, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    // atomic_ref needs a non-const referent; the load does not write.
+    std::atomic_ref<float> s(const_cast<float&>(shared[i]));
+    dst[i] = s.load(std::memory_order_relaxed);
+  }
+}
+
+void racy_elastic_centre(float* shared, const float* w, float alpha, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    std::atomic_ref<float> s(shared[i]);
+    const float c = s.load(std::memory_order_relaxed);
+    s.store(c + alpha * (w[i] - c), std::memory_order_relaxed);
+  }
+}
+
+}  // namespace easel

@@ -1,1 +1,382 @@
-// (being written)
+// Topology through hwloc (the only file that includes hwloc.h) and the worker-group plan.
+#include "engine/topology.hpp"
+
+#include <hwloc.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+#include <string>
+#include <utility>
+
+namespace easel {
+namespace {
+
+constexpr int kMaxCpu = 4096;  // cpu indices are below this
+
+std::vector<int> bitmap_to_vector(hwloc_const_bitmap_t set) {
+  std::vector<int> out;
+  if (set == nullptr) return out;
+  for (int i = hwloc_bitmap_first(set); i >= 0; i = hwloc_bitmap_next(set, i))
+    out.push_back(i);
+  return out;
+}
+
+// Compact form of a sorted or unsorted cpu list: "0-3,8".
+std::string cpus_to_string(const std::vector<int>& cpus) {
+  if (cpus.empty()) return "-";
+  std::string s;
+  size_t i = 0;
+  while (i < cpus.size()) {
+    size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1)
+      ++j;
+    if (!s.empty()) s += ',';
+    s += std::to_string(cpus[i]);
+    if (j > i) s += '-' + std::to_string(cpus[j]);
+    i = j + 1;
+  }
+  return s;
+}
+
+std::string gib(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
+  return buf;
+}
+
+// Owns an hwloc topology for the duration of detect_topology().
+struct HwlocTopology {
+  hwloc_topology_t t = nullptr;
+  ~HwlocTopology() {
+    if (t != nullptr) hwloc_topology_destroy(t);
+  }
+};
+
+// Strict positive integer in [1, 4096]; false otherwise.
+bool parse_positive(const std::string& s, int* out) {
+  if (s.empty() || s.size() > 4) return false;
+  int v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + (c - '0');
+  }
+  if (v < 1 || v > kMaxCpu) return false;
+  *out = v;
+  return true;
+}
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  size_t e = s.find_last_not_of(" \t");
+  return s.substr(b, e - b + 1);
+}
+
+int group_numa(const Topology& topo, const std::vector<int>& cpus) {
+  if (topo.numa.size() <= 1 || cpus.empty()) return -1;
+  return topo.numa_of_cpu(cpus.front());
+}
+
+}  // namespace
+
+int Topology::numa_of_cpu(int cpu) const {
+  for (const NumaNode& n : numa) {
+    if (std::find(n.cpus.begin(), n.cpus.end(), cpu) != n.cpus.end()) return n.os_index;
+  }
+  return -1;
+}
+
+std::string Topology::to_string() const {
+  std::string s = "packages " + std::to_string(packages) + ", cores " +
+                  std::to_string(core_count()) + ", NUMA nodes " + std::to_string(numa.size()) +
+                  ", memory " + gib(total_memory_bytes) + "\n";
+  for (const NumaNode& n : numa) {
+    s += "  numa " + std::to_string(n.os_index) + ": " + gib(n.memory_bytes) + ", cpus " +
+         cpus_to_string(n.cpus) + (n.memory_only ? " (memory only)" : "") + "\n";
+  }
+  constexpr size_t kListedCores = 32;  // a big node gets a summary line instead
+  for (size_t i = 0; i < cores.size() && i < kListedCores; ++i) {
+    s += "  core " + std::to_string(i) + ": pus " + cpus_to_string(cores[i]) + "\n";
+  }
+  if (cores.size() > kListedCores) {
+    s += "  ... " + std::to_string(cores.size() - kListedCores) + " more cores\n";
+  }
+  return s;
+}
+
+Result<Topology> detect_topology() {
+  HwlocTopology h;
+  if (hwloc_topology_init(&h.t) != 0) return internal_error("hwloc_topology_init failed");
+  const unsigned long flags = HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM |
+                              HWLOC_TOPOLOGY_FLAG_RESTRICT_TO_CPUBINDING |
+                              HWLOC_TOPOLOGY_FLAG_DONT_CHANGE_BINDING;
+  if (hwloc_topology_set_flags(h.t, flags) != 0) {
+    return internal_error("hwloc_topology_set_flags failed");
+  }
+  if (hwloc_topology_load(h.t) != 0) return internal_error("hwloc_topology_load failed");
+
+  Topology topo;
+  topo.packages = std::max(1, hwloc_get_nbobjs_by_type(h.t, HWLOC_OBJ_PACKAGE));
+  hwloc_obj_t root = hwloc_get_root_obj(h.t);
+  hwloc_const_cpuset_t allowed = hwloc_topology_get_allowed_cpuset(h.t);
+
+  const int ncores = hwloc_get_nbobjs_by_type(h.t, HWLOC_OBJ_CORE);
+  const bool have_cores = ncores > 0;
+  const hwloc_obj_type_t unit = have_cores ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
+  const int nunits = hwloc_get_nbobjs_by_type(h.t, unit);
+  for (int i = 0; i < nunits; ++i) {
+    hwloc_obj_t obj = hwloc_get_obj_by_type(h.t, unit, static_cast<unsigned>(i));
+    if (obj == nullptr || obj->cpuset == nullptr) continue;
+    hwloc_bitmap_t set = hwloc_bitmap_dup(obj->cpuset);
+    if (allowed != nullptr) hwloc_bitmap_and(set, set, allowed);
+    std::vector<int> pus = bitmap_to_vector(set);
+    hwloc_bitmap_free(set);
+    if (!pus.empty()) topo.cores.push_back(std::move(pus));
+  }
+
+  const int nnodes = hwloc_get_nbobjs_by_type(h.t, HWLOC_OBJ_NUMANODE);
+  for (int i = 0; i < nnodes; ++i) {
+    hwloc_obj_t obj = hwloc_get_obj_by_type(h.t, HWLOC_OBJ_NUMANODE, static_cast<unsigned>(i));
+    if (obj == nullptr) continue;
+    NumaNode n;
+    n.os_index = static_cast<int>(obj->os_index);
+    n.memory_bytes = obj->attr != nullptr ? obj->attr->numanode.local_memory : 0;
+    if (obj->cpuset != nullptr) {
+      hwloc_bitmap_t set = hwloc_bitmap_dup(obj->cpuset);
+      if (allowed != nullptr) hwloc_bitmap_and(set, set, allowed);
+      n.cpus = bitmap_to_vector(set);
+      hwloc_bitmap_free(set);
+    }
+    n.memory_only = n.cpus.empty();
+    topo.numa.push_back(std::move(n));
+  }
+  topo.total_memory_bytes = root != nullptr ? root->total_memory : 0;
+  if (topo.cores.empty()) return internal_error("hwloc found no usable cores for this process");
+  return topo;
+}
+
+int GroupPlan::total_threads() const {
+  int t = 0;
+  for (const GroupSpec& g : groups)
+    t += static_cast<int>(g.cpus.size());
+  return t;
+}
+
+std::string GroupPlan::to_string() const {
+  std::string s = std::to_string(groups.size()) + " groups, " + std::to_string(total_threads()) +
+                  " threads" + (oversubscribed ? " (oversubscribed)" : "") + "\n";
+  char line[128];
+  std::snprintf(line, sizeof line, "  %-6s %-8s %-5s %s\n", "group", "threads", "numa", "cpus");
+  s += line;
+  for (const GroupSpec& g : groups) {
+    const std::string numa = g.numa_node < 0 ? "-" : std::to_string(g.numa_node);
+    std::snprintf(line, sizeof line, "  %-6d %-8zu %-5s ", g.id, g.cpus.size(), numa.c_str());
+    s += line;
+    s += cpus_to_string(g.cpus) + "\n";
+  }
+  for (const std::string& n : notes)
+    s += "  note: " + n + "\n";
+  return s;
+}
+
+Result<std::vector<int>> parse_cpu_list(const std::string& text) {
+  const std::string all = trim(text);
+  if (all.empty()) return invalid_argument("cpu list is empty (expected e.g. \"0-3,8\")");
+  std::vector<int> out;
+  std::set<int> seen;
+  size_t pos = 0;
+  while (pos <= all.size()) {
+    size_t end = all.find(',', pos);
+    if (end == std::string::npos) end = all.size();
+    const std::string tok = trim(all.substr(pos, end - pos));
+    pos = end + 1;
+    auto bad = [&](const std::string& why) {
+      return invalid_argument("cpu list '" + all + "': '" + tok + "' " + why);
+    };
+    if (tok.empty()) return bad("is empty (expected a cpu or a range like 0-3)");
+    const size_t dash = tok.find('-', 1);  // a leading '-' is a negative number, not a range
+    auto parse_index = [&](const std::string& s, int* v) {
+      if (s.empty() || s.size() > 5) return false;
+      long x = 0;
+      for (char c : s) {
+        if (c < '0' || c > '9') return false;
+        x = x * 10 + (c - '0');
+      }
+      if (x >= kMaxCpu) return false;
+      *v = static_cast<int>(x);
+      return true;
+    };
+    int lo = 0, hi = 0;
+    if (dash == std::string::npos) {
+      if (!parse_index(tok, &lo)) {
+        return bad("is not a cpu index (0-" + std::to_string(kMaxCpu - 1) + ")");
+      }
+      hi = lo;
+    } else {
+      if (!parse_index(tok.substr(0, dash), &lo) || !parse_index(tok.substr(dash + 1), &hi)) {
+        return bad("is not a range of cpu indices (0-" + std::to_string(kMaxCpu - 1) + ")");
+      }
+      if (hi < lo) return bad("runs backwards");
+    }
+    for (int c = lo; c <= hi; ++c) {
+      if (!seen.insert(c).second) return bad("lists cpu " + std::to_string(c) + " twice");
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+Result<GroupPlan> make_plan(const Topology& topo, const PlanRequest& req) {
+  if (req.threads < 0) {
+    return invalid_argument("--threads must be >= 0 (0: all cores), got " +
+                            std::to_string(req.threads));
+  }
+  if (req.threads_per_group < 0) {
+    return invalid_argument("--threads-per-group must be >= 0 (0: derive from --threads), got " +
+                            std::to_string(req.threads_per_group));
+  }
+  const int cores = topo.core_count();
+  if (cores == 0) return unavailable("the topology has no cores");
+  GroupPlan plan;
+
+  // Explicit cpu lists: one group per list, exactly those cpus.
+  if (!trim(req.cpu_lists).empty()) {
+    std::set<int> known;
+    for (const auto& c : topo.cores)
+      known.insert(c.begin(), c.end());
+    std::set<int> used;
+    std::string lists = req.cpu_lists;
+    size_t pos = 0;
+    while (pos <= lists.size()) {
+      size_t end = lists.find(';', pos);
+      if (end == std::string::npos) end = lists.size();
+      const std::string item = lists.substr(pos, end - pos);
+      pos = end + 1;
+      auto cpus = parse_cpu_list(item);
+      if (!cpus.ok()) return invalid_argument("--cpus: " + cpus.status().message());
+      for (int c : *cpus) {
+        if (known.count(c) == 0) {
+          return invalid_argument("--cpus: cpu " + std::to_string(c) +
+                                  " is not available to this process (usable cpus: " +
+                                  cpus_to_string(std::vector<int>(known.begin(), known.end())) +
+                                  ")");
+        }
+        if (!used.insert(c).second) plan.oversubscribed = true;
+      }
+      GroupSpec g;
+      g.id = static_cast<int>(plan.groups.size());
+      g.cpus = std::move(cpus).value();
+      g.numa_node = group_numa(topo, g.cpus);
+      plan.groups.push_back(std::move(g));
+    }
+    int asked = 0;
+    if (req.groups != "auto" && req.groups != "numa") {
+      if (!parse_positive(req.groups, &asked)) {
+        return invalid_argument("--groups must be a positive number, 'auto' or 'numa' (got '" +
+                                req.groups + "')");
+      }
+      if (asked != static_cast<int>(plan.groups.size())) {
+        return invalid_argument("--groups " + req.groups + " does not match the " +
+                                std::to_string(plan.groups.size()) + " lists given to --cpus");
+      }
+    }
+    if (plan.oversubscribed && !req.oversubscribe) {
+      return invalid_argument(
+          "--cpus gives some cpu to more than one group; use distinct cpus "
+          "or pass --oversubscribe");
+    }
+    plan.notes.push_back("explicit --cpus: " + std::to_string(plan.groups.size()) + " groups");
+    if (plan.oversubscribed) plan.notes.push_back("oversubscribed: some cpus carry two threads");
+    return plan;
+  }
+
+  // Decide how many groups of how many threads each.
+  const int pool = req.threads > 0 ? req.threads : cores;
+  std::vector<std::vector<int>> numa_cores;  // for "numa": the core indices of each node
+  int ngroups = 0;
+  std::vector<int> sizes;
+  if (req.groups == "auto") {
+    const int k = req.threads_per_group > 0 ? req.threads_per_group : 1;
+    ngroups = std::max(1, pool / k);
+    sizes.assign(static_cast<size_t>(ngroups), k);
+    plan.notes.push_back(k == 1 ? "auto: one group per core"
+                                : "auto: groups of " + std::to_string(k) + " threads");
+  } else if (req.groups == "numa") {
+    for (const NumaNode& n : topo.numa) {
+      if (n.memory_only) continue;
+      std::vector<int> idx;
+      for (int c = 0; c < cores; ++c) {
+        const auto& pus = topo.cores[static_cast<size_t>(c)];
+        if (std::find(n.cpus.begin(), n.cpus.end(), pus.front()) != n.cpus.end()) {
+          idx.push_back(c);
+        }
+      }
+      if (idx.empty()) continue;
+      numa_cores.push_back(std::move(idx));
+    }
+    if (numa_cores.empty()) {  // hwloc saw no NUMA node with cores: the machine is one node
+      std::vector<int> idx(static_cast<size_t>(cores));
+      for (int c = 0; c < cores; ++c)
+        idx[static_cast<size_t>(c)] = c;
+      numa_cores.push_back(std::move(idx));
+    }
+    ngroups = static_cast<int>(numa_cores.size());
+    int cap = req.threads_per_group;
+    if (cap == 0 && req.threads > 0) cap = std::max(1, req.threads / ngroups);
+    for (auto& idx : numa_cores) {
+      if (cap > 0 && static_cast<int>(idx.size()) > cap) idx.resize(static_cast<size_t>(cap));
+      sizes.push_back(static_cast<int>(idx.size()));
+    }
+    plan.notes.push_back("numa: one group per NUMA node with cores (" + std::to_string(ngroups) +
+                         ")");
+  } else {
+    if (!parse_positive(req.groups, &ngroups)) {
+      return invalid_argument("--groups must be a positive number, 'auto' or 'numa' (got '" +
+                              req.groups + "')");
+    }
+    const int k = req.threads_per_group > 0 ? req.threads_per_group : std::max(1, pool / ngroups);
+    if (req.threads > 0 && req.threads_per_group > 0 && ngroups * k != req.threads) {
+      return invalid_argument("--threads " + std::to_string(req.threads) + " is not --groups " +
+                              req.groups + " x --threads-per-group " + std::to_string(k));
+    }
+    sizes.assign(static_cast<size_t>(ngroups), k);
+  }
+
+  int total = 0;
+  for (int s : sizes)
+    total += s;
+  if (total > cores && !req.oversubscribe) {
+    return invalid_argument("asked for " + std::to_string(total) + " threads (" +
+                            std::to_string(ngroups) + " groups x " + std::to_string(sizes.front()) +
+                            ") but this machine has " + std::to_string(cores) +
+                            " cores; use fewer or pass --oversubscribe");
+  }
+
+  int next = 0;  // next core, round-robin
+  for (int gi = 0; gi < ngroups; ++gi) {
+    GroupSpec g;
+    g.id = gi;
+    for (int t = 0; t < sizes[static_cast<size_t>(gi)]; ++t) {
+      int core;
+      if (!numa_cores.empty()) {
+        core = numa_cores[static_cast<size_t>(gi)][static_cast<size_t>(t)];
+      } else {
+        core = next % cores;
+        ++next;
+      }
+      g.cpus.push_back(topo.cores[static_cast<size_t>(core)].front());
+    }
+    g.numa_node = group_numa(topo, g.cpus);
+    plan.groups.push_back(std::move(g));
+  }
+  if (total > cores) {
+    plan.oversubscribed = true;
+    plan.notes.push_back("oversubscribed: " + std::to_string(total) + " threads on " +
+                         std::to_string(cores) +
+                         " cores (threads share cores round-robin; timings will not scale)");
+  }
+  return plan;
+}
+
+}  // namespace easel

@@ -1,1 +1,127 @@
-// (being written)
+// A worker group's pinned thread and its OpenMP team.
+#include "engine/worker.hpp"
+
+#include <omp.h>
+#include <sched.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "engine/log.hpp"
+
+namespace easel {
+namespace {
+
+constexpr int kMaxCpus = 4096;
+
+std::string list_string(const std::vector<int>& cpus) {
+  std::string s;
+  for (int c : cpus) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(c);
+  }
+  return s;
+}
+
+}  // namespace
+
+bool pin_current_thread(const std::vector<int>& cpus) {
+  if (cpus.empty()) return false;
+  cpu_set_t* set = CPU_ALLOC(kMaxCpus);
+  if (set == nullptr) return false;
+  const size_t size = CPU_ALLOC_SIZE(kMaxCpus);
+  CPU_ZERO_S(size, set);
+  for (int c : cpus) {
+    if (c < 0 || c >= kMaxCpus) {
+      CPU_FREE(set);
+      return false;
+    }
+    CPU_SET_S(static_cast<size_t>(c), size, set);
+  }
+  const int rc = sched_setaffinity(0, size, set);
+  CPU_FREE(set);
+  return rc == 0;
+}
+
+Result<std::unique_ptr<WorkerThread>> WorkerThread::start(const GroupSpec& spec, bool pin) {
+  if (spec.cpus.empty()) {
+    return invalid_argument("worker group " + std::to_string(spec.id) + " has no cpus");
+  }
+  std::unique_ptr<WorkerThread> w;
+  try {
+    w.reset(new WorkerThread(spec, pin));
+  } catch (const std::system_error& e) {
+    return unavailable("cannot start the thread of worker group " + std::to_string(spec.id) + ": " +
+                       e.what());
+  }
+  // The thread pins itself and builds its team first; wait for that to finish.
+  w->run([] {});
+  return w;
+}
+
+WorkerThread::WorkerThread(GroupSpec spec, bool pin)
+    : spec_(std::move(spec)), pin_(pin), thread_([this] { loop(); }) {}
+
+WorkerThread::~WorkerThread() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::future<void> WorkerThread::post(std::function<void()> fn) {
+  std::packaged_task<void()> task(std::move(fn));
+  std::future<void> f = task.get_future();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(task));
+  }
+  cv_.notify_one();
+  return f;
+}
+
+void WorkerThread::loop() {
+  const int n = static_cast<int>(spec_.cpus.size());
+  if (pin_ && !pin_current_thread(spec_.cpus)) {
+    log_once(LogLevel::warn, "worker", "pin-failed",
+             "cannot pin worker group " + std::to_string(spec_.id) + " to cpus " +
+                 list_string(spec_.cpus) + " (sched_setaffinity: " + std::strerror(errno) +
+                 "); running unpinned");
+  }
+  // This pthread gets its own libgomp team: size it to the group and pin each member.
+  omp_set_num_threads(n);
+  const bool pin = pin_;
+  const std::vector<int>& cpus = spec_.cpus;
+  bool team_pin_failed = false;
+#pragma omp parallel num_threads(n) reduction(|| : team_pin_failed)
+  {
+    const int i = omp_get_thread_num();
+    if (pin && i < n && !pin_current_thread({cpus[static_cast<size_t>(i)]})) {
+      team_pin_failed = true;
+    }
+  }
+  if (team_pin_failed) {
+    log_once(LogLevel::warn, "worker", "team-pin-failed",
+             "cannot pin the OpenMP team of worker group " + std::to_string(spec_.id) +
+                 "; its threads run unpinned");
+  }
+
+  for (;;) {
+    std::packaged_task<void()> task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stop_ and drained
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    task();
+  }
+}
+
+}  // namespace easel

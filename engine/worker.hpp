@@ -2,6 +2,8 @@
 // group's cpus (each OpenMP thread pinned to its own cpu). Work is posted to the thread and
 // runs there, so that every oneDNN primitive and every OpenMP region of the group uses the
 // group's team and only its cores. Several WorkerThreads run at once, one per group.
+// The std::thread is OpenMP thread 0 of its team, so when pinned it ends on spec.cpus[0];
+// OpenMP thread i of the team is pinned to spec.cpus[i].
 #pragma once
 
 #include <condition_variable>

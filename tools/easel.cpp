@@ -1,1 +1,93 @@
-int main() { return 0; }
+// easel: train, topology, list. `easel --help` and `easel SUBCOMMAND --help` list every flag
+// with its default. User errors print one line and exit with 2 (flags) or 1 (run failed).
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "engine/log.hpp"
+#include "tools/cli.hpp"
+
+namespace {
+
+// Finds --config FILE / --config=FILE among the arguments after the subcommand.
+std::string find_config(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--config" && i + 1 < argc) return argv[i + 1];
+    if (a.rfind("--config=", 0) == 0) return a.substr(9);
+  }
+  return {};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace easel;
+  TrainConfig cfg;
+  CLI::App app{"easel: train deep networks on a node split into worker groups (SC17 algorithms)",
+               "easel"};
+  app.require_subcommand(1);
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+
+  CLI::App* train = app.add_subcommand("train", "train a net with one of the algorithms");
+  std::string config_path;
+  train->add_option("--config", config_path,
+                    "TOML file with any of these flags as keys (flags override it)");
+  const std::vector<std::string> bools = cli::add_train_flags(*train, cfg);
+
+  CLI::App* topo =
+      app.add_subcommand("topology", "print the machine and the worker-group plan the flags give");
+  topo->add_option("--groups", cfg.plan.groups, "number of groups, 'auto' (one per core) or 'numa'")
+      ->capture_default_str();
+  topo->add_option("--threads-per-group", cfg.plan.threads_per_group,
+                   "threads in each group (0: derive)")
+      ->capture_default_str();
+  topo->add_option("--threads", cfg.plan.threads, "total threads (0: all cores)")
+      ->capture_default_str();
+  topo->add_option("--cpus", cfg.plan.cpu_lists, "explicit cpu list per group, e.g. '0-3;4-7'");
+  topo->add_flag("--oversubscribe", cfg.plan.oversubscribe, "allow more threads than cores");
+  topo->add_option("--algo", cfg.algo, "algorithm (one-group algorithms plan one group)")
+      ->capture_default_str();
+
+  app.add_subcommand("list", "list the nets and algorithms");
+
+  // A config file's keys become flags placed before the real ones, so the real ones win.
+  std::vector<std::string> args;
+  for (int i = argc - 1; i >= 1; --i)
+    args.emplace_back(argv[i]);  // CLI11 wants reverse order
+  const std::string cfg_file = find_config(argc, argv);
+  if (!cfg_file.empty() && argc > 1 && std::strcmp(argv[1], "train") == 0) {
+    auto extra = config_file_args(cfg_file, cli::flag_names(*train), bools);
+    if (!extra.ok()) {
+      std::fprintf(stderr, "easel: %s\n", extra.status().message().c_str());
+      return 2;
+    }
+    // Insert just after "train" (which is last in the reversed vector).
+    std::vector<std::string> rev(extra.value().rbegin(), extra.value().rend());
+    args.insert(args.end() - 1, rev.begin(), rev.end());
+  }
+  try {
+    app.parse(args);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "easel: %s (see easel %s --help)\n", e.what(), argc > 1 ? argv[1] : "");
+    return 2;
+  }
+  LogLevel level;
+  if (cfg.log_level.empty()) {
+  } else if (parse_log_level(cfg.log_level, &level)) {
+    set_log_level(level);
+  } else {
+    std::fprintf(stderr,
+                 "easel: --log-level: unknown level '%s' (accepted: debug, info, warn, error)\n",
+                 cfg.log_level.c_str());
+    return 2;
+  }
+  if (train->parsed()) return cli::run_train(cfg);
+  if (topo->parsed()) return cli::run_topology(cfg);
+  return cli::run_list();
+}

@@ -1,1 +1,287 @@
-// (being written)
+// The shared-memory Comm: every rank is a thread of this process. Ranks publish their buffer
+// pointers in a slot table, then read their peers' buffers directly; each algorithm step ends
+// at a reusable barrier. Summation orders depend only on (size, algorithm), never on timing.
+//
+// tree:  binomial-tree reduction into the root (child partial added to the parent's), then a
+//        binomial-tree broadcast. allreduce = reduce to rank 0 + broadcast from rank 0.
+// ring:  reduce-scatter over P chunks along the ring (chunk j summed in rank order j, j+1, ...,
+//        j-1, ending at its owner j-1), then a ring allgather; reduce gathers the chunks to the
+//        root; broadcast is a chunk-pipelined chain from the root.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/comm/comm.hpp"
+
+namespace easel {
+
+const char* collective_algo_name(CollectiveAlgo a) {
+  switch (a) {
+    case CollectiveAlgo::tree:
+      return "tree";
+    case CollectiveAlgo::ring:
+      return "ring";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// dst[i] = a[i] + b[i] on [begin, end). dst may alias a or b.
+void add_range(float* dst, const float* a, const float* b, int64_t begin, int64_t end) {
+#pragma omp simd
+  for (int64_t i = begin; i < end; ++i)
+    dst[i] = a[i] + b[i];
+}
+
+void copy_range(float* dst, const float* src, int64_t begin, int64_t end) {
+  if (end > begin && dst != src) {
+    std::memcpy(dst + begin, src + begin, static_cast<size_t>(end - begin) * sizeof(float));
+  }
+}
+
+// A reusable barrier: arrivals counted in `count_`, released by bumping `gen_`. Waiters spin
+// briefly, then yield, then sleep on the futex behind std::atomic::wait (so that 8 ranks on 2
+// cores make progress).
+class Barrier {
+ public:
+  explicit Barrier(int size) : size_(size) {}
+
+  void arrive_and_wait() {
+    const uint32_t gen = gen_.load(std::memory_order_acquire);
+    if (count_.fetch_add(1, std::memory_order_acq_rel) + 1 == size_) {
+      count_.store(0, std::memory_order_relaxed);
+      gen_.fetch_add(1, std::memory_order_release);
+      gen_.notify_all();
+      return;
+    }
+    for (int i = 0; i < 256; ++i) {
+      if (gen_.load(std::memory_order_acquire) != gen) return;
+    }
+    for (int i = 0; i < 16; ++i) {
+      if (gen_.load(std::memory_order_acquire) != gen) return;
+      std::this_thread::yield();
+    }
+    while (gen_.load(std::memory_order_acquire) == gen)
+      gen_.wait(gen, std::memory_order_acquire);
+  }
+
+ private:
+  const int size_;
+  alignas(64) std::atomic<int> count_{0};
+  alignas(64) std::atomic<uint32_t> gen_{0};
+};
+
+// What each rank publishes for the current collective; written by its rank before a barrier,
+// read by peers after it.
+struct alignas(64) RankSlot {
+  const float* src = nullptr;  // the rank's input
+  const float* cur = nullptr;  // tree reduce: the rank's current partial sum
+  float* work = nullptr;       // the rank's in/out or scratch buffer
+  int64_t n = 0;
+  int root = 0;
+  double wait_s = 0.0;         // accumulated barrier wait (owned by the rank)
+  std::vector<float> scratch;  // grown on demand, never shrunk (owned by the rank)
+};
+
+class ShmComm final : public Comm {
+ public:
+  ShmComm(int size, CollectiveAlgo algo)
+      : size_(size), algo_(algo), barrier_(size), slots_(static_cast<size_t>(size)) {}
+
+  int size() const override { return size_; }
+  std::string name() const override {
+    return std::string("shm-") + collective_algo_name(algo_) + "(" + std::to_string(size_) + ")";
+  }
+
+  void allreduce_sum(int rank, float* buf, int64_t n) override {
+    check_rank(rank);
+    if (size_ == 1 || n == 0) return;
+    if (algo_ == CollectiveAlgo::tree) {
+      tree_reduce(rank, buf, buf, n, 0);
+      tree_broadcast(rank, buf, n, 0);
+    } else {
+      ring_allreduce(rank, buf, n);
+    }
+  }
+
+  void reduce_sum(int rank, const float* src, float* dst, int64_t n, int root) override {
+    check_rank(rank);
+    check_rank(root);
+    if (n == 0) return;
+    if (size_ == 1) {
+      copy_range(dst, src, 0, n);
+      return;
+    }
+    if (algo_ == CollectiveAlgo::tree) {
+      tree_reduce(rank, src, dst, n, root);
+    } else {
+      ring_reduce(rank, src, dst, n, root);
+    }
+  }
+
+  void broadcast(int rank, float* buf, int64_t n, int root) override {
+    check_rank(rank);
+    check_rank(root);
+    if (size_ == 1 || n == 0) return;
+    if (algo_ == CollectiveAlgo::tree) {
+      tree_broadcast(rank, buf, n, root);
+    } else {
+      ring_broadcast(rank, buf, n, root);
+    }
+  }
+
+  void barrier(int rank) override {
+    check_rank(rank);
+    if (size_ > 1) wait(rank);
+  }
+
+  double wait_seconds(int rank) const override {
+    check_rank(rank);
+    return slots_[static_cast<size_t>(rank)].wait_s;
+  }
+
+ private:
+  void check_rank(int rank) const { EASEL_CHECK(rank >= 0 && rank < size_); }
+  RankSlot& slot(int rank) { return slots_[static_cast<size_t>(rank)]; }
+
+  // Barrier wait, timed into the rank's wait seconds.
+  void wait(int rank) {
+    const auto t0 = std::chrono::steady_clock::now();
+    barrier_.arrive_and_wait();
+    const auto t1 = std::chrono::steady_clock::now();
+    slot(rank).wait_s += std::chrono::duration<double>(t1 - t0).count();
+  }
+
+  // Publishes the rank's pointers and waits for everyone's; checks all ranks agree on n/root.
+  void publish(int rank, const float* src, float* work, int64_t n, int root) {
+    RankSlot& s = slot(rank);
+    s.src = src;
+    s.cur = src;
+    s.work = work;
+    s.n = n;
+    s.root = root;
+    wait(rank);
+    EASEL_CHECK_MSG(slot(0).n == n && slot(0).root == root,
+                    "ranks called a collective with different sizes or roots");
+  }
+
+  float* scratch(int rank, int64_t n) {
+    std::vector<float>& s = slot(rank).scratch;
+    if (static_cast<int64_t>(s.size()) < n) s.resize(static_cast<size_t>(n));
+    return s.data();
+  }
+
+  int64_t chunk_begin(int j, int64_t n) const { return n * j / size_; }
+
+  // ---- tree ----
+
+  void tree_reduce(int rank, const float* src, float* dst, int64_t n, int root) {
+    const int p = size_;
+    const int v = (rank - root + p) % p;
+    // The root accumulates straight into dst; inner nodes into their scratch.
+    float* acc = rank == root ? dst : (v % 2 == 0 && v + 1 < p ? scratch(rank, n) : nullptr);
+    publish(rank, src, acc, n, root);
+    RankSlot& me = slot(rank);
+    for (int mask = 1; mask < p; mask <<= 1) {
+      if (v % (2 * mask) == 0 && v + mask < p) {
+        const int peer = (v + mask + root) % p;
+        add_range(acc, me.cur, slot(peer).cur, 0, n);
+        me.cur = acc;
+      }
+      wait(rank);  // this round's partials are complete; peers may read them next round
+    }
+    if (rank == root && me.cur != dst) copy_range(dst, me.cur, 0, n);  // only when p == 1
+  }
+
+  void tree_broadcast(int rank, float* buf, int64_t n, int root) {
+    const int p = size_;
+    const int v = (rank - root + p) % p;
+    publish(rank, buf, buf, n, root);
+    for (int mask = 1; mask < p; mask <<= 1) {
+      if (v >= mask && v < 2 * mask) {
+        const int peer = (v - mask + root) % p;
+        copy_range(buf, slot(peer).work, 0, n);
+      }
+      wait(rank);
+    }
+  }
+
+  // ---- ring ----
+
+  // Reduce-scatter along the ring: at step s rank r adds its own chunk (r-1-s) to the partial
+  // held by rank r-1 (read from r-1's src at step 0, from r-1's work afterwards). Rank r ends
+  // holding the full sum of chunk (r+1) mod p in work.
+  void ring_reduce_scatter(int rank, const float* src, float* work, int64_t n) {
+    const int p = size_;
+    const int prev = (rank - 1 + p) % p;
+    for (int s = 0; s < p - 1; ++s) {
+      const int c = ((rank - 1 - s) % p + p) % p;
+      const float* partial = s == 0 ? slot(prev).src : slot(prev).work;
+      add_range(work, partial, src, chunk_begin(c, n), chunk_begin(c + 1, n));
+      wait(rank);
+    }
+  }
+
+  void ring_allreduce(int rank, float* buf, int64_t n) {
+    const int p = size_;
+    publish(rank, buf, buf, n, 0);
+    ring_reduce_scatter(rank, buf, buf, n);
+    // Allgather: at step s rank r copies chunk (r-s) from rank r-1.
+    const int prev = (rank - 1 + p) % p;
+    for (int s = 0; s < p - 1; ++s) {
+      const int c = ((rank - s) % p + p) % p;
+      copy_range(buf, slot(prev).work, chunk_begin(c, n), chunk_begin(c + 1, n));
+      wait(rank);
+    }
+  }
+
+  void ring_reduce(int rank, const float* src, float* dst, int64_t n, int root) {
+    const int p = size_;
+    float* work = scratch(rank, n);
+    publish(rank, src, work, n, root);
+    ring_reduce_scatter(rank, src, work, n);
+    if (rank == root) {  // gather: chunk j is owned by rank j-1
+      for (int j = 0; j < p; ++j) {
+        const int owner = (j - 1 + p) % p;
+        copy_range(dst, slot(owner).work, chunk_begin(j, n), chunk_begin(j + 1, n));
+      }
+    }
+    wait(rank);  // peers' scratch stays untouched until the root has read it
+  }
+
+  // Chain from the root, pipelined over p chunks: at step t the rank at ring distance d copies
+  // chunk t-(d-1) from its predecessor.
+  void ring_broadcast(int rank, float* buf, int64_t n, int root) {
+    const int p = size_;
+    const int d = (rank - root + p) % p;
+    const int prev = (rank - 1 + p) % p;
+    publish(rank, buf, buf, n, root);
+    const int chunks = p;
+    for (int t = 0; t < chunks + p - 2; ++t) {
+      const int k = t - (d - 1);
+      if (d > 0 && k >= 0 && k < chunks) {
+        copy_range(buf, slot(prev).work, chunk_begin(k, n), chunk_begin(k + 1, n));
+      }
+      wait(rank);
+    }
+  }
+
+  const int size_;
+  const CollectiveAlgo algo_;
+  Barrier barrier_;
+  std::vector<RankSlot> slots_;
+};
+
+}  // namespace
+
+std::unique_ptr<Comm> make_shm_comm(int size, CollectiveAlgo algo) {
+  EASEL_CHECK_MSG(size >= 1, "a Comm needs at least one rank");
+  return std::make_unique<ShmComm>(size, algo);
+}
+
+}  // namespace easel

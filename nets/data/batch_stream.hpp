@@ -19,10 +19,12 @@ namespace easel {
 struct Batch {
   Buffer images;  // float [batch, C, H, W] in the stream's layout
   std::vector<int32_t> labels;
-  int64_t epoch = 0;  // the shard epoch these images came from
+  int64_t epoch = 0;  // the shard epoch of the batch's first image
 };
 
-// Saveable position of a stream (for checkpoints and tests).
+// Saveable position of a stream (for checkpoints and tests): the next batch starts at position
+// `cursor` of shard epoch `epoch`, whose order is the Fisher-Yates shuffle of the shard drawn
+// by an Rng in state `rng` (the state before that epoch's shuffle, so the order can be rebuilt).
 struct StreamState {
   int64_t epoch = 0, cursor = 0;
   std::array<uint64_t, 4> rng{};
@@ -34,38 +36,43 @@ class BatchStream {
   // hold at least one image.
   static Result<std::unique_ptr<BatchStream>> create(const Dataset& ds, int64_t batch,
                                                      Layout layout, int shard, int shards,
-                                                     uint64_t seed, bool prefetch,
-                                                     MemKind kind);
+                                                     uint64_t seed, bool prefetch, MemKind kind);
   ~BatchStream();
 
   // The next batch; valid until the following call. Batches wrap across epochs (a batch may
   // span the end of one epoch and the start of the next), so every batch is full.
   const Batch& next();
-  int64_t shard_size() const { return static_cast<int64_t>(order_.size()); }
+  int64_t shard_size() const { return static_cast<int64_t>(shard_.size()); }
   StreamState state() const;  // the position of the NEXT batch to be returned
 
  private:
   BatchStream() = default;
-  void fill(Batch& b);  // advances cursor_/epoch_/rng_
+  void start_epoch();                     // draws epoch_'s order from rng_
+  void fill(Batch& b, StreamState* end);  // advances cursor_/epoch_/rng_; *end = position after b
   void producer();
 
   const Dataset* ds_ = nullptr;
   int64_t batch_ = 0;
   Layout layout_ = Layout::nchw;
-  std::vector<int64_t> order_;
-  std::vector<int64_t> idx_;
+  // Producer side (the helper thread with prefetch, else the caller): the position.
+  std::vector<int64_t> shard_;  // the shard's images, ascending
+  std::vector<int64_t> order_;  // this epoch's permutation of shard_
+  std::vector<int64_t> idx_;    // indices of the batch being filled
   int64_t cursor_ = 0, epoch_ = 0;
   Rng rng_;
-  // Double buffering: slot_[ready_] is returned, the other is filled by the producer.
+  std::array<uint64_t, 4> epoch_rng_{};  // rng_ before this epoch's shuffle
+  // Double buffering: slot_[current_] is the caller's; the producer owns a slot while it is not
+  // filled_, and writes end_state_[s] with it.
   bool prefetch_ = false;
   std::array<Batch, 2> slot_;
-  std::array<StreamState, 2> slot_state_;
+  std::array<StreamState, 2> end_state_;  // the position after slot s's batch
+  StreamState start_state_;               // the position before the first batch
   int current_ = -1;
   std::mutex mu_;
   std::condition_variable cv_;
   bool filled_[2] = {false, false};  // guarded by mu_
   bool stop_ = false;                // guarded by mu_
-  int next_fill_ = 0;                // guarded by mu_
+  int next_fill_ = 0;                // guarded by mu_; the slot the producer fills next
   std::thread thread_;
 };
 

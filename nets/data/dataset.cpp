@@ -1,1 +1,232 @@
-// (being written)
+// Data set specs (named sets, directories of IDX files, synthetic sets) and the per-batch
+// conversion of bytes to floats.
+#include "nets/data/dataset.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+#include <string_view>
+#include <system_error>
+
+namespace easel {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kFashionDir = "/usr/share/datasets/fashion-mnist";
+constexpr const char* kMnistDir = "/usr/share/datasets/mnist";
+constexpr const char* kSyntheticForm = "synthetic[:N[:CxHxW[:classes]]]";
+
+// Finds `stem` in dir as stem, stem.gz, or with the '-idx' dash written as a dot (the
+// "train-images.idx3-ubyte" spelling some mirrors use).
+Result<std::string> find_idx(const fs::path& dir, const std::string& stem) {
+  std::string dotted = stem;
+  if (const size_t p = dotted.find("-idx"); p != std::string::npos) dotted[p] = '.';
+  for (const std::string& base : {stem, dotted}) {
+    for (const char* ext : {"", ".gz"}) {
+      std::error_code ec;
+      const fs::path p = dir / (base + ext);
+      if (fs::is_regular_file(p, ec)) return p.string();
+    }
+  }
+  return not_found(dir.string() + ": missing " + stem + " (or " + stem + ".gz)");
+}
+
+Result<DataSplit> load_dir(const fs::path& dir, const std::string& name, MemKind kind) {
+  EASEL_ASSIGN_OR_RETURN(const std::string train_images, find_idx(dir, "train-images-idx3-ubyte"));
+  EASEL_ASSIGN_OR_RETURN(const std::string train_labels, find_idx(dir, "train-labels-idx1-ubyte"));
+  EASEL_ASSIGN_OR_RETURN(const std::string test_images, find_idx(dir, "t10k-images-idx3-ubyte"));
+  EASEL_ASSIGN_OR_RETURN(const std::string test_labels, find_idx(dir, "t10k-labels-idx1-ubyte"));
+  DataSplit split;
+  EASEL_ASSIGN_OR_RETURN(split.train, read_idx(train_images, train_labels, name + "/train", kind));
+  EASEL_ASSIGN_OR_RETURN(split.test, read_idx(test_images, test_labels, name + "/test", kind));
+  return split;
+}
+
+bool is_dir(const std::string& p) {
+  std::error_code ec;
+  return fs::is_directory(p, ec);
+}
+
+// Strict positive integer: the whole field, no sign, no spaces.
+bool parse_positive(std::string_view s, int64_t* out) {
+  if (s.empty()) return false;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && end == s.data() + s.size() && *out > 0;
+}
+
+std::vector<std::string_view> split(std::string_view s, char sep) {
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  for (;;) {
+    const size_t p = s.find(sep, start);
+    parts.push_back(s.substr(start, p == std::string_view::npos ? p : p - start));
+    if (p == std::string_view::npos) return parts;
+    start = p + 1;
+  }
+}
+
+struct SyntheticSpec {
+  int64_t n = 2048, c = 1, h = 28, w = 28, classes = 10;
+};
+
+Result<SyntheticSpec> parse_synthetic(const std::string& spec) {
+  SyntheticSpec s;
+  const std::vector<std::string_view> f = split(spec, ':');
+  auto bad = [&](const std::string& why) {
+    return invalid_argument("data set '" + spec + "': " + why + " (expected " + kSyntheticForm +
+                            ", e.g. synthetic:4096:3x32x32:10)");
+  };
+  if (f.size() > 4) return bad("too many fields");
+  if (f.size() > 1 && !parse_positive(f[1], &s.n)) return bad("N must be a positive integer");
+  if (f.size() > 2) {
+    const std::vector<std::string_view> d = split(f[2], 'x');
+    if (d.size() != 3 || !parse_positive(d[0], &s.c) || !parse_positive(d[1], &s.h) ||
+        !parse_positive(d[2], &s.w)) {
+      return bad("the shape must be CxHxW with positive integers");
+    }
+  }
+  if (f.size() > 3 && !parse_positive(f[3], &s.classes)) {
+    return bad("classes must be a positive integer");
+  }
+  if (s.n > 100'000'000) return bad("N must be at most 100000000");
+  if (s.c > 64 || s.h > 4096 || s.w > 4096) return bad("C must be at most 64, H and W 4096");
+  if (s.classes < 2 || s.classes > 100'000) return bad("classes must be in [2, 100000]");
+  const int64_t chw = s.c * s.h * s.w;
+  constexpr int64_t kMaxBytes = int64_t{1} << 32;
+  if (s.n * chw > kMaxBytes || s.classes * chw > kMaxBytes) {
+    return bad("the set would exceed 4 GiB");
+  }
+  return s;
+}
+
+// Moves ds.pixels into memory of `kind` (make_synthetic builds in dram).
+Status place(Dataset* ds, MemKind kind) {
+  if (kind == MemKind::dram) return {};
+  EASEL_ASSIGN_OR_RETURN(Buffer b, Buffer::allocate(ds->pixels.bytes(), kind));
+  if (b.bytes() > 0) std::memcpy(b.data(), ds->pixels.data(), b.bytes());
+  ds->pixels = std::move(b);
+  return {};
+}
+
+}  // namespace
+
+Dataset make_synthetic(int64_t count, int64_t c, int64_t h, int64_t w, int64_t classes,
+                       uint64_t seed, const std::string& name, uint64_t sample_stream) {
+  EASEL_CHECK(count > 0 && c > 0 && h > 0 && w > 0 && classes > 0);
+  const int64_t chw = c * h * w;
+  // One random prototype image per class, the same for every sample stream of this seed.
+  std::vector<uint8_t> proto(static_cast<size_t>(classes * chw));
+  Rng proto_rng(seed);
+  for (size_t i = 0; i < proto.size(); i += 8) {
+    const uint64_t r = proto_rng.next_u64();
+    for (size_t k = 0; k < 8 && i + k < proto.size(); ++k)
+      proto[i + k] = (r >> (8 * k)) & 0xff;
+  }
+  Dataset ds;
+  ds.name = name;
+  ds.count = count;
+  ds.channels = c;
+  ds.height = h;
+  ds.width = w;
+  ds.classes = classes;
+  auto pixels = Buffer::allocate(static_cast<size_t>(count * chw), MemKind::dram);
+  EASEL_CHECK_MSG(pixels.ok(), pixels.status().message().c_str());
+  ds.pixels = std::move(pixels).value();
+  ds.labels.resize(static_cast<size_t>(count));
+  // Samples: a random class's prototype plus triangular noise in [-127, 127] (standard
+  // deviation about 52, half that of the pixel-wise difference between two prototypes).
+  Rng rng = Rng::stream(seed, 0x5a3b1e00 + sample_stream);
+  uint8_t* dst = ds.pixels.as<uint8_t>();
+  for (int64_t i = 0; i < count; ++i) {
+    const int32_t label = static_cast<int32_t>(rng.below(static_cast<uint64_t>(classes)));
+    ds.labels[static_cast<size_t>(i)] = label;
+    const uint8_t* p = proto.data() + label * chw;
+    uint8_t* d = dst + i * chw;
+    for (int64_t j = 0; j < chw; j += 4) {
+      const uint64_t r = rng.next_u64();
+      for (int64_t k = 0; k < 4 && j + k < chw; ++k) {
+        const int a = static_cast<int>((r >> (16 * k)) & 0xff);
+        const int b = static_cast<int>((r >> (16 * k + 8)) & 0xff);
+        const int v = p[j + k] + (a + b - 255) / 2;
+        d[j + k] = static_cast<uint8_t>(std::clamp(v, 0, 255));
+      }
+    }
+  }
+  return ds;
+}
+
+Result<DataSplit> load_data(const std::string& spec, MemKind kind, uint64_t seed) {
+  if (spec == "fashion-mnist") {
+    if (!is_dir(kFashionDir)) {
+      return not_found(std::string("data set 'fashion-mnist': ") + kFashionDir +
+                       " not found: apt-get install dataset-fashion-mnist");
+    }
+    return load_dir(kFashionDir, "fashion-mnist", kind);
+  }
+  if (spec == "mnist") {
+    if (!is_dir(kMnistDir)) {
+      return not_found(std::string("data set 'mnist': ") + kMnistDir +
+                       " not found (no Debian package ships MNIST): download it and pass the "
+                       "directory holding train-images-idx3-ubyte, train-labels-idx1-ubyte, "
+                       "t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte (each may be .gz)");
+    }
+    return load_dir(kMnistDir, "mnist", kind);
+  }
+  if (spec == "synthetic" || spec.starts_with("synthetic:")) {
+    EASEL_ASSIGN_OR_RETURN(const SyntheticSpec s, parse_synthetic(spec));
+    DataSplit split;
+    split.train = make_synthetic(s.n, s.c, s.h, s.w, s.classes, seed, "synthetic/train", 0);
+    split.test = make_synthetic(std::max<int64_t>(1, s.n / 4), s.c, s.h, s.w, s.classes, seed,
+                                "synthetic/test", 1);
+    EASEL_RETURN_IF_ERROR(place(&split.train, kind));
+    EASEL_RETURN_IF_ERROR(place(&split.test, kind));
+    return split;
+  }
+  if (is_dir(spec)) {
+    fs::path dir(spec);
+    std::string name = dir.lexically_normal().filename().string();
+    if (name.empty()) name = fs::path(spec).lexically_normal().parent_path().filename().string();
+    if (name.empty()) name = spec;
+    return load_dir(dir, name, kind);
+  }
+  std::error_code ec;
+  if (fs::exists(spec, ec)) {
+    return invalid_argument("data set '" + spec +
+                            "' is a file: pass the directory holding the four IDX files");
+  }
+  if (spec.find('/') != std::string::npos) {
+    return not_found("data set directory '" + spec + "' does not exist");
+  }
+  return invalid_argument("unknown data set '" + spec + "': expected fashion-mnist, mnist, " +
+                          kSyntheticForm + ", or a directory holding the four IDX files");
+}
+
+void gather_batch(const Dataset& ds, const int64_t* idx, int64_t n, Layout layout, float* images,
+                  int32_t* labels) {
+  const int64_t c = ds.channels, hw = ds.height * ds.width, chw = c * hw;
+  const float scale = kPixelScale;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t k = idx[i];
+    EASEL_CHECK(k >= 0 && k < ds.count);
+    const uint8_t* __restrict src = ds.image(k);
+    float* __restrict dst = images + i * chw;
+    labels[i] = ds.labels[static_cast<size_t>(k)];
+    if (layout == Layout::nchw || c == 1) {
+#pragma omp simd
+      for (int64_t j = 0; j < chw; ++j)
+        dst[j] = static_cast<float>(src[j]) * scale;
+    } else {
+      // nhwc: pixel p's channels are adjacent; the source is channel-major.
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const uint8_t* __restrict s = src + ch * hw;
+#pragma omp simd
+        for (int64_t p = 0; p < hw; ++p)
+          dst[p * c + ch] = static_cast<float>(s[p]) * scale;
+      }
+    }
+  }
+}
+
+}  // namespace easel

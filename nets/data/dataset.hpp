@@ -43,9 +43,11 @@ Result<Dataset> read_idx(const std::string& images_path, const std::string& labe
 Result<DataSplit> load_data(const std::string& spec, MemKind kind, uint64_t seed);
 
 // Generates a learnable synthetic set: each class has a fixed random prototype image; samples
-// are the prototype plus noise, as bytes.
+// are the prototype plus noise, as bytes. The prototypes depend on `seed` only; the samples
+// (labels and noise) on (seed, sample_stream), so a test set drawn from another sample stream
+// shares the training set's classes but not its images. Pixels are in dram.
 Dataset make_synthetic(int64_t count, int64_t c, int64_t h, int64_t w, int64_t classes,
-                       uint64_t seed, const std::string& name);
+                       uint64_t seed, const std::string& name, uint64_t sample_stream = 0);
 
 // Pixel scaling applied when converting to floats (Caffe's LeNet scale 1/256).
 constexpr float kPixelScale = 0.00390625f;

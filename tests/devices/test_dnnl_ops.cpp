@@ -1,1 +1,392 @@
+// The oneDNN ops against the reference kernels: the same random src, parameters and diff_dst
+// through both, forward dst and every backward gradient compared, for each op kind, both
+// layouts and the shapes of LeNet, CIFAR and AlexNet; the kernels LeNet runs are not `ref`;
+// two ops driven from two threads give what they give one after the other.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "devices/cpu/dnnl_ops.hpp"
+#include "devices/cpu/ref_ops.hpp"
+#include "easel_config.h"
+#include "tests/support/grad_check.hpp"
+
+namespace easel {
+namespace {
+
+#if EASEL_HAVE_DNNL
+
+using test::const_ptrs;
+using test::mut_ptrs;
+using test::near_all;
+using test::random_params;
+using test::random_vector;
+
+constexpr Layout kLayouts[] = {Layout::nchw, Layout::nhwc};
+
+OpDesc conv(Shape4 src, int64_t oc, int64_t k, int64_t stride = 1, int64_t pad = 0,
+            int64_t group = 1, bool fused_relu = false, bool bias = true) {
+  OpDesc d;
+  d.kind = OpKind::conv;
+  d.src = src;
+  d.oc = oc;
+  d.kh = d.kw = k;
+  d.stride_h = d.stride_w = stride;
+  d.pad_h = d.pad_w = pad;
+  d.group = group;
+  d.fused_relu = fused_relu;
+  d.bias = bias;
+  return d;
+}
+
+OpDesc pool(OpKind kind, Shape4 src, int64_t k, int64_t stride, int64_t pad = 0) {
+  OpDesc d;
+  d.kind = kind;
+  d.src = src;
+  d.kh = d.kw = k;
+  d.stride_h = d.stride_w = stride;
+  d.pad_h = d.pad_w = pad;
+  return d;
+}
+
+OpDesc ip(Shape4 src, int64_t oc, bool fused_relu = false, bool bias = true) {
+  OpDesc d;
+  d.kind = OpKind::inner_product;
+  d.src = src;
+  d.oc = oc;
+  d.fused_relu = fused_relu;
+  d.bias = bias;
+  return d;
+}
+
+OpDesc lrn(Shape4 src, int64_t local_size, float alpha, float beta, float k) {
+  OpDesc d;
+  d.kind = OpKind::lrn;
+  d.src = src;
+  d.local_size = local_size;
+  d.alpha = alpha;
+  d.beta = beta;
+  d.k = k;
+  return d;
+}
+
+OpDesc with_layout(OpDesc d, Layout l) {
+  d.layout = l;
+  return d;
+}
+
+std::string describe(const OpDesc& d) {
+  return std::string(op_kind_name(d.kind)) + " " + d.src.to_string() + " " + layout_name(d.layout);
+}
+
+float max_abs(const std::vector<float>& v) {
+  float m = 0.f;
+  for (float x : v)
+    m = std::max(m, std::abs(x));
+  return m;
+}
+
+// Relative tolerance 1e-4 with an absolute floor scaled to the tensor's magnitude (different
+// summation orders of a few thousand terms).
+::testing::AssertionResult close(const std::vector<float>& got, const std::vector<float>& want,
+                                 const std::string& what) {
+  const float atol = 1e-5f * std::max(1.f, max_abs(want));
+  return near_all(got.data(), want.data(), static_cast<int64_t>(want.size()), 1e-4f, atol,
+                  what.c_str());
+}
+
+// Everything one forward + backward of an op produces.
+struct OpRun {
+  std::vector<float> dst, diff_src;
+  std::vector<std::vector<float>> diff_weights;
+};
+
+// One forward and backward of `op` on inputs seeded by `seed` (identical for every op of the
+// same descriptor).
+OpRun run_op(Op& op, uint64_t seed, bool want_diff_src = true) {
+  const OpDesc& d = op.desc();
+  const Shape4 o = dst_shape(d);
+  const std::vector<float> src = random_vector(d.src.count(), seed);
+  const std::vector<float> diff_dst = random_vector(o.count(), seed + 1);
+  const auto params = random_params(d, seed + 2);
+  auto diff_params = params;  // same shapes; overwritten by backward
+  for (auto& v : diff_params)
+    std::fill(v.begin(), v.end(), 123.f);
+  OpRun r;
+  r.dst.assign(static_cast<size_t>(o.count()), -7.f);
+  r.diff_src.assign(static_cast<size_t>(d.src.count()), -7.f);
+  const auto w = const_ptrs(params);
+  op.forward(src.data(), r.dst.data(), w, /*training=*/true);
+  const auto dw = mut_ptrs(diff_params);
+  op.backward(src.data(), r.dst.data(), diff_dst.data(),
+              want_diff_src ? r.diff_src.data() : nullptr, w, dw);
+  r.diff_weights = std::move(diff_params);
+  return r;
+}
+
+std::unique_ptr<Op> must(Result<std::unique_ptr<Op>> r, const OpDesc& d) {
+  EXPECT_TRUE(r.ok()) << describe(d) << ": " << r.status().to_string();
+  return r.ok() ? std::move(r).value() : nullptr;
+}
+
+// dnnl against ref for `d` in both layouts.
+void expect_matches_ref(const OpDesc& base, bool want_diff_src = true,
+                        DnnlConvBwdData strategy = DnnlConvBwdData::automatic) {
+  for (Layout l : kLayouts) {
+    const OpDesc d = with_layout(base, l);
+    SCOPED_TRACE(describe(d));
+    auto fast = must(make_dnnl_op(d, strategy), d);
+    auto ref = must(make_ref_op(d), d);
+    if (!fast || !ref) continue;
+    SCOPED_TRACE(fast->impl());
+    const OpRun a = run_op(*fast, 42, want_diff_src);
+    const OpRun b = run_op(*ref, 42, want_diff_src);
+    EXPECT_TRUE(close(a.dst, b.dst, "dst"));
+    if (want_diff_src) {
+      EXPECT_TRUE(close(a.diff_src, b.diff_src, "diff_src"));
+    }
+    ASSERT_EQ(a.diff_weights.size(), b.diff_weights.size());
+    for (size_t i = 0; i < a.diff_weights.size(); ++i)
+      EXPECT_TRUE(
+          close(a.diff_weights[i], b.diff_weights[i], "diff_weights[" + std::to_string(i) + "]"));
+  }
+}
+
+TEST(DnnlOps, Available) {
+  EXPECT_TRUE(dnnl_available());
+}
+
+TEST(DnnlConv, LeNet) {
+  expect_matches_ref(conv({8, 1, 28, 28}, 20, 5));
+  expect_matches_ref(conv({8, 20, 12, 12}, 50, 5));
+}
+
+TEST(DnnlConv, CifarPaddedAndFusedRelu) {
+  expect_matches_ref(conv({4, 3, 32, 32}, 32, 5, 1, 2));
+  expect_matches_ref(conv({4, 32, 16, 16}, 32, 5, 1, 2, 1, /*fused_relu=*/true));
+}
+
+TEST(DnnlConv, Groups) {
+  expect_matches_ref(conv({2, 8, 13, 13}, 12, 3, 1, 1, /*group=*/2));
+  expect_matches_ref(conv({2, 48, 27, 27}, 64, 5, 1, 2, /*group=*/2, /*fused_relu=*/true));
+}
+
+TEST(DnnlConv, AlexNetStride4) {
+  expect_matches_ref(conv({2, 3, 59, 59}, 16, 11, 4));
+}
+
+TEST(DnnlConv, StridedNoBiasAndRectangular) {
+  expect_matches_ref(conv({2, 6, 9, 9}, 8, 3, 2, 1, 1, false, /*bias=*/false));
+  OpDesc d = conv({2, 4, 7, 9}, 5, 3);
+  d.kw = 2;
+  d.stride_w = 2;
+  d.pad_h = 1;
+  expect_matches_ref(d);
+}
+
+TEST(DnnlConv, FirstLayerSkipsDiffSrc) {
+  expect_matches_ref(conv({4, 1, 28, 28}, 20, 5), /*want_diff_src=*/false);
+}
+
+// Every data-gradient strategy, forced, on the shapes it applies to.
+TEST(DnnlConv, BackwardDataStrategies) {
+  const std::vector<OpDesc> shapes = {
+      conv({4, 20, 12, 12}, 50, 5), conv({2, 32, 16, 16}, 32, 5, 1, 2, 1, true),
+      conv({2, 8, 13, 13}, 12, 3, 1, 1, 2), conv({2, 3, 59, 59}, 16, 11, 4),
+      conv({2, 6, 9, 9}, 8, 3, 2, 1, 1, false, false)};
+  for (DnnlConvBwdData s :
+       {DnnlConvBwdData::native, DnnlConvBwdData::forward_flip, DnnlConvBwdData::blocked}) {
+    for (const OpDesc& d : shapes) {
+      SCOPED_TRACE("strategy " + std::to_string(static_cast<int>(s)));
+      if (s == DnnlConvBwdData::forward_flip && d.stride_h != 1) {
+        auto r = make_dnnl_op(d, s);
+        ASSERT_FALSE(r.ok());
+        EXPECT_EQ(r.status().code(), Code::unavailable);
+        EXPECT_NE(r.status().message().find("stride"), std::string::npos) << r.status().message();
+        continue;
+      }
+      expect_matches_ref(d, true, s);
+    }
+  }
+}
+
+TEST(DnnlInnerProduct, LeNet) {
+  expect_matches_ref(ip({8, 50, 4, 4}, 500, /*fused_relu=*/true));
+  expect_matches_ref(ip({8, 500, 1, 1}, 10));
+}
+
+TEST(DnnlInnerProduct, NoBias) {
+  expect_matches_ref(ip({4, 3, 5, 5}, 7, false, false));
+}
+
+TEST(DnnlPool, MaxLeNet) {
+  expect_matches_ref(pool(OpKind::max_pool, {8, 20, 24, 24}, 2, 2));
+  expect_matches_ref(pool(OpKind::max_pool, {8, 50, 8, 8}, 2, 2));
+}
+
+TEST(DnnlPool, CeilModeCifar) {
+  // 32 -> 16 with k3 s2: the last window hangs one past the input.
+  for (OpKind k : {OpKind::max_pool, OpKind::avg_pool}) {
+    const OpDesc d = pool(k, {4, 32, 32, 32}, 3, 2);
+    ASSERT_EQ(dst_shape(d).h, 16);
+    expect_matches_ref(d);
+  }
+}
+
+TEST(DnnlPool, Padded) {
+  expect_matches_ref(pool(OpKind::max_pool, {2, 4, 10, 10}, 3, 2, 1));  // extra padding 2 > 1
+  expect_matches_ref(pool(OpKind::max_pool, {2, 4, 9, 9}, 3, 2, 1));
+  expect_matches_ref(pool(OpKind::avg_pool, {2, 4, 9, 9}, 3, 2, 1));  // extra padding 1 = pad
+  expect_matches_ref(pool(OpKind::avg_pool, {2, 4, 11, 11}, 2, 2, 1));
+  expect_matches_ref(pool(OpKind::avg_pool, {2, 8, 6, 6}, 6, 1));  // global
+}
+
+// Ties: both send the gradient to the first maximum of the window in row-major order.
+TEST(DnnlPool, MaxTiesGoToFirstMaximum) {
+  for (Layout l : kLayouts) {
+    for (const OpDesc& base : {pool(OpKind::max_pool, {2, 20, 24, 24}, 2, 2),
+                               pool(OpKind::max_pool, {2, 5, 10, 10}, 3, 2, 1)}) {
+      const OpDesc d = with_layout(base, l);
+      SCOPED_TRACE(describe(d));
+      auto fast = must(make_dnnl_op(d), d);
+      auto ref = must(make_ref_op(d), d);
+      ASSERT_TRUE(fast && ref);
+      std::vector<float> src = random_vector(d.src.count(), 5);
+      for (float& v : src)
+        v = std::round(v);  // -1, 0, 1: many ties
+      const std::vector<float> diff_dst = random_vector(dst_shape(d).count(), 6);
+      std::vector<float> dst_a(diff_dst.size()), dst_b(diff_dst.size());
+      std::vector<float> ds_a(src.size(), 9.f), ds_b(src.size(), -9.f);
+      fast->forward(src.data(), dst_a.data(), {}, true);
+      ref->forward(src.data(), dst_b.data(), {}, true);
+      fast->backward(src.data(), dst_a.data(), diff_dst.data(), ds_a.data(), {}, {});
+      ref->backward(src.data(), dst_b.data(), diff_dst.data(), ds_b.data(), {}, {});
+      EXPECT_EQ(dst_a, dst_b);
+      EXPECT_EQ(ds_a, ds_b);
+    }
+  }
+}
+
+TEST(DnnlPool, AvgRefusesWindowPastPaddedInput) {
+  // out = 6, the last window spans [9, 12) but Caffe clips its divisor at in + pad = 11.
+  for (Layout l : kLayouts) {
+    const OpDesc d = with_layout(pool(OpKind::avg_pool, {2, 4, 10, 10}, 3, 2, 1), l);
+    auto r = make_dnnl_op(d);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Code::unavailable);
+    EXPECT_NE(r.status().message().find("avg_pool"), std::string::npos);
+  }
+}
+
+TEST(DnnlRelu, MatchesRef) {
+  expect_matches_ref(OpDesc{.src = {4, 20, 7, 7}});
+}
+
+TEST(DnnlRelu, InPlace) {
+  OpDesc d{.src = {2, 3, 5, 5}};
+  auto op = must(make_dnnl_op(d), d);
+  ASSERT_TRUE(op);
+  std::vector<float> x = random_vector(d.src.count(), 3), want = x;
+  for (float& v : want)
+    v = std::max(v, 0.f);
+  op->forward(x.data(), x.data(), {}, true);
+  EXPECT_EQ(x, want);
+  std::vector<float> g = random_vector(d.src.count(), 4), gwant = g;
+  for (size_t i = 0; i < g.size(); ++i)
+    if (!(x[i] > 0.f)) gwant[i] = 0.f;
+  op->backward(x.data(), x.data(), g.data(), g.data(), {}, {});
+  EXPECT_EQ(g, gwant);
+}
+
+TEST(DnnlLrn, AcrossChannels) {
+  expect_matches_ref(lrn({2, 16, 7, 7}, 5, 0.5f, 0.75f, 1.f));
+  expect_matches_ref(lrn({2, 32, 8, 8}, 3, 0.3f, 0.75f, 2.f));
+  expect_matches_ref(lrn({2, 96, 13, 13}, 5, 1e-4f, 0.75f, 1.f));  // AlexNet's
+}
+
+TEST(DnnlOps, RefusesDropout) {
+  OpDesc d{.kind = OpKind::dropout, .src = {2, 3, 4, 4}};
+  auto r = make_dnnl_op(d);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::unavailable);
+  EXPECT_FALSE(r.status().message().empty());
+}
+
+TEST(DnnlOps, GradientCheck) {
+  for (const OpDesc& base : {conv({2, 3, 6, 6}, 4, 3, 1, 1, 1, true), ip({2, 4, 3, 3}, 5, true),
+                             lrn({2, 6, 3, 3}, 3, 0.5f, 0.75f, 1.f)}) {
+    for (Layout l : kLayouts) {
+      const OpDesc d = with_layout(base, l);
+      auto op = must(make_dnnl_op(d), d);
+      ASSERT_TRUE(op);
+      EXPECT_TRUE(test::check_gradients(*op)) << describe(d);
+    }
+  }
+}
+
+// LeNet's layers at batch 64.
+std::vector<OpDesc> lenet(Layout l) {
+  return {with_layout(conv({64, 1, 28, 28}, 20, 5), l),
+          with_layout(pool(OpKind::max_pool, {64, 20, 24, 24}, 2, 2), l),
+          with_layout(conv({64, 20, 12, 12}, 50, 5), l),
+          with_layout(pool(OpKind::max_pool, {64, 50, 8, 8}, 2, 2), l),
+          with_layout(ip({64, 50, 4, 4}, 500, true), l),
+          with_layout(ip({64, 500, 1, 1}, 10), l)};
+}
+
+TEST(DnnlOps, LeNetRunsNoReferenceKernel) {
+  for (Layout l : kLayouts) {
+    for (const OpDesc& d : lenet(l)) {
+      auto op = must(make_dnnl_op(d), d);
+      ASSERT_TRUE(op);
+      const std::string impl = op->impl();
+      std::printf("  %-36s %s\n", describe(d).c_str(), impl.c_str());
+      EXPECT_EQ(impl.rfind("dnnl:", 0), 0u) << impl;
+      EXPECT_EQ(impl.find("ref"), std::string::npos) << describe(d) << ": " << impl;
+    }
+  }
+}
+
+TEST(DnnlOps, TwoThreadsMatchSequential) {
+  const OpDesc a = with_layout(conv({8, 20, 12, 12}, 50, 5, 1, 0, 1, true), Layout::nhwc);
+  const OpDesc b = with_layout(ip({8, 50, 4, 4}, 500, true), Layout::nchw);
+  auto op_a = must(make_dnnl_op(a), a);
+  auto op_b = must(make_dnnl_op(b), b);
+  ASSERT_TRUE(op_a && op_b);
+  const OpRun seq_a = run_op(*op_a, 7), seq_b = run_op(*op_b, 8);
+  constexpr int kRepeats = 5;
+  std::vector<OpRun> par_a(kRepeats), par_b(kRepeats);
+  // Created on this thread, run on two others at once.
+  std::thread ta([&] {
+    for (OpRun& r : par_a)
+      r = run_op(*op_a, 7);
+  });
+  std::thread tb([&] {
+    for (OpRun& r : par_b)
+      r = run_op(*op_b, 8);
+  });
+  ta.join();
+  tb.join();
+  for (int i = 0; i < kRepeats; ++i) {
+    EXPECT_EQ(par_a[i].dst, seq_a.dst);
+    EXPECT_EQ(par_a[i].diff_src, seq_a.diff_src);
+    EXPECT_EQ(par_a[i].diff_weights, seq_a.diff_weights);
+    EXPECT_EQ(par_b[i].dst, seq_b.dst);
+    EXPECT_EQ(par_b[i].diff_src, seq_b.diff_src);
+    EXPECT_EQ(par_b[i].diff_weights, seq_b.diff_weights);
+  }
+}
+
+#else
+TEST(DnnlOps, Skipped) {
+  GTEST_SKIP() << "easel was built without oneDNN";
+}
+#endif
+
+}  // namespace
+}  // namespace easel

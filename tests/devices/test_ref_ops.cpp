@@ -1,1 +1,652 @@
+// The reference kernels: descriptor arithmetic, small hand-computed cases, gradient checks of
+// every op in both layouts, layout equivalence, dropout statistics, the loss, the CPU device.
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "devices/cpu/ref_ops.hpp"
+#include "devices/device.hpp"
+#include "tests/support/grad_check.hpp"
+
+namespace easel {
+namespace {
+
+using test::check_gradients;
+using test::GradCheckOptions;
+using test::near_all;
+using test::random_vector;
+using test::relayout;
+
+constexpr Layout kLayouts[] = {Layout::nchw, Layout::nhwc};
+
+std::unique_ptr<Op> make(const OpDesc& d) {
+  auto op = make_ref_op(d);
+  EXPECT_TRUE(op.ok()) << op.status().to_string();
+  return op.ok() ? std::move(op).value() : nullptr;
+}
+
+OpDesc conv(Shape4 src, int64_t oc, int64_t kh, int64_t kw, int64_t stride = 1, int64_t pad = 0) {
+  OpDesc d;
+  d.kind = OpKind::conv;
+  d.src = src;
+  d.oc = oc;
+  d.kh = kh, d.kw = kw;
+  d.stride_h = d.stride_w = stride;
+  d.pad_h = d.pad_w = pad;
+  return d;
+}
+
+OpDesc pool(OpKind kind, Shape4 src, int64_t k, int64_t stride, int64_t pad = 0) {
+  OpDesc d;
+  d.kind = kind;
+  d.src = src;
+  d.kh = d.kw = k;
+  d.stride_h = d.stride_w = stride;
+  d.pad_h = d.pad_w = pad;
+  return d;
+}
+
+OpDesc simple(OpKind kind, Shape4 src) {
+  OpDesc d;
+  d.kind = kind;
+  d.src = src;
+  return d;
+}
+
+OpDesc inner_product(Shape4 src, int64_t oc) {
+  OpDesc d = simple(OpKind::inner_product, src);
+  d.oc = oc;
+  return d;
+}
+
+// Gradient check of `d` in both layouts.
+void expect_gradients(OpDesc d, const GradCheckOptions& opt = {}) {
+  for (Layout l : kLayouts) {
+    d.layout = l;
+    std::unique_ptr<Op> op = make(d);
+    ASSERT_NE(op, nullptr);
+    EXPECT_TRUE(check_gradients(*op, opt)) << "layout " << layout_name(l);
+  }
+}
+
+// Runs forward then backward (diff_dst = r) of `d` on logical-order (nchw) inputs, returning
+// dst, diff_src (both in nchw order) and diff_weights.
+struct LayoutRun {
+  std::vector<float> dst, diff_src;
+  std::vector<std::vector<float>> diff_weights;
+};
+LayoutRun run_in_layout(OpDesc d, Layout l, const std::vector<float>& src_nchw,
+                        std::vector<std::vector<float>> w, const std::vector<float>& r_nchw) {
+  const Shape4 so = dst_shape(d);
+  d.layout = l;
+  if (d.kind == OpKind::inner_product && l == Layout::nhwc) {
+    // weights columns follow the src layout's own order
+    const Shape4 img{1, d.src.c, d.src.h, d.src.w};
+    const int64_t k = img.per_image();
+    for (int64_t o = 0; o < d.oc; ++o) {
+      auto row = relayout(w[0].data() + o * k, img, Layout::nchw, Layout::nhwc);
+      std::copy(row.begin(), row.end(), w[0].begin() + o * k);
+    }
+  }
+  std::unique_ptr<Op> op = make(d);
+  const auto src = relayout(src_nchw.data(), d.src, Layout::nchw, l);
+  const auto r = relayout(r_nchw.data(), so, Layout::nchw, l);
+  std::vector<float> dst(static_cast<size_t>(so.count())), diff_src(src.size());
+  LayoutRun out;
+  out.diff_weights = w;
+  op->forward(src.data(), dst.data(), test::const_ptrs(w), true);
+  op->backward(src.data(), dst.data(), r.data(), diff_src.data(), test::const_ptrs(w),
+               test::mut_ptrs(out.diff_weights));
+  out.dst = relayout(dst.data(), so, l, Layout::nchw);
+  out.diff_src = relayout(diff_src.data(), d.src, l, Layout::nchw);
+  if (d.kind == OpKind::inner_product && l == Layout::nhwc) {
+    const Shape4 img{1, d.src.c, d.src.h, d.src.w};
+    const int64_t k = img.per_image();
+    for (int64_t o = 0; o < d.oc; ++o) {
+      float* row = out.diff_weights[0].data() + o * k;
+      auto back = relayout(row, img, Layout::nhwc, Layout::nchw);
+      std::copy(back.begin(), back.end(), row);
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Descriptor arithmetic
+
+TEST(OpDesc, KindNames) {
+  EXPECT_STREQ(op_kind_name(OpKind::conv), "conv");
+  EXPECT_STREQ(op_kind_name(OpKind::max_pool), "max_pool");
+  EXPECT_STREQ(op_kind_name(OpKind::avg_pool), "avg_pool");
+  EXPECT_STREQ(op_kind_name(OpKind::inner_product), "inner_product");
+  EXPECT_STREQ(op_kind_name(OpKind::relu), "relu");
+  EXPECT_STREQ(op_kind_name(OpKind::lrn), "lrn");
+  EXPECT_STREQ(op_kind_name(OpKind::dropout), "dropout");
+}
+
+TEST(OpDesc, ConvShape) {
+  EXPECT_EQ(dst_shape(conv({64, 1, 28, 28}, 20, 5, 5)), (Shape4{64, 20, 24, 24}));
+  EXPECT_EQ(dst_shape(conv({2, 3, 7, 6}, 4, 3, 3, 2, 1)), (Shape4{2, 4, 4, 3}));
+  EXPECT_EQ(dst_shape(conv({1, 3, 8, 8}, 4, 3, 3, 2, 0)), (Shape4{1, 4, 3, 3}));  // floor
+}
+
+TEST(OpDesc, PoolShapeRoundsUpLikeCaffe) {
+  EXPECT_EQ(dst_shape(pool(OpKind::max_pool, {1, 1, 7, 7}, 3, 2)), (Shape4{1, 1, 3, 3}));
+  EXPECT_EQ(dst_shape(pool(OpKind::max_pool, {1, 1, 6, 6}, 3, 2)), (Shape4{1, 1, 3, 3}));
+  EXPECT_EQ(dst_shape(pool(OpKind::max_pool, {1, 1, 24, 24}, 2, 2)), (Shape4{1, 1, 12, 12}));
+  EXPECT_EQ(dst_shape(pool(OpKind::avg_pool, {1, 1, 4, 4}, 3, 2, 1)), (Shape4{1, 1, 3, 3}));
+  // ceil gives 3, but the third window would start at 6 >= 5 + 1: clipped to 2
+  EXPECT_EQ(dst_shape(pool(OpKind::max_pool, {1, 1, 5, 5}, 2, 3, 1)), (Shape4{1, 1, 2, 2}));
+}
+
+TEST(OpDesc, ParamShapesAndFans) {
+  OpDesc c = conv({1, 1, 28, 28}, 20, 5, 5);
+  EXPECT_EQ(param_shapes(c), (std::vector<std::vector<int64_t>>{{20, 1, 5, 5}, {20}}));
+  EXPECT_EQ(fans(c), (std::pair<int64_t, int64_t>{25, 500}));
+  OpDesc g = conv({1, 4, 5, 5}, 8, 3, 3);
+  g.group = 2;
+  g.bias = false;
+  EXPECT_EQ(param_shapes(g), (std::vector<std::vector<int64_t>>{{8, 2, 3, 3}}));
+  EXPECT_EQ(fans(g), (std::pair<int64_t, int64_t>{18, 72}));
+  OpDesc ip = inner_product({64, 50, 4, 4}, 500);
+  EXPECT_EQ(param_shapes(ip), (std::vector<std::vector<int64_t>>{{500, 800}, {500}}));
+  EXPECT_EQ(fans(ip), (std::pair<int64_t, int64_t>{800, 500}));
+  EXPECT_TRUE(param_shapes(simple(OpKind::relu, {1, 2, 3, 3})).empty());
+  EXPECT_EQ(fans(simple(OpKind::lrn, {1, 2, 3, 3})), (std::pair<int64_t, int64_t>{1, 1}));
+}
+
+TEST(OpDesc, LeNetFlops) {
+  OpDesc c1 = conv({1, 1, 28, 28}, 20, 5, 5);
+  EXPECT_DOUBLE_EQ(forward_flops(c1), 2.0 * 20 * 24 * 24 * 25);
+  EXPECT_DOUBLE_EQ(backward_flops(c1), 2 * forward_flops(c1));
+  c1.src.n = 64;
+  EXPECT_DOUBLE_EQ(forward_flops(c1), 64 * 2.0 * 20 * 24 * 24 * 25);
+  OpDesc c2 = conv({1, 20, 12, 12}, 50, 5, 5);  // 50x20x5x5 -> 8x8
+  EXPECT_DOUBLE_EQ(forward_flops(c2), 2.0 * 50 * 8 * 8 * 20 * 25);
+  OpDesc g = conv({1, 4, 5, 5}, 8, 3, 3);
+  g.group = 2;
+  EXPECT_DOUBLE_EQ(forward_flops(g), 2.0 * 8 * 3 * 3 * 2 * 9);
+  EXPECT_DOUBLE_EQ(forward_flops(inner_product({1, 50, 4, 4}, 500)), 2.0 * 800 * 500);
+  EXPECT_GT(forward_flops(pool(OpKind::max_pool, {1, 20, 24, 24}, 2, 2)), 0.0);
+  EXPECT_GT(backward_flops(simple(OpKind::relu, {1, 20, 24, 24})), 0.0);
+}
+
+// validate() names the kind and the problem.
+void expect_invalid(const OpDesc& d, const std::string& part) {
+  const std::string why = validate(d);
+  EXPECT_NE(why.find(op_kind_name(d.kind)), std::string::npos) << why;
+  EXPECT_NE(why.find(part), std::string::npos) << "'" << why << "' lacks '" << part << "'";
+  EXPECT_FALSE(make_ref_op(d).ok());
+}
+
+TEST(OpDesc, ValidateMessages) {
+  EXPECT_EQ(validate(conv({1, 1, 28, 28}, 20, 5, 5)), "");
+  EXPECT_EQ(validate(pool(OpKind::max_pool, {1, 1, 7, 7}, 3, 2, 1)), "");
+  expect_invalid(conv({1, 1, 3, 3}, 2, 5, 5), "kernel 5x5 larger than padded input 3x3");
+  expect_invalid(conv({1, 1, 3, 3}, 0, 1, 1), "output channels");
+  expect_invalid(conv({0, 1, 3, 3}, 2, 1, 1), "non-positive");
+  expect_invalid(conv({1, 1, 3, 3}, 2, 0, 1), "kernel 0x1");
+  expect_invalid(conv({1, 1, 3, 3}, 2, 1, 1, 0), "stride");
+  expect_invalid(conv({1, 1, 3, 3}, 2, 1, 1, 1, -1), "pad");
+  OpDesc g = conv({1, 3, 5, 5}, 4, 3, 3);
+  g.group = 2;
+  expect_invalid(g, "input channels 3 not divisible by group 2");
+  g.src.c = 4;
+  g.oc = 3;
+  expect_invalid(g, "output channels 3 not divisible by group 2");
+  expect_invalid(pool(OpKind::max_pool, {1, 1, 2, 2}, 3, 1), "larger than padded input");
+  expect_invalid(pool(OpKind::avg_pool, {1, 1, 8, 8}, 2, 2, 2), "smaller than kernel");
+  expect_invalid(inner_product({1, 3, 2, 2}, 0), "output channels");
+  OpDesc lrn = simple(OpKind::lrn, {1, 4, 2, 2});
+  lrn.local_size = 4;
+  expect_invalid(lrn, "local_size 4");
+  lrn.local_size = 0;
+  expect_invalid(lrn, "local_size 0");
+  OpDesc drop = simple(OpKind::dropout, {1, 4, 2, 2});
+  drop.ratio = 1.f;
+  expect_invalid(drop, "outside [0, 1)");
+  drop.ratio = -0.1f;
+  expect_invalid(drop, "ratio");
+  expect_invalid(simple(OpKind::relu, {1, 0, 2, 2}), "non-positive");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small hand-computed forward cases
+
+TEST(RefForward, ConvOneChannel) {
+  const std::vector<float> src{1, 2, 3, 4, 5, 6, 7, 8, 9};  // 3x3
+  const std::vector<float> w{1, 2, 3, 4}, b{1};             // 2x2 kernel
+  const std::vector<const float*> wp{w.data(), b.data()};
+  std::vector<float> dst(4);
+  make(conv({1, 1, 3, 3}, 1, 2, 2))->forward(src.data(), dst.data(), wp, false);
+  EXPECT_EQ(dst, (std::vector<float>{38, 48, 68, 78}));
+  // pad 1, stride 2: the windows hang over the border; bias off
+  OpDesc d = conv({1, 1, 3, 3}, 1, 2, 2, 2, 1);
+  d.bias = false;
+  make(d)->forward(src.data(), dst.data(), std::vector<const float*>{w.data()}, false);
+  EXPECT_EQ(dst, (std::vector<float>{4, 18, 36, 77}));
+  // fused ReLU clips the negative output
+  const std::vector<float> wn{-1, -2, -3, -4};
+  d = conv({1, 1, 3, 3}, 1, 2, 2);
+  d.fused_relu = true;
+  const std::vector<float> bn{60};
+  make(d)->forward(src.data(), dst.data(), std::vector<const float*>{wn.data(), bn.data()}, false);
+  EXPECT_EQ(dst, (std::vector<float>{23, 13, 0, 0}));
+}
+
+TEST(RefForward, ConvGroupsDoNotMix) {
+  OpDesc d = conv({1, 2, 1, 1}, 2, 1, 1);
+  d.group = 2;
+  d.bias = false;
+  const std::vector<float> src{1, 10}, w{2, 3};
+  std::vector<float> dst(2);
+  make(d)->forward(src.data(), dst.data(), std::vector<const float*>{w.data()}, false);
+  EXPECT_EQ(dst, (std::vector<float>{2, 30}));
+}
+
+TEST(RefForward, MaxPoolArgmaxAndCeilRemainder) {
+  // 3x3, k2 s2 -> 2x2 (ceil): the right and bottom windows are clipped to the input.
+  const std::vector<float> src{5,  5,  1,  //
+                               2,  3,  9,  //
+                               -4, -1, -2};
+  OpDesc d = pool(OpKind::max_pool, {1, 1, 3, 3}, 2, 2);
+  auto op = make(d);
+  std::vector<float> dst(4), diff_src(9);
+  op->forward(src.data(), dst.data(), {}, true);
+  EXPECT_EQ(dst, (std::vector<float>{5, 9, -1, -2}));
+  const std::vector<float> diff_dst{1, 2, 3, 4};
+  op->backward(src.data(), dst.data(), diff_dst.data(), diff_src.data(), {}, {});
+  // the tie 5/5 sends the gradient to the first in scan order
+  EXPECT_EQ(diff_src, (std::vector<float>{1, 0, 0, 0, 0, 2, 0, 3, 4}));
+}
+
+TEST(RefForward, MaxPoolOverlappingWindowsAccumulate) {
+  const std::vector<float> src{0, 0, 0, 0, 9, 0, 0, 0, 0};  // 3x3, the 9 in every window
+  auto op = make(pool(OpKind::max_pool, {1, 1, 3, 3}, 2, 1));
+  std::vector<float> dst(4), diff_src(9);
+  op->forward(src.data(), dst.data(), {}, true);
+  EXPECT_EQ(dst, (std::vector<float>{9, 9, 9, 9}));
+  const std::vector<float> diff_dst{1, 2, 3, 4};
+  op->backward(src.data(), dst.data(), diff_dst.data(), diff_src.data(), {}, {});
+  EXPECT_EQ(diff_src, (std::vector<float>{0, 0, 0, 0, 10, 0, 0, 0, 0}));
+}
+
+TEST(RefForward, AvgPoolCountsPaddingButNotTheRemainder) {
+  // 4x4 ones, k3 s2 p1 -> 3x3. Rows covered per output row: 2, 3, 1 of divisors 3, 3, 2
+  // (the last window is clipped to input + padding).
+  const std::vector<float> src(16, 1.f);
+  std::vector<float> dst(9);
+  make(pool(OpKind::avg_pool, {1, 1, 4, 4}, 3, 2, 1))->forward(src.data(), dst.data(), {}, false);
+  const float rows[] = {2, 3, 1}, size[] = {3, 3, 2};
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j)
+      EXPECT_FLOAT_EQ(dst[i * 3 + j], rows[i] * rows[j] / (size[i] * size[j])) << i << "," << j;
+}
+
+TEST(RefForward, InnerProductAndRelu) {
+  OpDesc d = inner_product({2, 3, 1, 1}, 2);
+  const std::vector<float> src{1, 2, 3, -1, 0, 1}, w{1, 0, -1, 2, 1, 0}, b{0.5f, -1};
+  std::vector<float> dst(4);
+  make(d)->forward(src.data(), dst.data(), std::vector<const float*>{w.data(), b.data()}, false);
+  EXPECT_EQ(dst, (std::vector<float>{-1.5f, 3, -1.5f, -3}));
+  std::vector<float> out(4);
+  make(simple(OpKind::relu, {1, 4, 1, 1}))->forward(dst.data(), out.data(), {}, false);
+  EXPECT_EQ(out, (std::vector<float>{0, 3, 0, 0}));
+}
+
+TEST(RefForward, LrnMatchesTheFormula) {
+  OpDesc d = simple(OpKind::lrn, {2, 7, 3, 2});
+  d.local_size = 5;
+  d.alpha = 0.3f;
+  d.beta = 0.75f;
+  d.k = 2.f;
+  const Shape4 s = d.src;
+  const auto src = random_vector(s.count(), 7, -2.f, 2.f);
+  for (Layout l : kLayouts) {
+    d.layout = l;
+    std::vector<float> dst(src.size());
+    make(d)->forward(src.data(), dst.data(), {}, false);
+    std::vector<float> want(src.size());
+    for (int64_t n = 0; n < s.n; ++n)
+      for (int64_t c = 0; c < s.c; ++c)
+        for (int64_t h = 0; h < s.h; ++h)
+          for (int64_t w = 0; w < s.w; ++w) {
+            double sum = 0;
+            for (int64_t j = c - 2; j <= c + 2; ++j) {
+              if (j < 0 || j >= s.c) continue;
+              const double x = src[offset4(s, l, n, j, h, w)];
+              sum += x * x;
+            }
+            const int64_t i = offset4(s, l, n, c, h, w);
+            want[i] = static_cast<float>(src[i] * std::pow(2.0 + 0.3 / 5 * sum, -0.75));
+          }
+    EXPECT_TRUE(near_all(dst.data(), want.data(), s.count(), 1e-5f, 1e-6f, "lrn dst"))
+        << layout_name(l);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gradient checks, every kind, both layouts
+
+TEST(RefGrad, Conv) {
+  expect_gradients(conv({2, 3, 6, 5}, 4, 3, 3));
+  expect_gradients(conv({2, 2, 7, 6}, 3, 3, 2, 2, 1));  // stride, pad, non-square
+  expect_gradients(conv({1, 3, 5, 5}, 2, 1, 1, 2));     // 1x1, stride 2
+  OpDesc nb = conv({2, 2, 5, 4}, 3, 2, 3);
+  nb.bias = false;
+  expect_gradients(nb);
+}
+
+TEST(RefGrad, ConvGroups) {
+  OpDesc g = conv({2, 4, 5, 5}, 6, 3, 3, 1, 1);
+  g.group = 2;
+  expect_gradients(g);
+  g.stride_h = 2;
+  g.bias = false;
+  expect_gradients(g);
+}
+
+TEST(RefGrad, ConvFusedRelu) {
+  OpDesc d = conv({2, 3, 5, 5}, 4, 3, 3, 1, 1);
+  d.fused_relu = true;
+  expect_gradients(d);
+}
+
+TEST(RefGrad, MaxPool) {
+  GradCheckOptions opt;
+  opt.src_lo = -5.f, opt.src_hi = 5.f;  // ties within the step are rarer
+  expect_gradients(pool(OpKind::max_pool, {2, 3, 7, 7}, 3, 2), opt);  // ceil remainder
+  expect_gradients(pool(OpKind::max_pool, {2, 2, 6, 6}, 3, 2), opt);
+  expect_gradients(pool(OpKind::max_pool, {1, 2, 5, 5}, 2, 2, 1), opt);
+  OpDesc d = pool(OpKind::max_pool, {2, 2, 6, 5}, 3, 2);
+  d.kw = 2, d.stride_w = 1;
+  expect_gradients(d, opt);
+}
+
+TEST(RefGrad, AvgPool) {
+  expect_gradients(pool(OpKind::avg_pool, {2, 3, 7, 7}, 3, 2));
+  expect_gradients(pool(OpKind::avg_pool, {1, 2, 4, 4}, 3, 2, 1));
+  OpDesc d = pool(OpKind::avg_pool, {2, 2, 5, 6}, 2, 1, 1);
+  d.kw = 3, d.stride_w = 2;
+  expect_gradients(d);
+}
+
+TEST(RefGrad, InnerProduct) {
+  expect_gradients(inner_product({3, 4, 3, 2}, 5));
+  OpDesc d = inner_product({2, 6, 1, 1}, 4);
+  d.bias = false;
+  expect_gradients(d);
+  d = inner_product({3, 2, 3, 3}, 5);
+  d.fused_relu = true;
+  expect_gradients(d);
+}
+
+TEST(RefGrad, Relu) {
+  expect_gradients(simple(OpKind::relu, {2, 3, 4, 5}));
+}
+
+TEST(RefGrad, Lrn) {
+  OpDesc d = simple(OpKind::lrn, {2, 7, 3, 3});
+  d.alpha = 0.5f;  // large enough that the cross-channel term matters
+  expect_gradients(d);
+  d.local_size = 3;
+  d.beta = 0.6f;
+  d.k = 2.f;
+  expect_gradients(d);
+  OpDesc narrow = simple(OpKind::lrn, {1, 2, 2, 3});  // fewer channels than the window
+  narrow.alpha = 1.f;
+  expect_gradients(narrow);
+  d = simple(OpKind::lrn, {2, 4, 2, 2});  // Caffe's defaults
+  expect_gradients(d);
+}
+
+TEST(RefGrad, DropoutTrainingAndInference) {
+  for (float ratio : {0.5f, 0.2f}) {
+    for (Layout l : kLayouts) {
+      OpDesc d = simple(OpKind::dropout, {2, 3, 4, 4});
+      d.ratio = ratio;
+      d.seed = 42;
+      d.layout = l;
+      EXPECT_TRUE(check_gradients([&] { return make(d); })) << layout_name(l);
+      GradCheckOptions inference;
+      inference.training = false;
+      EXPECT_TRUE(check_gradients([&] { return make(d); }, inference)) << layout_name(l);
+    }
+  }
+}
+
+// The checker itself: a gradient that is slightly off, or a ReLU that forgets its mask, fails
+// and names the element.
+class Skewed final : public Op {
+ public:
+  Skewed(std::unique_ptr<Op> inner, float src_factor, float weights_factor)
+      : Op(inner->desc()), inner_(std::move(inner)), sf_(src_factor), wf_(weights_factor) {}
+  std::string impl() const override { return "skewed"; }
+  void forward(const float* src, float* dst, std::span<const float* const> w,
+               bool training) override {
+    inner_->forward(src, dst, w, training);
+  }
+  void backward(const float* src, const float* dst, const float* diff_dst, float* diff_src,
+                std::span<const float* const> w, std::span<float* const> dw) override {
+    inner_->backward(src, dst, diff_dst, diff_src, w, dw);
+    for (int64_t i = 0; i < desc_.src.count(); ++i)
+      diff_src[i] *= sf_;
+    if (!dw.empty()) dw[0][0] *= wf_;
+  }
+
+ private:
+  std::unique_ptr<Op> inner_;
+  float sf_, wf_;
+};
+
+class MasklessRelu final : public Op {
+ public:
+  explicit MasklessRelu(const OpDesc& d) : Op(d) {}
+  std::string impl() const override { return "maskless"; }
+  void forward(const float* src, float* dst, std::span<const float* const>, bool) override {
+    for (int64_t i = 0; i < desc_.src.count(); ++i)
+      dst[i] = src[i] > 0 ? src[i] : 0;
+  }
+  void backward(const float*, const float*, const float* diff_dst, float* diff_src,
+                std::span<const float* const>, std::span<float* const>) override {
+    for (int64_t i = 0; i < desc_.src.count(); ++i)
+      diff_src[i] = diff_dst[i];
+  }
+};
+
+TEST(RefGradCheck, CatchesWrongGradients) {
+  const OpDesc d = conv({2, 3, 5, 5}, 4, 3, 3, 1, 1);
+  Skewed src_off(make(d), 1.05f, 1.f);
+  const auto r1 = check_gradients(src_off);
+  EXPECT_FALSE(r1);
+  EXPECT_NE(std::string(r1.message()).find("diff_src["), std::string::npos) << r1.message();
+  EXPECT_NE(std::string(r1.message()).find("n="), std::string::npos) << r1.message();
+  Skewed weight_off(make(d), 1.f, 1.1f);
+  GradCheckOptions all;
+  all.max_checks = 1000;  // make sure element 0 is among those checked
+  const auto r2 = check_gradients(weight_off, all);
+  EXPECT_FALSE(r2);
+  EXPECT_NE(std::string(r2.message()).find("diff_weights[0][0]"), std::string::npos)
+      << r2.message();
+  MasklessRelu relu(simple(OpKind::relu, {2, 3, 4, 4}));
+  EXPECT_FALSE(check_gradients(relu));
+}
+
+// ---------------------------------------------------------------------------------------------
+// nchw and nhwc give the same numbers once transposed
+
+TEST(RefLayout, SameNumbersInBothLayouts) {
+  OpDesc g = conv({2, 4, 6, 5}, 6, 3, 2, 2, 1);
+  g.group = 2;
+  g.fused_relu = true;
+  OpDesc lrn = simple(OpKind::lrn, {2, 7, 3, 2});
+  lrn.alpha = 0.5f;
+  OpDesc drop = simple(OpKind::dropout, {2, 3, 4, 3});
+  drop.seed = 9;
+  const std::vector<OpDesc> descs{
+      conv({2, 3, 6, 5}, 4, 3, 3, 1, 1),
+      g,
+      pool(OpKind::max_pool, {2, 3, 7, 7}, 3, 2),
+      pool(OpKind::avg_pool, {2, 3, 7, 6}, 3, 2, 1),
+      inner_product({3, 4, 3, 2}, 5),
+      simple(OpKind::relu, {2, 3, 4, 5}),
+      lrn,
+      drop,
+  };
+  for (const OpDesc& d : descs) {
+    SCOPED_TRACE(op_kind_name(d.kind));
+    const auto src = random_vector(d.src.count(), 1, -2.f, 2.f);
+    const auto r = random_vector(dst_shape(d).count(), 2);
+    const auto w = test::random_params(d, 3);
+    const LayoutRun a = run_in_layout(d, Layout::nchw, src, w, r);
+    const LayoutRun b = run_in_layout(d, Layout::nhwc, src, w, r);
+    EXPECT_TRUE(near_all(a.dst.data(), b.dst.data(), a.dst.size(), 1e-5f, 1e-6f, "dst"));
+    EXPECT_TRUE(near_all(a.diff_src.data(), b.diff_src.data(), a.diff_src.size(), 1e-5f, 1e-6f,
+                         "diff_src"));
+    for (size_t p = 0; p < w.size(); ++p)
+      EXPECT_TRUE(near_all(a.diff_weights[p].data(), b.diff_weights[p].data(),
+                           a.diff_weights[p].size(), 1e-5f, 1e-5f, "diff_weights"));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dropout statistics and determinism
+
+TEST(RefDropout, KeepsOneMinusRatioAndScales) {
+  OpDesc d = simple(OpKind::dropout, {4, 8, 16, 16});  // 8192 elements
+  d.ratio = 0.3f;
+  d.seed = 5;
+  const auto src = random_vector(d.src.count(), 11, 0.5f, 1.5f);
+  std::vector<float> dst(src.size());
+  auto op = make(d);
+  op->forward(src.data(), dst.data(), {}, true);
+  int64_t dropped = 0;
+  for (size_t i = 0; i < src.size(); ++i) {
+    if (dst[i] == 0.f) {
+      ++dropped;
+    } else {
+      ASSERT_FLOAT_EQ(dst[i], src[i] / 0.7f) << i;
+    }
+  }
+  const double frac = static_cast<double>(dropped) / static_cast<double>(src.size());
+  EXPECT_NEAR(frac, 0.3, 4 * std::sqrt(0.3 * 0.7 / 8192));  // 4 sigma
+}
+
+TEST(RefDropout, DeterministicPerSeedAndAdvancing) {
+  OpDesc d = simple(OpKind::dropout, {2, 4, 8, 8});
+  d.seed = 77;
+  const auto src = random_vector(d.src.count(), 3, 0.5f, 1.5f);
+  std::vector<float> a1(src.size()), a2(src.size()), b1(src.size()), c1(src.size());
+  auto a = make(d), b = make(d);
+  a->forward(src.data(), a1.data(), {}, true);
+  a->forward(src.data(), a2.data(), {}, true);
+  b->forward(src.data(), b1.data(), {}, true);
+  EXPECT_EQ(a1, b1);  // same seed, same first mask
+  EXPECT_NE(a1, a2);  // the generator advances every training forward
+  d.seed = 78;
+  make(d)->forward(src.data(), c1.data(), {}, true);
+  EXPECT_NE(a1, c1);
+  // inference is the identity, forward and backward
+  std::vector<float> id(src.size()), diff(src.size());
+  a->forward(src.data(), id.data(), {}, false);
+  EXPECT_EQ(id, src);
+  a->backward(src.data(), id.data(), src.data(), diff.data(), {}, {});
+  EXPECT_EQ(diff, src);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Softmax cross-entropy
+
+TEST(RefLoss, Gradients) {
+  auto loss = make_cpu_loss(5, 7);
+  EXPECT_TRUE(test::check_loss_gradients(*loss, 5, 7, 5));
+  EXPECT_TRUE(test::check_loss_gradients(*loss, 5, 7, 3));  // rows past n zeroed
+}
+
+TEST(RefLoss, ValueAndCorrectCount) {
+  auto loss = make_cpu_loss(4, 3);
+  // row 0: uniform -> log 3; row 1: tie 3/3, first max (class 1) is the prediction;
+  // row 2: same tie, label 2 not counted; row 3: huge logits stay finite.
+  const std::vector<float> logits{0, 0, 0, 1, 3, 3, 1, 3, 3, 1000, 0, 999};
+  const std::vector<int32_t> labels{0, 1, 2, 0};
+  std::vector<float> prob(12);
+  int64_t correct = 10;  // accumulated into
+  const double l = loss->forward(logits.data(), labels.data(), prob.data(), 4, &correct);
+  EXPECT_EQ(correct, 10 + 1 + 1 + 0 + 1);  // row 0's tie resolves to class 0 = label
+  const double tie = -std::log(1.0 / (2.0 + std::exp(-2.0)));
+  const double big = -std::log(1.0 / (1.0 + std::exp(-1000.0) + std::exp(-1.0)));
+  EXPECT_NEAR(l, std::log(3.0) + 2 * tie + big, 1e-5);
+  for (int r = 0; r < 4; ++r) {
+    double sum = 0;
+    for (int j = 0; j < 3; ++j)
+      sum += prob[r * 3 + j];
+    EXPECT_NEAR(sum, 1.0, 1e-6) << r;
+  }
+  // only the first n rows count
+  correct = 0;
+  EXPECT_NEAR(loss->forward(logits.data(), labels.data(), prob.data(), 1, &correct), std::log(3.0),
+              1e-6);
+  EXPECT_EQ(correct, 1);
+}
+
+TEST(RefLoss, ZeroProbabilityIsClamped) {
+  auto loss = make_cpu_loss(1, 2);
+  const std::vector<float> logits{0, -200};
+  const std::vector<int32_t> labels{1};
+  std::vector<float> prob(2);
+  int64_t correct = 0;
+  const double l = loss->forward(logits.data(), labels.data(), prob.data(), 1, &correct);
+  EXPECT_TRUE(std::isfinite(l));
+  EXPECT_NEAR(l, -std::log(static_cast<double>(FLT_MIN)), 1e-3);
+  EXPECT_EQ(correct, 0);
+  std::vector<float> diff(2);
+  loss->backward(prob.data(), labels.data(), diff.data(), 1, 0.5f);
+  EXPECT_FLOAT_EQ(diff[0], 0.5f);
+  EXPECT_FLOAT_EQ(diff[1], -0.5f);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The CPU device
+
+TEST(RefCpuDevice, RefChoiceBuildsReferenceOps) {
+  auto dev = make_cpu_device(ImplChoice::ref);
+  EXPECT_EQ(dev->name(), "cpu");
+  auto op = dev->make_op(conv({1, 1, 8, 8}, 2, 3, 3));
+  ASSERT_TRUE(op.ok()) << op.status().to_string();
+  EXPECT_EQ(op.value()->impl(), "ref");
+  auto bad = dev->make_op(conv({1, 1, 3, 3}, 2, 5, 5));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::invalid_argument);
+  EXPECT_NE(bad.status().message().find("conv"), std::string::npos);
+  auto loss = dev->make_loss(4, 10);
+  ASSERT_TRUE(loss.ok());
+  EXPECT_FALSE(dev->make_loss(0, 10).ok());
+}
+
+TEST(RefCpuDevice, FastChoiceAlwaysBuildsSomething) {
+  auto dev = make_cpu_device(ImplChoice::fast);
+  OpDesc d = simple(OpKind::dropout, {2, 3, 4, 4});  // oneDNN has no dropout: falls back
+  for (const OpDesc& desc : {conv({2, 3, 8, 8}, 4, 3, 3), d}) {
+    auto op = dev->make_op(desc);
+    ASSERT_TRUE(op.ok()) << op.status().to_string();
+    EXPECT_FALSE(op.value()->impl().empty());
+  }
+}
+
+TEST(RefCpuDevice, ParseImplChoice) {
+  auto fast = parse_impl_choice("fast");
+  ASSERT_TRUE(fast.ok());
+  EXPECT_EQ(fast.value(), ImplChoice::fast);
+  auto ref = parse_impl_choice("ref");
+  ASSERT_TRUE(ref.ok());
+  EXPECT_EQ(ref.value(), ImplChoice::ref);
+  auto bad = parse_impl_choice("fastest");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::invalid_argument);
+  EXPECT_NE(bad.status().message().find("fastest"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace easel

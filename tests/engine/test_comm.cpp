@@ -1,1 +1,265 @@
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/comm/comm.hpp"
+#include "engine/rng.hpp"
+
+namespace easel {
+namespace {
+
+// Runs fn(rank) on `p` threads, one per rank, and joins them.
+void run_ranks(int p, const std::function<void(int)>& fn) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < p; ++r)
+    threads.emplace_back(fn, r);
+  for (auto& t : threads)
+    t.join();
+}
+
+// Integer-valued input of rank r: every partial sum is exact in float.
+float value(int rank, int64_t i) {
+  return static_cast<float>((rank + 1) * (i % 13) + rank);
+}
+float expected_sum(int p, int64_t i) {
+  double s = 0;
+  for (int r = 0; r < p; ++r)
+    s += value(r, i);
+  return static_cast<float>(s);
+}
+
+struct Case {
+  CollectiveAlgo algo;
+  int p;
+  int64_t n;
+};
+
+std::vector<Case> all_cases() {
+  std::vector<Case> cases;
+  for (CollectiveAlgo a : {CollectiveAlgo::tree, CollectiveAlgo::ring}) {
+    for (int p : {1, 2, 3, 4, 8}) {
+      for (int64_t n : {1, 7, 1000, 100003})
+        cases.push_back({a, p, n});
+    }
+  }
+  return cases;
+}
+
+std::string describe(const Case& c) {
+  return std::string(collective_algo_name(c.algo)) + " p=" + std::to_string(c.p) +
+         " n=" + std::to_string(c.n);
+}
+
+TEST(ShmComm, NameAndSize) {
+  auto c = make_shm_comm(4, CollectiveAlgo::ring);
+  EXPECT_EQ(c->size(), 4);
+  EXPECT_NE(c->name().find("ring"), std::string::npos);
+  EXPECT_STREQ(collective_algo_name(CollectiveAlgo::tree), "tree");
+}
+
+TEST(ShmComm, AllreduceIsExact) {
+  for (const Case& c : all_cases()) {
+    auto comm = make_shm_comm(c.p, c.algo);
+    std::vector<std::vector<float>> bufs(static_cast<size_t>(c.p));
+    run_ranks(c.p, [&](int r) {
+      auto& b = bufs[static_cast<size_t>(r)];
+      b.resize(static_cast<size_t>(c.n));
+      for (int64_t i = 0; i < c.n; ++i)
+        b[static_cast<size_t>(i)] = value(r, i);
+      comm->allreduce_sum(r, b.data(), c.n);
+    });
+    for (int r = 0; r < c.p; ++r) {
+      int wrong = 0;
+      for (int64_t i = 0; i < c.n; ++i) {
+        wrong += bufs[static_cast<size_t>(r)][static_cast<size_t>(i)] != expected_sum(c.p, i);
+      }
+      ASSERT_EQ(wrong, 0) << describe(c) << " rank " << r;
+    }
+  }
+}
+
+TEST(ShmComm, ReduceIsExactIncludingInPlaceRoot) {
+  for (const Case& c : all_cases()) {
+    for (bool in_place : {false, true}) {
+      const int root = c.p - 1;
+      auto comm = make_shm_comm(c.p, c.algo);
+      std::vector<std::vector<float>> src(static_cast<size_t>(c.p));
+      std::vector<float> dst(static_cast<size_t>(c.n), -1.f);
+      run_ranks(c.p, [&](int r) {
+        auto& s = src[static_cast<size_t>(r)];
+        s.resize(static_cast<size_t>(c.n));
+        for (int64_t i = 0; i < c.n; ++i)
+          s[static_cast<size_t>(i)] = value(r, i);
+        float* d = r == root ? (in_place ? s.data() : dst.data()) : nullptr;
+        comm->reduce_sum(r, s.data(), d, c.n, root);
+      });
+      const std::vector<float>& out = in_place ? src[static_cast<size_t>(root)] : dst;
+      int wrong = 0;
+      for (int64_t i = 0; i < c.n; ++i) {
+        wrong += out[static_cast<size_t>(i)] != expected_sum(c.p, i);
+      }
+      ASSERT_EQ(wrong, 0) << describe(c) << (in_place ? " in place" : "");
+      // Non-root sources are untouched.
+      for (int r = 0; r < c.p; ++r) {
+        if (r == root && in_place) continue;
+        for (int64_t i = 0; i < c.n; ++i) {
+          ASSERT_EQ(src[static_cast<size_t>(r)][static_cast<size_t>(i)], value(r, i))
+              << describe(c) << " rank " << r << " src changed";
+        }
+      }
+    }
+  }
+}
+
+TEST(ShmComm, BroadcastCopiesRoot) {
+  for (const Case& c : all_cases()) {
+    const int root = 1 % c.p;
+    auto comm = make_shm_comm(c.p, c.algo);
+    std::vector<std::vector<float>> bufs(static_cast<size_t>(c.p));
+    run_ranks(c.p, [&](int r) {
+      auto& b = bufs[static_cast<size_t>(r)];
+      b.resize(static_cast<size_t>(c.n));
+      for (int64_t i = 0; i < c.n; ++i)
+        b[static_cast<size_t>(i)] = value(r, i);
+      comm->broadcast(r, b.data(), c.n, root);
+    });
+    for (int r = 0; r < c.p; ++r) {
+      int wrong = 0;
+      for (int64_t i = 0; i < c.n; ++i) {
+        wrong += bufs[static_cast<size_t>(r)][static_cast<size_t>(i)] != value(root, i);
+      }
+      ASSERT_EQ(wrong, 0) << describe(c) << " rank " << r;
+    }
+  }
+}
+
+// Random floats: the sum's rounding depends on the order, which must be fixed by (p, algo).
+TEST(ShmComm, DeterministicAcrossRuns) {
+  for (CollectiveAlgo algo : {CollectiveAlgo::tree, CollectiveAlgo::ring}) {
+    for (int p : {3, 8}) {
+      const int64_t n = 10007;
+      std::vector<std::vector<float>> input(static_cast<size_t>(p));
+      for (int r = 0; r < p; ++r) {
+        Rng rng = Rng::stream(7, static_cast<uint64_t>(r));
+        input[static_cast<size_t>(r)].resize(n);
+        for (auto& x : input[static_cast<size_t>(r)])
+          x = rng.uniform(-1.f, 1.f) * 1e3f;
+      }
+      std::vector<float> first, first_reduce;
+      for (int run = 0; run < 4; ++run) {
+        auto comm = make_shm_comm(p, algo);
+        auto bufs = input;
+        std::vector<float> red(n);
+        run_ranks(p, [&](int r) {
+          if (r == 1) std::this_thread::sleep_for(std::chrono::microseconds(200 * run));
+          auto& b = bufs[static_cast<size_t>(r)];
+          comm->reduce_sum(r, b.data(), r == 0 ? red.data() : nullptr, n, 0);
+          comm->allreduce_sum(r, b.data(), n);
+        });
+        for (int r = 1; r < p; ++r) {
+          ASSERT_EQ(
+              std::memcmp(bufs[0].data(), bufs[static_cast<size_t>(r)].data(), n * sizeof(float)),
+              0)
+              << "ranks disagree, " << collective_algo_name(algo) << " p=" << p;
+        }
+        if (run == 0) {
+          first = bufs[0];
+          first_reduce = red;
+        } else {
+          ASSERT_EQ(std::memcmp(first.data(), bufs[0].data(), n * sizeof(float)), 0)
+              << "allreduce differs on run " << run << ", " << collective_algo_name(algo);
+          ASSERT_EQ(std::memcmp(first_reduce.data(), red.data(), n * sizeof(float)), 0)
+              << "reduce differs on run " << run << ", " << collective_algo_name(algo);
+        }
+      }
+    }
+  }
+}
+
+TEST(ShmComm, BackToBackStress) {
+  for (CollectiveAlgo algo : {CollectiveAlgo::tree, CollectiveAlgo::ring}) {
+    const int p = 8;
+    const int iters = 150;
+    auto comm = make_shm_comm(p, algo);
+    std::vector<int> wrong(p, 0);
+    run_ranks(p, [&](int r) {
+      std::vector<float> buf, out;
+      for (int it = 0; it < iters; ++it) {
+        const int64_t n = 1 + (it * 37) % 300;
+        buf.assign(static_cast<size_t>(n), 0.f);  // a different pointer and size every time
+        for (int64_t i = 0; i < n; ++i)
+          buf[static_cast<size_t>(i)] = value(r, i + it);
+        switch (it % 4) {
+          case 0:
+            comm->allreduce_sum(r, buf.data(), n);
+            for (int64_t i = 0; i < n; ++i)
+              wrong[r] += buf[i] != expected_sum(p, i + it);
+            break;
+          case 1: {
+            const int root = it % p;
+            out.assign(static_cast<size_t>(n), 0.f);
+            comm->reduce_sum(r, buf.data(), out.data(), n, root);
+            if (r == root) {
+              for (int64_t i = 0; i < n; ++i)
+                wrong[r] += out[i] != expected_sum(p, i + it);
+            }
+            break;
+          }
+          case 2: {
+            const int root = (it / 4) % p;
+            comm->broadcast(r, buf.data(), n, root);
+            for (int64_t i = 0; i < n; ++i)
+              wrong[r] += buf[i] != value(root, i + it);
+            break;
+          }
+          default:
+            comm->barrier(r);
+        }
+      }
+    });
+    for (int r = 0; r < p; ++r)
+      EXPECT_EQ(wrong[r], 0) << collective_algo_name(algo) << " " << r;
+  }
+}
+
+TEST(ShmComm, WaitSecondsCountsArrivalSkew) {
+  for (CollectiveAlgo algo : {CollectiveAlgo::tree, CollectiveAlgo::ring}) {
+    auto comm = make_shm_comm(2, algo);
+    std::vector<double> before(2), after(2);
+    run_ranks(2, [&](int r) {
+      std::vector<float> buf(100, 1.f);
+      comm->allreduce_sum(r, buf.data(), 100);
+      before[r] = comm->wait_seconds(r);
+      if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(60));
+      comm->allreduce_sum(r, buf.data(), 100);
+      after[r] = comm->wait_seconds(r);
+    });
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_GE(before[r], 0.0);
+      EXPECT_GE(after[r], before[r]);
+    }
+    EXPECT_GE(after[0] - before[0], 0.04) << "rank 0 waited for the sleeping rank 1";
+  }
+}
+
+TEST(ShmComm, SizeOneIsTrivial) {
+  for (CollectiveAlgo algo : {CollectiveAlgo::tree, CollectiveAlgo::ring}) {
+    auto comm = make_shm_comm(1, algo);
+    std::vector<float> a = {1.f, 2.f, 3.f}, d(3, 0.f);
+    comm->allreduce_sum(0, a.data(), 3);
+    EXPECT_EQ(a, (std::vector<float>{1.f, 2.f, 3.f}));
+    comm->reduce_sum(0, a.data(), d.data(), 3, 0);
+    EXPECT_EQ(d, a);
+    comm->broadcast(0, a.data(), 3, 0);
+    comm->barrier(0);
+    EXPECT_GE(comm->wait_seconds(0), 0.0);
+  }
+}
+
+}  // namespace
+}  // namespace easel

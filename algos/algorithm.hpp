@@ -1,0 +1,135 @@
+// The Algorithm interface: a policy around the one shared local step (forward, backward, local
+// update) that each worker group runs on its own thread. Each algorithm file holds only its
+// communication pattern. A run proceeds in rounds between evaluations: the trainer posts
+// run_round() to every group's thread at once and waits for all of them; between rounds no
+// group runs, so the evaluator may read any buffer.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "algos/schedule.hpp"
+#include "engine/arena.hpp"
+#include "engine/comm/comm.hpp"
+#include "engine/worker.hpp"
+#include "nets/data/batch_stream.hpp"
+#include "nets/net.hpp"
+
+namespace easel {
+
+enum class ReduceMode { tree, serial };     // Sync EASGD: tree collective vs P serial exchanges
+enum class PackMode { single, per_layer };  // one message over the arena vs one per layer
+
+// Hyper-parameters of the algorithms (DESIGN.md 4): eta = lr, alpha = eta * rho.
+struct AlgoParams {
+  LrSchedule lr;
+  float momentum = 0.9f;  // mu (msgd, async-msgd) and delta (async-measgd)
+  float weight_decay = 5e-4f;
+  float rho = 0.f;       // elastic coefficient; alpha = lr * rho unless alpha >= 0 is given
+  float alpha = -1.f;    // fixed elastic step alpha (>= 0 overrides rho)
+  int tau = 1;           // communication period
+  bool nesterov = true;  // async-measgd: Nesterov (EAMSGD) or heavy-ball
+  ReduceMode reduce = ReduceMode::tree;
+  PackMode pack = PackMode::single;
+  bool overlap = false;
+  CollectiveAlgo collective = CollectiveAlgo::tree;
+
+  // alpha for a given local iteration.
+  float alpha_at(int64_t iter) const {
+    return alpha >= 0 ? alpha : static_cast<float>(lr.at(iter)) * rho;
+  }
+};
+
+// Where a group's time goes. compute: forward, backward and local update; comm: moving
+// parameters (reduce, broadcast, centre reads and writes); wait: blocked on a lock, a barrier
+// or a turn.
+struct GroupTimes {
+  double compute = 0, comm = 0, wait = 0;
+};
+
+struct Group {
+  int id = 0;
+  WorkerThread* worker = nullptr;
+  std::unique_ptr<Net> net;
+  Arena weights, diff, momentum;
+  std::unique_ptr<BatchStream> data;
+  // Test seam: when set, local_gradient() calls it instead of the net (it must fill diff).
+  std::function<void(Group&)> fake_gradient;
+  Buffer eval_images;  // one batch of test images, for the evaluator
+  std::vector<int32_t> eval_labels;
+
+  // Written by the group's own thread; `steps` is also read live for progress.
+  std::atomic<int64_t> steps{0};
+  double loss_sum = 0;  // since the last evaluation
+  int64_t loss_count = 0;
+  GroupTimes times;
+  int64_t staleness_sum = 0, staleness_count = 0, staleness_max = 0;
+  int64_t centre_read_version = 0;  // async: the centre version this group's weights came from
+};
+
+// The shared state of a run that algorithms work on.
+struct Run {
+  std::vector<std::unique_ptr<Group>> groups;
+  const ArenaLayout* layout = nullptr;  // the parameter segments (same for every replica)
+  AlgoParams params;
+  std::unique_ptr<Comm> comm;
+  Arena centre;                            // the centre W-bar (EASGD, async-sgd); empty when unused
+  Arena centre_momentum;                   // async-msgd
+  Arena scratch;                           // e.g. the reduced sum of group weights (sync-easgd)
+  std::mutex centre_mu;                    // guards centre for the locked variants
+  std::atomic<int64_t> centre_version{0};  // centre updates so far (staleness)
+  std::atomic<int64_t> budget{0};          // async: group-steps left in this round
+  std::atomic<int> turn{0};                // easgd-rr: whose turn it is
+  std::mutex turn_mu;
+  std::condition_variable turn_cv;
+  std::vector<int>* serve_log = nullptr;  // tests: group ids in the order the centre served them
+
+  int size() const { return static_cast<int>(groups.size()); }
+  int64_t arena_floats() const { return layout->total_floats(); }
+  std::span<const Segment> segments() const { return layout->segments(); }
+};
+
+class Algorithm {
+ public:
+  virtual ~Algorithm() = default;
+  virtual std::string name() const = 0;
+  // Most groups it supports (sgd, msgd: 1).
+  virtual int max_groups() const { return 1 << 20; }
+  // Whether run.centre is used (allocated by the trainer before prepare()).
+  virtual bool uses_centre() const { return false; }
+  // Extra buffers, after the groups and the centre exist and hold the initial weights.
+  virtual Status prepare(Run& run) {
+    (void)run;
+    return {};
+  }
+  // Runs `iterations` iterations of the run on group g's thread. Sync algorithms: every group
+  // does exactly `iterations` steps and they meet in collectives. Async algorithms: the groups
+  // share run.budget (= iterations * P group-steps) first come first served.
+  virtual void run_round(Run& run, Group& g, int64_t iterations) = 0;
+  // The model the evaluator tests (the centre, or a replica); called between rounds.
+  virtual const float* eval_weights(Run& run) = 0;
+};
+
+// One explicit list of the algorithms.
+struct AlgoEntry {
+  const char* name;
+  const char* summary;
+  std::unique_ptr<Algorithm> (*make)();
+};
+std::span<const AlgoEntry> algo_list();
+Result<std::unique_ptr<Algorithm>> make_algorithm(const std::string& name);
+
+// The shared local step: next batch, forward, backward into g.diff, loss bookkeeping; adds its
+// time to g.times.compute. Returns the batch loss.
+double local_gradient(Group& g);
+
+// Monotonic seconds.
+double now_seconds();
+
+}  // namespace easel

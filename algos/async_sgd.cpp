@@ -1,0 +1,67 @@
+// async-sgd and async-msgd: a parameter server in shared memory. A group computes its gradient
+// at its copy of the centre, then under the centre lock (first come, first served) the centre
+// takes the step W <- W - eta*dW (async-msgd: with momentum on the centre) and the group copies
+// the new centre back.
+#include "algos/exchange.hpp"
+#include "algos/list.hpp"
+#include "engine/span_ops.hpp"
+
+namespace easel {
+
+namespace {
+
+class AsyncSgd final : public Algorithm {
+ public:
+  explicit AsyncSgd(bool momentum) : momentum_(momentum) {}
+  std::string name() const override { return momentum_ ? "async-msgd" : "async-sgd"; }
+  bool uses_centre() const override { return true; }
+
+  Status prepare(Run& run) override {
+    if (momentum_) {
+      EASEL_ASSIGN_OR_RETURN(run.centre_momentum,
+                             Arena::create(run.arena_floats(), run.centre.kind()));
+    }
+    return {};
+  }
+
+  void run_round(Run& run, Group& g, int64_t) override {
+    const AlgoParams& p = run.params;
+    while (claim_step(run)) {
+      const int64_t read_version = g.centre_read_version;
+      local_gradient(g);
+      const float lr = static_cast<float>(p.lr.at(g.steps.load(std::memory_order_relaxed)));
+      const double t0 = now_seconds();
+      std::unique_lock lock(run.centre_mu);
+      const double t1 = now_seconds();
+      g.times.wait += t1 - t0;
+      if (momentum_)
+        momentum_step(run.segments(), run.centre.data(), g.diff.data(), run.centre_momentum.data(),
+                      lr, p.momentum, p.weight_decay);
+      else
+        sgd_step(run.segments(), run.centre.data(), g.diff.data(), lr, p.weight_decay);
+      const int64_t v = run.centre_version.fetch_add(1, std::memory_order_relaxed);
+      note_staleness(g, read_version, v);
+      span_copy(g.weights.data(), run.centre.data(), run.arena_floats());
+      g.centre_read_version = v + 1;
+      lock.unlock();
+      g.times.comm += now_seconds() - t1;
+      g.steps.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
+  const float* eval_weights(Run& run) override { return run.centre.data(); }
+
+ private:
+  bool momentum_;
+};
+
+}  // namespace
+
+std::unique_ptr<Algorithm> make_async_sgd() {
+  return std::make_unique<AsyncSgd>(false);
+}
+std::unique_ptr<Algorithm> make_async_msgd() {
+  return std::make_unique<AsyncSgd>(true);
+}
+
+}  // namespace easel

@@ -1,0 +1,56 @@
+// easgd-rr: the original EASGD. Every tau steps a group exchanges with the master, and the
+// master serves ONE group at a time in strict round-robin order of group id:
+//   group:  W^i <- W^i - eta*dW^i - alpha*(W^i - Wc);   master: Wc <- Wc + alpha*(W^i - Wc)
+#include "algos/exchange.hpp"
+#include "algos/list.hpp"
+#include "engine/span_ops.hpp"
+
+namespace easel {
+
+namespace {
+
+class EasgdRoundRobin final : public Algorithm {
+ public:
+  std::string name() const override { return "easgd-rr"; }
+  bool uses_centre() const override { return true; }
+
+  void run_round(Run& run, Group& g, int64_t iterations) override {
+    const AlgoParams& p = run.params;
+    for (int64_t i = 0; i < iterations; ++i) {
+      local_gradient(g);
+      const int64_t step = g.steps.load(std::memory_order_relaxed);
+      const float lr = static_cast<float>(p.lr.at(step));
+      if ((step + 1) % p.tau == 0) {
+        std::unique_lock lock(run.turn_mu);
+        {
+          ScopedTimer t(&g.times.wait);
+          run.turn_cv.wait(lock, [&] { return run.turn.load() == g.id; });
+        }
+        {
+          ScopedTimer t(&g.times.comm);
+          easgd_exchange(run.segments(), g.weights.data(), g.diff.data(), run.centre.data(), lr,
+                         p.weight_decay, p.alpha_at(step));
+          if (run.serve_log) run.serve_log->push_back(g.id);
+          run.centre_version.fetch_add(1, std::memory_order_relaxed);
+        }
+        run.turn.store((g.id + 1) % run.size());
+        lock.unlock();
+        run.turn_cv.notify_all();
+      } else {
+        ScopedTimer t(&g.times.compute);
+        sgd_step(run.segments(), g.weights.data(), g.diff.data(), lr, p.weight_decay);
+      }
+      g.steps.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
+  const float* eval_weights(Run& run) override { return run.centre.data(); }
+};
+
+}  // namespace
+
+std::unique_ptr<Algorithm> make_easgd_rr() {
+  return std::make_unique<EasgdRoundRobin>();
+}
+
+}  // namespace easel

@@ -1,0 +1,81 @@
+// Fused kernels of the parameter-server style exchanges (one pass over the arena each) and the
+// timing helpers the algorithms share. Symmetric EASGD exchange between a group and the centre,
+// both from their values before the exchange:
+//   e = alpha*(w - c);  w <- w - lr'*(g + wd'*w) - e;  c <- c + e
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "algos/algorithm.hpp"
+
+namespace easel {
+
+// The EASGD exchange fused with the group's SGD step (easgd-rr, async-easgd).
+void easgd_exchange(std::span<const Segment> segs, float* w, const float* g, float* c, float lr,
+                    float wd, float alpha);
+// The same with the group's momentum (async-measgd, EAMSGD):
+//   e = alpha*(w - c); v' = d*v - lr'*(g + wd'*w);
+//   w <- w + (1+d)*v' - d*v - e  (nesterov)   or   w <- w + v' - e  (heavy-ball);  c <- c + e
+void easgd_momentum_exchange(std::span<const Segment> segs, float* w, const float* g, float* v,
+                             float* c, float lr, float delta, float wd, float alpha, bool nesterov);
+// hogwild-easgd: as easgd_exchange, but c is shared without a lock; every access to c goes
+// through relaxed atomic loads and stores (engine/span_ops.hpp's racy_* helpers' rule).
+void easgd_exchange_racy(std::span<const Segment> segs, float* w, const float* g, float* c,
+                         float lr, float wd, float alpha);
+
+// Times a scope into one of a group's counters.
+class ScopedTimer {
+ public:
+  explicit ScopedTimer(double* acc) : acc_(acc), t0_(now_seconds()) {}
+  ~ScopedTimer() { *acc_ += now_seconds() - t0_; }
+  ScopedTimer(const ScopedTimer&) = delete;
+  ScopedTimer& operator=(const ScopedTimer&) = delete;
+
+ private:
+  double* acc_;
+  double t0_;
+};
+
+// A Comm collective, timed: the Comm's own barrier-wait growth goes to g.times.wait, the rest
+// of the call's duration to g.times.comm.
+template <typename Fn>
+void timed_collective(Run& run, Group& g, Fn fn) {
+  const double w0 = run.comm->wait_seconds(g.id);
+  const double t0 = now_seconds();
+  fn();
+  const double dt = now_seconds() - t0;
+  const double dw = run.comm->wait_seconds(g.id) - w0;
+  g.times.wait += dw;
+  g.times.comm += dt - dw;
+}
+
+// Calls fn(offset, count) once for the whole arena (PackMode::single) or once per segment.
+template <typename Fn>
+void for_each_message(const Run& run, Fn fn) {
+  if (run.params.pack == PackMode::single) {
+    fn(int64_t{0}, run.arena_floats());
+  } else {
+    for (const Segment& s : run.segments())
+      fn(s.offset, s.count);
+  }
+}
+
+// Async algorithms: claims one group-step from the round's shared budget.
+inline bool claim_step(Run& run) {
+  return run.budget.fetch_sub(1, std::memory_order_relaxed) > 0;
+}
+
+}  // namespace easel
+
+namespace easel {
+// g <- lr'*(g + wd'*w) per segment: the SGD step as a delta (w_new = w - g), for Hogwild.
+void scaled_gradient(std::span<const Segment> segs, float* g, const float* w, float lr, float wd);
+// Records staleness: centre updates made by others between a group's read and its write.
+inline void note_staleness(Group& g, int64_t read_version, int64_t write_version) {
+  const int64_t s = write_version - read_version;
+  g.staleness_sum += s;
+  g.staleness_count += 1;
+  if (s > g.staleness_max) g.staleness_max = s;
+}
+}  // namespace easel

@@ -1,0 +1,145 @@
+// sync-easgd: every tau steps all groups exchange with the centre at once (deterministic):
+//   S = sum_i W^i                        (reduce: tree collective, or P serial exchanges)
+//   W^i <- W^i - eta*dW^i - alpha*(W^i - Wc)   on every group (each reads the centre)
+//   Wc  <- Wc + alpha*(S - P*Wc)               on the root
+// The paper's co-design switches: --reduce tree|serial, --pack single|per-layer, and
+// --overlap on, where the reduction and the centre update run on a communication thread while
+// the groups compute their next steps; the groups wait for it only at their next exchange, so
+// the result is the same as without overlap (up to the summation order of S).
+#include "algos/exchange.hpp"
+#include "algos/list.hpp"
+#include "engine/span_ops.hpp"
+
+namespace easel {
+
+namespace {
+
+class SyncEasgd final : public Algorithm {
+ public:
+  std::string name() const override { return "sync-easgd"; }
+  bool uses_centre() const override { return true; }
+
+  Status prepare(Run& run) override {
+    EASEL_ASSIGN_OR_RETURN(run.scratch, Arena::create(run.arena_floats(), run.centre.kind()));
+    if (run.params.overlap) {
+      for (auto& g : run.groups) {
+        EASEL_ASSIGN_OR_RETURN(Arena a, Arena::create(run.arena_floats(), g->weights.kind()));
+        send_.push_back(std::move(a));
+      }
+      GroupSpec spec;
+      spec.id = -1;
+      for (const auto& g : run.groups)
+        for (int c : g->worker->spec().cpus)
+          spec.cpus.push_back(c);
+      EASEL_ASSIGN_OR_RETURN(comm_thread_, WorkerThread::start(spec, false));
+    }
+    return {};
+  }
+
+  void run_round(Run& run, Group& g, int64_t iterations) override {
+    const AlgoParams& p = run.params;
+    for (int64_t i = 0; i < iterations; ++i) {
+      local_gradient(g);
+      const int64_t step = g.steps.load(std::memory_order_relaxed);
+      const float lr = static_cast<float>(p.lr.at(step));
+      if ((step + 1) % p.tau == 0) {
+        if (p.overlap)
+          exchange_overlapped(run, g, lr, p.alpha_at(step));
+        else
+          exchange(run, g, lr, p.alpha_at(step));
+      } else {
+        ScopedTimer t(&g.times.compute);
+        sgd_step(run.segments(), g.weights.data(), g.diff.data(), lr, p.weight_decay);
+      }
+      g.steps.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (p.overlap) finish_pending(run, g);
+  }
+
+  const float* eval_weights(Run& run) override { return run.centre.data(); }
+
+ private:
+  // S = sum of the groups' weights into run.scratch on the root (group 0).
+  void reduce_weights(Run& run, Group& g) {
+    if (run.params.reduce == ReduceMode::tree) {
+      timed_collective(run, g, [&] {
+        for_each_message(run, [&](int64_t off, int64_t n) {
+          run.comm->reduce_sum(g.id, g.weights.data() + off, run.scratch.data() + off, n, 0);
+        });
+      });
+      return;
+    }
+    // Serial: the root pulls the P replicas one after the other; the others wait.
+    timed_collective(run, g, [&] { run.comm->barrier(g.id); });
+    if (g.id == 0) {
+      ScopedTimer t(&g.times.comm);
+      for_each_message(run, [&](int64_t off, int64_t n) {
+        span_copy(run.scratch.data() + off, run.groups[0]->weights.data() + off, n);
+        for (int j = 1; j < run.size(); ++j)
+          span_axpy(run.scratch.data() + off, 1.f,
+                    run.groups[static_cast<size_t>(j)]->weights.data() + off, n);
+      });
+    }
+    timed_collective(run, g, [&] { run.comm->barrier(g.id); });
+  }
+
+  void exchange(Run& run, Group& g, float lr, float alpha) {
+    reduce_weights(run, g);
+    {
+      ScopedTimer t(&g.times.compute);
+      elastic_sgd_step(run.segments(), g.weights.data(), g.diff.data(), run.centre.data(), lr,
+                       run.params.weight_decay, alpha);
+    }
+    timed_collective(run, g, [&] { run.comm->barrier(g.id); });  // everyone has read Wc
+    if (g.id == 0) {
+      ScopedTimer t(&g.times.comm);
+      elastic_centre_sum(run.centre.data(), run.scratch.data(), alpha, run.size(),
+                         run.arena_floats());
+    }
+    timed_collective(run, g, [&] { run.comm->barrier(g.id); });  // Wc is updated
+  }
+
+  void exchange_overlapped(Run& run, Group& g, float lr, float alpha) {
+    finish_pending(run, g);  // the previous exchange's centre update is done
+    {
+      ScopedTimer t(&g.times.comm);
+      span_copy(send_[static_cast<size_t>(g.id)].data(), g.weights.data(), run.arena_floats());
+    }
+    {
+      ScopedTimer t(&g.times.compute);
+      elastic_sgd_step(run.segments(), g.weights.data(), g.diff.data(), run.centre.data(), lr,
+                       run.params.weight_decay, alpha);
+    }
+    timed_collective(run, g, [&] { run.comm->barrier(g.id); });  // snapshots taken, Wc read
+    if (g.id == 0) {
+      pending_ = comm_thread_->post([this, &run, alpha] {
+        const int64_t n = run.arena_floats();
+        span_copy(run.scratch.data(), send_[0].data(), n);
+        for (size_t j = 1; j < send_.size(); ++j)
+          span_axpy(run.scratch.data(), 1.f, send_[j].data(), n);
+        elastic_centre_sum(run.centre.data(), run.scratch.data(), alpha, run.size(), n);
+      });
+    }
+  }
+
+  // Waits (as group g) until the communication thread's last job is done.
+  void finish_pending(Run& run, Group& g) {
+    if (g.id == 0 && pending_.valid()) {
+      ScopedTimer t(&g.times.wait);
+      pending_.get();
+    }
+    timed_collective(run, g, [&] { run.comm->barrier(g.id); });
+  }
+
+  std::vector<Arena> send_;  // overlap: each group's weights at the exchange
+  std::unique_ptr<WorkerThread> comm_thread_;
+  std::future<void> pending_;  // touched by group 0 only
+};
+
+}  // namespace
+
+std::unique_ptr<Algorithm> make_sync_easgd() {
+  return std::make_unique<SyncEasgd>();
+}
+
+}  // namespace easel

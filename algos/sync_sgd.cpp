@@ -1,0 +1,47 @@
+// sync-sgd: every step, an allreduce of the gradients over the Comm (tree or ring), then every
+// group applies the same (momentum) update, so every replica holds the same weights. The
+// paper's KNL intra-chip scheme: each group keeps its own copy of the weights and its data.
+#include "algos/exchange.hpp"
+#include "algos/list.hpp"
+#include "engine/span_ops.hpp"
+
+namespace easel {
+
+namespace {
+
+class SyncSgd final : public Algorithm {
+ public:
+  std::string name() const override { return "sync-sgd"; }
+
+  void run_round(Run& run, Group& g, int64_t iterations) override {
+    const AlgoParams& p = run.params;
+    const float inv_p = 1.f / static_cast<float>(run.size());
+    for (int64_t i = 0; i < iterations; ++i) {
+      local_gradient(g);
+      timed_collective(run, g, [&] {
+        for_each_message(run, [&](int64_t off, int64_t n) {
+          run.comm->allreduce_sum(g.id, g.diff.data() + off, n);
+        });
+      });
+      ScopedTimer t(&g.times.compute);
+      span_scale(g.diff.data(), inv_p, run.arena_floats());
+      const float lr = static_cast<float>(p.lr.at(g.steps.load(std::memory_order_relaxed)));
+      if (p.momentum > 0)
+        momentum_step(run.segments(), g.weights.data(), g.diff.data(), g.momentum.data(), lr,
+                      p.momentum, p.weight_decay);
+      else
+        sgd_step(run.segments(), g.weights.data(), g.diff.data(), lr, p.weight_decay);
+      g.steps.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
+  const float* eval_weights(Run& run) override { return run.groups[0]->weights.data(); }
+};
+
+}  // namespace
+
+std::unique_ptr<Algorithm> make_sync_sgd() {
+  return std::make_unique<SyncSgd>();
+}
+
+}  // namespace easel

@@ -1,0 +1,91 @@
+// The training driver: plans the worker groups, builds one Net replica per group on the
+// group's own thread, gives every replica the same initial weights, then runs the chosen
+// Algorithm in rounds, evaluating the model it names on the test set after each round.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "algos/algorithm.hpp"
+#include "engine/config.hpp"
+#include "nets/data/dataset.hpp"
+
+namespace easel {
+
+struct RunInfo {
+  std::string algorithm, net, data, layout, device;
+  GroupPlan plan;
+  int64_t params = 0;
+  int64_t total_iterations = 0, iterations_per_epoch = 0, eval_every = 0;
+  double flops_per_image = 0;  // forward + backward
+  std::vector<LayerInfo> layers;
+  std::string placement;
+};
+
+struct EvalRecord {
+  double wall_seconds = 0;   // since the start of training (includes evaluations)
+  double train_seconds = 0;  // training only (evaluations excluded)
+  double eval_seconds = 0;   // this evaluation
+  double epoch = 0;          // images processed / training-set size
+  int64_t step = 0;          // iterations of the run (group-steps / groups)
+  int64_t images = 0;        // training images processed, all groups
+  double train_loss = 0;     // mean over the round
+  double test_loss = 0, test_accuracy = 0;
+  double images_per_second = 0;         // whole node, over the round's training time
+  std::vector<GroupTimes> group_times;  // cumulative per group
+  std::vector<int64_t> group_steps;
+  double staleness_mean = 0;
+  int64_t staleness_max = 0;
+};
+
+struct TrainSummary {
+  RunInfo info;
+  double test_accuracy = 0, test_loss = 0;
+  double best_accuracy = 0;
+  double epochs = 0;
+  int64_t steps = 0, images = 0;
+  double wall_seconds = 0, train_seconds = 0, eval_seconds = 0, setup_seconds = 0;
+  double images_per_second = 0;
+  std::optional<double> time_to_target_seconds;  // training seconds until target reached
+  double target_accuracy = 0;
+  bool stopped_at_target = false;
+  std::vector<GroupTimes> group_times;
+  double compute_seconds = 0, comm_seconds = 0, wait_seconds = 0;  // summed over groups
+  double comm_share = 0, wait_share = 0;                           // of compute + comm + wait
+  double staleness_mean = 0;
+  int64_t staleness_max = 0;
+  std::vector<float> final_weights;   // the evaluated model (centre or replica), whole arena
+  std::vector<float> group0_weights;  // group 0's replica, whole arena
+};
+
+class TrainObserver {
+ public:
+  virtual ~TrainObserver() = default;
+  virtual void on_start(const RunInfo&) {}
+  // After set-up, before the first round: tests may install hooks on the run.
+  virtual void on_setup(Run& run) { (void)run; }
+  // Called about 4 times a second during a round, from the driver's thread.
+  virtual void on_progress(int64_t step, int64_t total_steps, double epoch, double loss,
+                           double images_per_second) {
+    (void)step, (void)total_steps, (void)epoch, (void)loss, (void)images_per_second;
+  }
+  virtual void on_eval(const EvalRecord&) {}
+};
+
+// Checks every field (ranges, names) without touching the machine or the data. Errors name
+// the flag.
+Status validate_config(const TrainConfig& cfg);
+
+// The worker-group plan for cfg on topo: the user's request, except that a one-group
+// algorithm (sgd, msgd) on --groups auto gets one group of all the threads.
+Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo);
+
+// Trains. `data` is shared read-only by all groups.
+Result<TrainSummary> train(const TrainConfig& cfg, const DataSplit& data, TrainObserver* obs);
+
+// Evaluates `weights` on `ds` with the groups' nets in parallel (group g takes batches
+// g, g+P, ...). Used by train() between rounds; exposed for tests.
+EvalStats evaluate_parallel(Run& run, const Dataset& ds, const float* weights);
+
+}  // namespace easel

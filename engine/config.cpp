@@ -1,0 +1,69 @@
+#include "engine/config.hpp"
+
+#include <toml++/toml.h>
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+
+namespace easel {
+
+namespace {
+
+std::string line_of(const toml::node& n) {
+  const auto& src = n.source();
+  return src.begin.line ? ":" + std::to_string(src.begin.line) : "";
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> config_file_args(const std::string& path,
+                                                  const std::vector<std::string>& known_flags,
+                                                  const std::vector<std::string>& boolean_flags) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    return not_found("--config: " + path + ": no such file");
+  toml::table table;
+  try {
+    table = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream os;
+    os << path << ":" << e.source().begin.line << ": " << e.description();
+    return data_error("--config: " + os.str());
+  }
+  std::vector<std::string> args;
+  for (const auto& [key_view, node] : table) {
+    const std::string key(key_view.str());
+    const std::string where = path + line_of(node);
+    if (key == "config") return data_error(where + ": 'config' cannot be set inside a config file");
+    if (std::find(known_flags.begin(), known_flags.end(), key) == known_flags.end())
+      return data_error(where + ": unknown key '" + key +
+                        "' (keys are the flag names of `easel train --help`)");
+    const bool is_bool =
+        std::find(boolean_flags.begin(), boolean_flags.end(), key) != boolean_flags.end();
+    if (is_bool) {
+      if (!node.is_boolean())
+        return data_error(where + ": key '" + key + "' must be true or false");
+      args.push_back("--" + key + "=" + (node.as_boolean()->get() ? "true" : "false"));
+      continue;
+    }
+    std::string value;
+    if (auto s = node.as_string()) {
+      value = s->get();
+    } else if (auto i = node.as_integer()) {
+      value = std::to_string(i->get());
+    } else if (auto f = node.as_floating_point()) {
+      std::ostringstream os;
+      os.precision(17);
+      os << f->get();
+      value = os.str();
+    } else if (node.is_boolean()) {
+      return data_error(where + ": key '" + key + "' takes a value, not true/false");
+    } else {
+      return data_error(where + ": key '" + key + "' must be a string or a number");
+    }
+    args.push_back("--" + key + "=" + value);
+  }
+  return args;
+}
+
+}  // namespace easel

@@ -1,0 +1,319 @@
+// `easel train`: validates everything first, then loads the data, prepares the output
+// directory (never overwriting an earlier run's results unless --overwrite), trains with a
+// progress bar (terminal) or periodic lines, and writes metrics.jsonl and summary.json.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "algos/trainer.hpp"
+#include "engine/log.hpp"
+#include "tools/cli.hpp"
+
+namespace easel::cli {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string default_out(const std::string& algo) {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", std::localtime(&t));
+  return "runs/" + std::string(buf) + "-" + algo;
+}
+
+json times_json(const GroupTimes& t) {
+  return {{"compute_seconds", t.compute}, {"comm_seconds", t.comm}, {"wait_seconds", t.wait}};
+}
+
+json config_json(const TrainConfig& c) {
+  return {{"net", c.net},
+          {"data", c.data},
+          {"algo", c.algo},
+          {"epochs", c.epochs},
+          {"iterations", c.iterations},
+          {"batch", c.batch},
+          {"lr", c.lr},
+          {"lr-policy", c.lr_policy},
+          {"lr-gamma", c.lr_gamma},
+          {"lr-power", c.lr_power},
+          {"lr-stepsize", c.lr_stepsize},
+          {"momentum", c.momentum},
+          {"weight-decay", c.weight_decay},
+          {"seed", c.seed},
+          {"groups", c.plan.groups},
+          {"threads-per-group", c.plan.threads_per_group},
+          {"threads", c.plan.threads},
+          {"cpus", c.plan.cpu_lists},
+          {"oversubscribe", c.plan.oversubscribe},
+          {"placement", c.placement},
+          {"target-accuracy", c.target_accuracy},
+          {"eval-every", c.eval_every},
+          {"layout", c.layout},
+          {"impl", c.impl},
+          {"device", c.device},
+          {"rho", c.rho},
+          {"alpha", c.alpha},
+          {"tau", c.tau},
+          {"momentum-form", c.momentum_form},
+          {"reduce", c.reduce},
+          {"pack", c.pack},
+          {"overlap", c.overlap},
+          {"collective", c.collective},
+          {"prefetch", c.prefetch}};
+}
+
+std::string hms(double s) {
+  if (!std::isfinite(s) || s < 0) s = 0;
+  const long t = static_cast<long>(s + 0.5);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%02ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+  return buf;
+}
+
+class Reporter final : public TrainObserver {
+ public:
+  Reporter(std::ofstream& metrics, const std::string& mode) : metrics_(metrics) {
+    bar_ = mode == "bar" || (mode == "auto" && isatty(STDERR_FILENO));
+    lines_ = mode == "lines" || (mode == "auto" && !bar_);
+    t0_ = std::chrono::steady_clock::now();
+  }
+
+  void on_start(const RunInfo& info) override {
+    std::printf(
+        "easel: %s on %s, %zu group(s) x %d thread(s), %lld params, %.2f MFLOP/image, "
+        "%lld iterations (%lld per epoch), layout %s\n",
+        info.algorithm.c_str(), info.net.c_str(), info.plan.groups.size(),
+        info.plan.groups.empty() ? 0 : static_cast<int>(info.plan.groups[0].cpus.size()),
+        static_cast<long long>(info.params), info.flops_per_image / 1e6,
+        static_cast<long long>(info.total_iterations),
+        static_cast<long long>(info.iterations_per_epoch), info.layout.c_str());
+    std::fflush(stdout);
+  }
+
+  void on_progress(int64_t step, int64_t total, double epoch, double, double ips) override {
+    const double el = seconds();
+    if (bar_) {
+      const int width = 30;
+      const double frac = total ? static_cast<double>(step) / static_cast<double>(total) : 0;
+      const int fill = static_cast<int>(frac * width);
+      std::string b(static_cast<size_t>(fill), '=');
+      if (fill < width) b += '>';
+      b.resize(width, ' ');
+      const double eta = frac > 0 ? el / frac - el : 0;
+      std::fprintf(stderr, "\r[%s] %5.1f%% epoch %.2f step %lld/%lld %6.0f img/s ETA %s ",
+                   b.c_str(), 100 * frac, epoch, static_cast<long long>(step),
+                   static_cast<long long>(total), ips, hms(eta).c_str());
+      std::fflush(stderr);
+      dirty_ = true;
+    } else if (lines_ && el - last_line_ >= 10) {
+      last_line_ = el;
+      std::fprintf(stderr, "progress: step %lld/%lld epoch %.2f %.0f img/s elapsed %s\n",
+                   static_cast<long long>(step), static_cast<long long>(total), epoch, ips,
+                   hms(el).c_str());
+    }
+  }
+
+  void on_eval(const EvalRecord& r) override {
+    if (dirty_) {
+      std::fprintf(stderr, "\r%*s\r", 110, "");
+      dirty_ = false;
+    }
+    GroupTimes tot;
+    json groups = json::array();
+    for (size_t i = 0; i < r.group_times.size(); ++i) {
+      const GroupTimes& t = r.group_times[i];
+      tot.compute += t.compute;
+      tot.comm += t.comm;
+      tot.wait += t.wait;
+      json g = times_json(t);
+      g["id"] = i;
+      g["steps"] = r.group_steps[i];
+      groups.push_back(g);
+    }
+    json j = {{"wall_seconds", r.wall_seconds},
+              {"train_seconds", r.train_seconds},
+              {"eval_seconds", r.eval_seconds},
+              {"epoch", r.epoch},
+              {"step", r.step},
+              {"images", r.images},
+              {"train_loss", r.train_loss},
+              {"test_loss", r.test_loss},
+              {"test_accuracy", r.test_accuracy},
+              {"images_per_second", r.images_per_second},
+              {"compute_seconds", tot.compute},
+              {"comm_seconds", tot.comm},
+              {"wait_seconds", tot.wait},
+              {"staleness_mean", r.staleness_mean},
+              {"staleness_max", r.staleness_max},
+              {"groups", groups}};
+    metrics_ << j.dump() << "\n";
+    metrics_.flush();
+    std::printf(
+        "epoch %6.2f  step %7lld  train loss %.4f  test loss %.4f  test accuracy %.4f  "
+        "%7.0f img/s  [%s]\n",
+        r.epoch, static_cast<long long>(r.step), r.train_loss, r.test_loss, r.test_accuracy,
+        r.images_per_second, hms(r.wall_seconds).c_str());
+    std::fflush(stdout);
+  }
+
+ private:
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
+  std::ofstream& metrics_;
+  bool bar_ = false, lines_ = false, dirty_ = false;
+  double last_line_ = 0;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+json summary_json(const TrainSummary& s, const TrainConfig& cfg) {
+  json groups = json::array();
+  for (size_t i = 0; i < s.group_times.size(); ++i) {
+    json g = times_json(s.group_times[i]);
+    g["id"] = i;
+    g["cpus"] = s.info.plan.groups[i].cpus;
+    groups.push_back(g);
+  }
+  json layers = json::array();
+  for (const auto& l : s.info.layers)
+    layers.push_back({{"name", l.name},
+                      {"kind", l.kind},
+                      {"impl", l.impl},
+                      {"params", l.params},
+                      {"dst", l.dst.to_string()}});
+  return {
+      {"test_accuracy", s.test_accuracy},
+      {"test_loss", s.test_loss},
+      {"best_accuracy", s.best_accuracy},
+      {"epochs", s.epochs},
+      {"steps", s.steps},
+      {"images", s.images},
+      {"wall_seconds", s.wall_seconds},
+      {"train_seconds", s.train_seconds},
+      {"eval_seconds", s.eval_seconds},
+      {"setup_seconds", s.setup_seconds},
+      {"images_per_second", s.images_per_second},
+      {"gflops_per_second", s.images_per_second * s.info.flops_per_image / 1e9},
+      {"time_to_target_seconds",
+       s.time_to_target_seconds ? json(*s.time_to_target_seconds) : json(nullptr)},
+      {"target_accuracy", s.target_accuracy},
+      {"algorithm", s.info.algorithm},
+      {"groups", s.info.plan.groups.size()},
+      {"threads_per_group", s.info.plan.groups.empty() ? 0 : s.info.plan.groups[0].cpus.size()},
+      {"net", s.info.net},
+      {"data", s.info.data},
+      {"params", s.info.params},
+      {"flops_per_image", s.info.flops_per_image},
+      {"compute_seconds", s.compute_seconds},
+      {"comm_seconds", s.comm_seconds},
+      {"wait_seconds", s.wait_seconds},
+      {"comm_share", s.comm_share},
+      {"wait_share", s.wait_share},
+      {"staleness_mean", s.staleness_mean},
+      {"staleness_max", s.staleness_max},
+      {"placement", s.info.placement},
+      {"group_times", groups},
+      {"layers", layers},
+      {"config", config_json(cfg)},
+  };
+}
+
+// Writes text to path atomically (temporary file, then rename).
+bool write_atomic(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    if (!f) return false;
+    f << text;
+    if (!f.flush()) return false;
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  return !ec;
+}
+
+}  // namespace
+
+int run_train(const TrainConfig& cfg_in) {
+  TrainConfig cfg = cfg_in;
+  if (Status st = validate_config(cfg); !st.ok()) {
+    std::fprintf(stderr, "easel: %s\n", st.message().c_str());
+    return 2;
+  }
+  if (cfg.progress != "auto" && cfg.progress != "bar" && cfg.progress != "lines" &&
+      cfg.progress != "none") {
+    std::fprintf(stderr, "easel: --progress: '%s' (accepted: auto, bar, lines, none)\n",
+                 cfg.progress.c_str());
+    return 2;
+  }
+  if (cfg.out.empty()) cfg.out = default_out(cfg.algo);
+  const fs::path out(cfg.out);
+  std::error_code ec;
+  if (fs::exists(out, ec) && !fs::is_directory(out, ec)) {
+    std::fprintf(stderr, "easel: --out: %s exists and is not a directory\n", cfg.out.c_str());
+    return 2;
+  }
+  if (!cfg.overwrite &&
+      (fs::exists(out / "summary.json", ec) || fs::exists(out / "metrics.jsonl", ec))) {
+    std::fprintf(stderr,
+                 "easel: --out: %s already holds the results of a run (pass --overwrite to replace "
+                 "them, or choose another --out)\n",
+                 cfg.out.c_str());
+    return 2;
+  }
+
+  auto placement = parse_placement(cfg.placement);
+  auto data = load_data(cfg.data, placement.value()[BufferClass::dataset], cfg.seed);
+  if (!data.ok()) {
+    std::fprintf(stderr, "easel: %s\n", data.status().message().c_str());
+    return 1;
+  }
+  fs::create_directories(out, ec);
+  if (ec) {
+    std::fprintf(stderr, "easel: --out: cannot create %s: %s\n", cfg.out.c_str(),
+                 ec.message().c_str());
+    return 1;
+  }
+  std::ofstream metrics(out / "metrics.jsonl", std::ios::trunc);
+  if (!metrics) {
+    std::fprintf(stderr, "easel: --out: cannot write %s\n", (out / "metrics.jsonl").c_str());
+    return 1;
+  }
+  write_atomic(out / "config.json", config_json(cfg).dump(2) + "\n");
+
+  Reporter reporter(metrics, cfg.progress);
+  auto result = train(cfg, data.value(), &reporter);
+  if (!result.ok()) {
+    std::fprintf(stderr, "easel: %s\n", result.status().message().c_str());
+    return 1;
+  }
+  const TrainSummary& s = result.value();
+  if (!write_atomic(out / "summary.json", summary_json(s, cfg).dump(2) + "\n")) {
+    std::fprintf(stderr, "easel: cannot write %s\n", (out / "summary.json").c_str());
+    return 1;
+  }
+  std::printf(
+      "done: test accuracy %.4f (best %.4f) after %.2f epochs, %lld steps; %.1f s training "
+      "(+%.1f s evaluation), %.0f img/s; compute/comm/wait %.0f%%/%.0f%%/%.0f%%",
+      s.test_accuracy, s.best_accuracy, s.epochs, static_cast<long long>(s.steps), s.train_seconds,
+      s.eval_seconds, s.images_per_second, 100 * (1 - s.comm_share - s.wait_share),
+      100 * s.comm_share, 100 * s.wait_share);
+  if (s.target_accuracy > 0) {
+    if (s.time_to_target_seconds)
+      std::printf("; target %.3f reached in %.1f s", s.target_accuracy, *s.time_to_target_seconds);
+    else
+      std::printf("; target %.3f not reached", s.target_accuracy);
+  }
+  std::printf("\nresults in %s\n", cfg.out.c_str());
+  return 0;
+}
+
+}  // namespace easel::cli

@@ -1,0 +1,63 @@
+#include "tools/cli.hpp"
+
+namespace easel::cli {
+
+std::vector<std::string> add_train_flags(CLI::App& app, TrainConfig& c) {
+  auto opt = [&](const char* name, auto& field, const char* help) {
+    app.add_option(name, field, help)->capture_default_str();
+  };
+  opt("--net", c.net, "model: lenet, cifar10-quick (easel list)");
+  opt("--data", c.data,
+      "fashion-mnist, mnist, a directory of IDX files, or synthetic[:N[:CxHxW[:K]]]");
+  opt("--algo", c.algo, "algorithm (easel list)");
+  opt("--epochs", c.epochs, "epochs to train (ignored when --iterations > 0)");
+  opt("--iterations", c.iterations, "iterations to train (each group steps once per iteration)");
+  opt("--batch", c.batch, "mini-batch size per group");
+  opt("--lr", c.lr, "base learning rate eta");
+  opt("--lr-policy", c.lr_policy, "fixed, step, inv, exp, poly (Caffe's definitions)");
+  opt("--lr-gamma", c.lr_gamma, "gamma of the step, inv and exp policies");
+  opt("--lr-power", c.lr_power, "power of the inv and poly policies");
+  opt("--lr-stepsize", c.lr_stepsize, "iterations per step of the step policy");
+  opt("--momentum", c.momentum, "momentum mu (msgd, async-msgd) or delta (async-measgd)");
+  opt("--weight-decay", c.weight_decay, "L2 weight decay");
+  opt("--seed", c.seed, "seed of the initial weights, shuffling and dropout");
+  opt("--groups", c.plan.groups, "worker groups: a count, 'auto' (one per core) or 'numa'");
+  opt("--threads-per-group", c.plan.threads_per_group, "threads in each group (0: derive)");
+  opt("--threads", c.plan.threads, "total threads (0: all cores)");
+  opt("--cpus", c.plan.cpu_lists, "explicit cpu list per group, e.g. '0-3;4-7'");
+  app.add_flag("--oversubscribe", c.plan.oversubscribe, "allow more threads than cores");
+  opt("--placement", c.placement,
+      "memory kind per buffer class: KIND or CLASS=KIND,... (classes: all, centre, weights, grads, "
+      "momentum, activations, dataset; kinds: dram, hbw, hbw-preferred, interleave)");
+  opt("--target-accuracy", c.target_accuracy, "stop when the test accuracy reaches it (0: never)");
+  opt("--eval-every", c.eval_every, "iterations between test evaluations (0: once per epoch)");
+  opt("--out", c.out, "output directory (default runs/DATE-TIME-ALGO)");
+  app.add_flag("--overwrite", c.overwrite, "allow --out to hold the results of an earlier run");
+  opt("--layout", c.layout, "activation layout: nhwc or nchw");
+  opt("--impl", c.impl, "kernels: fast (oneDNN, reference fallback) or ref");
+  opt("--device", c.device, "cpu");
+  opt("--rho", c.rho, "EASGD elastic coefficient rho (alpha = lr * rho)");
+  opt("--alpha", c.alpha, "fixed EASGD moving rate alpha (overrides --rho when >= 0)");
+  opt("--tau", c.tau, "EASGD communication period (steps between exchanges)");
+  opt("--momentum-form", c.momentum_form, "async-measgd momentum: nesterov or heavy-ball");
+  opt("--reduce", c.reduce, "sync-easgd exchange: tree (collective) or serial (P exchanges)");
+  opt("--pack", c.pack, "exchange: single (one message over the arena) or per-layer");
+  opt("--overlap", c.overlap,
+      "sync-easgd: overlap the centre exchange with the next step (on/off)");
+  opt("--collective", c.collective, "shared-memory collective: tree or ring");
+  opt("--progress", c.progress, "auto, bar, lines or none");
+  app.add_flag("--prefetch,!--no-prefetch", c.prefetch, "prepare batches ahead on a helper thread");
+  opt("--log-level", c.log_level, "debug, info, warn, error (default: EASEL_LOG or info)");
+  return {"oversubscribe", "overwrite", "prefetch"};
+}
+
+std::vector<std::string> flag_names(const CLI::App& app) {
+  std::vector<std::string> out;
+  for (const CLI::Option* o : app.get_options()) {
+    for (const std::string& n : o->get_lnames())
+      out.push_back(n);
+  }
+  return out;
+}
+
+}  // namespace easel::cli
