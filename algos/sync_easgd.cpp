@@ -2,6 +2,9 @@
 //   S = sum_i W^i                        (reduce: tree collective, or P serial exchanges)
 //   W^i <- W^i - eta*dW^i - alpha*(W^i - Wc)   on every group (each reads the centre)
 //   Wc  <- Wc + alpha*(S - P*Wc)               on the root
+// The groups' local step is plain SGD with --momentum 0, else momentum SGD with delta =
+// --momentum (Nesterov or heavy-ball, --momentum-form), i.e. a synchronous EAMSGD: the same
+// exchange, with the local step that reaches a target accuracy soonest (docs/DESIGN.md).
 // The paper's co-design switches: --reduce tree|serial, --pack single|per-layer, and
 // --overlap on, where the reduction and the centre update run on a communication thread while
 // the groups compute their next steps; the groups wait for it only at their next exchange, so
@@ -49,7 +52,7 @@ class SyncEasgd final : public Algorithm {
           exchange(run, g, lr, p.alpha_at(step));
       } else {
         ScopedTimer t(&g.times.compute);
-        sgd_step(run.segments(), g.weights.data(), g.diff.data(), lr, p.weight_decay);
+        local_step(run, g, lr);
       }
       g.steps.fetch_add(1, std::memory_order_relaxed);
     }
@@ -59,6 +62,29 @@ class SyncEasgd final : public Algorithm {
   const float* eval_weights(Run& run) override { return run.centre.data(); }
 
  private:
+  static void local_step(Run& run, Group& g, float lr) {
+    const AlgoParams& p = run.params;
+    if (p.momentum == 0)
+      sgd_step(run.segments(), g.weights.data(), g.diff.data(), lr, p.weight_decay);
+    else if (p.nesterov)
+      nesterov_step(run.segments(), g.weights.data(), g.diff.data(), g.momentum.data(), lr,
+                    p.momentum, p.weight_decay);
+    else
+      momentum_step(run.segments(), g.weights.data(), g.diff.data(), g.momentum.data(), lr,
+                    p.momentum, p.weight_decay);
+  }
+
+  // The local step with the elastic pull towards the centre, from the weights before both.
+  static void elastic_step(Run& run, Group& g, float lr, float alpha) {
+    const AlgoParams& p = run.params;
+    if (p.momentum == 0)
+      elastic_sgd_step(run.segments(), g.weights.data(), g.diff.data(), run.centre.data(), lr,
+                       p.weight_decay, alpha);
+    else
+      elastic_momentum_step(run.segments(), g.weights.data(), g.diff.data(), g.momentum.data(),
+                            run.centre.data(), lr, p.momentum, p.weight_decay, alpha, p.nesterov);
+  }
+
   // S = sum of the groups' weights into run.scratch on the root (group 0).
   void reduce_weights(Run& run, Group& g) {
     if (run.params.reduce == ReduceMode::tree) {
@@ -87,8 +113,7 @@ class SyncEasgd final : public Algorithm {
     reduce_weights(run, g);
     {
       ScopedTimer t(&g.times.compute);
-      elastic_sgd_step(run.segments(), g.weights.data(), g.diff.data(), run.centre.data(), lr,
-                       run.params.weight_decay, alpha);
+      elastic_step(run, g, lr, alpha);
     }
     timed_collective(run, g, [&] { run.comm->barrier(g.id); });  // everyone has read Wc
     if (g.id == 0) {
@@ -107,8 +132,7 @@ class SyncEasgd final : public Algorithm {
     }
     {
       ScopedTimer t(&g.times.compute);
-      elastic_sgd_step(run.segments(), g.weights.data(), g.diff.data(), run.centre.data(), lr,
-                       run.params.weight_decay, alpha);
+      elastic_step(run, g, lr, alpha);
     }
     timed_collective(run, g, [&] { run.comm->barrier(g.id); });  // snapshots taken, Wc read
     if (g.id == 0) {

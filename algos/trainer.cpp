@@ -27,7 +27,7 @@ Result<Layout> parse_layout(const std::string& s) {
   return invalid_argument("--layout: unknown layout '" + s + "' (accepted: nchw, nhwc)");
 }
 
-Result<AlgoParams> make_params(const TrainConfig& c, int64_t total_iterations) {
+Result<AlgoParams> make_params(const TrainConfig& c, int64_t total_iterations, int groups) {
   AlgoParams p;
   EASEL_ASSIGN_OR_RETURN(p.lr.policy, parse_lr_policy(c.lr_policy));
   p.lr.base = c.lr;
@@ -40,6 +40,7 @@ Result<AlgoParams> make_params(const TrainConfig& c, int64_t total_iterations) {
   p.weight_decay = static_cast<float>(c.weight_decay);
   p.rho = static_cast<float>(c.rho);
   p.alpha = static_cast<float>(c.alpha);
+  if (c.alpha < 0 && c.rho < 0) p.alpha = 0.9f / static_cast<float>(groups);  // beta = 0.9
   p.tau = static_cast<int>(c.tau);
   if (c.momentum_form == "nesterov") {
     p.nesterov = true;
@@ -114,8 +115,8 @@ Status validate_config(const TrainConfig& c) {
   EASEL_RETURN_IF_ERROR(check_range("--momentum", c.momentum, 0, 1));
   if (c.momentum >= 1) return invalid_argument("--momentum: must be < 1");
   EASEL_RETURN_IF_ERROR(check_range("--weight-decay", c.weight_decay, 0, 1));
-  EASEL_RETURN_IF_ERROR(check_range("--rho", c.rho, 0, 1e3));
-  if (c.alpha >= 0) EASEL_RETURN_IF_ERROR(check_range("--alpha", c.alpha, 0, 1));
+  if (c.rho != -1) EASEL_RETURN_IF_ERROR(check_range("--rho", c.rho, 0, 1e3));
+  if (c.alpha != -1) EASEL_RETURN_IF_ERROR(check_range("--alpha", c.alpha, 0, 1));
   if (c.tau < 1 || c.tau > 1000000) return invalid_argument("--tau: must be in [1, 1000000]");
   EASEL_RETURN_IF_ERROR(check_range("--target-accuracy", c.target_accuracy, 0, 1));
   if (c.eval_every < 0) return invalid_argument("--eval-every: must be >= 0");
@@ -123,7 +124,7 @@ Status validate_config(const TrainConfig& c) {
   EASEL_RETURN_IF_ERROR(parse_impl_choice(c.impl).status());
   EASEL_RETURN_IF_ERROR(parse_placement(c.placement).status());
   EASEL_RETURN_IF_ERROR(make_algorithm(c.algo).status());
-  EASEL_RETURN_IF_ERROR(make_params(c, 1).status());
+  EASEL_RETURN_IF_ERROR(make_params(c, 1, 1).status());
   if (c.device != "cpu")
     return invalid_argument("--device: '" + c.device + "' (this build runs on: cpu)");
   return {};
@@ -195,7 +196,7 @@ Result<TrainSummary> train(const TrainConfig& cfg, const DataSplit& data, TrainO
   const int64_t eval_every = cfg.eval_every > 0 ? cfg.eval_every : per_epoch;
 
   Run run;
-  EASEL_ASSIGN_OR_RETURN(run.params, make_params(cfg, total));
+  EASEL_ASSIGN_OR_RETURN(run.params, make_params(cfg, total, p));
   std::unique_ptr<Device> device = make_cpu_device(impl);
 
   // Build every replica on its own thread (first touch puts its pages on its node), one

@@ -38,8 +38,10 @@ struct TrainConfig {
   std::string impl = "fast";  // fast | ref
   std::string device = "cpu";
   // EASGD and friends (DESIGN.md 4)
-  double rho = 0.9 / 8;  // elastic coefficient; alpha = lr * rho
-  double alpha = -1;     // fixed alpha when >= 0
+  // The elastic moving rate: alpha = lr * rho when rho >= 0 is given, a fixed alpha when
+  // alpha >= 0 is given, else the EASGD paper's choice beta = P * alpha = 0.9.
+  double rho = -1;
+  double alpha = -1;
   int64_t tau = 1;
   std::string momentum_form = "nesterov";  // nesterov | heavy-ball
   std::string reduce = "tree";             // tree | serial

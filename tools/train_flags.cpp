@@ -36,8 +36,8 @@ std::vector<std::string> add_train_flags(CLI::App& app, TrainConfig& c) {
   opt("--layout", c.layout, "activation layout: nhwc or nchw");
   opt("--impl", c.impl, "kernels: fast (oneDNN, reference fallback) or ref");
   opt("--device", c.device, "cpu");
-  opt("--rho", c.rho, "EASGD elastic coefficient rho (alpha = lr * rho)");
-  opt("--alpha", c.alpha, "fixed EASGD moving rate alpha (overrides --rho when >= 0)");
+  opt("--rho", c.rho, "EASGD elastic coefficient rho: alpha = lr * rho (-1: unset)");
+  opt("--alpha", c.alpha, "fixed EASGD moving rate alpha (-1: unset; both unset: alpha = 0.9 / groups)");
   opt("--tau", c.tau, "EASGD communication period (steps between exchanges)");
   opt("--momentum-form", c.momentum_form, "async-measgd momentum: nesterov or heavy-ball");
   opt("--reduce", c.reduce, "sync-easgd exchange: tree (collective) or serial (P exchanges)");

@@ -95,11 +95,23 @@ TEST(SyncEasgd, OverlapGivesTheSameModelAsNoOverlap) {
 
 TEST(SyncEasgd, OneGroupRhoZeroEqualsSgdBitForBit) {
   TrainConfig e = small_config("sync-easgd", 1);
-  e.rho = 0;
+  e.rho = 0;  // alpha = lr * 0
+  e.momentum = 0;
   TrainConfig s = small_config("sgd", 1);
   const TrainSummary a = run(e), b = run(s);
   ASSERT_FALSE(a.group0_weights.empty());
   EXPECT_EQ(a.group0_weights, b.group0_weights);
+}
+
+TEST(SyncEasgd, OneGroupRhoZeroWithMomentumEqualsMsgdBitForBit) {
+  TrainConfig e = small_config("sync-easgd", 1);
+  e.rho = 0;
+  e.momentum_form = "heavy-ball";  // Caffe's momentum SGD, as msgd
+  TrainConfig s = small_config("msgd", 1);
+  const TrainSummary a = run(e), b = run(s);
+  ASSERT_FALSE(a.group0_weights.empty());
+  EXPECT_EQ(a.group0_weights, b.group0_weights);
+  EXPECT_NE(a.group0_weights, run(small_config("sgd", 1)).group0_weights);
 }
 
 class ServeLog : public TrainObserver {
