@@ -1,0 +1,174 @@
+// The `easel` command line end to end: help, flag and config errors (one line, non-zero exit),
+// a real (tiny) training run and its output files, and that an earlier run's results are never
+// overwritten by accident.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Out {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+fs::path tmp_dir(const std::string& name) {
+  fs::path d = fs::path(::testing::TempDir()) / ("easel_cli_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+Out easel(const std::string& args) {
+  const char* root = std::getenv("EASEL_BUILD_ROOT");
+  const std::string exe = std::string(root ? root : ".") + "/tools/easel";
+  const fs::path d = tmp_dir("io");
+  const std::string cmd =
+      exe + " " + args + " >" + (d / "out").string() + " 2>" + (d / "err").string() + " </dev/null";
+  const int rc = std::system(cmd.c_str());
+  Out o;
+  o.code = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+  o.out = slurp(d / "out");
+  o.err = slurp(d / "err");
+  return o;
+}
+
+const char* kTiny =
+    " --net mlp --data synthetic:512:1x8x8:4 --iterations 40 --eval-every 20 --batch 16"
+    " --groups 2 --threads-per-group 1 --oversubscribe --progress none --log-level warn";
+
+TEST(Cli, HelpListsEveryFlagWithItsDefault) {
+  Out o = easel("--help");
+  EXPECT_EQ(o.code, 0);
+  EXPECT_NE(o.out.find("train"), std::string::npos);
+  EXPECT_NE(o.out.find("topology"), std::string::npos);
+  o = easel("train --help");
+  EXPECT_EQ(o.code, 0);
+  for (const char* flag :
+       {"--config", "--net", "--data", "--algo", "--epochs", "--iterations", "--batch", "--lr",
+        "--lr-policy", "--momentum", "--weight-decay", "--seed", "--threads", "--groups",
+        "--threads-per-group", "--placement", "--target-accuracy", "--eval-every", "--out"})
+    EXPECT_NE(o.out.find(flag), std::string::npos) << flag;
+  EXPECT_NE(o.out.find("sync-easgd"), std::string::npos);  // default algorithm shown
+  EXPECT_NE(o.out.find("0.01"), std::string::npos);        // default lr shown
+}
+
+TEST(Cli, BadFlagsAreOneLineErrors) {
+  for (const char* args :
+       {"train --no-such-flag", "train --batch abc", "train --batch 0", "train --lr -1",
+        "train --momentum 1.5", "train --algo nope", "train --lr-policy cosine",
+        "train --placement weights=fast", "train --layout chwn", "frobnicate"}) {
+    Out o = easel(args);
+    EXPECT_EQ(o.code, 2) << args << ": " << o.err;
+    EXPECT_FALSE(o.err.empty()) << args;
+    EXPECT_LE(std::count(o.err.begin(), o.err.end(), '\n'), 2) << args << ": " << o.err;
+  }
+  Out o = easel("train --batch 0");
+  EXPECT_NE(o.err.find("--batch"), std::string::npos) << o.err;
+}
+
+TEST(Cli, MissingDataNamesThePath) {
+  const fs::path d = tmp_dir("missing");
+  Out o = easel("train --data " + (d / "nowhere").string() + " --out " + (d / "run").string());
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.err.find("nowhere"), std::string::npos) << o.err;
+  EXPECT_FALSE(fs::exists(d / "run" / "summary.json"));
+}
+
+TEST(Cli, ConfigFileKeysAreFlagsAndFlagsWin) {
+  const fs::path d = tmp_dir("config");
+  std::ofstream(d / "bad.toml") << "batch = 16\nlearning-rate = 0.1\n";
+  Out o = easel("train --config " + (d / "bad.toml").string());
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("bad.toml"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("learning-rate"), std::string::npos) << o.err;
+
+  std::ofstream(d / "broken.toml") << "batch = = 3\n";
+  o = easel("train --config " + (d / "broken.toml").string());
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("broken.toml"), std::string::npos) << o.err;
+
+  std::ofstream(d / "good.toml")
+      << "algo = \"sync-sgd\"\nbatch = 8\nlr = 0.02\noversubscribe = true\n";
+  o = easel("train --config " + (d / "good.toml").string() + kTiny + " --batch 16 --out " +
+            (d / "run").string());
+  ASSERT_EQ(o.code, 0) << o.err;
+  const auto s = nlohmann::json::parse(slurp(d / "run" / "summary.json"));
+  EXPECT_EQ(s["algorithm"], "sync-sgd");                    // from the file
+  EXPECT_EQ(s["config"]["batch"], 16);                      // the flag wins
+  EXPECT_DOUBLE_EQ(s["config"]["lr"].get<double>(), 0.02);  // from the file
+}
+
+TEST(Cli, TrainWritesMetricsAndSummaryAndNeverOverwrites) {
+  const fs::path d = tmp_dir("train");
+  const std::string out = " --out " + (d / "run").string();
+  Out o = easel(std::string("train") + kTiny + out);
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find("test accuracy"), std::string::npos);
+  std::ifstream m(d / "run" / "metrics.jsonl");
+  std::string line;
+  int lines = 0;
+  while (std::getline(m, line)) {
+    const auto j = nlohmann::json::parse(line);
+    for (const char* k :
+         {"wall_seconds", "epoch", "step", "train_loss", "test_accuracy", "images_per_second",
+          "compute_seconds", "comm_seconds", "wait_seconds", "groups"})
+      EXPECT_TRUE(j.contains(k)) << k;
+    ++lines;
+  }
+  EXPECT_EQ(lines, 2);
+  const std::string before = slurp(d / "run" / "summary.json");
+  const auto s = nlohmann::json::parse(before);
+  for (const char* k : {"test_accuracy", "epochs", "steps", "wall_seconds", "images_per_second",
+                        "time_to_target_seconds", "algorithm", "groups", "comm_share"})
+    EXPECT_TRUE(s.contains(k)) << k;
+  EXPECT_EQ(s["groups"], 2);
+  EXPECT_EQ(s["steps"], 40);
+  EXPECT_TRUE(s["time_to_target_seconds"].is_null());  // no target was set
+
+  o = easel(std::string("train") + kTiny + out);
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("--overwrite"), std::string::npos) << o.err;
+  EXPECT_EQ(slurp(d / "run" / "summary.json"), before);
+  o = easel(std::string("train") + kTiny + out + " --overwrite");
+  EXPECT_EQ(o.code, 0) << o.err;
+}
+
+TEST(Cli, StopsAtTargetAndRecordsTheTime) {
+  const fs::path d = tmp_dir("target");
+  Out o =
+      easel(std::string("train") + kTiny + " --target-accuracy 0.5 --out " + (d / "run").string());
+  ASSERT_EQ(o.code, 0) << o.err;
+  const auto s = nlohmann::json::parse(slurp(d / "run" / "summary.json"));
+  ASSERT_TRUE(s["time_to_target_seconds"].is_number());
+  EXPECT_GE(s["test_accuracy"].get<double>(), 0.5);
+  EXPECT_NE(o.out.find("target 0.500 reached"), std::string::npos) << o.out;
+}
+
+TEST(Cli, TopologyPrintsThePlanAndRefusesOversubscription) {
+  Out o = easel("topology");
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find("plan"), std::string::npos);
+  o = easel("topology --groups 64");
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("--oversubscribe"), std::string::npos) << o.err;
+  o = easel("topology --groups 64 --oversubscribe");
+  EXPECT_EQ(o.code, 0) << o.err;
+}
+
+}  // namespace

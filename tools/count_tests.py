@@ -1,0 +1,23 @@
+#!/usr/bin/env python3
+"""Prints "N passed, N failed" from a Meson testlog.json: GoogleTest case counts per test
+program; a program that failed without reporting failed cases (a crash, a timeout) counts as
+one failure, and a non-GoogleTest program as one case."""
+import json
+import re
+import sys
+
+passed = failed = 0
+for line in open(sys.argv[1]):
+    t = json.loads(line)
+    out = t.get("stdout") or ""
+    ok = t.get("result") in ("OK", "SKIP", "EXPECTEDFAIL")
+    p = sum(int(x) for x in re.findall(r"\[  PASSED  \] (\d+) test", out))
+    f = sum(int(x) for x in re.findall(r"\[  FAILED  \] (\d+) test", out))
+    if p or f:
+        passed += p
+        failed += f if (f or ok) else 1
+    elif t.get("result") == "OK":
+        passed += 1
+    elif not ok:
+        failed += 1
+print("%d passed, %d failed" % (passed, failed))
