@@ -17,6 +17,7 @@
 #include "algos/schedule.hpp"
 #include "engine/arena.hpp"
 #include "engine/comm/comm.hpp"
+#include "engine/comm/mpi_comm.hpp"
 #include "engine/worker.hpp"
 #include "nets/data/batch_stream.hpp"
 #include "nets/net.hpp"
@@ -54,7 +55,8 @@ struct GroupTimes {
 };
 
 struct Group {
-  int id = 0;
+  int id = 0;         // index in run.groups (this process)
+  int global_id = 0;  // over all processes: run.rank * run.size() + id; the Comm rank
   WorkerThread* worker = nullptr;
   std::unique_ptr<Net> net;
   Arena weights, diff, momentum;
@@ -75,7 +77,11 @@ struct Group {
 
 // The shared state of a run that algorithms work on.
 struct Run {
-  std::vector<std::unique_ptr<Group>> groups;
+  std::vector<std::unique_ptr<Group>> groups;  // this process's groups
+  // Across MPI ranks (engine/comm/mpi_comm.hpp): this process is `rank` of `ranks`, world is
+  // null in a single-process run. comm spans all total_groups() groups.
+  MpiComm* world = nullptr;
+  int rank = 0, ranks = 1;
   const ArenaLayout* layout = nullptr;  // the parameter segments (same for every replica)
   AlgoParams params;
   std::unique_ptr<Comm> comm;
@@ -90,7 +96,8 @@ struct Run {
   std::condition_variable turn_cv;
   std::vector<int>* serve_log = nullptr;  // tests: group ids in the order the centre served them
 
-  int size() const { return static_cast<int>(groups.size()); }
+  int size() const { return static_cast<int>(groups.size()); }  // groups of this process
+  int total_groups() const { return size() * ranks; }           // P in every formula
   int64_t arena_floats() const { return layout->total_floats(); }
   std::span<const Segment> segments() const { return layout->segments(); }
 };
@@ -112,8 +119,14 @@ class Algorithm {
   // does exactly `iterations` steps and they meet in collectives. Async algorithms: the groups
   // share run.budget (= iterations * P group-steps) first come first served.
   virtual void run_round(Run& run, Group& g, int64_t iterations) = 0;
-  // The model the evaluator tests (the centre, or a replica); called between rounds.
+  // The model the evaluator tests (the centre, or a replica); called between rounds. Across
+  // ranks, rank 0's is the one evaluated.
   virtual const float* eval_weights(Run& run) = 0;
+  // Whether it runs across MPI ranks (run.ranks > 1); the others say why not in the trainer.
+  virtual bool multi_process() const { return false; }
+  // Called once after the last round (and on error exits), before the run is destroyed: stops
+  // helper threads (e.g. the centre's server on rank 0).
+  virtual void finish(Run& run) { (void)run; }
 };
 
 // One explicit list of the algorithms.

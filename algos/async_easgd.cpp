@@ -1,6 +1,16 @@
 // async-easgd and async-measgd: the EASGD exchange every tau steps, first come first served,
 // with the centre update under the centre lock. async-measgd keeps momentum delta on the
 // groups (Nesterov as in EAMSGD by default, heavy-ball selectable).
+//
+// Across MPI ranks the centre lives on rank 0, served by a dedicated thread there, first come
+// first served (MPI_Recv from any source): a group on another rank sends its weights W^i (before
+// its step) and alpha; the server, under the same centre lock as rank 0's own groups, replies
+// with the centre before the update and its version, then applies Wc <- Wc + alpha*(W^i - Wc);
+// the group applies its side of the same exchange from that copy. The effect on both sides is
+// exactly the locked exchange of one process.
+#include <cstring>
+#include <thread>
+
 #include "algos/exchange.hpp"
 #include "algos/list.hpp"
 #include "engine/span_ops.hpp"
@@ -9,11 +19,41 @@ namespace easel {
 
 namespace {
 
+// Message layout: a request is [W^i (n floats) | alpha | group global id (int32 bits) | 2 spare];
+// a reply is [Wc before the update (n floats) | version (int64 bits, 2 floats)]. A shorter
+// request to the server stops it.
+constexpr int kTagRequest = 100;
+constexpr int kTagReply = 1000;  // + the requesting group's local id
+constexpr int64_t kRequestExtra = 4, kReplyExtra = 2;
+
 class AsyncEasgd final : public Algorithm {
  public:
   explicit AsyncEasgd(bool momentum) : momentum_(momentum) {}
   std::string name() const override { return momentum_ ? "async-measgd" : "async-easgd"; }
   bool uses_centre() const override { return true; }
+  bool multi_process() const override { return true; }
+
+  Status prepare(Run& run) override {
+    if (run.ranks == 1) return {};
+    if (!run.world->thread_multiple())
+      return unavailable(name() +
+                         " across MPI ranks: the centre's server thread needs "
+                         "MPI_THREAD_MULTIPLE, which this MPI library does not provide");
+    const int64_t n = run.arena_floats();
+    for (int i = 0; i < run.size(); ++i) {
+      request_.emplace_back(static_cast<size_t>(n + kRequestExtra));
+      reply_.emplace_back(static_cast<size_t>(n + kReplyExtra));
+    }
+    if (run.rank == 0) server_ = std::thread([this, &run] { serve(run); });
+    return {};
+  }
+
+  void finish(Run& run) override {
+    if (!server_.joinable()) return;
+    const float stop = 0;
+    run.world->send(&stop, 1, 0, kTagRequest);
+    server_.join();
+  }
 
   void run_round(Run& run, Group& g, int64_t) override {
     const AlgoParams& p = run.params;
@@ -21,7 +61,9 @@ class AsyncEasgd final : public Algorithm {
       local_gradient(g);
       const int64_t step = g.steps.load(std::memory_order_relaxed);
       const float lr = static_cast<float>(p.lr.at(step));
-      if ((step + 1) % p.tau == 0) {
+      if ((step + 1) % p.tau == 0 && run.rank != 0) {
+        remote_exchange(run, g, lr, p.alpha_at(step));
+      } else if ((step + 1) % p.tau == 0) {
         const double t0 = now_seconds();
         std::unique_lock lock(run.centre_mu);
         const double t1 = now_seconds();
@@ -57,7 +99,64 @@ class AsyncEasgd final : public Algorithm {
   const float* eval_weights(Run& run) override { return run.centre.data(); }
 
  private:
+  // A group on rank != 0: one round trip to the server, then its side of the exchange from the
+  // centre it was served (the copy's own update is discarded).
+  void remote_exchange(Run& run, Group& g, float lr, float alpha) {
+    const AlgoParams& p = run.params;
+    const int64_t n = run.arena_floats();
+    const double t0 = now_seconds();
+    float* req = request_[static_cast<size_t>(g.id)].data();
+    float* rep = reply_[static_cast<size_t>(g.id)].data();
+    span_copy(req, g.weights.data(), n);
+    req[n] = alpha;
+    const int32_t gid = g.global_id;
+    std::memcpy(&req[n + 1], &gid, sizeof gid);
+    run.world->send(req, n + kRequestExtra, 0, kTagRequest);
+    int64_t got = 0;
+    run.world->recv(rep, n + kReplyExtra, 0, kTagReply + g.id, &got);
+    EASEL_CHECK(got == n + kReplyExtra);
+    int64_t v = 0;
+    std::memcpy(&v, &rep[n], sizeof v);
+    const double t1 = now_seconds();
+    note_staleness(g, g.centre_read_version, v);
+    if (momentum_)
+      easgd_momentum_exchange(run.segments(), g.weights.data(), g.diff.data(), g.momentum.data(),
+                              rep, lr, p.momentum, p.weight_decay, alpha, p.nesterov);
+    else
+      easgd_exchange(run.segments(), g.weights.data(), g.diff.data(), rep, lr, p.weight_decay,
+                     alpha);
+    g.centre_read_version = v + 1;
+    g.times.comm += t1 - t0;
+    g.times.compute += now_seconds() - t1;
+  }
+
+  // Rank 0's server thread: serves requests in arrival order until a short (stop) message.
+  void serve(Run& run) {
+    const int64_t n = run.arena_floats();
+    std::vector<float> in(static_cast<size_t>(n + kRequestExtra));
+    std::vector<float> out(static_cast<size_t>(n + kReplyExtra));
+    for (;;) {
+      int64_t got = 0;
+      const int src = run.world->recv(in.data(), n + kRequestExtra, -1, kTagRequest, &got, 0);
+      if (got != n + kRequestExtra) return;
+      const float alpha = in[static_cast<size_t>(n)];
+      int32_t gid = 0;
+      std::memcpy(&gid, &in[static_cast<size_t>(n + 1)], sizeof gid);
+      {
+        std::lock_guard lock(run.centre_mu);
+        const int64_t v = run.centre_version.fetch_add(1, std::memory_order_relaxed);
+        std::memcpy(&out[static_cast<size_t>(n)], &v, sizeof v);
+        span_copy(out.data(), run.centre.data(), n);
+        easgd_centre_pull(run.centre.data(), in.data(), alpha, n);
+        if (run.serve_log) run.serve_log->push_back(gid);
+      }
+      run.world->send(out.data(), n + kReplyExtra, src, kTagReply + (gid - src * run.size()));
+    }
+  }
+
   bool momentum_;
+  std::vector<std::vector<float>> request_, reply_;  // per local group, its thread only
+  std::thread server_;                               // rank 0, across ranks
 };
 
 }  // namespace

@@ -51,6 +51,14 @@ void easgd_momentum_exchange(std::span<const Segment> segs, float* w, const floa
   }
 }
 
+void easgd_centre_pull(float* c, const float* w, float alpha, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float e = alpha * (w[i] - c[i]);
+    c[i] += e;
+  }
+}
+
 void easgd_exchange_racy(std::span<const Segment> segs, float* w, const float* g, float* c,
                          float lr, float wd, float alpha) {
   for (const Segment& s : segs) {

@@ -24,6 +24,10 @@ void easgd_momentum_exchange(std::span<const Segment> segs, float* w, const floa
 void easgd_exchange_racy(std::span<const Segment> segs, float* w, const float* g, float* c,
                          float lr, float wd, float alpha);
 
+// The centre's side of the EASGD exchange alone, as in the kernels above: for each element
+// e = alpha*(w - c); c <- c + e (async-easgd's server for groups on other ranks).
+void easgd_centre_pull(float* c, const float* w, float alpha, int64_t n);
+
 // Times a scope into one of a group's counters.
 class ScopedTimer {
  public:
@@ -41,11 +45,11 @@ class ScopedTimer {
 // of the call's duration to g.times.comm.
 template <typename Fn>
 void timed_collective(Run& run, Group& g, Fn fn) {
-  const double w0 = run.comm->wait_seconds(g.id);
+  const double w0 = run.comm->wait_seconds(g.global_id);
   const double t0 = now_seconds();
   fn();
   const double dt = now_seconds() - t0;
-  const double dw = run.comm->wait_seconds(g.id) - w0;
+  const double dw = run.comm->wait_seconds(g.global_id) - w0;
   g.times.wait += dw;
   g.times.comm += dt - dw;
 }

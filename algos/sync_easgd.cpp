@@ -9,6 +9,9 @@
 // --overlap on, where the reduction and the centre update run on a communication thread while
 // the groups compute their next steps; the groups wait for it only at their next exchange, so
 // the result is the same as without overlap (up to the summation order of S).
+// Across MPI ranks (--reduce tree, --overlap off): S is reduced over all P groups into global
+// group 0 (hierarchical Comm), rank 0 updates Wc and broadcasts it into every rank's copy, so a
+// run of R ranks x L groups equals one process with R*L groups when L is a power of two.
 #include "algos/exchange.hpp"
 #include "algos/list.hpp"
 #include "engine/span_ops.hpp"
@@ -21,8 +24,17 @@ class SyncEasgd final : public Algorithm {
  public:
   std::string name() const override { return "sync-easgd"; }
   bool uses_centre() const override { return true; }
+  bool multi_process() const override { return true; }
 
   Status prepare(Run& run) override {
+    if (run.ranks > 1 && run.params.reduce == ReduceMode::serial)
+      return invalid_argument(
+          "--reduce serial: the P serial exchanges run through one process's shared memory; "
+          "across MPI ranks use --reduce tree");
+    if (run.ranks > 1 && run.params.overlap)
+      return invalid_argument(
+          "--overlap on: the communication thread runs within one process; across MPI ranks use "
+          "--overlap off");
     EASEL_ASSIGN_OR_RETURN(run.scratch, Arena::create(run.arena_floats(), run.centre.kind()));
     if (run.params.overlap) {
       for (auto& g : run.groups) {
@@ -90,13 +102,13 @@ class SyncEasgd final : public Algorithm {
     if (run.params.reduce == ReduceMode::tree) {
       timed_collective(run, g, [&] {
         for_each_message(run, [&](int64_t off, int64_t n) {
-          run.comm->reduce_sum(g.id, g.weights.data() + off, run.scratch.data() + off, n, 0);
+          run.comm->reduce_sum(g.global_id, g.weights.data() + off, run.scratch.data() + off, n, 0);
         });
       });
       return;
     }
     // Serial: the root pulls the P replicas one after the other; the others wait.
-    timed_collective(run, g, [&] { run.comm->barrier(g.id); });
+    timed_collective(run, g, [&] { run.comm->barrier(g.global_id); });
     if (g.id == 0) {
       ScopedTimer t(&g.times.comm);
       for_each_message(run, [&](int64_t off, int64_t n) {
@@ -106,7 +118,7 @@ class SyncEasgd final : public Algorithm {
                     run.groups[static_cast<size_t>(j)]->weights.data() + off, n);
       });
     }
-    timed_collective(run, g, [&] { run.comm->barrier(g.id); });
+    timed_collective(run, g, [&] { run.comm->barrier(g.global_id); });
   }
 
   void exchange(Run& run, Group& g, float lr, float alpha) {
@@ -115,13 +127,23 @@ class SyncEasgd final : public Algorithm {
       ScopedTimer t(&g.times.compute);
       elastic_step(run, g, lr, alpha);
     }
-    timed_collective(run, g, [&] { run.comm->barrier(g.id); });  // everyone has read Wc
-    if (g.id == 0) {
+    timed_collective(run, g, [&] { run.comm->barrier(g.global_id); });  // everyone has read Wc
+    if (g.global_id == 0) {
       ScopedTimer t(&g.times.comm);
-      elastic_centre_sum(run.centre.data(), run.scratch.data(), alpha, run.size(),
+      elastic_centre_sum(run.centre.data(), run.scratch.data(), alpha, run.total_groups(),
                          run.arena_floats());
     }
-    timed_collective(run, g, [&] { run.comm->barrier(g.id); });  // Wc is updated
+    if (run.ranks == 1) {
+      timed_collective(run, g, [&] { run.comm->barrier(g.global_id); });  // Wc is updated
+      return;
+    }
+    // Across ranks every process keeps a copy of Wc: rank 0's update is broadcast into all of
+    // them (the local groups pass the same buffer; the broadcast ends when Wc is updated).
+    timed_collective(run, g, [&] {
+      for_each_message(run, [&](int64_t off, int64_t n) {
+        run.comm->broadcast(g.global_id, run.centre.data() + off, n, 0);
+      });
+    });
   }
 
   void exchange_overlapped(Run& run, Group& g, float lr, float alpha) {
@@ -134,7 +156,7 @@ class SyncEasgd final : public Algorithm {
       ScopedTimer t(&g.times.compute);
       elastic_step(run, g, lr, alpha);
     }
-    timed_collective(run, g, [&] { run.comm->barrier(g.id); });  // snapshots taken, Wc read
+    timed_collective(run, g, [&] { run.comm->barrier(g.global_id); });  // snapshots taken, Wc read
     if (g.id == 0) {
       pending_ = comm_thread_->post([this, &run, alpha] {
         const int64_t n = run.arena_floats();
@@ -152,7 +174,7 @@ class SyncEasgd final : public Algorithm {
       ScopedTimer t(&g.times.wait);
       pending_.get();
     }
-    timed_collective(run, g, [&] { run.comm->barrier(g.id); });
+    timed_collective(run, g, [&] { run.comm->barrier(g.global_id); });
   }
 
   std::vector<Arena> send_;  // overlap: each group's weights at the exchange

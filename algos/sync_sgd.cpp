@@ -1,6 +1,8 @@
 // sync-sgd: every step, an allreduce of the gradients over the Comm (tree or ring), then every
 // group applies the same (momentum) update, so every replica holds the same weights. The
 // paper's KNL intra-chip scheme: each group keeps its own copy of the weights and its data.
+// Across MPI ranks the same allreduce spans all P groups (hierarchical Comm), so every replica
+// on every rank holds the same weights.
 #include "algos/exchange.hpp"
 #include "algos/list.hpp"
 #include "engine/span_ops.hpp"
@@ -12,15 +14,16 @@ namespace {
 class SyncSgd final : public Algorithm {
  public:
   std::string name() const override { return "sync-sgd"; }
+  bool multi_process() const override { return true; }  // the allreduce spans every rank
 
   void run_round(Run& run, Group& g, int64_t iterations) override {
     const AlgoParams& p = run.params;
-    const float inv_p = 1.f / static_cast<float>(run.size());
+    const float inv_p = 1.f / static_cast<float>(run.total_groups());
     for (int64_t i = 0; i < iterations; ++i) {
       local_gradient(g);
       timed_collective(run, g, [&] {
         for_each_message(run, [&](int64_t off, int64_t n) {
-          run.comm->allreduce_sum(g.id, g.diff.data() + off, n);
+          run.comm->allreduce_sum(g.global_id, g.diff.data() + off, n);
         });
       });
       ScopedTimer t(&g.times.compute);

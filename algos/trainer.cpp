@@ -1,5 +1,8 @@
 #include "algos/trainer.hpp"
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <future>
 #include <thread>
@@ -130,9 +133,65 @@ Status validate_config(const TrainConfig& c) {
   return {};
 }
 
-EvalStats evaluate_parallel(Run& run, const Dataset& ds, const float* weights) {
-  const int p = run.size();
-  std::vector<EvalStats> part(static_cast<size_t>(p));
+namespace {
+
+// Across ranks on one node, `mpirun --bind-to none` leaves every rank all the cores; each rank
+// then plans on its own slice of them (ranks bound by the launcher keep what they were given).
+void share_cores_among_local_ranks(Topology& topo, const MpiComm& w, std::string* note) {
+  if (w.local_size() <= 1 || topo.core_count() == 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) < online) {
+    *note = "MPI: rank " + std::to_string(w.rank()) + " keeps the " +
+            std::to_string(topo.core_count()) + " core(s) the launcher bound it to";
+    return;
+  }
+  const int c = topo.core_count(), ls = w.local_size(), lr = w.local_rank();
+  std::vector<std::vector<int>> keep;
+  if (c >= ls) {
+    for (int i = lr * c / ls; i < (lr + 1) * c / ls; ++i)
+      keep.push_back(topo.cores[static_cast<size_t>(i)]);
+    *note = "MPI: the launcher did not bind; local rank " + std::to_string(lr) + " of " +
+            std::to_string(ls) + " on this node uses cores " + std::to_string(lr * c / ls) + "-" +
+            std::to_string((lr + 1) * c / ls - 1);
+  } else {
+    keep.push_back(topo.cores[static_cast<size_t>(lr % c)]);
+    *note = "MPI: " + std::to_string(ls) + " ranks on " + std::to_string(c) +
+            " cores: local rank " + std::to_string(lr) + " shares core " + std::to_string(lr % c);
+  }
+  topo.cores = std::move(keep);
+}
+
+// What each group reports to rank 0 after a round, as doubles (every count is below 2^53).
+enum GroupRow : int {
+  kSteps,
+  kLossSum,
+  kLossCount,
+  kCompute,
+  kComm,
+  kWait,
+  kStaleSum,
+  kStaleCount,
+  kStaleMax,
+  kEvalLoss,
+  kEvalCorrect,
+  kEvalCount,
+  kRowSize
+};
+
+// Calls algo.finish(run) when it goes out of scope (declared after the Run it stops).
+struct FinishGuard {
+  Algorithm& algo;
+  Run& run;
+  ~FinishGuard() { algo.finish(run); }
+};
+
+}  // namespace
+
+std::vector<EvalStats> evaluate_groups(Run& run, const Dataset& ds, const float* weights) {
+  const int p = run.total_groups();
+  std::vector<EvalStats> part(static_cast<size_t>(run.size()));
   const int64_t batch = run.groups[0]->net->batch();
   const int64_t nb = (ds.count + batch - 1) / batch;
   run_on_groups(
@@ -140,7 +199,7 @@ EvalStats evaluate_parallel(Run& run, const Dataset& ds, const float* weights) {
       [&](Group& g) {
         std::vector<int64_t> idx(static_cast<size_t>(batch));
         EvalStats acc;
-        for (int64_t b = g.id; b < nb; b += p) {
+        for (int64_t b = g.global_id; b < nb; b += p) {
           const int64_t n = std::min(batch, ds.count - b * batch);
           for (int64_t i = 0; i < n; ++i)
             idx[static_cast<size_t>(i)] = b * batch + i;
@@ -155,8 +214,12 @@ EvalStats evaluate_parallel(Run& run, const Dataset& ds, const float* weights) {
         part[static_cast<size_t>(g.id)] = acc;
       },
       [] {});
+  return part;
+}
+
+EvalStats evaluate_parallel(Run& run, const Dataset& ds, const float* weights) {
   EvalStats total;
-  for (const auto& s : part) {
+  for (const auto& s : evaluate_groups(run, ds, weights)) {
     total.loss_sum += s.loss_sum;
     total.correct += s.correct;
     total.count += s.count;
@@ -176,9 +239,33 @@ Result<TrainSummary> train(const TrainConfig& cfg, const DataSplit& data, TrainO
   if (data.train.count == 0 || data.test.count == 0)
     return invalid_argument("--data: the training and test sets must not be empty");
 
+  // Across MPI ranks: rank 0 reports (the observer), every rank trains its groups.
+  MpiComm* world = mpi_world();
+  if (world && world->size() == 1) world = nullptr;
+  const int ranks = world ? world->size() : 1;
+  const int rank = world ? world->rank() : 0;
+  TrainObserver* report = rank == 0 ? obs : &null_observer;
+  if (ranks > 1 && !algo->multi_process())
+    return invalid_argument("--algo " + algo->name() +
+                            " runs within one process; across MPI ranks use sync-sgd, "
+                            "sync-easgd, async-easgd or async-measgd");
+
   EASEL_ASSIGN_OR_RETURN(Topology topo, detect_topology());
+  std::string mpi_note;
+  if (world) share_cores_among_local_ranks(topo, *world, &mpi_note);
   EASEL_ASSIGN_OR_RETURN(GroupPlan plan, plan_groups(cfg, topo));
-  const int p = static_cast<int>(plan.groups.size());
+  if (!mpi_note.empty()) plan.notes.push_back(mpi_note);
+  const int local = static_cast<int>(plan.groups.size());
+  if (world) {
+    int32_t local0 = local;
+    world->broadcast_bytes(&local0, sizeof local0, 0);
+    if (local0 != local)
+      return invalid_argument("--groups: rank " + std::to_string(rank) + " planned " +
+                              std::to_string(local) + " groups, rank 0 planned " +
+                              std::to_string(local0) +
+                              " (give every rank the same cores, or an explicit --groups)");
+  }
+  const int p = local * ranks;  // P, the groups of the whole run
   if (p > algo->max_groups())
     return invalid_argument("--groups: " + algo->name() + " runs on one group, the plan has " +
                             std::to_string(p) + " (use a multi-group algorithm, e.g. sync-easgd)");
@@ -196,16 +283,20 @@ Result<TrainSummary> train(const TrainConfig& cfg, const DataSplit& data, TrainO
   const int64_t eval_every = cfg.eval_every > 0 ? cfg.eval_every : per_epoch;
 
   Run run;
+  run.world = world;
+  run.rank = rank;
+  run.ranks = ranks;
   EASEL_ASSIGN_OR_RETURN(run.params, make_params(cfg, total, p));
   std::unique_ptr<Device> device = make_cpu_device(impl);
 
   // Build every replica on its own thread (first touch puts its pages on its node), one
-  // group at a time (set-up logs stay ordered).
+  // group at a time (set-up logs stay ordered). Group g of rank r reads data shard r*L + g of P.
   std::vector<std::unique_ptr<WorkerThread>> workers;
-  for (int i = 0; i < p; ++i) {
+  for (int i = 0; i < local; ++i) {
     EASEL_ASSIGN_OR_RETURN(auto w, WorkerThread::start(plan.groups[static_cast<size_t>(i)], true));
     auto g = std::make_unique<Group>();
     g->id = i;
+    g->global_id = rank * local + i;
     g->worker = w.get();
     Status st;
     w->run([&] {
@@ -227,8 +318,8 @@ Result<TrainSummary> train(const TrainConfig& cfg, const DataSplit& data, TrainO
       g->weights = std::move(wts).value();
       g->diff = std::move(dif).value();
       g->momentum = std::move(mom).value();
-      auto stream = BatchStream::create(data.train, cfg.batch, layout, i, p, cfg.seed, cfg.prefetch,
-                                        placement[BufferClass::activations]);
+      auto stream = BatchStream::create(data.train, cfg.batch, layout, g->global_id, p, cfg.seed,
+                                        cfg.prefetch, placement[BufferClass::activations]);
       if (!stream.ok()) {
         st = stream.status();
         return;
@@ -248,12 +339,16 @@ Result<TrainSummary> train(const TrainConfig& cfg, const DataSplit& data, TrainO
     run.groups.push_back(std::move(g));
   }
   run.layout = &run.groups[0]->net->params();
-  run.comm = make_shm_comm(p, run.params.collective);
+  if (mpi_fault_fail())
+    return internal_error("EASEL_MPI_FAULT: injected failure on rank " + std::to_string(rank));
+  run.comm = world ? make_hier_comm(make_shm_comm(local, run.params.collective), *world)
+                   : make_shm_comm(local, run.params.collective);
 
-  // Same initial weights everywhere.
+  // Same initial weights everywhere (rank 0's, broadcast).
   Group& g0 = *run.groups[0];
   g0.net->init_params(g0.weights.data(), cfg.seed);
-  for (int i = 1; i < p; ++i)
+  if (world) world->broadcast(rank, g0.weights.data(), run.arena_floats(), 0);
+  for (int i = 1; i < local; ++i)
     span_copy(run.groups[static_cast<size_t>(i)]->weights.data(), g0.weights.data(),
               run.arena_floats());
   if (algo->uses_centre()) {
@@ -261,6 +356,7 @@ Result<TrainSummary> train(const TrainConfig& cfg, const DataSplit& data, TrainO
                            Arena::create(run.arena_floats(), placement[BufferClass::centre]));
     span_copy(run.centre.data(), g0.weights.data(), run.arena_floats());
   }
+  FinishGuard finish_guard{*algo, run};
   EASEL_RETURN_IF_ERROR(algo->prepare(run));
 
   TrainSummary sum;
@@ -271,6 +367,31 @@ Result<TrainSummary> train(const TrainConfig& cfg, const DataSplit& data, TrainO
   info.layout = cfg.layout;
   info.device = device->name();
   info.plan = plan;
+  if (world) {  // the plan of all P groups, each rank's cpus as that rank planned them
+    constexpr size_t kMaxCpus = 256;
+    std::vector<int32_t> mine(static_cast<size_t>(local) * kMaxCpus, -1), all;
+    for (int i = 0; i < local; ++i) {
+      const auto& cpus = plan.groups[static_cast<size_t>(i)].cpus;
+      for (size_t c = 0; c < cpus.size() && c < kMaxCpus; ++c)
+        mine[static_cast<size_t>(i) * kMaxCpus + c] = cpus[c];
+    }
+    if (rank == 0) all.resize(mine.size() * static_cast<size_t>(ranks));
+    world->gather_bytes(mine.data(), mine.size() * sizeof(int32_t), all.data(), 0);
+    if (rank == 0) {
+      info.plan.groups.clear();
+      for (int q = 0; q < p; ++q) {
+        GroupSpec gs = plan.groups[static_cast<size_t>(q % local)];
+        gs.id = q;
+        gs.cpus.clear();
+        for (size_t c = 0; c < kMaxCpus; ++c)
+          if (const int32_t cpu = all[static_cast<size_t>(q) * kMaxCpus + c]; cpu >= 0)
+            gs.cpus.push_back(cpu);
+        info.plan.groups.push_back(std::move(gs));
+      }
+      info.plan.notes.push_back("MPI: " + std::to_string(ranks) + " ranks x " +
+                                std::to_string(local) + " groups");
+    }
+  }
   info.params = run.layout->param_count();
   info.total_iterations = total;
   info.iterations_per_epoch = per_epoch;
@@ -280,17 +401,19 @@ Result<TrainSummary> train(const TrainConfig& cfg, const DataSplit& data, TrainO
   info.placement = placement_to_string(placement);
   for (const auto& l : info.layers)
     log_info("net", l.name + " [" + l.kind + "] " + l.impl);
-  obs->on_start(info);
+  report->on_start(info);
   obs->on_setup(run);
   sum.setup_seconds = now_seconds() - t_setup;
   sum.target_accuracy = cfg.target_accuracy;
 
+  std::vector<float> eval_buf;  // across ranks: rank 0's model, broadcast for sharded evaluation
+  if (world) eval_buf.resize(static_cast<size_t>(run.arena_floats()));
   const double t0 = now_seconds();
   int64_t done = 0;
   int64_t last_images = 0;
   while (done < total) {
     const int64_t k = std::min(eval_every, total - done);
-    run.budget.store(k * p);
+    run.budget.store(k * local);
     for (auto& g : run.groups) {
       g->loss_sum = 0;
       g->loss_count = 0;
@@ -308,71 +431,118 @@ Result<TrainSummary> train(const TrainConfig& cfg, const DataSplit& data, TrainO
           int64_t s = 0;
           for (auto& g : run.groups)
             s += g->steps.load(std::memory_order_relaxed);
+          s *= ranks;  // the other ranks run in lockstep
           const double el = now_seconds() - r0;
-          const double ips = el > 0 ? static_cast<double>((s - steps_before) * cfg.batch) / el : 0;
-          obs->on_progress(
+          const double ips =
+              el > 0 ? static_cast<double>((s - steps_before * ranks) * cfg.batch) / el : 0;
+          report->on_progress(
               s / p, total,
               static_cast<double>(s * cfg.batch) / static_cast<double>(data.train.count), 0, ips);
         });
+    if (world) world->barrier(rank);  // every rank's round is over (async: no request in flight)
     const double round_seconds = now_seconds() - r0;
     sum.train_seconds += round_seconds;
     done += k;
 
-    int64_t group_steps = 0;
-    double loss = 0;
-    int64_t loss_n = 0;
-    EvalRecord rec;
-    for (auto& g : run.groups) {
-      group_steps += g->steps.load();
-      loss += g->loss_sum;
-      loss_n += g->loss_count;
-      rec.group_times.push_back(g->times);
-      rec.group_steps.push_back(g->steps.load());
-      rec.staleness_max = std::max(rec.staleness_max, g->staleness_max);
-    }
-    const int64_t images = group_steps * cfg.batch;
     const double e0 = now_seconds();
-    const EvalStats ev = evaluate_parallel(run, data.test, algo->eval_weights(run));
-    rec.eval_seconds = now_seconds() - e0;
-    sum.eval_seconds += rec.eval_seconds;
-    rec.wall_seconds = now_seconds() - t0;
-    rec.train_seconds = sum.train_seconds;
-    rec.step = group_steps / p;
-    rec.images = images;
-    rec.epoch = static_cast<double>(images) / static_cast<double>(data.train.count);
-    rec.train_loss = loss_n ? loss / static_cast<double>(loss_n) : 0;
-    rec.test_loss = ev.count ? ev.loss_sum / static_cast<double>(ev.count) : 0;
-    rec.test_accuracy =
-        ev.count ? static_cast<double>(ev.correct) / static_cast<double>(ev.count) : 0;
-    rec.images_per_second =
-        round_seconds > 0 ? static_cast<double>(images - last_images) / round_seconds : 0;
-    int64_t st_sum = 0, st_n = 0;
-    for (auto& g : run.groups) {
-      st_sum += g->staleness_sum;
-      st_n += g->staleness_count;
+    const float* eval_w = algo->eval_weights(run);
+    if (world) {
+      if (rank == 0) span_copy(eval_buf.data(), eval_w, run.arena_floats());
+      world->broadcast(rank, eval_buf.data(), run.arena_floats(), 0);
+      eval_w = eval_buf.data();
     }
-    rec.staleness_mean = st_n ? static_cast<double>(st_sum) / static_cast<double>(st_n) : 0;
-    last_images = images;
-    obs->on_eval(rec);
+    const std::vector<EvalStats> ev_part = evaluate_groups(run, data.test, eval_w);
+    // Every group's row, in global group order on rank 0.
+    std::vector<double> rows(static_cast<size_t>(local * kRowSize));
+    for (int i = 0; i < local; ++i) {
+      const Group& g = *run.groups[static_cast<size_t>(i)];
+      double* r = &rows[static_cast<size_t>(i * kRowSize)];
+      r[kSteps] = static_cast<double>(g.steps.load());
+      r[kLossSum] = g.loss_sum;
+      r[kLossCount] = static_cast<double>(g.loss_count);
+      r[kCompute] = g.times.compute;
+      r[kComm] = g.times.comm;
+      r[kWait] = g.times.wait;
+      r[kStaleSum] = static_cast<double>(g.staleness_sum);
+      r[kStaleCount] = static_cast<double>(g.staleness_count);
+      r[kStaleMax] = static_cast<double>(g.staleness_max);
+      r[kEvalLoss] = ev_part[static_cast<size_t>(i)].loss_sum;
+      r[kEvalCorrect] = static_cast<double>(ev_part[static_cast<size_t>(i)].correct);
+      r[kEvalCount] = static_cast<double>(ev_part[static_cast<size_t>(i)].count);
+    }
+    if (world) {
+      std::vector<double> all(rank == 0 ? rows.size() * static_cast<size_t>(ranks) : 0);
+      world->gather_bytes(rows.data(), rows.size() * sizeof(double), all.data(), 0);
+      rows = std::move(all);
+    }
+    // 0: go on, 1: target reached, 2: diverged (rank 0 decides; every rank follows).
+    int32_t decision = 0;
+    EvalRecord rec;
+    if (rank == 0) {
+      int64_t group_steps = 0;
+      double loss = 0;
+      int64_t loss_n = 0;
+      EvalStats ev;
+      int64_t st_sum = 0, st_n = 0;
+      for (int q = 0; q < p; ++q) {
+        const double* r = &rows[static_cast<size_t>(q * kRowSize)];
+        group_steps += static_cast<int64_t>(r[kSteps]);
+        loss += r[kLossSum];
+        loss_n += static_cast<int64_t>(r[kLossCount]);
+        rec.group_times.push_back({r[kCompute], r[kComm], r[kWait]});
+        rec.group_steps.push_back(static_cast<int64_t>(r[kSteps]));
+        rec.staleness_max = std::max(rec.staleness_max, static_cast<int64_t>(r[kStaleMax]));
+        st_sum += static_cast<int64_t>(r[kStaleSum]);
+        st_n += static_cast<int64_t>(r[kStaleCount]);
+        ev.loss_sum += r[kEvalLoss];
+        ev.correct += static_cast<int64_t>(r[kEvalCorrect]);
+        ev.count += static_cast<int64_t>(r[kEvalCount]);
+      }
+      const int64_t images = group_steps * cfg.batch;
+      rec.eval_seconds = now_seconds() - e0;
+      sum.eval_seconds += rec.eval_seconds;
+      rec.wall_seconds = now_seconds() - t0;
+      rec.train_seconds = sum.train_seconds;
+      rec.step = group_steps / p;
+      rec.images = images;
+      rec.epoch = static_cast<double>(images) / static_cast<double>(data.train.count);
+      rec.train_loss = loss_n ? loss / static_cast<double>(loss_n) : 0;
+      rec.test_loss = ev.count ? ev.loss_sum / static_cast<double>(ev.count) : 0;
+      rec.test_accuracy =
+          ev.count ? static_cast<double>(ev.correct) / static_cast<double>(ev.count) : 0;
+      rec.images_per_second =
+          round_seconds > 0 ? static_cast<double>(images - last_images) / round_seconds : 0;
+      rec.staleness_mean = st_n ? static_cast<double>(st_sum) / static_cast<double>(st_n) : 0;
+      last_images = images;
+      report->on_eval(rec);
 
-    sum.test_accuracy = rec.test_accuracy;
-    sum.test_loss = rec.test_loss;
-    sum.best_accuracy = std::max(sum.best_accuracy, rec.test_accuracy);
-    sum.steps = rec.step;
-    sum.images = images;
-    sum.epochs = rec.epoch;
-    sum.group_times = rec.group_times;
-    sum.staleness_mean = rec.staleness_mean;
-    sum.staleness_max = rec.staleness_max;
-    if (cfg.target_accuracy > 0 && !sum.time_to_target_seconds &&
-        rec.test_accuracy >= cfg.target_accuracy) {
-      sum.time_to_target_seconds = sum.train_seconds;
-      sum.stopped_at_target = true;
-      break;
+      sum.test_accuracy = rec.test_accuracy;
+      sum.test_loss = rec.test_loss;
+      sum.best_accuracy = std::max(sum.best_accuracy, rec.test_accuracy);
+      sum.steps = rec.step;
+      sum.images = images;
+      sum.epochs = rec.epoch;
+      sum.group_times = rec.group_times;
+      sum.staleness_mean = rec.staleness_mean;
+      sum.staleness_max = rec.staleness_max;
+      if (cfg.target_accuracy > 0 && !sum.time_to_target_seconds &&
+          rec.test_accuracy >= cfg.target_accuracy) {
+        sum.time_to_target_seconds = sum.train_seconds;
+        sum.stopped_at_target = true;
+        decision = 1;
+      } else if (!std::isfinite(rec.train_loss)) {
+        decision = 2;
+      }
+    } else {
+      sum.eval_seconds += now_seconds() - e0;
     }
-    if (!std::isfinite(rec.train_loss))
-      return internal_error("training diverged: train loss is " + std::to_string(rec.train_loss) +
-                            " at step " + std::to_string(rec.step) + " (lower --lr)");
+    if (world) world->broadcast_bytes(&decision, sizeof decision, 0);
+    if (decision == 1) break;
+    if (decision == 2)
+      return internal_error(
+          rank == 0 ? "training diverged: train loss is " + std::to_string(rec.train_loss) +
+                          " at step " + std::to_string(rec.step) + " (lower --lr)"
+                    : std::string("training diverged (rank 0 saw a non-finite train loss)"));
   }
   sum.wall_seconds = now_seconds() - t0;
   sum.images_per_second =
@@ -385,9 +555,10 @@ Result<TrainSummary> train(const TrainConfig& cfg, const DataSplit& data, TrainO
   const double all = sum.compute_seconds + sum.comm_seconds + sum.wait_seconds;
   sum.comm_share = all > 0 ? sum.comm_seconds / all : 0;
   sum.wait_share = all > 0 ? sum.wait_seconds / all : 0;
-  const float* fw = algo->eval_weights(run);
+  const float* fw = world ? eval_buf.data() : algo->eval_weights(run);
   sum.final_weights.assign(fw, fw + run.arena_floats());
   sum.group0_weights.assign(g0.weights.data(), g0.weights.data() + run.arena_floats());
+  algo->finish(run);
   run.groups.clear();  // nets and streams go before their threads
   workers.clear();
   return sum;

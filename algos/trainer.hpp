@@ -84,8 +84,11 @@ Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo);
 // Trains. `data` is shared read-only by all groups.
 Result<TrainSummary> train(const TrainConfig& cfg, const DataSplit& data, TrainObserver* obs);
 
-// Evaluates `weights` on `ds` with the groups' nets in parallel (group g takes batches
-// g, g+P, ...). Used by train() between rounds; exposed for tests.
+// Evaluates `weights` on `ds` with this process's groups' nets in parallel: the group with
+// global id q takes batches q, q+P, ... (P = run.total_groups(), so across MPI ranks each rank
+// evaluates its share). Returns one partial per local group, in local id order.
+std::vector<EvalStats> evaluate_groups(Run& run, const Dataset& ds, const float* weights);
+// The sum of evaluate_groups() in group order. Used by tests.
 EvalStats evaluate_parallel(Run& run, const Dataset& ds, const float* weights);
 
 }  // namespace easel

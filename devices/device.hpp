@@ -18,6 +18,17 @@ enum class ImplChoice {
 };
 Result<ImplChoice> parse_impl_choice(const std::string& name);
 
+// The arithmetic of the fast kernels. Parameters, gradients and momentum stay f32 in the arena
+// (master weights) whatever is chosen; bf16 rounds activations and weights to bfloat16 inside
+// the convolutions and inner products (f32 accumulation) where the CPU has AVX512_BF16 or AMX,
+// and falls back to fp32 (logged once) elsewhere. The reference kernels are always fp32.
+enum class Precision {
+  fp32,
+  bf16,
+};
+Result<Precision> parse_precision(const std::string& name);
+const char* precision_name(Precision p);
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -29,6 +40,6 @@ class Device {
 };
 
 // The CPU device: oneDNN (when built with it) then reference.
-std::unique_ptr<Device> make_cpu_device(ImplChoice choice);
+std::unique_ptr<Device> make_cpu_device(ImplChoice choice, Precision precision = Precision::fp32);
 
 }  // namespace easel

@@ -29,8 +29,8 @@ struct OpDesc {
   // so that the last window starts inside the input (plus padding).
   int64_t oc = 0;  // conv and inner_product: output channels
   int64_t kh = 1, kw = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
-  int64_t group = 1;    // conv: groups (AlexNet's conv2/4/5)
-  bool bias = true;     // conv and inner_product
+  int64_t group = 1;        // conv: groups (AlexNet's conv2/4/5)
+  bool bias = true;         // conv and inner_product
   bool fused_relu = false;  // conv and inner_product: ReLU applied to dst (a post-op)
 
   // lrn across channels, Caffe's definition: dst = src / (k + alpha/n * sum_{window} src^2)^beta
@@ -74,8 +74,8 @@ class Op {
   // After forward() on the same src/dst: diff_src <- d loss/d src (skipped when nullptr) and
   // diff_weights[i] <- d loss/d weights[i] (overwritten, not accumulated). With fused_relu,
   // diff_dst is taken w.r.t. the post-ReLU dst.
-  virtual void backward(const float* src, const float* dst, const float* diff_dst,
-                        float* diff_src, std::span<const float* const> weights,
+  virtual void backward(const float* src, const float* dst, const float* diff_dst, float* diff_src,
+                        std::span<const float* const> weights,
                         std::span<float* const> diff_weights) = 0;
 
  protected:

@@ -7,6 +7,10 @@
 
 #include "engine/config.hpp"
 
+namespace easel::bench {
+struct BenchFlags;
+}
+
 namespace easel::cli {
 
 // Adds every TrainConfig flag to `app`, bound to `cfg`, with its default shown in --help.
@@ -19,5 +23,8 @@ std::vector<std::string> flag_names(const CLI::App& app);
 int run_train(const TrainConfig& cfg);
 int run_topology(const TrainConfig& cfg);
 int run_list();
+// `easel bench`: adds the subcommand with its flags bound to `flags` (tools/bench_cmd.cpp).
+CLI::App* add_bench_flags(CLI::App& app, bench::BenchFlags& flags);
+int run_bench(const bench::BenchFlags& flags);
 
 }  // namespace easel::cli

@@ -1,11 +1,13 @@
-// easel: train, topology, list. `easel --help` and `easel SUBCOMMAND --help` list every flag
+// easel: train, topology, list, bench. `easel --help` and `easel SUBCOMMAND --help` list every flag
 // with its default. User errors print one line and exit with 2 (flags) or 1 (run failed).
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "engine/comm/mpi_comm.hpp"
 #include "engine/log.hpp"
+#include "tools/bench/bench_model.hpp"
 #include "tools/cli.hpp"
 
 namespace {
@@ -22,7 +24,7 @@ std::string find_config(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int easel_main(int argc, char** argv) {
   using namespace easel;
   TrainConfig cfg;
   CLI::App app{"easel: train deep networks on a node split into worker groups (SC17 algorithms)",
@@ -51,6 +53,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
 
   app.add_subcommand("list", "list the nets and algorithms");
+  bench::BenchFlags bench_flags;
+  CLI::App* bench = cli::add_bench_flags(app, bench_flags);
 
   // A config file's keys become flags placed before the real ones, so the real ones win.
   std::vector<std::string> args;
@@ -89,5 +93,17 @@ int main(int argc, char** argv) {
   }
   if (train->parsed()) return cli::run_train(cfg);
   if (topo->parsed()) return cli::run_topology(cfg);
+  if (bench->parsed()) return cli::run_bench(bench_flags);
   return cli::run_list();
+}
+
+// Under mpirun every rank runs easel_main; only rank 0 reports (the others log only errors), and
+// a rank that fails stops the whole job (mpi_finish) instead of leaving the others waiting.
+int main(int argc, char** argv) {
+  if (easel::Status st = easel::mpi_start(&argc, &argv); !st.ok()) {
+    std::fprintf(stderr, "easel: %s\n", st.message().c_str());
+    return 1;
+  }
+  if (easel::process_rank() != 0) easel::set_log_level(easel::LogLevel::error);
+  return easel::mpi_finish(easel_main(argc, argv));
 }

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "algos/trainer.hpp"
+#include "engine/comm/mpi_comm.hpp"
 #include "engine/log.hpp"
 #include "tools/cli.hpp"
 
@@ -257,11 +258,12 @@ int run_train(const TrainConfig& cfg_in) {
   if (cfg.out.empty()) cfg.out = default_out(cfg.algo);
   const fs::path out(cfg.out);
   std::error_code ec;
-  if (fs::exists(out, ec) && !fs::is_directory(out, ec)) {
+  const bool writer = process_rank() == 0;  // under mpirun only rank 0 writes results
+  if (writer && fs::exists(out, ec) && !fs::is_directory(out, ec)) {
     std::fprintf(stderr, "easel: --out: %s exists and is not a directory\n", cfg.out.c_str());
     return 2;
   }
-  if (!cfg.overwrite &&
+  if (writer && !cfg.overwrite &&
       (fs::exists(out / "summary.json", ec) || fs::exists(out / "metrics.jsonl", ec))) {
     std::fprintf(stderr,
                  "easel: --out: %s already holds the results of a run (pass --overwrite to replace "
@@ -276,18 +278,21 @@ int run_train(const TrainConfig& cfg_in) {
     std::fprintf(stderr, "easel: %s\n", data.status().message().c_str());
     return 1;
   }
-  fs::create_directories(out, ec);
-  if (ec) {
-    std::fprintf(stderr, "easel: --out: cannot create %s: %s\n", cfg.out.c_str(),
-                 ec.message().c_str());
-    return 1;
+  std::ofstream metrics;
+  if (writer) {
+    fs::create_directories(out, ec);
+    if (ec) {
+      std::fprintf(stderr, "easel: --out: cannot create %s: %s\n", cfg.out.c_str(),
+                   ec.message().c_str());
+      return 1;
+    }
+    metrics.open(out / "metrics.jsonl", std::ios::trunc);
+    if (!metrics) {
+      std::fprintf(stderr, "easel: --out: cannot write %s\n", (out / "metrics.jsonl").c_str());
+      return 1;
+    }
+    write_atomic(out / "config.json", config_json(cfg).dump(2) + "\n");
   }
-  std::ofstream metrics(out / "metrics.jsonl", std::ios::trunc);
-  if (!metrics) {
-    std::fprintf(stderr, "easel: --out: cannot write %s\n", (out / "metrics.jsonl").c_str());
-    return 1;
-  }
-  write_atomic(out / "config.json", config_json(cfg).dump(2) + "\n");
 
   Reporter reporter(metrics, cfg.progress);
   auto result = train(cfg, data.value(), &reporter);
@@ -295,6 +300,7 @@ int run_train(const TrainConfig& cfg_in) {
     std::fprintf(stderr, "easel: %s\n", result.status().message().c_str());
     return 1;
   }
+  if (!writer) return 0;
   const TrainSummary& s = result.value();
   if (!write_atomic(out / "summary.json", summary_json(s, cfg).dump(2) + "\n")) {
     std::fprintf(stderr, "easel: cannot write %s\n", (out / "summary.json").c_str());

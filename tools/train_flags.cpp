@@ -18,7 +18,7 @@ std::vector<std::string> add_train_flags(CLI::App& app, TrainConfig& c) {
   opt("--lr-gamma", c.lr_gamma, "gamma of the step, inv and exp policies");
   opt("--lr-power", c.lr_power, "power of the inv and poly policies");
   opt("--lr-stepsize", c.lr_stepsize, "iterations per step of the step policy");
-  opt("--momentum", c.momentum, "momentum mu (msgd, async-msgd) or delta (async-measgd)");
+  opt("--momentum", c.momentum, "momentum mu (msgd, sync-sgd, async-msgd) or the groups' delta (async-measgd, sync-easgd)");
   opt("--weight-decay", c.weight_decay, "L2 weight decay");
   opt("--seed", c.seed, "seed of the initial weights, shuffling and dropout");
   opt("--groups", c.plan.groups, "worker groups: a count, 'auto' (one per core) or 'numa'");
@@ -39,7 +39,7 @@ std::vector<std::string> add_train_flags(CLI::App& app, TrainConfig& c) {
   opt("--rho", c.rho, "EASGD elastic coefficient rho: alpha = lr * rho (-1: unset)");
   opt("--alpha", c.alpha, "fixed EASGD moving rate alpha (-1: unset; both unset: alpha = 0.9 / groups)");
   opt("--tau", c.tau, "EASGD communication period (steps between exchanges)");
-  opt("--momentum-form", c.momentum_form, "async-measgd momentum: nesterov or heavy-ball");
+  opt("--momentum-form", c.momentum_form, "group momentum of async-measgd and sync-easgd: nesterov or heavy-ball");
   opt("--reduce", c.reduce, "sync-easgd exchange: tree (collective) or serial (P exchanges)");
   opt("--pack", c.pack, "exchange: single (one message over the arena) or per-layer");
   opt("--overlap", c.overlap,

@@ -15,13 +15,20 @@ namespace {
 struct OpImpl {
   const char* name;
   bool fast_only;  // skipped under ImplChoice::ref
-  Result<std::unique_ptr<Op>> (*make)(const OpDesc&);
+  Result<std::unique_ptr<Op>> (*make)(const OpDesc&, const DnnlOptions&);
 };
+
+Result<std::unique_ptr<Op>> make_dnnl(const OpDesc& d, const DnnlOptions& o) {
+  return make_dnnl_op(d, o);
+}
+Result<std::unique_ptr<Op>> make_ref(const OpDesc& d, const DnnlOptions&) {
+  return make_ref_op(d);
+}
 
 // Preference order; the reference comes last and never refuses a valid descriptor.
 constexpr std::array<OpImpl, 2> kOpImpls{{
-    {"dnnl", true, make_dnnl_op},
-    {"ref", false, make_ref_op},
+    {"dnnl", true, make_dnnl},
+    {"ref", false, make_ref},
 }};
 
 std::string describe(const OpDesc& d) {
@@ -30,7 +37,14 @@ std::string describe(const OpDesc& d) {
 
 class CpuDevice final : public Device {
  public:
-  explicit CpuDevice(ImplChoice choice) : choice_(choice) {}
+  CpuDevice(ImplChoice choice, const DnnlOptions& options) : choice_(choice), options_(options) {
+    if (options_.precision == Precision::bf16 && choice_ == ImplChoice::fast &&
+        !dnnl_bf16_available()) {
+      log_once(LogLevel::warn, "cpu", "bf16-unavailable",
+               "--precision bf16: this CPU (or build) has no native bf16 compute; running fp32");
+      options_.precision = Precision::fp32;
+    }
+  }
   std::string name() const override { return "cpu"; }
 
   Result<std::unique_ptr<Op>> make_op(const OpDesc& desc) override {
@@ -38,7 +52,7 @@ class CpuDevice final : public Device {
     Status last = internal_error("cpu: no implementation tried for " + describe(desc));
     for (const OpImpl& impl : kOpImpls) {
       if (impl.fast_only && choice_ == ImplChoice::ref) continue;
-      Result<std::unique_ptr<Op>> op = impl.make(desc);
+      Result<std::unique_ptr<Op>> op = impl.make(desc, options_);
       if (op.ok()) return op;
       last = op.status();
       const std::string msg = describe(desc) + ": " + impl.name + " refused (" +
@@ -59,6 +73,7 @@ class CpuDevice final : public Device {
 
  private:
   ImplChoice choice_;
+  DnnlOptions options_;
 };
 
 }  // namespace
@@ -70,8 +85,24 @@ Result<ImplChoice> parse_impl_choice(const std::string& name) {
                           "' (expected fast or ref)");
 }
 
-std::unique_ptr<Device> make_cpu_device(ImplChoice choice) {
-  return std::make_unique<CpuDevice>(choice);
+Result<Precision> parse_precision(const std::string& name) {
+  if (name == "fp32") return Precision::fp32;
+  if (name == "bf16") return Precision::bf16;
+  return invalid_argument("--precision: unknown precision '" + name + "' (expected fp32 or bf16)");
+}
+
+const char* precision_name(Precision p) {
+  return p == Precision::bf16 ? "bf16" : "fp32";
+}
+
+std::unique_ptr<Device> make_cpu_device(ImplChoice choice, const DnnlOptions& options) {
+  return std::make_unique<CpuDevice>(choice, options);
+}
+
+std::unique_ptr<Device> make_cpu_device(ImplChoice choice, Precision precision) {
+  DnnlOptions o;
+  o.precision = precision;
+  return make_cpu_device(choice, o);
 }
 
 }  // namespace easel

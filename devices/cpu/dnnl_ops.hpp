@@ -7,23 +7,35 @@
 
 #include <memory>
 
+#include "devices/device.hpp"
 #include "devices/op.hpp"
 #include "easel_config.h"
 #include "engine/status.hpp"
 
 namespace easel {
 
-bool dnnl_available();  // built with oneDNN
-Result<std::unique_ptr<Op>> make_dnnl_op(const OpDesc& desc);
+// How a convolution computes its data gradient. automatic: gemm (below) in nhwc with one
+// group, else oneDNN's backward-data kernel on the net's layout unless it is a reference one, then
+// a forward convolution of diff_dst with the transposed, flipped weights (stride 1 only), then
+// blocked layouts with reorders. Tests and benchmarks may force one; a forced strategy is refused
+// where it does not apply or would run a reference kernel. gemm (nhwc, one group): a matmul of
+// diff_dst with the weights into columns, then col2im. Ignored by other ops.
+enum class DnnlConvBwdData { automatic, native, forward_flip, blocked, gemm };
 
-#if EASEL_HAVE_DNNL
-// How a convolution computes its data gradient. automatic (what make_dnnl_op(desc) does):
-// oneDNN's backward-data kernel on the net's layout unless it is a reference one, then a
-// forward convolution of diff_dst with the transposed, flipped weights (stride 1 only), then
-// blocked layouts with reorders. Tests and benchmarks may force one; a forced strategy is
-// refused where it does not apply or would run a reference kernel. Ignored by other ops.
-enum class DnnlConvBwdData { automatic, native, forward_flip, blocked };
+// Choices of the oneDNN ops; the defaults are what the CPU device uses.
+struct DnnlOptions {
+  Precision precision = Precision::fp32;
+  DnnlConvBwdData conv_bwd_data = DnnlConvBwdData::automatic;
+};
+
+bool dnnl_available();       // built with oneDNN
+bool dnnl_bf16_available();  // built with oneDNN and the CPU computes bf16 natively
+Result<std::unique_ptr<Op>> make_dnnl_op(const OpDesc& desc);
+Result<std::unique_ptr<Op>> make_dnnl_op(const OpDesc& desc, const DnnlOptions& options);
 Result<std::unique_ptr<Op>> make_dnnl_op(const OpDesc& desc, DnnlConvBwdData conv_bwd_data);
-#endif
+
+// The CPU device with explicit oneDNN options (benchmarks and tests; make_cpu_device(choice,
+// precision) is this with the default strategies).
+std::unique_ptr<Device> make_cpu_device(ImplChoice choice, const DnnlOptions& options);
 
 }  // namespace easel

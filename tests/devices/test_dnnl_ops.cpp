@@ -215,6 +215,81 @@ TEST(DnnlConv, BackwardDataStrategies) {
   }
 }
 
+// The gemm data gradient (matmul + col2im): nhwc and one group only, any stride and padding.
+TEST(DnnlConv, GemmBackwardData) {
+  const OpDesc shapes[] = {
+      conv({4, 20, 12, 12}, 50, 5),     conv({2, 32, 16, 16}, 32, 5, 1, 2, 1, true),
+      conv({2, 3, 59, 59}, 16, 11, 4),  conv({2, 6, 9, 9}, 8, 3, 2, 1, 1, false, false),
+      conv({3, 17, 7, 7}, 33, 3, 1, 1), conv({64, 20, 12, 12}, 50, 5)};
+  for (const OpDesc& base : shapes) {
+    const OpDesc d = with_layout(base, Layout::nhwc);
+    SCOPED_TRACE(describe(d));
+    auto fast = must(make_dnnl_op(d, DnnlConvBwdData::gemm), d);
+    auto ref = must(make_ref_op(d), d);
+    ASSERT_TRUE(fast && ref);
+    EXPECT_NE(fast->impl().find("bwd_d=gemm"), std::string::npos) << fast->impl();
+    const OpRun a = run_op(*fast, 42), b = run_op(*ref, 42);
+    EXPECT_TRUE(close(a.dst, b.dst, "dst"));
+    EXPECT_TRUE(close(a.diff_src, b.diff_src, "diff_src"));
+    for (size_t i = 0; i < a.diff_weights.size(); ++i)
+      EXPECT_TRUE(close(a.diff_weights[i], b.diff_weights[i], "diff_weights"));
+  }
+  for (const OpDesc& d : {with_layout(conv({2, 8, 13, 13}, 12, 3, 1, 1, 2), Layout::nhwc),
+                          with_layout(conv({4, 20, 12, 12}, 50, 5), Layout::nchw)}) {
+    auto r = make_dnnl_op(d, DnnlConvBwdData::gemm);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Code::unavailable);
+    EXPECT_NE(r.status().message().find("gemm"), std::string::npos) << r.status().message();
+  }
+}
+
+// bf16 compute (f32 in and out): against the fp32 reference within bf16's rounding (8 bits of
+// mantissa on the inputs, f32 accumulation): |error| <= 3e-2 * max|want|. (A fused ReLU on a
+// convolution with thousands of terms flips the mask of outputs near 0, beyond any elementwise
+// bound; the inner product's fused ReLU stays within it.)
+TEST(DnnlBf16, MatchesRefWithinBf16Rounding) {
+  if (!dnnl_bf16_available()) GTEST_SKIP() << "no native bf16 on this CPU";
+  DnnlOptions opts;
+  opts.precision = Precision::bf16;
+  const OpDesc shapes[] = {conv({4, 1, 28, 28}, 20, 5), conv({4, 20, 12, 12}, 50, 5),
+                           conv({2, 32, 16, 16}, 32, 5, 1, 2),
+                           ip({4, 50, 4, 4}, 500, /*fused_relu=*/true), ip({4, 500, 1, 1}, 10)};
+  auto loose = [](const std::vector<float>& got, const std::vector<float>& want,
+                  const std::string& what) {
+    const float atol = 3e-2f * std::max(1.f, max_abs(want));
+    return near_all(got.data(), want.data(), static_cast<int64_t>(want.size()), 0.f, atol,
+                    what.c_str());
+  };
+  for (const OpDesc& base : shapes)
+    for (Layout l : kLayouts) {
+      const OpDesc d = with_layout(base, l);
+      SCOPED_TRACE(describe(d));
+      auto fast = must(make_dnnl_op(d, opts), d);
+      auto ref = must(make_ref_op(d), d);
+      ASSERT_TRUE(fast && ref);
+      EXPECT_EQ(fast->impl().rfind("dnnl-bf16:", 0), 0u) << fast->impl();
+      EXPECT_EQ(fast->impl().find("ref"), std::string::npos) << fast->impl();
+      const OpRun a = run_op(*fast, 42), b = run_op(*ref, 42);
+      EXPECT_TRUE(loose(a.dst, b.dst, "dst"));
+      EXPECT_TRUE(loose(a.diff_src, b.diff_src, "diff_src"));
+      for (size_t i = 0; i < a.diff_weights.size(); ++i)
+        EXPECT_TRUE(loose(a.diff_weights[i], b.diff_weights[i], "diff_weights"));
+    }
+}
+
+// Ops without a bf16 kernel (pooling) and a bf16 request on a CPU without bf16 still build.
+TEST(DnnlBf16, OtherOpsUnaffected) {
+  DnnlOptions opts;
+  opts.precision = Precision::bf16;
+  const OpDesc d = with_layout(pool(OpKind::max_pool, {2, 20, 24, 24}, 2, 2), Layout::nhwc);
+  auto op = must(make_dnnl_op(d, opts), d);
+  ASSERT_TRUE(op);
+  EXPECT_EQ(op->impl().find("bf16"), std::string::npos);
+  EXPECT_TRUE(parse_precision("bf16").ok());
+  EXPECT_TRUE(parse_precision("fp32").ok());
+  EXPECT_FALSE(parse_precision("fp16").ok());
+}
+
 TEST(DnnlInnerProduct, LeNet) {
   expect_matches_ref(ip({8, 50, 4, 4}, 500, /*fused_relu=*/true));
   expect_matches_ref(ip({8, 500, 1, 1}, 10));
@@ -227,6 +302,19 @@ TEST(DnnlInnerProduct, NoBias) {
 TEST(DnnlPool, MaxLeNet) {
   expect_matches_ref(pool(OpKind::max_pool, {8, 20, 24, 24}, 2, 2));
   expect_matches_ref(pool(OpKind::max_pool, {8, 50, 8, 8}, 2, 2));
+}
+
+// Windows tiling the input (stride == kernel) take the one-pass nhwc backward; channel counts
+// around the vector width exercise the masked tail.
+TEST(DnnlPool, MaxTiledBackward) {
+  for (const OpDesc& d :
+       {pool(OpKind::max_pool, {2, 16, 8, 8}, 2, 2), pool(OpKind::max_pool, {2, 33, 12, 12}, 3, 3),
+        pool(OpKind::max_pool, {2, 5, 6, 6}, 2, 2)}) {
+    auto op = must(make_dnnl_op(with_layout(d, Layout::nhwc)), d);
+    ASSERT_TRUE(op);
+    EXPECT_NE(op->impl().find("tiled"), std::string::npos) << op->impl();
+    expect_matches_ref(d);
+  }
 }
 
 TEST(DnnlPool, CeilModeCifar) {

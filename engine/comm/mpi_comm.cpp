@@ -1,0 +1,355 @@
+// The MPI world (the only file that includes <mpi.h>). Collectives are binomial trees over
+// nonblocking point-to-point messages, each wait polled against a deadline that names the peer
+// it waits for; MPI errors return (MPI_ERRORS_RETURN) into EASEL_MPI, which names the call.
+// The C API only: the deprecated C++ bindings do not compile cleanly with -Werror.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/comm/mpi_comm.hpp"
+
+namespace easel {
+
+namespace {
+
+[[noreturn]] void mpi_call_failed(const char* call, int rc, const char* file, int line);
+
+// Every MPI call goes through this: a failure prints the call, the MPI error string and
+// file:line, then stops the job.
+#define EASEL_MPI(call)                                                   \
+  do {                                                                    \
+    const int easel_mpi_rc_ = (call);                                     \
+    if (easel_mpi_rc_ != MPI_SUCCESS)                                     \
+      ::easel::mpi_call_failed(#call, easel_mpi_rc_, __FILE__, __LINE__); \
+  } while (0)
+
+constexpr int kTagReduce = 1, kTagBcast = 2, kTagGather = 3;
+constexpr int kFirstUserTag = 100;
+
+bool env_set(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0';
+}
+
+bool launched_by_mpi() {
+  return env_set("OMPI_COMM_WORLD_SIZE") || env_set("PMI_SIZE") || env_set("PMIX_RANK");
+}
+
+double env_seconds(const char* name, double fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  const double d = std::strtod(v, &end);
+  return end != v && d >= 0 ? d : fallback;
+}
+
+// EASEL_MPI_FAULT=kind:rank; -1 when absent or for another kind.
+int fault_rank(const char* kind) {
+  const char* v = std::getenv("EASEL_MPI_FAULT");
+  if (v == nullptr) return -1;
+  const std::string s(v);
+  const std::string prefix = std::string(kind) + ":";
+  if (s.rfind(prefix, 0) != 0) return -1;
+  return std::atoi(s.c_str() + prefix.size());
+}
+
+int checked_count(int64_t n) {
+  EASEL_CHECK_MSG(n >= 0 && n <= INT_MAX, "an MPI message is limited to INT_MAX elements");
+  return static_cast<int>(n);
+}
+
+class MpiWorld final : public MpiComm {
+ public:
+  explicit MpiWorld(bool thread_multiple) : thread_multiple_(thread_multiple) {
+    EASEL_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    EASEL_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &comm_));
+    EASEL_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+    EASEL_MPI(MPI_Comm_rank(comm_, &rank_));
+    EASEL_MPI(MPI_Comm_size(comm_, &size_));
+    MPI_Comm node;
+    EASEL_MPI(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
+    EASEL_MPI(MPI_Comm_rank(node, &local_rank_));
+    EASEL_MPI(MPI_Comm_size(node, &local_size_));
+    EASEL_MPI(MPI_Comm_free(&node));
+    timeout_s_ = env_seconds("EASEL_MPI_TIMEOUT", 300);
+    stall_ = fault_rank("stall") == rank_;
+  }
+  ~MpiWorld() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&comm_);
+  }
+
+  int size() const override { return size_; }
+  int rank() const override { return rank_; }
+  int local_rank() const override { return local_rank_; }
+  int local_size() const override { return local_size_; }
+  bool thread_multiple() const override { return thread_multiple_; }
+  std::string name() const override { return "mpi(" + std::to_string(size_) + ")"; }
+
+  void allreduce_sum(int rank, float* buf, int64_t n) override {
+    check_self(rank);
+    if (size_ == 1) return;
+    reduce_sum(rank, buf, buf, n, 0);
+    broadcast(rank, buf, n, 0);
+  }
+
+  // Binomial tree into root; a parent adds each child's partial to its own (acc = acc + child),
+  // children in increasing distance, as the shared-memory tree does.
+  void reduce_sum(int rank, const float* src, float* dst, int64_t n, int root) override {
+    check_self(rank);
+    enter();
+    const int p = size_;
+    const int v = (rank_ - root + p) % p;
+    if (p == 1) {
+      if (dst != src) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      return;
+    }
+    const float* cur = src;
+    float* acc = nullptr;
+    for (int mask = 1; mask < p; mask <<= 1) {
+      if (v % (2 * mask) != 0) {  // send the partial to the parent, done
+        const int parent = (v - mask + root) % p;
+        post_and_wait_send(cur, n, MPI_FLOAT, parent, kTagReduce, "reduce");
+        return;
+      }
+      if (v + mask >= p) continue;
+      const int child = (v + mask + root) % p;
+      if (acc == nullptr) {
+        acc = rank_ == root ? dst : grow(scratch_, n);
+      }
+      float* in = grow(recv_, n);
+      post_and_wait_recv(in, n, MPI_FLOAT, child, kTagReduce, "reduce");
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i)
+        acc[i] = cur[i] + in[i];
+      cur = acc;
+    }
+    if (rank_ == root && cur != dst) std::memcpy(dst, cur, static_cast<size_t>(n) * sizeof(float));
+  }
+
+  void broadcast(int rank, float* buf, int64_t n, int root) override {
+    check_self(rank);
+    bcast(buf, n, MPI_FLOAT, root);
+  }
+
+  void barrier(int rank) override {
+    check_self(rank);
+    float dummy = 0;
+    reduce_sum(rank, &dummy, &dummy, 0, 0);
+    broadcast(rank, &dummy, 0, 0);
+  }
+
+  double wait_seconds(int rank) const override {
+    check_self(rank);
+    return wait_s_;
+  }
+
+  void broadcast_bytes(void* buf, size_t bytes, int root) override {
+    bcast(buf, static_cast<int64_t>(bytes), MPI_BYTE, root);
+  }
+
+  void gather_bytes(const void* src, size_t bytes, void* dst, int root) override {
+    enter();
+    const int64_t b = static_cast<int64_t>(bytes);
+    if (rank_ != root) {
+      post_and_wait_send(src, b, MPI_BYTE, root, kTagGather, "gather");
+      return;
+    }
+    auto* out = static_cast<char*>(dst);
+    for (int r = 0; r < size_; ++r) {
+      char* at = out + static_cast<size_t>(r) * bytes;
+      if (r == root)
+        std::memcpy(at, src, bytes);
+      else
+        post_and_wait_recv(at, b, MPI_BYTE, r, kTagGather, "gather");
+    }
+  }
+
+  void send(const float* buf, int64_t n, int dst, int tag) override {
+    EASEL_CHECK(tag >= kFirstUserTag);
+    post_and_wait_send(buf, n, MPI_FLOAT, dst, tag, "send", false);
+  }
+
+  int recv(float* buf, int64_t n, int src, int tag, int64_t* count, double timeout_s) override {
+    EASEL_CHECK(tag >= kFirstUserTag);
+    MPI_Request req;
+    EASEL_MPI(MPI_Irecv(buf, checked_count(n), MPI_FLOAT, src < 0 ? MPI_ANY_SOURCE : src, tag,
+                        comm_, &req));
+    MPI_Status st;
+    (void)wait(&req, &st, src, "recv", timeout_s < 0 ? timeout_s_ : timeout_s, nullptr,
+               timeout_s == 0);
+    int got = 0;
+    EASEL_MPI(MPI_Get_count(&st, MPI_FLOAT, &got));
+    if (count) *count = got;
+    return st.MPI_SOURCE;
+  }
+
+  void allreduce_sum_native(float* buf, int64_t n) override {
+    EASEL_MPI(MPI_Allreduce(MPI_IN_PLACE, buf, checked_count(n), MPI_FLOAT, MPI_SUM, comm_));
+  }
+
+  [[noreturn]] void abort(const std::string& message, int code) override {
+    std::fprintf(stderr, "easel: rank %d: %s\n", rank_, message.c_str());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code == 0 ? 1 : code);
+    std::abort();
+  }
+
+ private:
+  void check_self(int rank) const {
+    EASEL_CHECK_MSG(rank == rank_, "an MPI Comm is called with the calling process's rank");
+  }
+
+  // Fault injection: the stalling rank never arrives.
+  void enter() {
+    while (stall_)
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+
+  static float* grow(std::vector<float>& v, int64_t n) {
+    if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+    return v.data();
+  }
+
+  // Binomial broadcast from root: at round mask, the ranks that have the data (v < mask) send to
+  // v + mask.
+  void bcast(void* buf, int64_t n, MPI_Datatype type, int root) {
+    enter();
+    const int p = size_;
+    const int v = (rank_ - root + p) % p;
+    for (int mask = 1; mask < p; mask <<= 1) {
+      if (v < mask && v + mask < p) {
+        post_and_wait_send(buf, n, type, (v + mask + root) % p, kTagBcast, "broadcast");
+      } else if (v >= mask && v < 2 * mask) {
+        post_and_wait_recv(buf, n, type, (v - mask + root) % p, kTagBcast, "broadcast");
+      }
+    }
+  }
+
+  // The collectives' waits are timed into wait_s_ (their one calling thread); send() is not.
+  void post_and_wait_send(const void* buf, int64_t n, MPI_Datatype type, int peer, int tag,
+                          const char* what, bool timed = true) {
+    MPI_Request req;
+    EASEL_MPI(MPI_Isend(buf, checked_count(n), type, peer, tag, comm_, &req));
+    const double s = wait(&req, nullptr, peer, what, timeout_s_, "did not take a message");
+    if (timed) wait_s_ += s;
+  }
+
+  void post_and_wait_recv(void* buf, int64_t n, MPI_Datatype type, int peer, int tag,
+                          const char* what) {
+    MPI_Request req;
+    EASEL_MPI(MPI_Irecv(buf, checked_count(n), type, peer, tag, comm_, &req));
+    wait_s_ += wait(&req, nullptr, peer, what, timeout_s_, nullptr);
+  }
+
+  // Polls req until done: spins for the first millisecond (each MPI_Test drives the transfer),
+  // then yields until 20 ms, then sleeps 50 us between polls (so that ranks sharing a core let
+  // the others run). Past the deadline (timeout_s > 0) the job is aborted, naming the peer that
+  // did not arrive. Returns the seconds it waited.
+  // idle (a server waiting for requests without deadline): sleeps between polls from the start.
+  double wait(MPI_Request* req, MPI_Status* st, int peer, const char* what, double timeout_s,
+              const char* verb, bool idle = false) {
+    const auto t0 = std::chrono::steady_clock::now();
+    int done = 0;
+    for (int i = 0;; ++i) {
+      EASEL_MPI(MPI_Test(req, &done, st ? st : MPI_STATUS_IGNORE));
+      if (done) break;
+      if (i % 16 != 15) continue;
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (timeout_s > 0 && s > timeout_s) {
+        char msg[256];
+        if (peer >= 0)
+          std::snprintf(msg, sizeof msg,
+                        "rank %d %s in %s for %.0f s (it stalled or died; EASEL_MPI_TIMEOUT=%g); "
+                        "stopping the job",
+                        peer, verb ? verb : "sent no message", what, s, timeout_s);
+        else
+          std::snprintf(msg, sizeof msg,
+                        "no rank sent a message in %s for %.0f s; stopping the job", what, s);
+        abort(msg, 3);
+      }
+      if (!idle && s < 1e-3) continue;
+      if (!idle && s < 20e-3)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  bool thread_multiple_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  double timeout_s_ = 300;
+  bool stall_ = false;
+  double wait_s_ = 0;
+  std::vector<float> scratch_, recv_;  // collectives only (one calling thread)
+};
+
+std::unique_ptr<MpiWorld>& world_slot() {
+  static std::unique_ptr<MpiWorld> w;
+  return w;
+}
+
+void mpi_call_failed(const char* call, int rc, const char* file, int line) {
+  char err[MPI_MAX_ERROR_STRING] = {0};
+  int len = 0;
+  MPI_Error_string(rc, err, &len);
+  int rank = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::fprintf(stderr, "easel: rank %d: %s failed: %s at %s:%d; stopping the job\n", rank, call,
+               err, file, line);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 3);
+  std::abort();
+}
+
+}  // namespace
+
+Status mpi_start(int* argc, char*** argv) {
+  if (world_slot() || !launched_by_mpi()) return {};
+  int provided = MPI_THREAD_SINGLE;
+  if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+    return unavailable("MPI_Init_thread failed (launched by mpirun, but MPI did not start)");
+  world_slot() = std::make_unique<MpiWorld>(provided >= MPI_THREAD_MULTIPLE);
+  return {};
+}
+
+int mpi_finish(int exit_code) {
+  auto& w = world_slot();
+  if (!w) return exit_code;
+  if (exit_code != 0 && w->size() > 1)
+    w->abort("exited with code " + std::to_string(exit_code) + "; stopping the job", exit_code);
+  w.reset();
+  MPI_Finalize();
+  return exit_code;
+}
+
+MpiComm* mpi_world() {
+  return world_slot().get();
+}
+
+int process_rank() {
+  return world_slot() ? world_slot()->rank() : 0;
+}
+
+int process_count() {
+  return world_slot() ? world_slot()->size() : 1;
+}
+
+bool mpi_fault_fail() {
+  return world_slot() && fault_rank("fail") == world_slot()->rank();
+}
+
+}  // namespace easel

@@ -1,0 +1,82 @@
+// The processes of a run across nodes (MPI ranks), behind the Comm interface, plus the few
+// process-level operations the trainer and the parameter-server algorithms need. Only
+// mpi_comm.cpp includes <mpi.h>; without -Dmpi=enabled mpi_none.cpp provides the single-process
+// answers (rank 0 of 1, no world).
+//
+// Every inter-process wait is a point-to-point request on a known peer, polled with a deadline
+// (EASEL_MPI_TIMEOUT seconds, default 300): a rank that stalls or dies makes the waiting rank
+// call MPI_Abort with a message naming the rank that did not arrive, so the job stops instead of
+// hanging. The collectives are binomial trees over point-to-point messages, summing in the same
+// order as the shared-memory tree (engine/comm/shm_comm.cpp), so they are deterministic by
+// construction for a fixed number of ranks.
+//
+// Fault injection for tests: EASEL_MPI_FAULT=stall:R makes rank R sleep forever in its first
+// collective; EASEL_MPI_FAULT=fail:R makes mpi_fault_fail() true on rank R.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/comm/comm.hpp"
+#include "engine/status.hpp"
+
+namespace easel {
+
+// The MPI world as a Comm whose ranks are processes (one calling thread per process for the
+// collectives; `rank` must be this process's rank). Thread level MPI_THREAD_MULTIPLE when the
+// library provides it (thread_multiple()): then send()/recv() may be called from any thread.
+class MpiComm : public Comm {
+ public:
+  virtual int rank() const = 0;
+  // Processes of this job on this node, and this process's index among them.
+  virtual int local_rank() const = 0;
+  virtual int local_size() const = 0;
+  virtual bool thread_multiple() const = 0;
+
+  // Byte-level collectives for control values. gather: root's dst receives size() blocks of
+  // `bytes` in rank order.
+  virtual void broadcast_bytes(void* buf, size_t bytes, int root) = 0;
+  virtual void gather_bytes(const void* src, size_t bytes, void* dst, int root) = 0;
+
+  // Point-to-point floats. recv: src -1 means any source; waits at most `timeout_s` seconds
+  // (< 0: the default deadline; 0: forever, polling gently, as an idle server); returns the source,
+  // and the count received in *count (at most n).
+  virtual void send(const float* buf, int64_t n, int dst, int tag) = 0;
+  virtual int recv(float* buf, int64_t n, int src, int tag, int64_t* count,
+                   double timeout_s = -1) = 0;
+
+  // MPI_Allreduce itself (MPI_SUM on floats), for benchmarks against the tree collectives; its
+  // summation order is the library's choice.
+  virtual void allreduce_sum_native(float* buf, int64_t n) = 0;
+
+  // Prints "easel: rank R: message" and stops every process of the job (MPI_Abort).
+  [[noreturn]] virtual void abort(const std::string& message, int code) = 0;
+};
+
+// Starts MPI (MPI_Init_thread) when this process was launched by mpirun/srun (OMPI_COMM_WORLD_SIZE,
+// PMI_SIZE or PMIX_RANK set); otherwise does nothing. Without MPI support, a launch with more
+// than one process is refused (unavailable, saying how to build with MPI).
+Status mpi_start(int* argc, char*** argv);
+// Ends MPI for a process that returns `exit_code` from main and returns the code to exit with.
+// With several ranks a non-zero code aborts the whole job (MPI_Abort) so that no rank hangs in
+// a collective waiting for this one.
+int mpi_finish(int exit_code);
+// The world after mpi_start() when MPI runs, else nullptr.
+MpiComm* mpi_world();
+// This process's rank (0 without MPI) and the number of processes (1 without MPI).
+int process_rank();
+int process_count();
+// Fault injection (see above): true on the rank named by EASEL_MPI_FAULT=fail:R.
+bool mpi_fault_fail();
+
+// The hierarchical composition: `local` (size L, the groups of this process, thread per rank)
+// then `world` (R processes). Its ranks are global group ids, process r holding r*L .. r*L+L-1;
+// each collective reduces inside the process first, then one message per process goes over the
+// world, then back to the process's groups. With L a power of two (or R == 1) the summation
+// order equals the flat binomial tree over R*L ranks, so results equal a single process with
+// R*L groups bit for bit (tree collective).
+std::unique_ptr<Comm> make_hier_comm(std::unique_ptr<Comm> local, MpiComm& world);
+
+}  // namespace easel

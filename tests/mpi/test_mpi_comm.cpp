@@ -1,0 +1,160 @@
+// The MPI Comm and the hierarchical Comm, run under `mpirun -np N` (tests/meson.build): every
+// collective's result equals the shared-memory tree Comm over the same number of ranks, bit for
+// bit, because both sum in the same binomial-tree order; plus broadcast from any root, gather
+// in rank order, and the hierarchical composition of 2 local groups per process.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <thread>
+#include <vector>
+
+#include "engine/comm/mpi_comm.hpp"
+
+namespace easel {
+namespace {
+
+// A value whose sums depend on the order of addition (mixed magnitudes).
+float value(int rank, int64_t i) {
+  const float big = (i % 3 == 0) ? 1e7f : 1.f;
+  return big * static_cast<float>(rank + 1) + 0.1f * static_cast<float>(i % 17) +
+         1e-3f * static_cast<float>(rank * 7 + 1);
+}
+
+// The shared-memory tree allreduce over `p` ranks (threads) of value(r, i).
+std::vector<float> shm_allreduce(int p, int64_t n) {
+  auto comm = make_shm_comm(p, CollectiveAlgo::tree);
+  std::vector<std::vector<float>> bufs(static_cast<size_t>(p), std::vector<float>(n));
+  std::vector<std::thread> ts;
+  for (int r = 0; r < p; ++r)
+    ts.emplace_back([&, r] {
+      auto& b = bufs[static_cast<size_t>(r)];
+      for (int64_t i = 0; i < n; ++i)
+        b[static_cast<size_t>(i)] = value(r, i);
+      comm->allreduce_sum(r, b.data(), n);
+    });
+  for (auto& t : ts)
+    t.join();
+  return bufs[0];
+}
+
+MpiComm& world() {
+  return *mpi_world();
+}
+
+class Mpi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (mpi_world() == nullptr) GTEST_SKIP() << "not started by mpirun";
+  }
+};
+
+TEST_F(Mpi, AllreduceEqualsTheSharedMemoryTreeBitForBit) {
+  const int p = world().size(), me = world().rank();
+  for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{431080}}) {
+    std::vector<float> buf(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      buf[static_cast<size_t>(i)] = value(me, i);
+    world().allreduce_sum(me, buf.data(), n);
+    EXPECT_EQ(buf, shm_allreduce(p, n)) << "n=" << n;
+  }
+}
+
+TEST_F(Mpi, ReduceToEveryRootAndBroadcastFromEveryRoot) {
+  const int p = world().size(), me = world().rank();
+  const int64_t n = 513;
+  const std::vector<float> expect = shm_allreduce(p, n);
+  for (int root = 0; root < p; ++root) {
+    std::vector<float> src(static_cast<size_t>(n)), dst(static_cast<size_t>(n), -1.f);
+    for (int64_t i = 0; i < n; ++i)
+      src[static_cast<size_t>(i)] = value(me, i);
+    world().reduce_sum(me, src.data(), dst.data(), n, root);
+    if (me == root) {
+      for (int64_t i = 0; i < n; ++i)  // root != 0 sums in another order: close, not equal
+        ASSERT_NEAR(dst[static_cast<size_t>(i)], expect[static_cast<size_t>(i)],
+                    1e-6 * std::fabs(expect[static_cast<size_t>(i)]) + 1e-3)
+            << "root " << root << " i " << i;
+    }
+    std::vector<float> b(static_cast<size_t>(n), me == root ? static_cast<float>(root) + 0.5f : 0);
+    world().broadcast(me, b.data(), n, root);
+    EXPECT_EQ(b, std::vector<float>(static_cast<size_t>(n), static_cast<float>(root) + 0.5f));
+  }
+}
+
+TEST_F(Mpi, GatherInRankOrderAndBarrier) {
+  const int p = world().size(), me = world().rank();
+  const int64_t mine[2] = {me, 100 + me};
+  std::vector<int64_t> all(static_cast<size_t>(2 * p), -1);
+  world().gather_bytes(mine, sizeof mine, all.data(), 0);
+  if (me == 0)
+    for (int r = 0; r < p; ++r) {
+      EXPECT_EQ(all[static_cast<size_t>(2 * r)], r);
+      EXPECT_EQ(all[static_cast<size_t>(2 * r + 1)], 100 + r);
+    }
+  for (int i = 0; i < 10; ++i)
+    world().barrier(me);
+}
+
+TEST_F(Mpi, PointToPointAnySource) {
+  const int p = world().size(), me = world().rank();
+  const int64_t n = 100000;
+  std::vector<float> buf(static_cast<size_t>(n), static_cast<float>(me));
+  if (me != 0) {
+    world().send(buf.data(), n, 0, 100);
+  } else {
+    std::vector<int> seen(static_cast<size_t>(p), 0);
+    for (int k = 1; k < p; ++k) {
+      int64_t got = 0;
+      const int src = world().recv(buf.data(), n, -1, 100, &got);
+      EXPECT_EQ(got, n);
+      EXPECT_EQ(buf[0], static_cast<float>(src));
+      seen[static_cast<size_t>(src)] += 1;
+    }
+    for (int r = 1; r < p; ++r)
+      EXPECT_EQ(seen[static_cast<size_t>(r)], 1);
+  }
+  world().barrier(me);
+}
+
+// Two local groups per process (threads) composed with the world: equal to the flat
+// shared-memory tree over 2 * ranks groups (L = 2 is a power of two).
+TEST_F(Mpi, HierarchicalAllreduceEqualsTheFlatTree) {
+  const int l = 2, p = world().size() * l, me = world().rank();
+  const int64_t n = 4097;
+  auto comm = make_hier_comm(make_shm_comm(l, CollectiveAlgo::tree), world());
+  ASSERT_EQ(comm->size(), p);
+  std::vector<std::vector<float>> bufs(l, std::vector<float>(static_cast<size_t>(n)));
+  std::vector<std::vector<float>> bc(l, std::vector<float>(static_cast<size_t>(n)));
+  std::vector<std::thread> ts;
+  for (int g = 0; g < l; ++g)
+    ts.emplace_back([&, g] {
+      const int q = me * l + g;
+      auto& b = bufs[static_cast<size_t>(g)];
+      for (int64_t i = 0; i < n; ++i)
+        b[static_cast<size_t>(i)] = value(q, i);
+      comm->allreduce_sum(q, b.data(), n);
+      auto& c = bc[static_cast<size_t>(g)];
+      if (q == p - 1) std::fill(c.begin(), c.end(), 7.f);
+      comm->broadcast(q, c.data(), n, p - 1);  // a root on the last process, not local 0
+      comm->barrier(q);
+    });
+  for (auto& t : ts)
+    t.join();
+  const std::vector<float> expect = shm_allreduce(p, n);
+  for (int g = 0; g < l; ++g) {
+    EXPECT_EQ(bufs[static_cast<size_t>(g)], expect) << "group " << g;
+    EXPECT_EQ(bc[static_cast<size_t>(g)], std::vector<float>(static_cast<size_t>(n), 7.f));
+  }
+}
+
+}  // namespace
+}  // namespace easel
+
+int main(int argc, char** argv) {
+  if (easel::Status st = easel::mpi_start(&argc, &argv); !st.ok()) {
+    std::fprintf(stderr, "%s\n", st.message().c_str());
+    return 1;
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  const int rc = RUN_ALL_TESTS();
+  return easel::mpi_finish(rc);
+}

@@ -1,0 +1,207 @@
+// `mpirun -np N easel train` end to end (the binary from EASEL_BUILD_ROOT): sync results
+// identical across two runs and equal to one process with the same total number of groups
+// (every evaluation's train and test loss compared exactly; nlohmann json prints doubles with
+// full precision), async convergence, only rank 0 writing results, and a failing or stalled
+// rank stopping the whole job with a message that names it. Skipped when mpirun is missing.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct Outcome {
+  int rc = -1;
+  std::string output;
+  json summary;
+  std::vector<json> metrics;
+  double seconds = 0;
+};
+
+// EASEL_BUILD_ROOT (meson test sets it), else the build tree holding this test
+// (BUILD/tests/mpi/test_mpi_train).
+std::string easel_path() {
+  if (const char* root = std::getenv("EASEL_BUILD_ROOT")) return std::string(root) + "/tools/easel";
+  const fs::path self = fs::read_symlink("/proc/self/exe");
+  return (self.parent_path().parent_path().parent_path() / "tools" / "easel").string();
+}
+
+bool have_mpirun() {
+  return std::system("command -v mpirun > /dev/null 2>&1") == 0;
+}
+
+// Runs easel train with `np` ranks (0: without mpirun) and reads its results.
+Outcome run(int np, const std::string& algo, int groups, const std::string& extra = "",
+            const std::string& env = "") {
+  static int serial = 0;
+  const fs::path dir = fs::path(::testing::TempDir()) /
+                       ("easel-mpi-" + std::to_string(::getpid()) + "-" + std::to_string(serial++));
+  fs::remove_all(dir);
+  std::string cmd = env + " timeout 300 ";
+  if (np > 0) {
+    cmd += "mpirun --allow-run-as-root --oversubscribe --bind-to none -np " + std::to_string(np);
+    for (const char* var : {"EASEL_MPI_FAULT", "EASEL_MPI_TIMEOUT"})
+      if (env.find(var) != std::string::npos) cmd += std::string(" -x ") + var;
+    if (const char* more = std::getenv("EASEL_MPIRUN_ARGS")) cmd += std::string(" ") + more;
+    cmd += " ";
+  }
+  cmd += easel_path() + " train --algo " + algo + " --groups " + std::to_string(groups) +
+         " --net mlp --data synthetic:1024:1x8x8:4 --iterations 60 --eval-every 20 --lr 0.05 "
+         "--seed 42 --threads-per-group 1 --oversubscribe --progress none --out " +
+         dir.string() + " " + extra + " > " + dir.string() + ".log 2>&1";
+  const auto t0 = std::chrono::steady_clock::now();
+  const int st = std::system(cmd.c_str());
+  Outcome o;
+  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  o.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  std::ifstream log(dir.string() + ".log");
+  std::stringstream ss;
+  ss << log.rdbuf();
+  o.output = ss.str();
+  if (std::ifstream f(dir / "summary.json"); f) o.summary = json::parse(f, nullptr, false);
+  if (std::ifstream f(dir / "metrics.jsonl"); f) {
+    for (std::string line; std::getline(f, line);)
+      o.metrics.push_back(json::parse(line));
+  }
+  return o;
+}
+
+// Every evaluation's losses and accuracy, and the summary's, in full precision.
+std::vector<double> trajectory(const Outcome& o) {
+  std::vector<double> t;
+  for (const json& m : o.metrics)
+    for (const char* k : {"train_loss", "test_loss", "test_accuracy"})
+      t.push_back(m.at(k).get<double>());
+  t.push_back(o.summary.at("test_loss").get<double>());
+  t.push_back(o.summary.at("test_accuracy").get<double>());
+  return t;
+}
+
+class MpiTrain : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_mpirun()) GTEST_SKIP() << "mpirun not found (apt-get install openmpi-bin)";
+  }
+};
+
+void expect_ok(const Outcome& o) {
+  ASSERT_EQ(o.rc, 0) << o.output;
+  ASSERT_TRUE(o.summary.is_object()) << o.output;
+  ASSERT_EQ(o.metrics.size(), 3u) << o.output;  // 60 iterations, an evaluation every 20
+}
+
+struct Layout {
+  const char* algo;
+  int ranks, groups;
+};
+
+class SyncEqualsOneProcess : public MpiTrain, public ::testing::WithParamInterface<Layout> {};
+
+// sync-sgd and sync-easgd promise the single-process result for R ranks x L groups = R*L groups
+// when L is a power of two (the hierarchical tree sums in the flat tree's order).
+TEST_P(SyncEqualsOneProcess, TwiceIdenticalAndEqualToOneProcess) {
+  const Layout l = GetParam();
+  const Outcome a = run(l.ranks, l.algo, l.groups);
+  expect_ok(a);
+  EXPECT_EQ(a.summary.at("groups").get<int>(), l.ranks * l.groups);
+  const Outcome b = run(l.ranks, l.algo, l.groups);
+  expect_ok(b);
+  EXPECT_EQ(trajectory(a), trajectory(b)) << "two runs with the same layout differ";
+  const Outcome one = run(0, l.algo, l.ranks * l.groups);
+  expect_ok(one);
+  EXPECT_EQ(trajectory(a), trajectory(one)) << "differs from one process with the same P";
+  EXPECT_GE(a.summary.at("test_accuracy").get<double>(), 0.9);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, SyncEqualsOneProcess,
+                         ::testing::Values(Layout{"sync-sgd", 2, 1}, Layout{"sync-easgd", 2, 1},
+                                           Layout{"sync-sgd", 4, 1}, Layout{"sync-easgd", 4, 1},
+                                           Layout{"sync-sgd", 2, 2}, Layout{"sync-easgd", 2, 2}),
+                         [](const auto& info) {
+                           std::string n = std::string(info.param.algo) + "_" +
+                                           std::to_string(info.param.ranks) + "x" +
+                                           std::to_string(info.param.groups);
+                           for (char& c : n)
+                             if (c == '-') c = '_';
+                           return n;
+                         });
+
+TEST_F(MpiTrain, SyncEasgdPerLayerMessagesEqualOneProcess) {
+  const Outcome a = run(2, "sync-easgd", 1, "--pack per-layer --momentum 0.9 --tau 2");
+  expect_ok(a);
+  const Outcome one = run(0, "sync-easgd", 2, "--pack per-layer --momentum 0.9 --tau 2");
+  expect_ok(one);
+  EXPECT_EQ(trajectory(a), trajectory(one));
+}
+
+class AsyncConverges : public MpiTrain, public ::testing::WithParamInterface<Layout> {};
+
+TEST_P(AsyncConverges, ReachesAccuracy) {
+  const Layout l = GetParam();
+  const Outcome a = run(l.ranks, l.algo, l.groups);
+  expect_ok(a);
+  EXPECT_EQ(a.summary.at("groups").get<int>(), l.ranks * l.groups);
+  EXPECT_GE(a.summary.at("test_accuracy").get<double>(), 0.9) << a.output;
+  // Every group exchanged with rank 0's centre: the staleness statistics cover them all.
+  EXPECT_GE(a.summary.at("staleness_mean").get<double>(), 0.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, AsyncConverges,
+                         ::testing::Values(Layout{"async-easgd", 2, 1},
+                                           Layout{"async-measgd", 2, 1},
+                                           Layout{"async-easgd", 4, 1},
+                                           Layout{"async-measgd", 2, 2}),
+                         [](const auto& info) {
+                           std::string n = std::string(info.param.algo) + "_" +
+                                           std::to_string(info.param.ranks) + "x" +
+                                           std::to_string(info.param.groups);
+                           for (char& c : n)
+                             if (c == '-') c = '_';
+                           return n;
+                         });
+
+TEST_F(MpiTrain, OnlyRankZeroReports) {
+  const Outcome a = run(2, "sync-sgd", 1);
+  expect_ok(a);
+  size_t starts = 0;
+  for (size_t at = a.output.find("easel: sync-sgd on"); at != std::string::npos;
+       at = a.output.find("easel: sync-sgd on", at + 1))
+    ++starts;
+  EXPECT_EQ(starts, 1u) << a.output;
+  EXPECT_EQ(a.summary.at("group_times").size(), 2u);
+}
+
+TEST_F(MpiTrain, OneProcessAlgorithmIsRefused) {
+  const Outcome a = run(2, "easgd-rr", 1);
+  EXPECT_NE(a.rc, 0);
+  EXPECT_NE(a.output.find("across MPI ranks"), std::string::npos) << a.output;
+}
+
+TEST_F(MpiTrain, FailingRankStopsTheJobAndIsNamed) {
+  const Outcome a = run(2, "sync-easgd", 1, "", "EASEL_MPI_FAULT=fail:1");
+  EXPECT_NE(a.rc, 0);
+  EXPECT_NE(a.output.find("rank 1"), std::string::npos) << a.output;
+  EXPECT_LT(a.seconds, 120);
+}
+
+TEST_F(MpiTrain, StalledRankStopsTheJobAndIsNamed) {
+  const Outcome a = run(2, "sync-sgd", 1, "", "EASEL_MPI_FAULT=stall:1 EASEL_MPI_TIMEOUT=3");
+  EXPECT_NE(a.rc, 0);
+  EXPECT_NE(a.output.find("rank 1 "), std::string::npos) << a.output;
+  EXPECT_NE(a.output.find("stalled or died"), std::string::npos) << a.output;
+  EXPECT_LT(a.seconds, 120);
+}
+
+}  // namespace

@@ -1,0 +1,100 @@
+// The measuring parts of `easel bench` (each section in its own file) and what they return.
+// Every timed region runs on pinned WorkerThreads (engine/worker.hpp); sections that run on
+// several workers start them together and time the span from the first start to the last end.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/topology.hpp"
+#include "engine/worker.hpp"
+#include "nets/net.hpp"
+#include "tools/bench/bench_model.hpp"
+
+namespace easel::bench {
+
+// Monotonic seconds.
+double seconds_now();
+
+// Starts fn(i) on workers[i] for every i at (nearly) the same moment: each worker spins until
+// all have arrived, then runs its part. Returns the seconds from the earliest start to the
+// latest end, and each worker's own seconds in *each (when given).
+double run_together(const std::vector<std::unique_ptr<WorkerThread>>& workers,
+                    const std::function<void(int)>& fn, std::vector<double>* each = nullptr);
+
+// One worker per core (the core's first PU), pinned.
+Result<std::vector<std::unique_ptr<WorkerThread>>> one_worker_per_core(const Topology& topo);
+
+// ---- ceilings (ceilings.cpp) ----
+struct Ceilings {
+  std::string isa;  // "avx512f", "avx2+fma", "scalar"
+  int accumulators = 0, lanes = 0, cores = 0;
+  Summary fma_core_gflops, fma_all_gflops;  // over repeats
+  int64_t triad_floats = 0;                 // per array
+  Summary triad_core_gbs, triad_all_gbs;    // GB/s = 1e9 bytes/s, over repeats
+  bool triad_in_child = false;  // measured in a child process (keeps its arrays out of our RSS)
+};
+// The STREAM triad runs in a forked child (its arrays do not count in this process's peak
+// RSS), so call this before anything starts an OpenMP team or a thread in this process.
+Result<Ceilings> measure_ceilings(const Topology& topo, const BenchConfig& cfg);
+
+// ---- training steps (steps.cpp) ----
+struct StepResult {
+  std::string net;
+  int64_t batch = 0;
+  GroupLayout layout;
+  std::vector<std::vector<int>> cpus;  // per group
+  int64_t steps_per_repeat = 0;
+  double flops_per_image = 0;
+  std::vector<Summary> group_ips;  // images/s of each group, over repeats
+  Summary aggregate_ips;           // all groups' images / (first start .. last end)
+  Summary step_ms;                 // group 0's step time
+  long rss_kib = 0;                // peak RSS of this process after the run
+  std::string impls;               // "conv1=...,..." of group 0's net
+};
+Result<StepResult> time_steps(const Topology& topo, const BenchConfig& cfg, const NetSpec& spec,
+                              int64_t batch, GroupLayout layout);
+
+// ---- layer view (steps.cpp) ----
+struct LayerTime {
+  LayerInfo info;
+  Summary forward_ms, backward_ms;
+};
+struct LayerView {
+  std::string net;
+  int64_t batch = 0;
+  std::vector<LayerTime> layers;
+  Summary step_ms;      // Net::train_step (forward, loss, backward)
+  Summary update_ms;    // momentum_step over the arena
+  double other_ms = 0;  // median step - sum of median layer times (loss, pointer set-up)
+  double flops_per_image = 0;
+};
+// One group on the first core, timing each layer inside whole steps.
+Result<LayerView> time_layers(const Topology& topo, const BenchConfig& cfg, const NetSpec& spec,
+                              int64_t batch);
+
+// ---- exchange (exchange.cpp) ----
+struct ExchangeTime {
+  Traffic traffic;
+  Summary us;        // microseconds per call
+  double bytes = 0;  // per call, from the byte-count model
+  double gbs = 0;    // bytes / median time
+};
+struct ExchangeResult {
+  int groups = 0;
+  std::vector<std::vector<int>> cpus;
+  int64_t arena_floats = 0;
+  int64_t calls_per_repeat = 0;
+  std::vector<ExchangeTime> ops;
+  Summary arena_triad_gbs;  // triad with three arena-sized arrays per group, all groups at once
+};
+// Exchanges among `groups` groups of one thread each over the arena of `spec` (LeNet).
+Result<ExchangeResult> time_exchange(const Topology& topo, const BenchConfig& cfg,
+                                     const NetSpec& spec, int groups);
+
+// Peak resident set of this process so far, KiB (getrusage ru_maxrss).
+long peak_rss_kib();
+
+}  // namespace easel::bench

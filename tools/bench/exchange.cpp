@@ -1,0 +1,183 @@
+// The exchange of the flat arena among P groups (one pinned thread each): the shared-memory
+// Comm's reduce_sum and broadcast (tree and ring), the fused elastic updates, the momentum
+// update, and Sync EASGD's whole exchange; each as bytes moved (bench_model.hpp) per second.
+#include <cmath>
+
+#include "engine/arena.hpp"
+#include "engine/comm/comm.hpp"
+#include "engine/span_ops.hpp"
+#include "tools/bench/bench.hpp"
+
+namespace easel::bench {
+
+namespace {
+
+struct Side {
+  Arena weights, diff, momentum;
+};
+
+}  // namespace
+
+Result<ExchangeResult> time_exchange(const Topology& topo, const BenchConfig& cfg,
+                                     const NetSpec& spec, int groups) {
+  PlanRequest req;
+  req.groups = std::to_string(groups);
+  req.threads_per_group = 1;
+  req.oversubscribe = cfg.oversubscribe;
+  EASEL_ASSIGN_OR_RETURN(GroupPlan plan, make_plan(topo, req));
+  std::vector<std::unique_ptr<WorkerThread>> workers;
+  for (const GroupSpec& g : plan.groups) {
+    EASEL_ASSIGN_OR_RETURN(auto w, WorkerThread::start(g, true));
+    workers.push_back(std::move(w));
+  }
+  const int p = static_cast<int>(workers.size());
+
+  // The arena's layout, from a one-image net (only its parameter segments are used).
+  EASEL_ASSIGN_OR_RETURN(ImplChoice impl, parse_impl_choice(cfg.impl));
+  std::unique_ptr<Device> device = make_cpu_device(impl);
+  ArenaLayout layout;
+  Status st;
+  workers[0]->run([&] {
+    auto net = Net::create(spec, 1, Layout::nchw, *device, MemKind::dram);
+    if (net.ok())
+      layout = net.value()->params();
+    else
+      st = net.status();
+  });
+  EASEL_RETURN_IF_ERROR(st);
+  const int64_t n = layout.total_floats();
+  const std::span<const Segment> segs = layout.segments();
+
+  // Each group's arenas, first touched on its own thread; the centre and the reduced sum on
+  // the root's (group 0).
+  std::vector<Side> sides(static_cast<size_t>(p));
+  Arena centre, sum;
+  for (int i = 0; i < p; ++i) {
+    workers[static_cast<size_t>(i)]->run([&, i] {
+      Side& s = sides[static_cast<size_t>(i)];
+      for (Arena* a : {&s.weights, &s.diff, &s.momentum}) {
+        auto r = Arena::create(n, MemKind::dram);
+        if (!r.ok()) {
+          st = r.status();
+          return;
+        }
+        *a = std::move(r).value();
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        s.weights.data()[j] = 0.01f * static_cast<float>((j + i) % 97) - 0.48f;
+        s.diff.data()[j] = 1e-4f * static_cast<float>(j % 13);
+      }
+      if (i == 0) {
+        auto c = Arena::create(n, MemKind::dram);
+        auto m = Arena::create(n, MemKind::dram);
+        if (!c.ok() || !m.ok()) {
+          st = c.ok() ? m.status() : c.status();
+          return;
+        }
+        centre = std::move(c).value();
+        sum = std::move(m).value();
+        span_copy(centre.data(), s.weights.data(), n);
+      }
+    });
+    EASEL_RETURN_IF_ERROR(st);
+  }
+  std::unique_ptr<Comm> tree = make_shm_comm(p, CollectiveAlgo::tree);
+  std::unique_ptr<Comm> ring = make_shm_comm(p, CollectiveAlgo::ring);
+  const float lr = 0.01f, wd = 5e-4f, alpha = 0.9f / static_cast<float>(p);
+  auto w = [&](int i) { return sides[static_cast<size_t>(i)].weights.data(); };
+  auto g = [&](int i) { return sides[static_cast<size_t>(i)].diff.data(); };
+  auto v = [&](int i) { return sides[static_cast<size_t>(i)].momentum.data(); };
+
+  ExchangeResult out;
+  out.groups = p;
+  out.arena_floats = n;
+  for (const GroupSpec& gs : plan.groups)
+    out.cpus.push_back(gs.cpus);
+
+  // Times `call(i)` on every group at once (root_only: on group 0 alone), `calls` per repeat.
+  auto measure = [&](Traffic t, const std::function<void(int)>& call, bool root_only) {
+    auto body = [&](int64_t k) {
+      return [&, k](int i) {
+        for (int64_t c = 0; c < k; ++c)
+          call(i);
+      };
+    };
+    auto span = [&](int64_t k) {
+      if (!root_only) return run_together(workers, body(k));
+      const double t0 = seconds_now();
+      workers[0]->run([&] { body(k)(0); });
+      return seconds_now() - t0;
+    };
+    const double t_one = std::max(span(5) / 5, 1e-7);  // warm-up and calibration
+    const int64_t k = std::max<int64_t>(
+        5, static_cast<int64_t>(std::ceil(std::max(cfg.min_time / 4, 0.01) / t_one)));
+    std::vector<double> us;
+    for (int r = 0; r < cfg.repeats; ++r)
+      us.push_back(1e6 * span(k) / static_cast<double>(k));
+    ExchangeTime e;
+    e.traffic = t;
+    e.us = summarize(us);
+    e.bytes = traffic_bytes(t, n, p);
+    e.gbs = e.bytes / (e.us.median * 1e-6) / 1e9;
+    out.calls_per_repeat = std::max(out.calls_per_repeat, k);
+    out.ops.push_back(e);
+  };
+
+  if (p > 1) {
+    measure(
+        Traffic::tree_reduce, [&](int i) { tree->reduce_sum(i, w(i), sum.data(), n, 0); }, false);
+    measure(
+        Traffic::tree_broadcast, [&](int i) { tree->broadcast(i, w(i), n, 0); }, false);
+    measure(
+        Traffic::ring_reduce, [&](int i) { ring->reduce_sum(i, w(i), sum.data(), n, 0); }, false);
+    measure(
+        Traffic::ring_broadcast, [&](int i) { ring->broadcast(i, w(i), n, 0); }, false);
+  }
+  measure(
+      Traffic::elastic_sgd_step,
+      [&](int i) { elastic_sgd_step(segs, w(i), g(i), centre.data(), lr, wd, alpha); }, false);
+  measure(
+      Traffic::elastic_centre_sum,
+      [&](int) { elastic_centre_sum(centre.data(), sum.data(), alpha / 8, p, n); }, true);
+  measure(
+      Traffic::momentum_step, [&](int i) { momentum_step(segs, w(i), g(i), v(i), lr, 0.9f, wd); },
+      false);
+  if (p > 1) {
+    // Sync EASGD's exchange as algos/sync_easgd.cpp runs it with tau = 1 and no momentum.
+    measure(
+        Traffic::sync_exchange,
+        [&](int i) {
+          tree->reduce_sum(i, w(i), sum.data(), n, 0);
+          elastic_sgd_step(segs, w(i), g(i), centre.data(), lr, wd, alpha);
+          tree->barrier(i);
+          if (i == 0) elastic_centre_sum(centre.data(), sum.data(), alpha, p, n);
+          tree->barrier(i);
+        },
+        false);
+  }
+
+  // The triad over three arena-sized arrays per group (the exchange's own working-set size).
+  std::vector<double> gbs;
+  const double bytes = traffic_bytes(Traffic::triad, n, 1) * p;
+  auto triad = [&](int i) {
+    float* a = v(i);
+    const float* b = w(i);
+    const float* c = g(i);
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j)
+      a[j] = b[j] + 0.5f * c[j];
+  };
+  const double t_one = std::max(run_together(workers, triad), 1e-7);
+  const int64_t k = std::max<int64_t>(5, static_cast<int64_t>(std::ceil(0.02 / t_one)));
+  for (int r = 0; r < cfg.repeats; ++r) {
+    const double s = run_together(workers, [&](int i) {
+      for (int64_t c = 0; c < k; ++c)
+        triad(i);
+    });
+    gbs.push_back(bytes * static_cast<double>(k) / s / 1e9);
+  }
+  out.arena_triad_gbs = summarize(gbs);
+  return out;
+}
+
+}  // namespace easel::bench

@@ -1,0 +1,279 @@
+// bench_step: a micro-benchmark of one group's training step (forward, softmax cross-entropy,
+// backward, momentum update over the flat arena) on synthetic data, for comparing variants of
+// the CPU device's kernels side by side in ONE run on a noisy machine: the variants' steps are
+// interleaved in short blocks and each variant's median step time is reported, with its ratio
+// to the first variant. --layers adds the median time of every layer's forward and backward,
+// the loss and the update.
+//
+//   bench_step [--net lenet] [--batch 64] [--steps 300] [--block 10] [--cpu 0] [--layers]
+//              [--layout nhwc] VARIANT...
+// VARIANT: fp32 | bf16 | ref, optionally followed by ",bwd=native|flip|blocked|gemm" (conv data
+// gradient strategy). Default: fp32.
+#include <omp.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "devices/cpu/dnnl_ops.hpp"
+#include "engine/arena.hpp"
+#include "engine/rng.hpp"
+#include "engine/span_ops.hpp"
+#include "nets/models/models.hpp"
+
+namespace easel {
+namespace {
+
+constexpr float kLr = 0.01f, kMomentum = 0.9f, kDecay = 5e-4f;
+
+double now() {
+  using clock = std::chrono::steady_clock;
+  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Variant {
+  std::string name;
+  ImplChoice impl = ImplChoice::fast;
+  DnnlOptions opts;
+  std::unique_ptr<Device> device;
+  std::unique_ptr<Net> net;
+  std::unique_ptr<LossOp> loss;
+  Arena w, dw, v;
+  std::vector<double> step_times;
+};
+
+bool parse_variant(const std::string& s, Variant& v) {
+  v.name = s;
+  size_t start = 0;
+  bool first = true;
+  while (start <= s.size()) {
+    const size_t comma = s.find(',', start);
+    const std::string tok = s.substr(start, comma == std::string::npos ? comma : comma - start);
+    if (first) {
+      if (tok == "fp32") {
+        v.opts.precision = Precision::fp32;
+      } else if (tok == "bf16") {
+        v.opts.precision = Precision::bf16;
+      } else if (tok == "ref") {
+        v.impl = ImplChoice::ref;
+      } else {
+        return false;
+      }
+      first = false;
+    } else if (tok == "bwd=native") {
+      v.opts.conv_bwd_data = DnnlConvBwdData::native;
+    } else if (tok == "bwd=flip") {
+      v.opts.conv_bwd_data = DnnlConvBwdData::forward_flip;
+    } else if (tok == "bwd=gemm") {
+      v.opts.conv_bwd_data = DnnlConvBwdData::gemm;
+    } else if (tok == "bwd=blocked") {
+      v.opts.conv_bwd_data = DnnlConvBwdData::blocked;
+    } else {
+      return false;
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return true;
+}
+
+int run(int argc, char** argv) {
+  std::string net_name = "lenet", layout_name_s = "nhwc";
+  int64_t batch = 64, steps = 300, block = 10;
+  int cpu = 0;
+  bool layers = false;
+  std::vector<Variant> variants;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "bench_step: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--net") {
+      net_name = next();
+    } else if (a == "--batch") {
+      batch = std::atoll(next().c_str());
+    } else if (a == "--steps") {
+      steps = std::atoll(next().c_str());
+    } else if (a == "--block") {
+      block = std::atoll(next().c_str());
+    } else if (a == "--cpu") {
+      cpu = std::atoi(next().c_str());
+    } else if (a == "--layout") {
+      layout_name_s = next();
+    } else if (a == "--layers") {
+      layers = true;
+    } else {
+      Variant v;
+      if (!parse_variant(a, v)) {
+        std::fprintf(stderr, "bench_step: unknown variant '%s'\n", a.c_str());
+        return 2;
+      }
+      variants.push_back(std::move(v));
+    }
+  }
+  if (variants.empty()) {
+    Variant v;
+    parse_variant("fp32", v);
+    variants.push_back(std::move(v));
+  }
+  if (cpu >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) != 0) std::perror("sched_setaffinity");
+  }
+  omp_set_num_threads(1);
+  const Layout layout = layout_name_s == "nchw" ? Layout::nchw : Layout::nhwc;
+  const bool cifar = net_name.rfind("cifar", 0) == 0;
+  ModelInput in;
+  if (cifar) in = {3, 32, 32, 10};
+  auto spec = build_model(net_name, in);
+  if (!spec.ok()) {
+    std::fprintf(stderr, "bench_step: %s\n", spec.status().to_string().c_str());
+    return 2;
+  }
+
+  for (Variant& v : variants) {
+    v.device = make_cpu_device(v.impl, v.opts);
+    auto net = Net::create(spec.value(), batch, layout, *v.device, MemKind::dram);
+    if (!net.ok()) {
+      std::fprintf(stderr, "bench_step: %s: %s\n", v.name.c_str(),
+                   net.status().to_string().c_str());
+      return 1;
+    }
+    v.net = std::move(net).value();
+    const int64_t n = v.net->params().total_floats();
+    v.w = Arena::create(n, MemKind::dram).value();
+    v.dw = Arena::create(n, MemKind::dram).value();
+    v.v = Arena::create(n, MemKind::dram).value();
+    v.net->init_params(v.w.data(), 1);
+    v.loss = v.device->make_loss(batch, in.classes).value();
+  }
+  const Shape4 is = variants[0].net->input_shape();
+  std::vector<float> images(static_cast<size_t>(is.count()));
+  std::vector<int32_t> labels(static_cast<size_t>(batch));
+  Rng rng = Rng::stream(7, 0);
+  for (float& x : images)
+    x = rng.uniform(0.f, 1.f);
+  for (int32_t& l : labels)
+    l = static_cast<int32_t>(rng.below(static_cast<uint64_t>(in.classes)));
+
+  const double flops = variants[0].net->flops_per_image_train();
+  std::printf("net %s batch %lld %s, %.2f MFLOP/image, %lld steps per variant (blocks of %lld)\n",
+              net_name.c_str(), static_cast<long long>(batch), layout_name(layout), flops / 1e6,
+              static_cast<long long>(steps), static_cast<long long>(block));
+  for (const Variant& v : variants) {
+    std::printf("  %s:\n", v.name.c_str());
+    for (const LayerInfo& l : v.net->describe())
+      std::printf("    %-14s %s\n", l.name.c_str(), l.impl.c_str());
+  }
+  auto step = [&](Variant& v) {
+    v.net->train_step(images.data(), labels.data(), v.w.data(), v.dw.data());
+    momentum_step(v.net->params().segments(), v.w.data(), v.dw.data(), v.v.data(), kLr, kMomentum,
+                  kDecay);
+  };
+  for (Variant& v : variants)  // warm-up
+    for (int k = 0; k < 20; ++k)
+      step(v);
+  for (int64_t done = 0; done < steps; done += block)
+    for (Variant& v : variants)
+      for (int64_t k = 0; k < block; ++k) {
+        const double t0 = now();
+        step(v);
+        v.step_times.push_back(now() - t0);
+      }
+  const double base = median(variants[0].step_times);
+  std::printf("\n%-28s %10s %10s %8s %8s\n", "variant", "step ms", "img/s", "GFLOP/s", "ratio");
+  for (const Variant& v : variants) {
+    const double t = median(v.step_times);
+    std::printf("%-28s %10.3f %10.0f %8.1f %8.3f\n", v.name.c_str(), t * 1e3,
+                static_cast<double>(batch) / t, flops * static_cast<double>(batch) / t / 1e9,
+                base / t);
+  }
+
+  if (!layers) return 0;
+  // Per layer: interleaved repeats of each layer's forward and backward, median.
+  const int reps = static_cast<int>(std::max<int64_t>(steps / 2, 20));
+  struct Times {
+    std::vector<std::vector<double>> fwd, bwd;
+    std::vector<double> loss, update;
+  };
+  std::vector<Times> times(variants.size());
+  std::vector<float> prob(static_cast<size_t>(batch * in.classes));
+  std::vector<float> dlog(prob.size());
+  for (size_t vi = 0; vi < variants.size(); ++vi) {
+    times[vi].fwd.resize(variants[vi].net->layer_count());
+    times[vi].bwd.resize(variants[vi].net->layer_count());
+  }
+  for (int r = 0; r < reps; ++r)
+    for (size_t vi = 0; vi < variants.size(); ++vi) {
+      Variant& v = variants[vi];
+      Times& t = times[vi];
+      v.net->train_step(images.data(), labels.data(), v.w.data(), v.dw.data());
+      for (size_t i = 0; i < v.net->layer_count(); ++i) {
+        const double t0 = now();
+        v.net->forward_layer(i, v.w.data(), true);
+        t.fwd[i].push_back(now() - t0);
+      }
+      for (size_t i = v.net->layer_count(); i-- > 0;) {
+        const double t0 = now();
+        v.net->backward_layer(i, v.w.data(), v.dw.data());
+        t.bwd[i].push_back(now() - t0);
+      }
+      // The loss on the logits of the last layer's own output shape (a copy of its cost).
+      std::vector<float> logits(prob.size(), 0.5f);
+      double t0 = now();
+      int64_t correct = 0;
+      v.loss->forward(logits.data(), labels.data(), prob.data(), batch, &correct);
+      v.loss->backward(prob.data(), labels.data(), dlog.data(), batch,
+                       1.f / static_cast<float>(batch));
+      t.loss.push_back(now() - t0);
+      t0 = now();
+      momentum_step(v.net->params().segments(), v.w.data(), v.dw.data(), v.v.data(), kLr, kMomentum,
+                    kDecay);
+      t.update.push_back(now() - t0);
+    }
+  std::printf("\nper layer, median ms (forward / backward)\n%-14s", "layer");
+  for (const Variant& v : variants)
+    std::printf(" %22s", v.name.c_str());
+  std::printf("\n");
+  const auto info = variants[0].net->describe();
+  for (size_t i = 0; i < info.size(); ++i) {
+    std::printf("%-14s", info[i].name.c_str());
+    for (size_t vi = 0; vi < variants.size(); ++vi)
+      std::printf("       %7.3f / %7.3f", median(times[vi].fwd[i]) * 1e3,
+                  median(times[vi].bwd[i]) * 1e3);
+    std::printf("\n");
+  }
+  std::printf("%-14s", "loss");
+  for (size_t vi = 0; vi < variants.size(); ++vi)
+    std::printf(" %22.3f", median(times[vi].loss) * 1e3);
+  std::printf("\n%-14s", "momentum");
+  for (size_t vi = 0; vi < variants.size(); ++vi)
+    std::printf(" %22.3f", median(times[vi].update) * 1e3);
+  std::printf("\n");
+  return 0;
+}
+
+}  // namespace
+}  // namespace easel
+
+int main(int argc, char** argv) {
+  return easel::run(argc, argv);
+}
