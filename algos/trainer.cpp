@@ -125,6 +125,7 @@ Status validate_config(const TrainConfig& c) {
   if (c.eval_every < 0) return invalid_argument("--eval-every: must be >= 0");
   EASEL_RETURN_IF_ERROR(parse_layout(c.layout).status());
   EASEL_RETURN_IF_ERROR(parse_impl_choice(c.impl).status());
+  EASEL_RETURN_IF_ERROR(parse_precision(c.precision).status());
   EASEL_RETURN_IF_ERROR(parse_placement(c.placement).status());
   EASEL_RETURN_IF_ERROR(make_algorithm(c.algo).status());
   EASEL_RETURN_IF_ERROR(make_params(c, 1, 1).status());
@@ -235,6 +236,7 @@ Result<TrainSummary> train(const TrainConfig& cfg, const DataSplit& data, TrainO
   EASEL_ASSIGN_OR_RETURN(std::unique_ptr<Algorithm> algo, make_algorithm(cfg.algo));
   EASEL_ASSIGN_OR_RETURN(Layout layout, parse_layout(cfg.layout));
   EASEL_ASSIGN_OR_RETURN(ImplChoice impl, parse_impl_choice(cfg.impl));
+  EASEL_ASSIGN_OR_RETURN(Precision precision, parse_precision(cfg.precision));
   EASEL_ASSIGN_OR_RETURN(Placement placement, parse_placement(cfg.placement));
   if (data.train.count == 0 || data.test.count == 0)
     return invalid_argument("--data: the training and test sets must not be empty");
@@ -287,7 +289,7 @@ Result<TrainSummary> train(const TrainConfig& cfg, const DataSplit& data, TrainO
   run.rank = rank;
   run.ranks = ranks;
   EASEL_ASSIGN_OR_RETURN(run.params, make_params(cfg, total, p));
-  std::unique_ptr<Device> device = make_cpu_device(impl);
+  std::unique_ptr<Device> device = make_cpu_device(impl, precision);
 
   // Build every replica on its own thread (first touch puts its pages on its node), one
   // group at a time (set-up logs stay ordered). Group g of rank r reads data shard r*L + g of P.

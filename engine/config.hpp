@@ -35,7 +35,8 @@ struct TrainConfig {
   std::string out;             // output directory; empty: runs/<date>-<time>-<algo>
   bool overwrite = false;      // allow an --out that already holds results
   std::string layout = "nhwc";
-  std::string impl = "fast";  // fast | ref
+  std::string impl = "fast";       // fast | ref
+  std::string precision = "fp32";  // fp32 | bf16: arithmetic of the fast kernels
   std::string device = "cpu";
   // EASGD and friends (DESIGN.md 4)
   // The elastic moving rate: alpha = lr * rho when rho >= 0 is given, a fixed alpha when

@@ -58,7 +58,7 @@ json config_json(const TrainConfig& c) {
           {"target-accuracy", c.target_accuracy},
           {"eval-every", c.eval_every},
           {"layout", c.layout},
-          {"impl", c.impl},
+          {"impl", c.impl}, {"precision", c.precision},
           {"device", c.device},
           {"rho", c.rho},
           {"alpha", c.alpha},

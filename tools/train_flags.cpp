@@ -18,7 +18,8 @@ std::vector<std::string> add_train_flags(CLI::App& app, TrainConfig& c) {
   opt("--lr-gamma", c.lr_gamma, "gamma of the step, inv and exp policies");
   opt("--lr-power", c.lr_power, "power of the inv and poly policies");
   opt("--lr-stepsize", c.lr_stepsize, "iterations per step of the step policy");
-  opt("--momentum", c.momentum, "momentum mu (msgd, sync-sgd, async-msgd) or the groups' delta (async-measgd, sync-easgd)");
+  opt("--momentum", c.momentum,
+      "momentum mu (msgd, sync-sgd, async-msgd) or the groups' delta (async-measgd, sync-easgd)");
   opt("--weight-decay", c.weight_decay, "L2 weight decay");
   opt("--seed", c.seed, "seed of the initial weights, shuffling and dropout");
   opt("--groups", c.plan.groups, "worker groups: a count, 'auto' (one per core) or 'numa'");
@@ -35,11 +36,16 @@ std::vector<std::string> add_train_flags(CLI::App& app, TrainConfig& c) {
   app.add_flag("--overwrite", c.overwrite, "allow --out to hold the results of an earlier run");
   opt("--layout", c.layout, "activation layout: nhwc or nchw");
   opt("--impl", c.impl, "kernels: fast (oneDNN, reference fallback) or ref");
+  opt("--precision", c.precision,
+      "fast-kernel arithmetic: fp32 or bf16 (bf16 compute; f32 master weights, gradients, "
+      "momentum)");
   opt("--device", c.device, "cpu");
   opt("--rho", c.rho, "EASGD elastic coefficient rho: alpha = lr * rho (-1: unset)");
-  opt("--alpha", c.alpha, "fixed EASGD moving rate alpha (-1: unset; both unset: alpha = 0.9 / groups)");
+  opt("--alpha", c.alpha,
+      "fixed EASGD moving rate alpha (-1: unset; both unset: alpha = 0.9 / groups)");
   opt("--tau", c.tau, "EASGD communication period (steps between exchanges)");
-  opt("--momentum-form", c.momentum_form, "group momentum of async-measgd and sync-easgd: nesterov or heavy-ball");
+  opt("--momentum-form", c.momentum_form,
+      "group momentum of async-measgd and sync-easgd: nesterov or heavy-ball");
   opt("--reduce", c.reduce, "sync-easgd exchange: tree (collective) or serial (P exchanges)");
   opt("--pack", c.pack, "exchange: single (one message over the arena) or per-layer");
   opt("--overlap", c.overlap,
