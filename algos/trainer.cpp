@@ -394,6 +394,7 @@ Result<TrainSummary> train(const TrainConfig& cfg, const DataSplit& data, TrainO
                                 std::to_string(local) + " groups");
     }
   }
+  info.ranks = ranks;
   info.params = run.layout->param_count();
   info.total_iterations = total;
   info.iterations_per_epoch = per_epoch;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Prints "N passed, N failed" from a Meson testlog.json: GoogleTest case counts per test
+"""Prints "N passed, N failed" from Meson testlog.json files: GoogleTest case counts per test
 program; a program that failed without reporting failed cases (a crash, a timeout) counts as
 one failure, and a non-GoogleTest program as one case."""
 import json
@@ -7,7 +7,8 @@ import re
 import sys
 
 passed = failed = 0
-for line in open(sys.argv[1]):
+lines = [l for path in sys.argv[1:] for l in open(path) if l.strip()]
+for line in lines:
     t = json.loads(line)
     out = t.get("stdout") or ""
     ok = t.get("result") in ("OK", "SKIP", "EXPECTEDFAIL")

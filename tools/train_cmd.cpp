@@ -208,6 +208,7 @@ json summary_json(const TrainSummary& s, const TrainConfig& cfg) {
       {"target_accuracy", s.target_accuracy},
       {"algorithm", s.info.algorithm},
       {"groups", s.info.plan.groups.size()},
+      {"ranks", s.info.ranks},
       {"threads_per_group", s.info.plan.groups.empty() ? 0 : s.info.plan.groups[0].cpus.size()},
       {"net", s.info.net},
       {"data", s.info.data},
