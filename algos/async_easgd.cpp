@@ -83,14 +83,7 @@ class AsyncEasgd final : public Algorithm {
         g.times.comm += now_seconds() - t1;
       } else {
         ScopedTimer t(&g.times.compute);
-        if (!momentum_)
-          sgd_step(run.segments(), g.weights.data(), g.diff.data(), lr, p.weight_decay);
-        else if (p.nesterov)
-          nesterov_step(run.segments(), g.weights.data(), g.diff.data(), g.momentum.data(), lr,
-                        p.momentum, p.weight_decay);
-        else
-          momentum_step(run.segments(), g.weights.data(), g.diff.data(), g.momentum.data(), lr,
-                        p.momentum, p.weight_decay);
+        local_step(run, g, lr, momentum_ ? momentum_rule(p) : LocalRule::sgd);
       }
       g.steps.fetch_add(1, std::memory_order_relaxed);
     }

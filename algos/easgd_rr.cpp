@@ -38,7 +38,7 @@ class EasgdRoundRobin final : public Algorithm {
         run.turn_cv.notify_all();
       } else {
         ScopedTimer t(&g.times.compute);
-        sgd_step(run.segments(), g.weights.data(), g.diff.data(), lr, p.weight_decay);
+        local_step(run, g, lr, LocalRule::sgd);
       }
       g.steps.fetch_add(1, std::memory_order_relaxed);
     }

@@ -1,5 +1,7 @@
 #include "algos/exchange.hpp"
 
+#include "engine/span_ops.hpp"
+
 #include <atomic>
 
 namespace easel {
@@ -87,6 +89,25 @@ void scaled_gradient(std::span<const Segment> segs, float* g, const float* w, fl
 #pragma omp simd
     for (int64_t i = 0; i < s.count; ++i)
       gs[i] = l * (gs[i] + d * ws[i]);
+  }
+}
+}  // namespace easel
+
+namespace easel {
+void local_step(Run& run, Group& g, float lr, LocalRule rule) {
+  const AlgoParams& p = run.params;
+  switch (rule) {
+    case LocalRule::sgd:
+      sgd_step(run.segments(), g.weights.data(), g.diff.data(), lr, p.weight_decay);
+      return;
+    case LocalRule::heavy_ball:
+      momentum_step(run.segments(), g.weights.data(), g.diff.data(), g.momentum.data(), lr,
+                    p.momentum, p.weight_decay);
+      return;
+    case LocalRule::nesterov:
+      nesterov_step(run.segments(), g.weights.data(), g.diff.data(), g.momentum.data(), lr,
+                    p.momentum, p.weight_decay);
+      return;
   }
 }
 }  // namespace easel

@@ -28,6 +28,15 @@ void easgd_exchange_racy(std::span<const Segment> segs, float* w, const float* g
 // e = alpha*(w - c); c <- c + e (async-easgd's server for groups on other ranks).
 void easgd_centre_pull(float* c, const float* w, float alpha, int64_t n);
 
+// A group's local optimiser step, without an exchange (engine/span_ops.hpp has the rules).
+enum class LocalRule { sgd, heavy_ball, nesterov };
+// The momentum rule --momentum-form selects (async-measgd, sync-easgd).
+inline LocalRule momentum_rule(const AlgoParams& p) {
+  return p.nesterov ? LocalRule::nesterov : LocalRule::heavy_ball;
+}
+// w <- one step of `rule` on g's weights with g.diff (and g.momentum for the momentum rules).
+void local_step(Run& run, Group& g, float lr, LocalRule rule);
+
 // Times a scope into one of a group's counters.
 class ScopedTimer {
  public:

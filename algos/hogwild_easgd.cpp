@@ -29,7 +29,7 @@ class HogwildEasgd final : public Algorithm {
         g.centre_read_version = v + 1;
       } else {
         ScopedTimer t(&g.times.compute);
-        sgd_step(run.segments(), g.weights.data(), g.diff.data(), lr, p.weight_decay);
+        local_step(run, g, lr, LocalRule::sgd);
       }
       g.steps.fetch_add(1, std::memory_order_relaxed);
     }

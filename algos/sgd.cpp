@@ -1,5 +1,6 @@
 // sgd and msgd: one group, plain SGD / Caffe momentum SGD (V <- mu V - eta dW; W <- W + V).
 #include "algos/algorithm.hpp"
+#include "algos/exchange.hpp"
 #include "algos/list.hpp"
 #include "engine/span_ops.hpp"
 
@@ -20,11 +21,7 @@ class Sgd final : public Algorithm {
       const double t0 = now_seconds();
       const int64_t it = g.steps.load(std::memory_order_relaxed);
       const float lr = static_cast<float>(p.lr.at(it));
-      if (momentum_)
-        momentum_step(run.segments(), g.weights.data(), g.diff.data(), g.momentum.data(), lr,
-                      p.momentum, p.weight_decay);
-      else
-        sgd_step(run.segments(), g.weights.data(), g.diff.data(), lr, p.weight_decay);
+      local_step(run, g, lr, momentum_ ? LocalRule::heavy_ball : LocalRule::sgd);
       g.times.compute += now_seconds() - t0;
       g.steps.fetch_add(1, std::memory_order_relaxed);
     }

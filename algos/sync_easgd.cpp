@@ -64,7 +64,7 @@ class SyncEasgd final : public Algorithm {
           exchange(run, g, lr, p.alpha_at(step));
       } else {
         ScopedTimer t(&g.times.compute);
-        local_step(run, g, lr);
+        local_step(run, g, lr, p.momentum == 0 ? LocalRule::sgd : momentum_rule(p));
       }
       g.steps.fetch_add(1, std::memory_order_relaxed);
     }
@@ -74,18 +74,6 @@ class SyncEasgd final : public Algorithm {
   const float* eval_weights(Run& run) override { return run.centre.data(); }
 
  private:
-  static void local_step(Run& run, Group& g, float lr) {
-    const AlgoParams& p = run.params;
-    if (p.momentum == 0)
-      sgd_step(run.segments(), g.weights.data(), g.diff.data(), lr, p.weight_decay);
-    else if (p.nesterov)
-      nesterov_step(run.segments(), g.weights.data(), g.diff.data(), g.momentum.data(), lr,
-                    p.momentum, p.weight_decay);
-    else
-      momentum_step(run.segments(), g.weights.data(), g.diff.data(), g.momentum.data(), lr,
-                    p.momentum, p.weight_decay);
-  }
-
   // The local step with the elastic pull towards the centre, from the weights before both.
   static void elastic_step(Run& run, Group& g, float lr, float alpha) {
     const AlgoParams& p = run.params;

@@ -29,11 +29,7 @@ class SyncSgd final : public Algorithm {
       ScopedTimer t(&g.times.compute);
       span_scale(g.diff.data(), inv_p, run.arena_floats());
       const float lr = static_cast<float>(p.lr.at(g.steps.load(std::memory_order_relaxed)));
-      if (p.momentum > 0)
-        momentum_step(run.segments(), g.weights.data(), g.diff.data(), g.momentum.data(), lr,
-                      p.momentum, p.weight_decay);
-      else
-        sgd_step(run.segments(), g.weights.data(), g.diff.data(), lr, p.weight_decay);
+      local_step(run, g, lr, p.momentum > 0 ? LocalRule::heavy_ball : LocalRule::sgd);
       g.steps.fetch_add(1, std::memory_order_relaxed);
     }
   }
