@@ -228,7 +228,7 @@ EvalStats evaluate_parallel(Run& run, const Dataset& ds, const float* weights) {
   return total;
 }
 
-Result<TrainSummary> train(const TrainConfig& cfg, const DataSplit& data, TrainObserver* obs) {
+Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserver* obs) {
   TrainObserver null_observer;
   if (!obs) obs = &null_observer;
   const double t_setup = now_seconds();
@@ -275,8 +275,14 @@ Result<TrainSummary> train(const TrainConfig& cfg, const DataSplit& data, TrainO
   EASEL_ASSIGN_OR_RETURN(
       NetSpec spec, build_model(cfg.net, {data.train.channels, data.train.height, data.train.width,
                                           data.train.classes}));
+  const int64_t train_count = data.train.count;  // the whole training set, on every rank
   const int64_t per_epoch =
-      std::max<int64_t>(1, (data.train.count + cfg.batch * p - 1) / (cfg.batch * p));
+      std::max<int64_t>(1, (train_count + cfg.batch * p - 1) / (cfg.batch * p));
+  if (ranks > 1) {  // keep only this rank's shards: groups rank*L .. rank*L+L-1 of P
+    EASEL_ASSIGN_OR_RETURN(Dataset part, keep_shards(data.train, rank * local, local, p,
+                                                     placement[BufferClass::dataset]));
+    data.train = std::move(part);
+  }
   const int64_t total =
       cfg.iterations > 0
           ? cfg.iterations
@@ -320,8 +326,9 @@ Result<TrainSummary> train(const TrainConfig& cfg, const DataSplit& data, TrainO
       g->weights = std::move(wts).value();
       g->diff = std::move(dif).value();
       g->momentum = std::move(mom).value();
-      auto stream = BatchStream::create(data.train, cfg.batch, layout, g->global_id, p, cfg.seed,
-                                        cfg.prefetch, placement[BufferClass::activations]);
+      auto stream =
+          BatchStream::create(data.train, cfg.batch, layout, i, local, cfg.seed, cfg.prefetch,
+                              placement[BufferClass::activations], g->global_id);
       if (!stream.ok()) {
         st = stream.status();
         return;
@@ -438,9 +445,9 @@ Result<TrainSummary> train(const TrainConfig& cfg, const DataSplit& data, TrainO
           const double el = now_seconds() - r0;
           const double ips =
               el > 0 ? static_cast<double>((s - steps_before * ranks) * cfg.batch) / el : 0;
-          report->on_progress(
-              s / p, total,
-              static_cast<double>(s * cfg.batch) / static_cast<double>(data.train.count), 0, ips);
+          report->on_progress(s / p, total,
+                              static_cast<double>(s * cfg.batch) / static_cast<double>(train_count),
+                              0, ips);
         });
     if (world) world->barrier(rank);  // every rank's round is over (async: no request in flight)
     const double round_seconds = now_seconds() - r0;
@@ -508,7 +515,7 @@ Result<TrainSummary> train(const TrainConfig& cfg, const DataSplit& data, TrainO
       rec.train_seconds = sum.train_seconds;
       rec.step = group_steps / p;
       rec.images = images;
-      rec.epoch = static_cast<double>(images) / static_cast<double>(data.train.count);
+      rec.epoch = static_cast<double>(images) / static_cast<double>(train_count);
       rec.train_loss = loss_n ? loss / static_cast<double>(loss_n) : 0;
       rec.test_loss = ev.count ? ev.loss_sum / static_cast<double>(ev.count) : 0;
       rec.test_accuracy =

@@ -83,7 +83,9 @@ Status validate_config(const TrainConfig& cfg);
 Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo);
 
 // Trains. `data` is shared read-only by all groups.
-Result<TrainSummary> train(const TrainConfig& cfg, const DataSplit& data, TrainObserver* obs);
+// Across MPI ranks, data.train is replaced by the images this rank's groups read (keep_shards)
+// and the rest is freed; in one process data is left as it is.
+Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserver* obs);
 
 // Evaluates `weights` on `ds` with this process's groups' nets in parallel: the group with
 // global id q takes batches q, q+P, ... (P = run.total_groups(), so across MPI ranks each rank

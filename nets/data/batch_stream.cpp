@@ -9,8 +9,8 @@ namespace easel {
 
 Result<std::unique_ptr<BatchStream>> BatchStream::create(const Dataset& ds, int64_t batch,
                                                          Layout layout, int shard, int shards,
-                                                         uint64_t seed, bool prefetch,
-                                                         MemKind kind) {
+                                                         uint64_t seed, bool prefetch, MemKind kind,
+                                                         int64_t rng_stream) {
   if (batch <= 0) {
     return invalid_argument("batch size must be positive, got " + std::to_string(batch));
   }
@@ -39,7 +39,7 @@ Result<std::unique_ptr<BatchStream>> BatchStream::create(const Dataset& ds, int6
     EASEL_ASSIGN_OR_RETURN(b.images, Buffer::allocate(bytes, kind));
     b.labels.resize(static_cast<size_t>(batch));
   }
-  s->rng_ = Rng::stream(seed, static_cast<uint64_t>(shard));
+  s->rng_ = Rng::stream(seed, static_cast<uint64_t>(rng_stream >= 0 ? rng_stream : shard));
   s->start_epoch();
   s->start_state_ = {s->epoch_, s->cursor_, s->epoch_rng_};
   s->prefetch_ = prefetch;

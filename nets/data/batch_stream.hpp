@@ -34,9 +34,13 @@ class BatchStream {
  public:
   // ds must outlive the stream. batch > 0; shards >= 1; 0 <= shard < shards; the shard must
   // hold at least one image.
+  // The shuffling RNG is Rng::stream(seed, rng_stream), rng_stream = shard unless given: a
+  // rank that keeps only its groups' shards (keep_shards) passes the global group id, so the
+  // batches are those of the same group in a single process.
   static Result<std::unique_ptr<BatchStream>> create(const Dataset& ds, int64_t batch,
                                                      Layout layout, int shard, int shards,
-                                                     uint64_t seed, bool prefetch, MemKind kind);
+                                                     uint64_t seed, bool prefetch, MemKind kind,
+                                                     int64_t rng_stream = -1);
   ~BatchStream();
 
   // The next batch; valid until the following call. Batches wrap across epochs (a batch may

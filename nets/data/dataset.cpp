@@ -229,4 +229,33 @@ void gather_batch(const Dataset& ds, const int64_t* idx, int64_t n, Layout layou
   }
 }
 
+Result<Dataset> keep_shards(const Dataset& ds, int first, int count, int shards, MemKind kind) {
+  if (shards < 1 || first < 0 || count < 1 || first + count > shards)
+    return invalid_argument("keep_shards: shards " + std::to_string(first) + ".." +
+                            std::to_string(first + count - 1) + " of " + std::to_string(shards));
+  std::vector<int64_t> keep;
+  for (int64_t i = 0; i < ds.count; ++i) {
+    const int64_t s = i % shards;
+    if (s >= first && s < first + count) keep.push_back(i);
+  }
+  Dataset out;
+  out.name = ds.name + " (shards " + std::to_string(first) + "-" +
+             std::to_string(first + count - 1) + " of " + std::to_string(shards) + ")";
+  out.count = static_cast<int64_t>(keep.size());
+  out.channels = ds.channels;
+  out.height = ds.height;
+  out.width = ds.width;
+  out.classes = ds.classes;
+  const int64_t bytes = ds.image_bytes();
+  EASEL_ASSIGN_OR_RETURN(out.pixels,
+                         Buffer::allocate(static_cast<size_t>(out.count * bytes), kind));
+  out.labels.resize(keep.size());
+  for (size_t j = 0; j < keep.size(); ++j) {
+    std::memcpy(out.pixels.as<uint8_t>() + static_cast<int64_t>(j) * bytes, ds.image(keep[j]),
+                static_cast<size_t>(bytes));
+    out.labels[j] = ds.labels[static_cast<size_t>(keep[j])];
+  }
+  return out;
+}
+
 }  // namespace easel

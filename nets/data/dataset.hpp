@@ -49,6 +49,11 @@ Result<DataSplit> load_data(const std::string& spec, MemKind kind, uint64_t seed
 Dataset make_synthetic(int64_t count, int64_t c, int64_t h, int64_t w, int64_t classes,
                        uint64_t seed, const std::string& name, uint64_t sample_stream = 0);
 
+// The images i of ds with first <= i % shards < first + count, in ascending order: what the
+// groups first .. first+count-1 of `shards` read. Image j*count + k of the result belongs to
+// group first + k, so shard k of `count` of the result is shard first + k of `shards` of ds.
+Result<Dataset> keep_shards(const Dataset& ds, int first, int count, int shards, MemKind kind);
+
 // Pixel scaling applied when converting to floats (Caffe's LeNet scale 1/256).
 constexpr float kPixelScale = 0.00390625f;
 

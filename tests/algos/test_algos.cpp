@@ -12,7 +12,7 @@
 namespace easel {
 namespace {
 
-const DataSplit& small_data() {
+DataSplit& small_data() {
   static DataSplit d = [] {
     auto r = load_data("synthetic:1024:1x8x8:4", MemKind::dram, 3);
     EXPECT_TRUE(r.ok()) << r.status().to_string();

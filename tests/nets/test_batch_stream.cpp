@@ -163,6 +163,35 @@ TEST(BatchStream, PrefetchGivesTheSameBatches) {
   }
 }
 
+// A rank that keeps only its groups' shards (keep_shards) must give each of its groups exactly
+// the batches that group gets from the whole set in a single process.
+TEST(KeepShards, RankPartGivesTheSameBatchesAsTheWholeSet) {
+  const Dataset ds = make_synthetic(301, 1, 4, 4, 10, 5, "syn");
+  const int shards = 6, first = 2, count = 3;  // e.g. rank 1 of 2 with 3 groups each... of 6
+  auto part = keep_shards(ds, first, count, shards, MemKind::dram);
+  ASSERT_TRUE(part.ok()) << part.status().to_string();
+  int64_t expected = 0;
+  for (int64_t i = 0; i < ds.count; ++i)
+    expected += (i % shards >= first && i % shards < first + count);
+  EXPECT_EQ(part->count, expected);
+  for (int k = 0; k < count; ++k) {
+    auto whole =
+        BatchStream::create(ds, 16, Layout::nchw, first + k, shards, 11, false, MemKind::dram);
+    auto mine = BatchStream::create(part.value(), 16, Layout::nchw, k, count, 11, true,
+                                    MemKind::dram, first + k);
+    ASSERT_TRUE(whole.ok() && mine.ok());
+    const size_t bytes = static_cast<size_t>(16 * ds.image_bytes()) * sizeof(float);
+    for (int b = 0; b < 12; ++b) {  // past the shard's epoch end (about 50 images)
+      const Batch& x = whole.value()->next();
+      const Batch& y = mine.value()->next();
+      ASSERT_EQ(std::memcmp(x.images.data(), y.images.data(), bytes), 0) << k << " " << b;
+      ASSERT_EQ(x.labels, y.labels);
+    }
+  }
+  EXPECT_FALSE(keep_shards(ds, 4, 3, 6, MemKind::dram).ok());
+  EXPECT_FALSE(keep_shards(ds, 0, 0, 6, MemKind::dram).ok());
+}
+
 TEST(BatchStream, StateIsThePositionOfTheNextBatch) {
   const Dataset ds = index_set(50);
   for (bool prefetch : {false, true}) {
