@@ -16,17 +16,17 @@ namespace easel {
 struct Filler {
   enum class Kind { constant, xavier, gaussian, uniform, msra };
   Kind kind = Kind::constant;
-  float value = 0.f;  // constant
-  float std = 0.01f;  // gaussian
+  float value = 0.f;           // constant
+  float std = 0.01f;           // gaussian
   float min = 0.f, max = 1.f;  // uniform
 };
 
 // One parameter tensor inside the arena.
 struct Segment {
-  std::string name;             // "conv1.weights"
-  std::vector<int64_t> dims;    // e.g. {20, 1, 5, 5} (oihw) or {20} (bias)
-  int64_t offset = 0;           // in floats from the arena start; multiple of kArenaAlign
-  int64_t count = 0;            // product of dims
+  std::string name;                 // "conv1.weights"
+  std::vector<int64_t> dims;        // e.g. {20, 1, 5, 5} (oihw) or {20} (bias)
+  int64_t offset = 0;               // in floats from the arena start; multiple of kArenaAlign
+  int64_t count = 0;                // product of dims
   int64_t fan_in = 1, fan_out = 1;  // for xavier/msra
   Filler filler;
   float lr_mult = 1.f, decay_mult = 1.f;
@@ -41,8 +41,8 @@ class ArenaLayout {
   int add(Segment s);
   const std::vector<Segment>& segments() const { return segments_; }
   const Segment& segment(int i) const { return segments_[static_cast<size_t>(i)]; }
-  int64_t total_floats() const { return total_; }   // padded; the arena's length
-  int64_t param_count() const { return params_; }   // sum of counts (no padding)
+  int64_t total_floats() const { return total_; }  // padded; the arena's length
+  int64_t param_count() const { return params_; }  // sum of counts (no padding)
 
  private:
   std::vector<Segment> segments_;

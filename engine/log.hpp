@@ -20,9 +20,17 @@ void log(LogLevel level, std::string_view subsystem, std::string_view message);
 void log_once(LogLevel level, std::string_view subsystem, std::string_view key,
               std::string_view message);
 
-inline void log_error(std::string_view sub, std::string_view m) { log(LogLevel::error, sub, m); }
-inline void log_warn(std::string_view sub, std::string_view m) { log(LogLevel::warn, sub, m); }
-inline void log_info(std::string_view sub, std::string_view m) { log(LogLevel::info, sub, m); }
-inline void log_debug(std::string_view sub, std::string_view m) { log(LogLevel::debug, sub, m); }
+inline void log_error(std::string_view sub, std::string_view m) {
+  log(LogLevel::error, sub, m);
+}
+inline void log_warn(std::string_view sub, std::string_view m) {
+  log(LogLevel::warn, sub, m);
+}
+inline void log_info(std::string_view sub, std::string_view m) {
+  log(LogLevel::info, sub, m);
+}
+inline void log_debug(std::string_view sub, std::string_view m) {
+  log(LogLevel::debug, sub, m);
+}
 
 }  // namespace easel

@@ -60,7 +60,9 @@ class Buffer {
 
   void* data() const { return ptr_; }
   template <typename T>
-  T* as() const { return static_cast<T*>(ptr_); }
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
   size_t bytes() const { return bytes_; }
   MemKind kind() const { return kind_; }  // the kind actually obtained
 

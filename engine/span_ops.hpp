@@ -36,8 +36,8 @@ void nesterov_step(std::span<const Segment> segs, float* w, const float* g, floa
 // EASGD group update fused with its local SGD step (DESIGN.md 4):
 //   w <- w - lr'*(g + wd'*w) - alpha*(w - centre)
 // The elastic term uses the w before this step's gradient update.
-void elastic_sgd_step(std::span<const Segment> segs, float* w, const float* g,
-                      const float* centre, float lr, float wd, float alpha);
+void elastic_sgd_step(std::span<const Segment> segs, float* w, const float* g, const float* centre,
+                      float lr, float wd, float alpha);
 // EAMSGD group update (momentum delta on the group):
 //   nesterov:   v' <- d*v - lr'*(g + wd'*w); w <- w + (1+d)*v' - d*v - alpha*(w - centre)
 //   heavy-ball: v' <- d*v - lr'*(g + wd'*w); w <- w + v' - alpha*(w - centre)

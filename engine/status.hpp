@@ -40,18 +40,30 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status invalid_argument(std::string m) { return {Code::invalid_argument, std::move(m)}; }
-inline Status not_found(std::string m) { return {Code::not_found, std::move(m)}; }
-inline Status data_error(std::string m) { return {Code::data_error, std::move(m)}; }
-inline Status unavailable(std::string m) { return {Code::unavailable, std::move(m)}; }
-inline Status io_error(std::string m) { return {Code::io_error, std::move(m)}; }
-inline Status internal_error(std::string m) { return {Code::internal, std::move(m)}; }
+inline Status invalid_argument(std::string m) {
+  return {Code::invalid_argument, std::move(m)};
+}
+inline Status not_found(std::string m) {
+  return {Code::not_found, std::move(m)};
+}
+inline Status data_error(std::string m) {
+  return {Code::data_error, std::move(m)};
+}
+inline Status unavailable(std::string m) {
+  return {Code::unavailable, std::move(m)};
+}
+inline Status io_error(std::string m) {
+  return {Code::io_error, std::move(m)};
+}
+inline Status internal_error(std::string m) {
+  return {Code::internal, std::move(m)};
+}
 
 // Result<T>: a value or a non-ok Status.
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {}  // NOLINT: implicit by design
 
   bool ok() const { return std::holds_alternative<T>(v_); }
@@ -74,19 +86,19 @@ class [[nodiscard]] Result {
 }  // namespace easel
 
 // Broken invariant: print the expression and file:line, then abort.
-#define EASEL_CHECK(cond)                                                          \
-  do {                                                                             \
-    if (!(cond)) ::easel::check_failed(#cond, __FILE__, __LINE__, nullptr);        \
+#define EASEL_CHECK(cond)                                                   \
+  do {                                                                      \
+    if (!(cond)) ::easel::check_failed(#cond, __FILE__, __LINE__, nullptr); \
   } while (0)
-#define EASEL_CHECK_MSG(cond, msg)                                                 \
-  do {                                                                             \
-    if (!(cond)) ::easel::check_failed(#cond, __FILE__, __LINE__, (msg));          \
+#define EASEL_CHECK_MSG(cond, msg)                                        \
+  do {                                                                    \
+    if (!(cond)) ::easel::check_failed(#cond, __FILE__, __LINE__, (msg)); \
   } while (0)
 
 // Propagate a non-ok Status to the caller.
-#define EASEL_RETURN_IF_ERROR(expr)              \
-  do {                                           \
-    ::easel::Status easel_status_ = (expr);      \
+#define EASEL_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::easel::Status easel_status_ = (expr);        \
     if (!easel_status_.ok()) return easel_status_; \
   } while (0)
 

@@ -54,7 +54,7 @@ struct PlanRequest {
 
 struct GroupPlan {
   std::vector<GroupSpec> groups;
-  bool oversubscribed = false;  // some core carries more than one thread
+  bool oversubscribed = false;     // some core carries more than one thread
   std::vector<std::string> notes;  // why the plan is what it is (each a line)
   int total_threads() const;
   std::string to_string() const;
