@@ -9,12 +9,6 @@ namespace easel::dnnl_detail {
 
 namespace {
 
-using dnnl::algorithm;
-using dnnl::memory;
-using dnnl::prop_kind;
-using Tag = memory::format_tag;
-using Dims = memory::dims;
-
 // Convolution: activations in the net's layout, weights chosen by oneDNN (`any`) and reordered
 // from the user's oihw/goihw each forward (kept for backward), gradients reordered back.
 // Backward data: oneDNN's kernel; where that is a reference one, a forward convolution of

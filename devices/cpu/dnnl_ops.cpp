@@ -7,12 +7,7 @@ namespace easel {
 
 namespace {
 
-using namespace dnnl_detail;
-using dnnl::algorithm;
-using dnnl::memory;
-using dnnl::prop_kind;
-using Tag = memory::format_tag;
-using Dims = memory::dims;
+using namespace dnnl_detail;  // dnnl::memory, Tag, Dims, ... (dnnl_common.hpp)
 
 // ---------------------------------------------------------------------------------------------
 // Inner product: the src's per-image block is one row of ic_total values in its own memory

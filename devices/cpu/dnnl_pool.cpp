@@ -9,12 +9,6 @@ namespace easel::dnnl_detail {
 
 namespace {
 
-using dnnl::algorithm;
-using dnnl::memory;
-using dnnl::prop_kind;
-using Tag = memory::format_tag;
-using Dims = memory::dims;
-
 // Max and average pooling with Caffe's ceil-mode output size, expressed as extra padding on the
 // bottom/right. Max pooling: oneDNN's forward_inference kernel, and an own backward that sends
 // each gradient to the first position (row-major in the window) where src equals dst, the
