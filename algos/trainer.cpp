@@ -218,16 +218,6 @@ std::vector<EvalStats> evaluate_groups(Run& run, const Dataset& ds, const float*
   return part;
 }
 
-EvalStats evaluate_parallel(Run& run, const Dataset& ds, const float* weights) {
-  EvalStats total;
-  for (const auto& s : evaluate_groups(run, ds, weights)) {
-    total.loss_sum += s.loss_sum;
-    total.correct += s.correct;
-    total.count += s.count;
-  }
-  return total;
-}
-
 Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserver* obs) {
   TrainObserver null_observer;
   if (!obs) obs = &null_observer;

@@ -91,7 +91,5 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
 // global id q takes batches q, q+P, ... (P = run.total_groups(), so across MPI ranks each rank
 // evaluates its share). Returns one partial per local group, in local id order.
 std::vector<EvalStats> evaluate_groups(Run& run, const Dataset& ds, const float* weights);
-// The sum of evaluate_groups() in group order. Used by tests.
-EvalStats evaluate_parallel(Run& run, const Dataset& ds, const float* weights);
 
 }  // namespace easel
