@@ -5,8 +5,11 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "devices/arena_kernels.hpp"
 #include "devices/op.hpp"
+#include "engine/memory.hpp"
 #include "engine/status.hpp"
 
 namespace easel {
@@ -33,11 +36,36 @@ class Device {
  public:
   virtual ~Device() = default;
   virtual std::string name() const = 0;  // "cpu", "cuda:0"
+  // Where the device's ops read and write (activations, batches, a resident arena): dram for
+  // the CPU, device memory for a GPU. Host kinds can be placed freely on the CPU.
+  virtual MemKind memory() const { return MemKind::dram; }
+  bool is_host() const { return is_host_kind(memory()); }
+  // Binds the calling thread to the device (a GPU: makes it the thread's current device). A
+  // group's thread calls it once before it builds or runs anything on the device.
+  virtual Status attach() { return {}; }
+  // Copies in the device's own order of work: upload host -> device memory (the source must
+  // stay unchanged until the next synchronize()), download device -> host memory (returns when
+  // the bytes have landed). The CPU copies at once.
+  virtual void upload(void* dst, const void* src, size_t bytes);
+  virtual void download(void* dst, const void* src, size_t bytes);
+  // Waits until all work issued to the device so far is done (a no-op on the CPU, whose ops
+  // return when they are done).
+  virtual void synchronize() {}
+  // The update rules on arenas in memory().
+  virtual ArenaKernels& kernels() { return cpu_arena_kernels(); }
   // Builds the op: walks the device's ordered implementation list (reference last); every
   // refusal is logged once with its reason. Fails only when even the reference refuses.
   virtual Result<std::unique_ptr<Op>> make_op(const OpDesc& desc) = 0;
   virtual Result<std::unique_ptr<LossOp>> make_loss(int64_t batch, int64_t classes) = 0;
 };
+
+// --device: "cpu", "cuda" (every GPU), or "cuda:0,2" (those GPUs); each GPU is one worker group.
+struct DeviceRequest {
+  bool gpu = false;
+  std::vector<int> ordinals;  // with gpu: the GPUs asked for, in order; empty: every GPU
+};
+// Errors name the flag and the bad part ("--device: 'cuda:x' ...").
+Result<DeviceRequest> parse_device(const std::string& text);
 
 // The CPU device: oneDNN (when built with it) then reference.
 std::unique_ptr<Device> make_cpu_device(ImplChoice choice, Precision precision = Precision::fp32);

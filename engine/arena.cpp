@@ -43,7 +43,7 @@ Result<Arena> Arena::create(int64_t floats, MemKind kind) {
   Arena a;
   a.buf_ = std::move(buf).value();
   a.floats_ = floats;
-  if (bytes > 0) std::memset(a.buf_.data(), 0, bytes);
+  a.buf_.zero();
   return a;
 }
 

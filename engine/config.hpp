@@ -30,11 +30,11 @@ struct TrainConfig {
   uint64_t seed = 1;
   PlanRequest plan;  // --groups, --threads-per-group, --threads, --cpus, --oversubscribe
   std::string placement = "dram";
-  double target_accuracy = 0;  // 0: none; stop when the test accuracy reaches it
-  int64_t eval_every = 0;      // iterations between evaluations; 0: once per epoch
-  std::string out;             // output directory; empty: runs/<date>-<time>-<algo>
-  bool overwrite = false;      // allow an --out that already holds results
-  std::string layout = "nhwc";
+  double target_accuracy = 0;      // 0: none; stop when the test accuracy reaches it
+  int64_t eval_every = 0;          // iterations between evaluations; 0: once per epoch
+  std::string out;                 // output directory; empty: runs/<date>-<time>-<algo>
+  bool overwrite = false;          // allow an --out that already holds results
+  std::string layout = "auto";     // auto | nhwc | nchw (auto: nhwc on the CPU, nchw on GPUs)
   std::string impl = "fast";       // fast | ref
   std::string precision = "fp32";  // fp32 | bf16: arithmetic of the fast kernels
   std::string device = "cpu";

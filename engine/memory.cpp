@@ -1,10 +1,14 @@
 // Memory kinds and their allocators. This is the only file that includes <memkind.h>.
 #include "engine/memory.hpp"
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 #include <utility>
@@ -229,11 +233,48 @@ bool hbw_available() {
 #endif
 }
 
+namespace {
+
+std::atomic<const ExternalMemory*> g_external{nullptr};
+
+}  // namespace
+
+void install_external_memory(const ExternalMemory& m) {
+  static std::mutex mu;
+  static std::vector<std::unique_ptr<ExternalMemory>> kept;  // installed hooks live forever
+  std::lock_guard<std::mutex> lock(mu);
+  kept.push_back(std::make_unique<ExternalMemory>(m));
+  g_external.store(kept.back().get(), std::memory_order_release);
+}
+
+void copy_bytes(void* dst, MemKind dst_kind, const void* src, MemKind src_kind, size_t bytes) {
+  if (bytes == 0) return;
+  if (is_host_kind(dst_kind) && is_host_kind(src_kind)) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  const ExternalMemory* ext = g_external.load(std::memory_order_acquire);
+  EASEL_CHECK(ext != nullptr);  // device memory exists only once a device installed the hooks
+  ext->copy(dst, src, bytes);
+}
+
 Result<Buffer> Buffer::allocate(size_t bytes, MemKind kind) {
   if (kind == MemKind::pinned_host || kind == MemKind::device) {
-    return unavailable(std::string("memory kind '") + mem_kind_name(kind) +
-                       "' belongs to the CUDA device (allocate it through the device); host "
-                       "buffers take dram, hbw, hbw-preferred or interleave");
+    const ExternalMemory* ext = g_external.load(std::memory_order_acquire);
+    if (ext == nullptr)
+      return unavailable(std::string("memory kind '") + mem_kind_name(kind) +
+                         "' belongs to a GPU: it needs --device cuda (and a build with CUDA); "
+                         "host buffers take dram, hbw, hbw-preferred or interleave");
+    Buffer b;
+    b.kind_ = kind;
+    b.bytes_ = bytes;
+    if (bytes == 0) return b;
+    if (bytes > kMaxBytes) return alloc_failed(bytes, kind, "larger than any machine's memory");
+    std::string why;
+    b.ptr_ = ext->alloc(bytes, kind, &why);
+    if (b.ptr_ == nullptr) return alloc_failed(bytes, kind, why.c_str());
+    b.external_ = true;
+    return b;
   }
   // Decide the kind actually used.
   MemKind got = kind;
@@ -291,9 +332,20 @@ Result<Buffer> Buffer::allocate(size_t bytes, MemKind kind) {
   return b;
 }
 
+void Buffer::zero() {
+  if (bytes_ == 0) return;
+  if (external_ && kind_ == MemKind::device) {
+    g_external.load(std::memory_order_acquire)->zero(ptr_, bytes_);
+  } else {
+    std::memset(ptr_, 0, bytes_);
+  }
+}
+
 void Buffer::release() {
   if (ptr_ != nullptr) {
-    if (from_memkind_) {
+    if (external_) {
+      g_external.load(std::memory_order_acquire)->free(ptr_, kind_);
+    } else if (from_memkind_) {
 #if EASEL_HAVE_MEMKIND
       memkind_free(memkind_of(kind_), ptr_);
 #endif
@@ -304,6 +356,7 @@ void Buffer::release() {
   ptr_ = nullptr;
   bytes_ = 0;
   from_memkind_ = false;
+  external_ = false;
 }
 
 Buffer::~Buffer() {
@@ -314,7 +367,8 @@ Buffer::Buffer(Buffer&& o) noexcept
     : ptr_(std::exchange(o.ptr_, nullptr)),
       bytes_(std::exchange(o.bytes_, 0)),
       kind_(o.kind_),
-      from_memkind_(std::exchange(o.from_memkind_, false)) {}
+      from_memkind_(std::exchange(o.from_memkind_, false)),
+      external_(std::exchange(o.external_, false)) {}
 
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
   if (this != &o) {
@@ -323,6 +377,7 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
     bytes_ = std::exchange(o.bytes_, 0);
     kind_ = o.kind_;
     from_memkind_ = std::exchange(o.from_memkind_, false);
+    external_ = std::exchange(o.external_, false);
   }
   return *this;
 }

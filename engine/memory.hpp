@@ -45,12 +45,34 @@ std::string placement_to_string(const Placement& p);
 // True when memkind is built in and reports high-bandwidth memory (MEMKIND_HBW_NODES honoured).
 bool hbw_available();
 
+// Host kinds are every kind but `device`: the CPU can read and write them.
+inline bool is_host_kind(MemKind k) {
+  return k != MemKind::device;
+}
+
+// `pinned_host` and `device` memory belong to an accelerator runtime, which the engine does not
+// know: the CUDA device (devices/cuda) installs these hooks once, before its first allocation.
+// Until then both kinds are refused with a reason. Device memory is taken on the calling
+// thread's current GPU.
+struct ExternalMemory {
+  void* (*alloc)(size_t bytes, MemKind kind, std::string* why) = nullptr;
+  void (*free)(void* p, MemKind kind) = nullptr;
+  // dst <- src, either of them device memory of any GPU; returns when the bytes have landed.
+  void (*copy)(void* dst, const void* src, size_t bytes) = nullptr;
+  void (*zero)(void* p, size_t bytes) = nullptr;  // device memory
+};
+void install_external_memory(const ExternalMemory& m);
+
+// dst <- src (bytes) between buffers of any kinds (memcpy when both are host kinds).
+void copy_bytes(void* dst, MemKind dst_kind, const void* src, MemKind src_kind, size_t bytes);
+
 // An owned, 64-byte aligned host allocation of a given kind. Move-only.
 class Buffer {
  public:
   Buffer() = default;
   // Allocates `bytes` (may be 0) of `kind`. hbw with no HBW -> unavailable; pinned_host/device
-  // on the CPU -> unavailable with a reason. hbw_preferred may fall back to dram (kind() says).
+  // before a device installed ExternalMemory -> unavailable with a reason. hbw_preferred may
+  // fall back to dram (kind() says).
   static Result<Buffer> allocate(size_t bytes, MemKind kind);
   ~Buffer();
   Buffer(Buffer&& o) noexcept;
@@ -65,6 +87,7 @@ class Buffer {
   }
   size_t bytes() const { return bytes_; }
   MemKind kind() const { return kind_; }  // the kind actually obtained
+  void zero();                            // all bytes <- 0, device memory too
 
  private:
   void release();
@@ -72,6 +95,7 @@ class Buffer {
   size_t bytes_ = 0;
   MemKind kind_ = MemKind::dram;
   bool from_memkind_ = false;
+  bool external_ = false;  // from ExternalMemory
 };
 
 }  // namespace easel

@@ -173,7 +173,9 @@ std::string GroupPlan::to_string() const {
     const std::string numa = g.numa_node < 0 ? "-" : std::to_string(g.numa_node);
     std::snprintf(line, sizeof line, "  %-6d %-8zu %-5s ", g.id, g.cpus.size(), numa.c_str());
     s += line;
-    s += cpus_to_string(g.cpus) + "\n";
+    s += cpus_to_string(g.cpus);
+    if (g.gpu >= 0) s += "  gpu cuda:" + std::to_string(g.gpu);
+    s += "\n";
   }
   for (const std::string& n : notes)
     s += "  note: " + n + "\n";

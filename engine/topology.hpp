@@ -39,6 +39,7 @@ struct GroupSpec {
   int id = 0;
   std::vector<int> cpus;  // OS cpu indices, one thread each; never shared unless oversubscribed
   int numa_node = -1;     // where its buffers go, -1 when the machine has one node
+  int gpu = -1;           // the GPU (CUDA ordinal) the group drives; -1 for a CPU group
 };
 
 // What the user asked for (flags --groups, --threads-per-group, --threads, --cpus,

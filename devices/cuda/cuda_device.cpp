@@ -1,0 +1,216 @@
+// The CUDA device: the GPU list, the error channel of the CUDA, cuDNN and cuBLAS calls, the
+// memory hooks (device and pinned-host memory), and the Device itself: one GPU, one stream,
+// one cuDNN and one cuBLAS handle, used by the one thread that attached it.
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+#include "devices/cuda/cuda_common.hpp"
+#include "devices/cuda/cuda_device.hpp"
+#include "engine/log.hpp"
+
+namespace easel {
+
+namespace {
+
+std::string where(const char* call, const char* file, int line) {
+  return std::string(call) + " at " + file + ":" + std::to_string(line);
+}
+
+// cudaMalloc / cudaHostAlloc behind engine/memory.hpp's ExternalMemory.
+void* cuda_alloc(size_t bytes, MemKind kind, std::string* why) {
+  void* p = nullptr;
+  const cudaError_t e = kind == MemKind::device ? cudaMalloc(&p, bytes)
+                                                : cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+  if (e != cudaSuccess) {
+    *why = std::string(kind == MemKind::device ? "cudaMalloc" : "cudaHostAlloc") + ": " +
+           cudaGetErrorString(e);
+    cudaGetLastError();  // clear the sticky-free error state of a failed allocation
+    return nullptr;
+  }
+  return p;
+}
+
+void cuda_free(void* p, MemKind kind) {
+  // Freeing cannot fail for a pointer we allocated; a failure here means the context is gone
+  // (process exit after a fatal error), where there is nothing left to do.
+  if (kind == MemKind::device)
+    cudaFree(p);
+  else
+    cudaFreeHost(p);
+}
+
+void cuda_copy(void* dst, const void* src, size_t bytes) {
+  EASEL_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+}
+
+void cuda_zero(void* p, size_t bytes) {
+  EASEL_CUDA_CHECK(cudaMemset(p, 0, bytes));
+}
+
+class CudaDevice final : public Device {
+ public:
+  CudaDevice(int ordinal, Precision precision) {
+    ctx_.ordinal = ordinal;
+    ctx_.precision = precision;
+  }
+  ~CudaDevice() override {
+    if (!attached_) return;
+    cudaSetDevice(ctx_.ordinal);
+    cudaStreamSynchronize(ctx_.stream);
+    kernels_.reset();
+    if (ctx_.cublas) cublasDestroy(ctx_.cublas);
+    if (ctx_.cudnn) cudnnDestroy(ctx_.cudnn);
+    if (ctx_.stream) cudaStreamDestroy(ctx_.stream);
+  }
+
+  std::string name() const override { return "cuda:" + std::to_string(ctx_.ordinal); }
+  MemKind memory() const override { return MemKind::device; }
+
+  Status attach() override {
+    EASEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(ctx_.ordinal));
+    if (attached_) return {};
+    install_cuda_memory();
+    // A blocking stream: ordered with the legacy default stream, which the engine-level
+    // copies (copy_bytes) use between rounds.
+    EASEL_CUDA_RETURN_IF_ERROR(cudaStreamCreate(&ctx_.stream));
+    EASEL_CUDNN_RETURN_IF_ERROR(cudnnCreate(&ctx_.cudnn));
+    EASEL_CUDNN_RETURN_IF_ERROR(cudnnSetStream(ctx_.cudnn, ctx_.stream));
+    EASEL_CUBLAS_RETURN_IF_ERROR(cublasCreate(&ctx_.cublas));
+    EASEL_CUBLAS_RETURN_IF_ERROR(cublasSetStream(ctx_.cublas, ctx_.stream));
+    EASEL_CUBLAS_RETURN_IF_ERROR(cublasSetPointerMode(ctx_.cublas, CUBLAS_POINTER_MODE_HOST));
+    kernels_ = make_cuda_arena_kernels(ctx_);
+    attached_ = true;
+    return {};
+  }
+
+  Result<std::unique_ptr<Op>> make_op(const OpDesc& desc) override {
+    if (!attached_) return internal_error(name() + ": make_op before attach()");
+    if (std::string why = validate(desc); !why.empty()) return invalid_argument(why);
+    return make_cuda_op(ctx_, desc);
+  }
+
+  Result<std::unique_ptr<LossOp>> make_loss(int64_t batch, int64_t classes) override {
+    if (!attached_) return internal_error(name() + ": make_loss before attach()");
+    if (batch <= 0 || classes <= 0)
+      return invalid_argument("loss: batch " + std::to_string(batch) + " and classes " +
+                              std::to_string(classes) + " must be positive");
+    return make_cuda_loss(ctx_, batch, classes);
+  }
+
+  void upload(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    EASEL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, ctx_.stream));
+  }
+  void download(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    EASEL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, ctx_.stream));
+    EASEL_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  }
+  void synchronize() override {
+    if (attached_) EASEL_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  }
+  ArenaKernels& kernels() override {
+    EASEL_CHECK_MSG(attached_, "CUDA device used before attach()");
+    return *kernels_;
+  }
+
+  CudaContext& context() {
+    EASEL_CHECK_MSG(attached_, "CUDA device used before attach()");
+    return ctx_;
+  }
+
+ private:
+  CudaContext ctx_;
+  bool attached_ = false;
+  std::unique_ptr<ArenaKernels> kernels_;
+};
+
+}  // namespace
+
+Status cuda_error(cudaError_t e, const char* call, const char* file, int line) {
+  return unavailable("CUDA: " + std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) +
+                     ") in " + where(call, file, line));
+}
+
+Status cudnn_error(cudnnStatus_t e, const char* call, const char* file, int line) {
+  return unavailable("cuDNN: " + std::string(cudnnGetErrorString(e)) + " in " +
+                     where(call, file, line));
+}
+
+Status cublas_error(cublasStatus_t e, const char* call, const char* file, int line) {
+  return unavailable("cuBLAS: " + std::string(cublasGetStatusName(e)) + " (" +
+                     cublasGetStatusString(e) + ") in " + where(call, file, line));
+}
+
+void cuda_fatal(const Status& s) {
+  std::fprintf(stderr, "easel: fatal GPU error: %s\n", s.message().c_str());
+  std::abort();
+}
+
+void install_cuda_memory() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    ExternalMemory m;
+    m.alloc = cuda_alloc;
+    m.free = cuda_free;
+    m.copy = cuda_copy;
+    m.zero = cuda_zero;
+    install_external_memory(m);
+  });
+}
+
+CudaContext& cuda_context(Device& d) {
+  auto* c = dynamic_cast<CudaDevice*>(&d);
+  EASEL_CHECK_MSG(c != nullptr, "cuda_context: not a CUDA device");
+  return c->context();
+}
+
+bool cuda_built() {
+  return true;
+}
+
+Result<std::vector<GpuInfo>> list_gpus() {
+  int count = 0;  // left unchanged by a failing call (no driver)
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return unavailable(std::string("no usable GPU: the CUDA runtime says ") + cudaGetErrorName(e) +
+                       " (" + cudaGetErrorString(e) + ")");
+  }
+  if (count <= 0) return unavailable("no usable GPU: the CUDA runtime found no device");
+  std::vector<GpuInfo> out;
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp prop{};
+    EASEL_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, i));
+    GpuInfo g;
+    g.ordinal = i;
+    g.name = prop.name;
+    g.memory_bytes = prop.totalGlobalMem;
+    g.cc_major = prop.major;
+    g.cc_minor = prop.minor;
+    g.multiprocessors = prop.multiProcessorCount;
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+Status prepare_gpu_memory() {
+  EASEL_RETURN_IF_ERROR(list_gpus().status());
+  install_cuda_memory();
+  return {};
+}
+
+Result<std::unique_ptr<Device>> make_cuda_device(int ordinal, Precision precision) {
+  EASEL_ASSIGN_OR_RETURN(std::vector<GpuInfo> gpus, list_gpus());
+  if (ordinal < 0 || ordinal >= static_cast<int>(gpus.size()))
+    return invalid_argument("--device: cuda:" + std::to_string(ordinal) + " does not exist (" +
+                            std::to_string(gpus.size()) + " GPU(s): cuda:0.." +
+                            std::to_string(gpus.size() - 1) + ")");
+  if (precision == Precision::bf16)
+    log_once(LogLevel::warn, "cuda", "bf16",
+             "--precision bf16: the CUDA device computes in fp32 (its bf16 path is not built)");
+  return std::unique_ptr<Device>(std::make_unique<CudaDevice>(ordinal, Precision::fp32));
+}
+
+}  // namespace easel

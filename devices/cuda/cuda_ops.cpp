@@ -1,0 +1,229 @@
+// The CUDA device's ops: make_cuda_op walks an explicit, ordered list of implementations per op
+// kind (cuDNN or cuBLAS first where they apply, easel's own kernels after), logging each
+// refusal once with its reason. This file also holds the inner product (cuBLAS), ReLU and
+// dropout (own kernels); convolution is in cuda_conv.cpp, pooling and LRN in cuda_pool_lrn.cpp,
+// the loss in cuda_loss.cpp. There is no reference fallback here: the CPU's reference kernels
+// cannot read device memory.
+#include <string>
+
+#include "devices/cuda/cuda_ops.hpp"
+#include "devices/cuda/op_kernels.hpp"
+#include "engine/log.hpp"
+
+namespace easel {
+
+namespace {
+
+const float kOne = 1.f, kZero = 0.f;
+
+// ---------------------------------------------------------------------------------------------
+// Inner product with cuBLAS. Row-major: dst[N, oc] = src[N, K] * W[oc, K]^T + bias, K = C*H*W in
+// the layout's own order (so both layouts are the same product). cuBLAS is column-major: a
+// row-major [r, c] matrix is its transpose [c, r] with leading dimension c.
+class CublasInnerProduct final : public Op {
+ public:
+  CublasInnerProduct(CudaContext& ctx, const OpDesc& d)
+      : Op(d), ctx_(ctx), n_(d.src.n), k_(d.src.per_image()), oc_(d.oc) {}
+
+  Status init() {
+    if (!fits_int(n_) || !fits_int(k_) || !fits_int(oc_))
+      return unavailable("matrix sizes beyond cuBLAS's int arguments");
+    if (desc_.fused_relu) {
+      EASEL_ASSIGN_OR_RETURN(masked_, device_array<float>(n_ * oc_));
+    }
+    return {};
+  }
+  std::string impl() const override { return "cublas:sgemm"; }
+
+  void forward(const float* src, float* dst, std::span<const float* const> weights,
+               bool /*training*/) override {
+    // dst^T[oc, N] = (W^T[K, oc])^T * src^T[K, N]
+    EASEL_CUBLAS_CHECK(cublasSgemm(ctx_.cublas, CUBLAS_OP_T, CUBLAS_OP_N, oc(), n(), k(), &kOne,
+                                   weights[0], k(), src, k(), &kZero, dst, oc()));
+    cuda_kernels::add_bias_relu_rows(ctx_.stream, dst, desc_.bias ? weights[1] : nullptr, n_, oc_,
+                                     desc_.fused_relu);
+  }
+
+  void backward(const float* src, const float* dst, const float* diff_dst, float* diff_src,
+                std::span<const float* const> weights,
+                std::span<float* const> diff_weights) override {
+    const float* g = diff_dst;  // [N, oc]
+    if (desc_.fused_relu) {
+      cuda_kernels::relu_backward(ctx_.stream, dst, diff_dst, masked_.as<float>(), n_ * oc_);
+      g = masked_.as<float>();
+    }
+    // diff_W[oc, K] = g^T * src, i.e. diff_W^T[K, oc] = src^T[K, N] * (g^T[oc, N])^T
+    EASEL_CUBLAS_CHECK(cublasSgemm(ctx_.cublas, CUBLAS_OP_N, CUBLAS_OP_T, k(), oc(), n(), &kOne,
+                                   src, k(), g, oc(), &kZero, diff_weights[0], k()));
+    if (desc_.bias) cuda_kernels::column_sums(ctx_.stream, g, n_, oc_, diff_weights[1]);
+    if (diff_src == nullptr) return;
+    // diff_src[N, K] = g * W, i.e. diff_src^T[K, N] = W^T[K, oc] * g^T[oc, N]
+    EASEL_CUBLAS_CHECK(cublasSgemm(ctx_.cublas, CUBLAS_OP_N, CUBLAS_OP_N, k(), n(), oc(), &kOne,
+                                   weights[0], k(), g, oc(), &kZero, diff_src, k()));
+  }
+
+ private:
+  int n() const { return static_cast<int>(n_); }
+  int k() const { return static_cast<int>(k_); }
+  int oc() const { return static_cast<int>(oc_); }
+
+  CudaContext& ctx_;
+  int64_t n_, k_, oc_;
+  Buffer masked_;  // fused ReLU: diff_dst where dst > 0, else 0 [N, oc]
+};
+
+// ---------------------------------------------------------------------------------------------
+// ReLU (negative slope 0); backward tests dst > 0, so that it also works in place.
+class OwnRelu final : public Op {
+ public:
+  OwnRelu(CudaContext& ctx, const OpDesc& d) : Op(d), ctx_(ctx) {}
+  std::string impl() const override { return "own:relu"; }
+
+  void forward(const float* src, float* dst, std::span<const float* const> /*weights*/,
+               bool /*training*/) override {
+    cuda_kernels::relu_forward(ctx_.stream, src, dst, desc_.src.count());
+  }
+  void backward(const float* /*src*/, const float* dst, const float* diff_dst, float* diff_src,
+                std::span<const float* const> /*weights*/,
+                std::span<float* const> /*diff_weights*/) override {
+    if (diff_src)
+      cuda_kernels::relu_backward(ctx_.stream, dst, diff_dst, diff_src, desc_.src.count());
+  }
+
+ private:
+  CudaContext& ctx_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Dropout: in training a counter-based hash of (desc.seed, the op's training-forward count,
+// element index) draws the mask, which is kept for backward; identity otherwise. The mask is not
+// the CPU's bit for bit (the CPU draws a sequential stream), only equal in distribution.
+class OwnDropout final : public Op {
+ public:
+  OwnDropout(CudaContext& ctx, const OpDesc& d)
+      : Op(d), ctx_(ctx), count_(d.src.count()), scale_(1.f / (1.f - d.ratio)) {}
+
+  Status init() {
+    EASEL_ASSIGN_OR_RETURN(mask_, device_array<uint8_t>(count_));
+    return {};
+  }
+  std::string impl() const override { return "own:dropout"; }
+
+  void forward(const float* src, float* dst, std::span<const float* const> /*weights*/,
+               bool training) override {
+    last_training_ = training;
+    if (!training) {
+      copy(dst, src);
+      return;
+    }
+    cuda_kernels::dropout_forward(ctx_.stream, src, dst, mask_.as<uint8_t>(), count_, desc_.ratio,
+                                  scale_, desc_.seed, calls_++);
+  }
+
+  void backward(const float* /*src*/, const float* /*dst*/, const float* diff_dst, float* diff_src,
+                std::span<const float* const> /*weights*/,
+                std::span<float* const> /*diff_weights*/) override {
+    if (diff_src == nullptr) return;
+    if (!last_training_) {
+      copy(diff_src, diff_dst);
+      return;
+    }
+    cuda_kernels::dropout_backward(ctx_.stream, diff_dst, mask_.as<uint8_t>(), diff_src, count_,
+                                   scale_);
+  }
+
+ private:
+  void copy(float* dst, const float* src) {
+    if (dst == src || count_ == 0) return;
+    EASEL_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(count_) * sizeof(float),
+                                     cudaMemcpyDeviceToDevice, ctx_.stream));
+  }
+
+  CudaContext& ctx_;
+  int64_t count_;
+  float scale_;
+  Buffer mask_;         // 1 kept, 0 dropped, per element of the last training forward
+  uint64_t calls_ = 0;  // training forwards so far: the hash's counter
+  bool last_training_ = false;
+};
+
+template <typename T>
+Result<std::unique_ptr<Op>> with_init(std::unique_ptr<T> op) {
+  EASEL_RETURN_IF_ERROR(op->init());
+  return std::unique_ptr<Op>(std::move(op));
+}
+
+Result<std::unique_ptr<Op>> make_cublas_ip(CudaContext& ctx, const OpDesc& d) {
+  return with_init(std::make_unique<CublasInnerProduct>(ctx, d));
+}
+Result<std::unique_ptr<Op>> make_own_relu(CudaContext& ctx, const OpDesc& d) {
+  return std::unique_ptr<Op>(std::make_unique<OwnRelu>(ctx, d));
+}
+Result<std::unique_ptr<Op>> make_own_dropout(CudaContext& ctx, const OpDesc& d) {
+  return with_init(std::make_unique<OwnDropout>(ctx, d));
+}
+
+struct CudaOpImpl {
+  OpKind kind;
+  const char* name;
+  Result<std::unique_ptr<Op>> (*make)(CudaContext&, const OpDesc&);
+};
+
+// Per kind, in order of preference.
+constexpr CudaOpImpl kOpImpls[] = {
+    {OpKind::conv, "cudnn", make_cudnn_conv},
+    {OpKind::conv, "cudnn-ohwi", make_cudnn_conv_ohwi},
+    {OpKind::max_pool, "cudnn", make_cudnn_pool},
+    {OpKind::max_pool, "own", make_own_pool},
+    {OpKind::avg_pool, "cudnn", make_cudnn_pool},
+    {OpKind::avg_pool, "own", make_own_pool},
+    {OpKind::inner_product, "cublas", make_cublas_ip},
+    {OpKind::relu, "own", make_own_relu},
+    {OpKind::lrn, "cudnn", make_cudnn_lrn},
+    {OpKind::lrn, "own", make_own_lrn},
+    {OpKind::dropout, "own", make_own_dropout},
+};
+
+}  // namespace
+
+Status make_tensor_desc(TensorDesc& t, const Shape4& s, Layout l) {
+  if (!fits_int(s.n) || !fits_int(s.c) || !fits_int(s.h) || !fits_int(s.w) || !fits_int(s.count()))
+    return unavailable("tensor " + s.to_string() + " is beyond cuDNN's int sizes");
+  EASEL_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(t.out()));
+  EASEL_CUDNN_RETURN_IF_ERROR(cudnnSetTensor4dDescriptor(
+      t.get(), l == Layout::nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+      static_cast<int>(s.n), static_cast<int>(s.c), static_cast<int>(s.h), static_cast<int>(s.w)));
+  return {};
+}
+
+std::string describe_op(const OpDesc& d) {
+  return std::string(op_kind_name(d.kind)) + " " + d.src.to_string() + " " + layout_name(d.layout);
+}
+
+Result<std::unique_ptr<Op>> make_cuda_op(CudaContext& ctx, const OpDesc& desc) {
+  if (std::string why = validate(desc); !why.empty()) return invalid_argument(why);
+  if (ctx.precision == Precision::bf16)
+    log_once(LogLevel::warn, "cuda", "bf16-ops",
+             "--precision bf16: the CUDA ops have no bf16 kernels; they compute in fp32");
+  std::string refusals;  // every reason, for the error when nothing applies
+  Code code = Code::internal;
+  for (const CudaOpImpl& impl : kOpImpls) {
+    if (impl.kind != desc.kind) continue;
+    Result<std::unique_ptr<Op>> op = impl.make(ctx, desc);
+    if (op.ok()) {
+      log_debug("cuda", describe_op(desc) + ": " + op.value()->impl());
+      return op;
+    }
+    const Status& s = op.status();
+    if (refusals.empty()) code = s.code();
+    refusals += std::string(refusals.empty() ? "" : "; ") + impl.name + ": " + s.message();
+    const LogLevel level = s.code() == Code::unavailable ? LogLevel::info : LogLevel::warn;
+    log_once(level, "cuda", std::string(impl.name) + ":" + s.message(),
+             describe_op(desc) + ": " + impl.name + " refused (" + s.to_string() +
+                 "), trying the next implementation");
+  }
+  return Status(code, describe_op(desc) + ": no CUDA implementation applies (" +
+                          (refusals.empty() ? std::string("none listed") : refusals) + ")");
+}
+
+}  // namespace easel

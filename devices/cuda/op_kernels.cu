@@ -1,0 +1,571 @@
+// easel's own kernels for the layer ops (see op_kernels.hpp for the contracts). Grid-stride
+// loops over int64 indices in memory order; every launch checked. The pooling and LRN kernels
+// reproduce devices/cpu/ref_ops.cpp (Caffe's semantics): the gradients are gathers in the
+// reference's summation order, so that max pooling matches it bit for bit.
+#include <cfloat>
+#include <cstdint>
+
+#include "devices/cuda/cuda_common.hpp"
+#include "devices/cuda/op_kernels.hpp"
+
+namespace easel::cuda_kernels {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 65536;
+
+unsigned blocks_for(int64_t count) {
+  const int64_t b = (count + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < kMaxBlocks ? b : kMaxBlocks);
+}
+
+__device__ inline int64_t first_index() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ inline int64_t grid_stride() {
+  return static_cast<int64_t>(blockDim.x) * gridDim.x;
+}
+__device__ inline int64_t imin(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
+__device__ inline int64_t imax(int64_t a, int64_t b) {
+  return a > b ? a : b;
+}
+
+// Logical coordinates of the element at memory index i of a dense [N, C, H, W] tensor.
+struct Coord {
+  int64_t n, c, h, w;
+};
+__device__ inline Coord decode(int64_t i, int64_t C, int64_t H, int64_t W, bool nhwc) {
+  Coord x;
+  if (nhwc) {
+    x.c = i % C;
+    i /= C;
+    x.w = i % W;
+    i /= W;
+    x.h = i % H;
+    x.n = i / H;
+  } else {
+    x.w = i % W;
+    i /= W;
+    x.h = i % H;
+    i /= H;
+    x.c = i % C;
+    x.n = i / C;
+  }
+  return x;
+}
+__device__ inline int64_t offset(int64_t n, int64_t c, int64_t h, int64_t w, int64_t C, int64_t H,
+                                 int64_t W, bool nhwc) {
+  return nhwc ? ((n * H + h) * W + w) * C + c : ((n * C + c) * H + h) * W + w;
+}
+
+// ---- element-wise --------------------------------------------------------------------------
+
+__global__ void fill_kernel(float* p, int64_t count, float value) {
+  for (int64_t i = first_index(); i < count; i += grid_stride())
+    p[i] = value;
+}
+
+__global__ void relu_forward_kernel(const float* src, float* dst, int64_t count) {
+  for (int64_t i = first_index(); i < count; i += grid_stride())
+    dst[i] = src[i] > 0.f ? src[i] : 0.f;
+}
+
+__global__ void relu_backward_kernel(const float* dst, const float* diff_dst, float* diff_src,
+                                     int64_t count) {
+  for (int64_t i = first_index(); i < count; i += grid_stride())
+    diff_src[i] = dst[i] > 0.f ? diff_dst[i] : 0.f;
+}
+
+__global__ void add_bias_relu_rows_kernel(float* x, const float* bias, int64_t rows, int64_t cols,
+                                          bool relu) {
+  const int64_t count = rows * cols;
+  for (int64_t i = first_index(); i < count; i += grid_stride()) {
+    float v = x[i];
+    if (bias) v += bias[i % cols];
+    if (relu) v = v > 0.f ? v : 0.f;
+    x[i] = v;
+  }
+}
+
+__global__ void column_sums_kernel(const float* x, int64_t rows, int64_t cols, float* out) {
+  for (int64_t c = first_index(); c < cols; c += grid_stride()) {
+    float s = 0.f;
+    for (int64_t r = 0; r < rows; ++r)
+      s += x[r * cols + c];
+    out[c] = s;
+  }
+}
+
+// Walks the oihw index; ohwi is the other side.
+__global__ void transpose_filter_kernel(const float* src, float* dst, int64_t o, int64_t in,
+                                        int64_t kh, int64_t kw, bool to_ohwi) {
+  const int64_t count = o * in * kh * kw;
+  for (int64_t i = first_index(); i < count; i += grid_stride()) {
+    int64_t r = i;
+    const int64_t x = r % kw;
+    r /= kw;
+    const int64_t y = r % kh;
+    r /= kh;
+    const int64_t ic = r % in;
+    const int64_t oc = r / in;
+    const int64_t j = ((oc * kh + y) * kw + x) * in + ic;  // ohwi index
+    if (to_ohwi)
+      dst[j] = src[i];
+    else
+      dst[i] = src[j];
+  }
+}
+
+// ---- pooling -------------------------------------------------------------------------------
+
+__global__ void max_pool_forward_kernel(PoolShape s, const float* src, float* dst, int32_t* argmax,
+                                        int64_t count) {
+  for (int64_t o = first_index(); o < count; o += grid_stride()) {
+    const Coord p = decode(o, s.c, s.oh, s.ow, s.nhwc);
+    const int64_t hs = p.h * s.sh - s.ph, ws = p.w * s.sw - s.pw;
+    const int64_t h0 = imax(hs, 0), h1 = imin(hs + s.kh, s.h);
+    const int64_t w0 = imax(ws, 0), w1 = imin(ws + s.kw, s.w);
+    float best = -FLT_MAX;
+    int64_t at = -1;
+    for (int64_t h = h0; h < h1; ++h) {
+      for (int64_t w = w0; w < w1; ++w) {
+        const float v = src[offset(p.n, p.c, h, w, s.c, s.h, s.w, s.nhwc)];
+        if (at < 0 || v > best) {
+          best = v;
+          at = h * s.w + w;
+        }
+      }
+    }
+    dst[o] = best;
+    argmax[o] = static_cast<int32_t>(at);
+  }
+}
+
+// The outputs whose (unclipped) window covers padded coordinate x + pad: [first, last).
+__device__ inline int64_t first_window(int64_t xp, int64_t k, int64_t stride) {
+  return xp < k ? 0 : (xp - k) / stride + 1;
+}
+
+__global__ void max_pool_backward_kernel(PoolShape s, const float* diff_dst, const int32_t* argmax,
+                                         float* diff_src, int64_t count) {
+  for (int64_t i = first_index(); i < count; i += grid_stride()) {
+    const Coord x = decode(i, s.c, s.h, s.w, s.nhwc);
+    const int64_t hp = x.h + s.ph, wp = x.w + s.pw;
+    const int64_t ph0 = first_window(hp, s.kh, s.sh), ph1 = imin(hp / s.sh + 1, s.oh);
+    const int64_t pw0 = first_window(wp, s.kw, s.sw), pw1 = imin(wp / s.sw + 1, s.ow);
+    const int32_t me = static_cast<int32_t>(x.h * s.w + x.w);
+    float g = 0.f;
+    for (int64_t ph = ph0; ph < ph1; ++ph) {
+      for (int64_t pw = pw0; pw < pw1; ++pw) {
+        const int64_t o = offset(x.n, x.c, ph, pw, s.c, s.oh, s.ow, s.nhwc);
+        if (argmax[o] == me) g += diff_dst[o];
+      }
+    }
+    diff_src[i] = g;
+  }
+}
+
+// Caffe's average window: [h0, h1) x [w0, w1) clipped to the input, divided by its size
+// clipped to the input plus padding.
+struct AvgWindow {
+  int64_t h0, h1, w0, w1;
+  float size;
+};
+__device__ inline AvgWindow avg_window(const PoolShape& s, int64_t oh, int64_t ow) {
+  int64_t h0 = oh * s.sh - s.ph, w0 = ow * s.sw - s.pw;
+  int64_t h1 = imin(h0 + s.kh, s.h + s.ph), w1 = imin(w0 + s.kw, s.w + s.pw);
+  AvgWindow win;
+  win.size = static_cast<float>((h1 - h0) * (w1 - w0));
+  win.h0 = imax(h0, 0);
+  win.w0 = imax(w0, 0);
+  win.h1 = imin(h1, s.h);
+  win.w1 = imin(w1, s.w);
+  return win;
+}
+
+__global__ void avg_pool_forward_kernel(PoolShape s, const float* src, float* dst, int64_t count) {
+  for (int64_t o = first_index(); o < count; o += grid_stride()) {
+    const Coord p = decode(o, s.c, s.oh, s.ow, s.nhwc);
+    const AvgWindow win = avg_window(s, p.h, p.w);
+    float sum = 0.f;
+    for (int64_t h = win.h0; h < win.h1; ++h)
+      for (int64_t w = win.w0; w < win.w1; ++w)
+        sum += src[offset(p.n, p.c, h, w, s.c, s.h, s.w, s.nhwc)];
+    dst[o] = sum / win.size;
+  }
+}
+
+__global__ void avg_pool_backward_kernel(PoolShape s, const float* diff_dst, float* diff_src,
+                                         int64_t count) {
+  for (int64_t i = first_index(); i < count; i += grid_stride()) {
+    const Coord x = decode(i, s.c, s.h, s.w, s.nhwc);
+    const int64_t hp = x.h + s.ph, wp = x.w + s.pw;
+    const int64_t ph0 = first_window(hp, s.kh, s.sh), ph1 = imin(hp / s.sh + 1, s.oh);
+    const int64_t pw0 = first_window(wp, s.kw, s.sw), pw1 = imin(wp / s.sw + 1, s.ow);
+    float g = 0.f;
+    for (int64_t ph = ph0; ph < ph1; ++ph) {
+      for (int64_t pw = pw0; pw < pw1; ++pw) {
+        const AvgWindow win = avg_window(s, ph, pw);
+        g += diff_dst[offset(x.n, x.c, ph, pw, s.c, s.oh, s.ow, s.nhwc)] / win.size;
+      }
+    }
+    diff_src[i] = g;
+  }
+}
+
+// ---- LRN -----------------------------------------------------------------------------------
+
+// The channel window of element i: its channel-0 offset, channel stride, and [c0, c1].
+struct LrnWindow {
+  int64_t base, stride, c, c0, c1;
+};
+__device__ inline LrnWindow lrn_window(const LrnShape& s, int64_t i) {
+  const Coord x = decode(i, s.c, s.h, s.w, s.nhwc);
+  const int64_t half = (s.local_size - 1) / 2;
+  LrnWindow win;
+  win.stride = s.nhwc ? 1 : s.h * s.w;
+  win.base = i - x.c * win.stride;
+  win.c = x.c;
+  win.c0 = imax(x.c - half, 0);
+  win.c1 = imin(x.c + half, s.c - 1);
+  return win;
+}
+
+__global__ void lrn_forward_kernel(LrnShape s, float alpha_n, const float* src, float* dst,
+                                   float* scale, int64_t count) {
+  for (int64_t i = first_index(); i < count; i += grid_stride()) {
+    const LrnWindow win = lrn_window(s, i);
+    float sum = 0.f;
+    for (int64_t j = win.c0; j <= win.c1; ++j) {
+      const float v = src[win.base + j * win.stride];
+      sum += v * v;
+    }
+    const float sc = s.k + alpha_n * sum;
+    scale[i] = sc;
+    dst[i] = src[i] * powf(sc, -s.beta);
+  }
+}
+
+__global__ void lrn_backward_kernel(LrnShape s, float ratio, const float* src, const float* dst,
+                                    const float* scale, const float* diff_dst, float* diff_src,
+                                    int64_t count) {
+  for (int64_t i = first_index(); i < count; i += grid_stride()) {
+    const LrnWindow win = lrn_window(s, i);
+    float accum = 0.f;
+    for (int64_t j = win.c0; j <= win.c1; ++j) {
+      const int64_t e = win.base + j * win.stride;
+      accum += diff_dst[e] * dst[e] / scale[e];
+    }
+    diff_src[i] = diff_dst[i] * powf(scale[i], -s.beta) - ratio * src[i] * accum;
+  }
+}
+
+// ---- dropout -------------------------------------------------------------------------------
+
+// SplitMix64's finalizer: a bijective 64-bit mix.
+__host__ __device__ inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;
+
+// Element i of call `key`'s stream is SplitMix64's output number i+1 from state `key`.
+__global__ void dropout_forward_kernel(const float* src, float* dst, uint8_t* mask, int64_t count,
+                                       float ratio, float scale, uint64_t key) {
+  for (int64_t i = first_index(); i < count; i += grid_stride()) {
+    const uint64_t bits = mix64(key + static_cast<uint64_t>(i + 1) * kGolden);
+    const float u = static_cast<float>(bits >> 40) * 0x1.0p-24f;  // [0, 1), 24 bits
+    const bool keep = u >= ratio;
+    mask[i] = keep ? 1 : 0;
+    dst[i] = keep ? src[i] * scale : 0.f;
+  }
+}
+
+__global__ void dropout_backward_kernel(const float* diff_dst, const uint8_t* mask, float* diff_src,
+                                        int64_t count, float scale) {
+  for (int64_t i = first_index(); i < count; i += grid_stride())
+    diff_src[i] = mask[i] ? diff_dst[i] * scale : 0.f;
+}
+
+// ---- softmax cross-entropy -----------------------------------------------------------------
+
+template <typename T>
+__device__ inline T warp_sum(T v) {
+  for (int off = 16; off > 0; off >>= 1)
+    v += __shfl_down_sync(0xffffffffu, v, off);
+  return v;
+}
+
+// Sum over the block, returned to every thread. `shared` holds 32 entries.
+template <typename T>
+__device__ T block_sum(T v, T* shared) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int warps = static_cast<int>((blockDim.x + 31) >> 5);
+  v = warp_sum(v);
+  __syncthreads();  // a previous call may still read shared[0]
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < warps ? shared[lane] : T(0);
+    v = warp_sum(v);
+    if (lane == 0) shared[0] = v;
+  }
+  __syncthreads();
+  return shared[0];
+}
+
+// The largest value, the first index among equals (index < 0: nothing yet).
+struct Best {
+  float v;
+  int i;
+};
+__device__ inline Best better(Best a, Best b) {
+  if (b.i < 0) return a;
+  if (a.i < 0) return b;
+  return (b.v > a.v || (b.v == a.v && b.i < a.i)) ? b : a;
+}
+__device__ inline Best warp_best(Best b) {
+  for (int off = 16; off > 0; off >>= 1) {
+    Best o;
+    o.v = __shfl_down_sync(0xffffffffu, b.v, off);
+    o.i = __shfl_down_sync(0xffffffffu, b.i, off);
+    b = better(b, o);
+  }
+  return b;
+}
+
+// One block per row.
+__global__ void softmax_xent_rows_kernel(const float* logits, const int32_t* labels, float* prob,
+                                         int64_t classes, float* row_loss, int32_t* row_state) {
+  __shared__ float s_val[32];
+  __shared__ int s_idx[32];
+  const int64_t r = blockIdx.x;
+  const float* x = logits + r * classes;
+  float* p = prob + r * classes;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int warps = static_cast<int>((blockDim.x + 31) >> 5);
+
+  Best b{-FLT_MAX, -1};
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+    b = better(b, Best{x[j], static_cast<int>(j)});
+  b = warp_best(b);
+  if (lane == 0) {
+    s_val[warp] = b.v;
+    s_idx[warp] = b.i;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    b = lane < warps ? Best{s_val[lane], s_idx[lane]} : Best{-FLT_MAX, -1};
+    b = warp_best(b);
+    if (lane == 0) {
+      s_val[0] = b.v;
+      s_idx[0] = b.i;
+    }
+  }
+  __syncthreads();
+  const float shift = s_val[0];
+  const int best = s_idx[0];
+
+  float part = 0.f;
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+    part += expf(x[j] - shift);
+  const float sum = block_sum(part, s_val);  // s_val reused: shift is read above
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+    p[j] = expf(x[j] - shift) / sum;
+  if (threadIdx.x == 0) {
+    const int32_t label = labels[r];
+    if (label < 0 || label >= classes) {
+      row_loss[r] = 0.f;
+      row_state[r] = 2;
+    } else {
+      const float pl = expf(x[label] - shift) / sum;
+      row_loss[r] = -logf(fmaxf(pl, FLT_MIN));
+      row_state[r] = best == label ? 1 : 0;
+    }
+  }
+}
+
+// One block: the row results reduced in a fixed order (deterministic).
+__global__ void loss_totals_kernel(const float* row_loss, const int32_t* row_state, int64_t n,
+                                   LossTotals* totals) {
+  __shared__ double s_loss[32];
+  __shared__ long long s_count[32];
+  double loss = 0.0;
+  long long hits = 0, bad = 0;
+  for (int64_t r = threadIdx.x; r < n; r += blockDim.x) {
+    loss += static_cast<double>(row_loss[r]);
+    hits += row_state[r] == 1 ? 1 : 0;
+    bad += row_state[r] == 2 ? 1 : 0;
+  }
+  loss = block_sum(loss, s_loss);
+  hits = block_sum(hits, s_count);
+  bad = block_sum(bad, s_count);
+  if (threadIdx.x == 0) {
+    totals->loss = loss;
+    totals->hits = hits;
+    totals->bad_labels = bad;
+  }
+}
+
+__global__ void softmax_xent_backward_kernel(const float* prob, const int32_t* labels, float* diff,
+                                             int64_t n, int64_t count, int64_t classes,
+                                             float scale) {
+  for (int64_t i = first_index(); i < count; i += grid_stride()) {
+    const int64_t r = i / classes;
+    if (r >= n) {
+      diff[i] = 0.f;
+      continue;
+    }
+    float g = prob[i] * scale;
+    if (i - r * classes == labels[r]) g -= scale;
+    diff[i] = g;
+  }
+}
+
+}  // namespace
+
+// ---- launchers -----------------------------------------------------------------------------
+
+void fill(cudaStream_t stream, float* p, int64_t count, float value) {
+  if (count <= 0) return;
+  fill_kernel<<<blocks_for(count), kThreads, 0, stream>>>(p, count, value);
+  EASEL_CUDA_CHECK(cudaGetLastError());
+}
+
+void relu_forward(cudaStream_t stream, const float* src, float* dst, int64_t count) {
+  if (count <= 0) return;
+  relu_forward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(src, dst, count);
+  EASEL_CUDA_CHECK(cudaGetLastError());
+}
+
+void relu_backward(cudaStream_t stream, const float* dst, const float* diff_dst, float* diff_src,
+                   int64_t count) {
+  if (count <= 0) return;
+  relu_backward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(dst, diff_dst, diff_src, count);
+  EASEL_CUDA_CHECK(cudaGetLastError());
+}
+
+void add_bias_relu_rows(cudaStream_t stream, float* x, const float* bias, int64_t rows,
+                        int64_t cols, bool relu) {
+  if (rows <= 0 || cols <= 0 || (!bias && !relu)) return;
+  add_bias_relu_rows_kernel<<<blocks_for(rows * cols), kThreads, 0, stream>>>(x, bias, rows, cols,
+                                                                              relu);
+  EASEL_CUDA_CHECK(cudaGetLastError());
+}
+
+void column_sums(cudaStream_t stream, const float* x, int64_t rows, int64_t cols, float* out) {
+  if (cols <= 0) return;
+  column_sums_kernel<<<blocks_for(cols), kThreads, 0, stream>>>(x, rows, cols, out);
+  EASEL_CUDA_CHECK(cudaGetLastError());
+}
+
+void transpose_filter(cudaStream_t stream, const float* src, float* dst, int64_t o, int64_t i,
+                      int64_t kh, int64_t kw, bool to_ohwi) {
+  const int64_t count = o * i * kh * kw;
+  if (count <= 0) return;
+  transpose_filter_kernel<<<blocks_for(count), kThreads, 0, stream>>>(src, dst, o, i, kh, kw,
+                                                                      to_ohwi);
+  EASEL_CUDA_CHECK(cudaGetLastError());
+}
+
+void max_pool_forward(cudaStream_t stream, const PoolShape& s, const float* src, float* dst,
+                      int32_t* argmax) {
+  const int64_t count = s.n * s.c * s.oh * s.ow;
+  if (count <= 0) return;
+  max_pool_forward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(s, src, dst, argmax, count);
+  EASEL_CUDA_CHECK(cudaGetLastError());
+}
+
+void max_pool_backward(cudaStream_t stream, const PoolShape& s, const float* diff_dst,
+                       const int32_t* argmax, float* diff_src) {
+  const int64_t count = s.n * s.c * s.h * s.w;
+  if (count <= 0) return;
+  max_pool_backward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(s, diff_dst, argmax,
+                                                                       diff_src, count);
+  EASEL_CUDA_CHECK(cudaGetLastError());
+}
+
+void avg_pool_forward(cudaStream_t stream, const PoolShape& s, const float* src, float* dst) {
+  const int64_t count = s.n * s.c * s.oh * s.ow;
+  if (count <= 0) return;
+  avg_pool_forward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(s, src, dst, count);
+  EASEL_CUDA_CHECK(cudaGetLastError());
+}
+
+void avg_pool_backward(cudaStream_t stream, const PoolShape& s, const float* diff_dst,
+                       float* diff_src) {
+  const int64_t count = s.n * s.c * s.h * s.w;
+  if (count <= 0) return;
+  avg_pool_backward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(s, diff_dst, diff_src,
+                                                                       count);
+  EASEL_CUDA_CHECK(cudaGetLastError());
+}
+
+void lrn_forward(cudaStream_t stream, const LrnShape& s, const float* src, float* dst,
+                 float* scale) {
+  const int64_t count = s.n * s.c * s.h * s.w;
+  if (count <= 0) return;
+  const float alpha_n = s.alpha / static_cast<float>(s.local_size);  // as the reference
+  lrn_forward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(s, alpha_n, src, dst, scale,
+                                                                 count);
+  EASEL_CUDA_CHECK(cudaGetLastError());
+}
+
+void lrn_backward(cudaStream_t stream, const LrnShape& s, const float* src, const float* dst,
+                  const float* scale, const float* diff_dst, float* diff_src) {
+  const int64_t count = s.n * s.c * s.h * s.w;
+  if (count <= 0) return;
+  const float ratio = 2.f * s.alpha * s.beta / static_cast<float>(s.local_size);
+  lrn_backward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(s, ratio, src, dst, scale,
+                                                                  diff_dst, diff_src, count);
+  EASEL_CUDA_CHECK(cudaGetLastError());
+}
+
+void dropout_forward(cudaStream_t stream, const float* src, float* dst, uint8_t* mask,
+                     int64_t count, float ratio, float scale, uint64_t seed, uint64_t call) {
+  if (count <= 0) return;
+  const uint64_t key = mix64(seed ^ mix64((call + 1) * kGolden));
+  dropout_forward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(src, dst, mask, count, ratio,
+                                                                     scale, key);
+  EASEL_CUDA_CHECK(cudaGetLastError());
+}
+
+void dropout_backward(cudaStream_t stream, const float* diff_dst, const uint8_t* mask,
+                      float* diff_src, int64_t count, float scale) {
+  if (count <= 0) return;
+  dropout_backward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(diff_dst, mask, diff_src,
+                                                                      count, scale);
+  EASEL_CUDA_CHECK(cudaGetLastError());
+}
+
+void softmax_xent_forward(cudaStream_t stream, const float* logits, const int32_t* labels,
+                          float* prob, int64_t n, int64_t classes, float* row_loss,
+                          int32_t* row_state, LossTotals* totals) {
+  if (n <= 0 || classes <= 0) {
+    EASEL_CUDA_CHECK(cudaMemsetAsync(totals, 0, sizeof(LossTotals), stream));
+    return;
+  }
+  unsigned threads = 32;  // one warp for a few classes, up to 256 threads for many
+  while (threads < 256 && static_cast<int64_t>(threads) < classes)
+    threads *= 2;
+  softmax_xent_rows_kernel<<<static_cast<unsigned>(n), threads, 0, stream>>>(
+      logits, labels, prob, classes, row_loss, row_state);
+  EASEL_CUDA_CHECK(cudaGetLastError());
+  loss_totals_kernel<<<1, kThreads, 0, stream>>>(row_loss, row_state, n, totals);
+  EASEL_CUDA_CHECK(cudaGetLastError());
+}
+
+void softmax_xent_backward(cudaStream_t stream, const float* prob, const int32_t* labels,
+                           float* diff, int64_t n, int64_t batch, int64_t classes, float scale) {
+  const int64_t count = batch * classes;
+  if (count <= 0) return;
+  softmax_xent_backward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(prob, labels, diff, n,
+                                                                           count, classes, scale);
+  EASEL_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace easel::cuda_kernels

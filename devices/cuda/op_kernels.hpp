@@ -1,0 +1,97 @@
+// easel's own CUDA kernels for the layer ops (devices/cuda/op_kernels.cu), behind plain C++
+// launchers that the host code (cuda_ops.cpp, cuda_conv.cpp, ...) calls. Every launcher queues
+// its work on `stream` and returns at once; a launch failure aborts (EASEL_CUDA_CHECK). A
+// launcher with nothing to do (count 0) launches nothing. Pointers are device memory unless
+// said otherwise; activations are dense in the layout given by `nhwc`.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace easel::cuda_kernels {
+
+// ---- element-wise --------------------------------------------------------------------------
+
+// p[i] <- value
+void fill(cudaStream_t stream, float* p, int64_t count, float value);
+// dst[i] <- max(src[i], 0) (dst may be src)
+void relu_forward(cudaStream_t stream, const float* src, float* dst, int64_t count);
+// diff_src[i] <- dst[i] > 0 ? diff_dst[i] : 0 (diff_src may be diff_dst). Also the mask of a
+// fused ReLU: the gradient reaching the pre-activation values.
+void relu_backward(cudaStream_t stream, const float* dst, const float* diff_dst, float* diff_src,
+                   int64_t count);
+// Rows of a [rows, cols] row-major matrix: x[r, c] <- x[r, c] + bias[c] (bias may be nullptr),
+// then max(., 0) when relu.
+void add_bias_relu_rows(cudaStream_t stream, float* x, const float* bias, int64_t rows,
+                        int64_t cols, bool relu);
+// out[c] <- sum over r of x[r, c], summed in row order (the reference's order).
+void column_sums(cudaStream_t stream, const float* x, int64_t rows, int64_t cols, float* out);
+// Filter {o, i, kh, kw} <-> {o, kh, kw, i}: to_ohwi converts oihw -> ohwi, else ohwi -> oihw.
+void transpose_filter(cudaStream_t stream, const float* src, float* dst, int64_t o, int64_t i,
+                      int64_t kh, int64_t kw, bool to_ohwi);
+
+// ---- pooling, Caffe semantics (devices/cpu/ref_ops.cpp) -------------------------------------
+
+struct PoolShape {
+  int64_t n = 0, c = 0, h = 0, w = 0;  // src
+  int64_t oh = 0, ow = 0;              // dst (Caffe's ceil-mode sizes)
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+  bool nhwc = false;
+};
+// dst <- max over the window clipped to the input; argmax[o] <- h * w_in + w of the first
+// maximum in scan order (-1 for an empty window).
+void max_pool_forward(cudaStream_t stream, const PoolShape& s, const float* src, float* dst,
+                      int32_t* argmax);
+// diff_src <- sum of diff_dst over the outputs whose argmax is the element (a gather: no
+// atomics, the reference's summation order).
+void max_pool_backward(cudaStream_t stream, const PoolShape& s, const float* diff_dst,
+                       const int32_t* argmax, float* diff_src);
+// Caffe's average: the divisor is the window clipped to the input plus padding.
+void avg_pool_forward(cudaStream_t stream, const PoolShape& s, const float* src, float* dst);
+void avg_pool_backward(cudaStream_t stream, const PoolShape& s, const float* diff_dst,
+                       float* diff_src);
+
+// ---- LRN across channels, Caffe's definition ------------------------------------------------
+
+struct LrnShape {
+  int64_t n = 0, c = 0, h = 0, w = 0;
+  int64_t local_size = 5;
+  float alpha = 1e-4f, beta = 0.75f, k = 1.f;
+  bool nhwc = false;
+};
+// scale <- k + alpha/n * sum_window src^2 (kept for backward), dst <- src * scale^-beta
+void lrn_forward(cudaStream_t stream, const LrnShape& s, const float* src, float* dst,
+                 float* scale);
+void lrn_backward(cudaStream_t stream, const LrnShape& s, const float* src, const float* dst,
+                  const float* scale, const float* diff_dst, float* diff_src);
+
+// ---- dropout -------------------------------------------------------------------------------
+
+// mask[i] <- 1 with probability 1-ratio from a counter-based hash of (seed, call, i), else 0;
+// dst[i] <- mask[i] ? src[i] * scale : 0 (dst may be src).
+void dropout_forward(cudaStream_t stream, const float* src, float* dst, uint8_t* mask,
+                     int64_t count, float ratio, float scale, uint64_t seed, uint64_t call);
+// diff_src[i] <- mask[i] ? diff_dst[i] * scale : 0
+void dropout_backward(cudaStream_t stream, const float* diff_dst, const uint8_t* mask,
+                      float* diff_src, int64_t count, float scale);
+
+// ---- softmax cross-entropy -----------------------------------------------------------------
+
+// What the loss reduces on the device and copies back to the host.
+struct LossTotals {
+  double loss = 0;         // sum over the rows of -log max(prob[label], FLT_MIN)
+  int64_t hits = 0;        // rows whose first maximum is the label
+  int64_t bad_labels = 0;  // rows whose label lies outside [0, classes)
+};
+// For the first n rows of [*, classes] logits: prob <- softmax (max subtracted), then the
+// per-row loss and state (0 miss, 1 hit, 2 bad label) reduced in row order into *totals
+// (device memory). row_loss and row_state hold n entries (scratch).
+void softmax_xent_forward(cudaStream_t stream, const float* logits, const int32_t* labels,
+                          float* prob, int64_t n, int64_t classes, float* row_loss,
+                          int32_t* row_state, LossTotals* totals);
+// diff[r, j] <- (prob[r, j] - (j == label[r])) * scale for r < n, 0 for n <= r < batch.
+void softmax_xent_backward(cudaStream_t stream, const float* prob, const int32_t* labels,
+                           float* diff, int64_t n, int64_t batch, int64_t classes, float scale);
+
+}  // namespace easel::cuda_kernels
