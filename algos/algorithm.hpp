@@ -58,8 +58,19 @@ struct Group {
   int id = 0;         // index in run.groups (this process)
   int global_id = 0;  // over all processes: run.rank * run.size() + id; the Comm rank
   WorkerThread* worker = nullptr;
+  // The group's device: the CPU (shared by all groups), or its own GPU, attached to `worker`.
+  Device* device = nullptr;
+  // The rules over weights/diff/momentum, on the memory they are in: the device's kernels when
+  // they are resident on a GPU (Run::resident), else the CPU's span ops.
+  ArenaKernels* kernels = &cpu_arena_kernels();
   std::unique_ptr<Net> net;
   Arena weights, diff, momentum;
+  // A GPU group: the batch's copy on the device (one batch of images, and labels); and when
+  // the arenas stay on the host (not resident), the device copies the net reads and writes:
+  // weights are uploaded before each step and the gradient downloaded after it.
+  Buffer dev_images, dev_labels;
+  Arena dev_weights, dev_diff;
+  Arena eval_weights;  // a GPU group: the evaluated model, copied to its device per evaluation
   std::unique_ptr<BatchStream> data;
   // Test seam: when set, local_gradient() calls it instead of the net (it must fill diff).
   std::function<void(Group&)> fake_gradient;
@@ -95,6 +106,10 @@ struct Run {
   std::mutex turn_mu;
   std::condition_variable turn_cv;
   std::vector<int>* serve_log = nullptr;  // tests: group ids in the order the centre served them
+  // GPU groups whose weights, gradients, momentum (and the centre, scratch) live in device
+  // memory, updated by the device's kernels and exchanged over NCCL (device_resident
+  // algorithms on --device cuda: the paper's Sync EASGD2). False on the CPU.
+  bool resident = false;
 
   int size() const { return static_cast<int>(groups.size()); }  // groups of this process
   int total_groups() const { return size() * ranks; }           // P in every formula
@@ -124,6 +139,11 @@ class Algorithm {
   virtual const float* eval_weights(Run& run) = 0;
   // Whether it runs across MPI ranks (run.ranks > 1); the others say why not in the trainer.
   virtual bool multi_process() const { return false; }
+  // Whether its groups' arenas may stay on their GPUs (Run::resident): it touches them only
+  // through Group::kernels and run.comm, and allocates device buffers on the owning group's
+  // thread. The others run on GPUs with the arenas in pinned host memory, each step uploading
+  // the weights and downloading the gradient (the paper's original, non-co-designed scheme).
+  virtual bool device_resident() const { return false; }
   // Called once after the last round (and on error exits), before the run is destroyed: stops
   // helper threads (e.g. the centre's server on rank 0).
   virtual void finish(Run& run) { (void)run; }
@@ -139,8 +159,14 @@ std::span<const AlgoEntry> algo_list();
 Result<std::unique_ptr<Algorithm>> make_algorithm(const std::string& name);
 
 // The shared local step: next batch, forward, backward into g.diff, loss bookkeeping; adds its
-// time to g.times.compute. Returns the batch loss.
+// time to g.times.compute. On a GPU it uploads the batch (and, when not resident, the weights,
+// downloading the gradient after) and returns when the step is done on the device. Returns the
+// batch loss.
 double local_gradient(Group& g);
+
+// An arena of n floats of `kind`, allocated (and zeroed) on g's own thread, so that device
+// memory lands on g's GPU.
+Result<Arena> arena_on(Group& g, int64_t n, MemKind kind);
 
 // Monotonic seconds.
 double now_seconds();

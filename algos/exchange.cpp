@@ -96,17 +96,18 @@ void scaled_gradient(std::span<const Segment> segs, float* g, const float* w, fl
 namespace easel {
 void local_step(Run& run, Group& g, float lr, LocalRule rule) {
   const AlgoParams& p = run.params;
+  ArenaKernels& k = *g.kernels;
   switch (rule) {
     case LocalRule::sgd:
-      sgd_step(run.segments(), g.weights.data(), g.diff.data(), lr, p.weight_decay);
+      k.sgd_step(run.segments(), g.weights.data(), g.diff.data(), lr, p.weight_decay);
       return;
     case LocalRule::heavy_ball:
-      momentum_step(run.segments(), g.weights.data(), g.diff.data(), g.momentum.data(), lr,
-                    p.momentum, p.weight_decay);
+      k.momentum_step(run.segments(), g.weights.data(), g.diff.data(), g.momentum.data(), lr,
+                      p.momentum, p.weight_decay);
       return;
     case LocalRule::nesterov:
-      nesterov_step(run.segments(), g.weights.data(), g.diff.data(), g.momentum.data(), lr,
-                    p.momentum, p.weight_decay);
+      k.nesterov_step(run.segments(), g.weights.data(), g.diff.data(), g.momentum.data(), lr,
+                      p.momentum, p.weight_decay);
       return;
   }
 }

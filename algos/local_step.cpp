@@ -17,12 +17,37 @@ double local_gradient(Group& g) {
     return 0;
   }
   const Batch& b = g.data->next();
-  const StepStats st =
-      g.net->train_step(b.images.as<float>(), b.labels.data(), g.weights.data(), g.diff.data());
+  StepStats st;
+  if (g.device->is_host()) {
+    st = g.net->train_step(b.images.as<float>(), b.labels.data(), g.weights.data(), g.diff.data());
+  } else {
+    Device& d = *g.device;
+    d.upload(g.dev_images.data(), b.images.data(), b.images.bytes());
+    d.upload(g.dev_labels.data(), b.labels.data(), b.labels.size() * sizeof(int32_t));
+    const bool staged = g.dev_weights.size() > 0;
+    if (staged) {
+      d.upload(g.dev_weights.data(), g.weights.data(),
+               static_cast<size_t>(g.weights.size()) * sizeof(float));
+    }
+    st = g.net->train_step(g.dev_images.as<float>(), g.dev_labels.as<int32_t>(),
+                           staged ? g.dev_weights.data() : g.weights.data(),
+                           staged ? g.dev_diff.data() : g.diff.data());
+    if (staged)
+      d.download(g.diff.data(), g.dev_diff.data(),
+                 static_cast<size_t>(g.diff.size()) * sizeof(float));
+    else
+      d.synchronize();
+  }
   g.loss_sum += st.loss;
   g.loss_count += 1;
   g.times.compute += now_seconds() - t0;
   return st.loss;
+}
+
+Result<Arena> arena_on(Group& g, int64_t n, MemKind kind) {
+  Result<Arena> out = internal_error("arena_on: not run");
+  g.worker->run([&] { out = Arena::create(n, kind); });
+  return out;
 }
 
 }  // namespace easel

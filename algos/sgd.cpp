@@ -13,6 +13,7 @@ class Sgd final : public Algorithm {
   explicit Sgd(bool momentum) : momentum_(momentum) {}
   std::string name() const override { return momentum_ ? "msgd" : "sgd"; }
   int max_groups() const override { return 1; }
+  bool device_resident() const override { return true; }
 
   void run_round(Run& run, Group& g, int64_t iterations) override {
     const AlgoParams& p = run.params;

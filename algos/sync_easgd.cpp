@@ -12,6 +12,10 @@
 // Across MPI ranks (--reduce tree, --overlap off): S is reduced over all P groups into global
 // group 0 (hierarchical Comm), rank 0 updates Wc and broadcasts it into every rank's copy, so a
 // run of R ranks x L groups equals one process with R*L groups when L is a power of two.
+// On GPUs with resident weights (Run::resident, --reduce tree, --overlap off): the same with
+// NCCL: Wc lives on group 0's GPU, every other group keeps a copy on its own GPU, S is reduced
+// into group 0's GPU and the updated Wc broadcast into the copies; only the batch crosses the
+// host link (Sync EASGD2).
 #include "algos/exchange.hpp"
 #include "algos/list.hpp"
 #include "engine/span_ops.hpp"
@@ -25,8 +29,17 @@ class SyncEasgd final : public Algorithm {
   std::string name() const override { return "sync-easgd"; }
   bool uses_centre() const override { return true; }
   bool multi_process() const override { return true; }
+  bool device_resident() const override { return true; }
 
   Status prepare(Run& run) override {
+    if (run.resident && run.params.reduce == ReduceMode::serial)
+      return invalid_argument(
+          "--reduce serial: the P serial exchanges read the other groups' weights in shared "
+          "memory; with the weights resident on GPUs use --reduce tree (NCCL)");
+    if (run.resident && run.params.overlap)
+      return invalid_argument(
+          "--overlap on: the overlapped exchange runs on a host thread over host arenas; with the "
+          "weights resident on GPUs use --overlap off");
     if (run.ranks > 1 && run.params.reduce == ReduceMode::serial)
       return invalid_argument(
           "--reduce serial: the P serial exchanges run through one process's shared memory; "
@@ -35,7 +48,18 @@ class SyncEasgd final : public Algorithm {
       return invalid_argument(
           "--overlap on: the communication thread runs within one process; across MPI ranks use "
           "--overlap off");
-    EASEL_ASSIGN_OR_RETURN(run.scratch, Arena::create(run.arena_floats(), run.centre.kind()));
+    EASEL_ASSIGN_OR_RETURN(run.scratch,
+                           arena_on(*run.groups[0], run.arena_floats(), run.centre.kind()));
+    if (run.resident) {  // a copy of Wc on every other group's GPU
+      for (size_t i = 1; i < run.groups.size(); ++i) {
+        Group& g = *run.groups[i];
+        EASEL_ASSIGN_OR_RETURN(Arena c, arena_on(g, run.arena_floats(), MemKind::device));
+        copy_bytes(c.data(), c.kind(), run.centre.data(), run.centre.kind(),
+                   static_cast<size_t>(run.arena_floats()) * sizeof(float));
+        centre_copies_.resize(run.groups.size());
+        centre_copies_[i] = std::move(c);
+      }
+    }
     if (run.params.overlap) {
       for (auto& g : run.groups) {
         EASEL_ASSIGN_OR_RETURN(Arena a, Arena::create(run.arena_floats(), g->weights.kind()));
@@ -74,15 +98,22 @@ class SyncEasgd final : public Algorithm {
   const float* eval_weights(Run& run) override { return run.centre.data(); }
 
  private:
+  // Wc as group g reads it: the shared centre, or g's copy on its GPU.
+  float* centre_of(Run& run, const Group& g) {
+    const size_t i = static_cast<size_t>(g.id);
+    return i < centre_copies_.size() && i > 0 ? centre_copies_[i].data() : run.centre.data();
+  }
+
   // The local step with the elastic pull towards the centre, from the weights before both.
-  static void elastic_step(Run& run, Group& g, float lr, float alpha) {
+  void elastic_step(Run& run, Group& g, float lr, float alpha) {
     const AlgoParams& p = run.params;
     if (p.momentum == 0)
-      elastic_sgd_step(run.segments(), g.weights.data(), g.diff.data(), run.centre.data(), lr,
-                       p.weight_decay, alpha);
+      g.kernels->elastic_sgd_step(run.segments(), g.weights.data(), g.diff.data(),
+                                  centre_of(run, g), lr, p.weight_decay, alpha);
     else
-      elastic_momentum_step(run.segments(), g.weights.data(), g.diff.data(), g.momentum.data(),
-                            run.centre.data(), lr, p.momentum, p.weight_decay, alpha, p.nesterov);
+      g.kernels->elastic_momentum_step(run.segments(), g.weights.data(), g.diff.data(),
+                                       g.momentum.data(), centre_of(run, g), lr, p.momentum,
+                                       p.weight_decay, alpha, p.nesterov);
   }
 
   // S = sum of the groups' weights into run.scratch on the root (group 0).
@@ -118,18 +149,19 @@ class SyncEasgd final : public Algorithm {
     timed_collective(run, g, [&] { run.comm->barrier(g.global_id); });  // everyone has read Wc
     if (g.global_id == 0) {
       ScopedTimer t(&g.times.comm);
-      elastic_centre_sum(run.centre.data(), run.scratch.data(), alpha, run.total_groups(),
-                         run.arena_floats());
+      g.kernels->elastic_centre_sum(run.centre.data(), run.scratch.data(), alpha,
+                                    run.total_groups(), run.arena_floats());
     }
-    if (run.ranks == 1) {
+    if (run.ranks == 1 && centre_copies_.empty()) {
       timed_collective(run, g, [&] { run.comm->barrier(g.global_id); });  // Wc is updated
       return;
     }
-    // Across ranks every process keeps a copy of Wc: rank 0's update is broadcast into all of
-    // them (the local groups pass the same buffer; the broadcast ends when Wc is updated).
+    // Across ranks every process keeps a copy of Wc, and on GPUs every group: the root's update
+    // is broadcast into all of them (the local groups of a process pass the same buffer; the
+    // broadcast ends when Wc is updated).
     timed_collective(run, g, [&] {
       for_each_message(run, [&](int64_t off, int64_t n) {
-        run.comm->broadcast(g.global_id, run.centre.data() + off, n, 0);
+        run.comm->broadcast(g.global_id, centre_of(run, g) + off, n, 0);
       });
     });
   }
@@ -165,7 +197,8 @@ class SyncEasgd final : public Algorithm {
     timed_collective(run, g, [&] { run.comm->barrier(g.global_id); });
   }
 
-  std::vector<Arena> send_;  // overlap: each group's weights at the exchange
+  std::vector<Arena> send_;           // overlap: each group's weights at the exchange
+  std::vector<Arena> centre_copies_;  // resident on GPUs: [i] is group i's copy of Wc (i > 0)
   std::unique_ptr<WorkerThread> comm_thread_;
   std::future<void> pending_;  // touched by group 0 only
 };

@@ -5,7 +5,6 @@
 // on every rank holds the same weights.
 #include "algos/exchange.hpp"
 #include "algos/list.hpp"
-#include "engine/span_ops.hpp"
 
 namespace easel {
 
@@ -14,7 +13,8 @@ namespace {
 class SyncSgd final : public Algorithm {
  public:
   std::string name() const override { return "sync-sgd"; }
-  bool multi_process() const override { return true; }  // the allreduce spans every rank
+  bool multi_process() const override { return true; }    // the allreduce spans every rank
+  bool device_resident() const override { return true; }  // on GPUs: NCCL allreduce
 
   void run_round(Run& run, Group& g, int64_t iterations) override {
     const AlgoParams& p = run.params;
@@ -27,7 +27,7 @@ class SyncSgd final : public Algorithm {
         });
       });
       ScopedTimer t(&g.times.compute);
-      span_scale(g.diff.data(), inv_p, run.arena_floats());
+      g.kernels->scale(g.diff.data(), inv_p, run.arena_floats());
       const float lr = static_cast<float>(p.lr.at(g.steps.load(std::memory_order_relaxed)));
       local_step(run, g, lr, p.momentum > 0 ? LocalRule::heavy_ball : LocalRule::sgd);
       g.steps.fetch_add(1, std::memory_order_relaxed);

@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <functional>
 #include <future>
 #include <thread>
 
+#include "devices/cuda/cuda_device.hpp"
 #include "engine/log.hpp"
 #include "engine/span_ops.hpp"
 #include "nets/models/models.hpp"
@@ -24,10 +26,13 @@ Status check_range(const char* flag, double v, double lo, double hi, bool lo_ope
   return {};
 }
 
-Result<Layout> parse_layout(const std::string& s) {
+// auto: nhwc on the CPU (oneDNN's brgemm convolutions, PERF-NOTES.md), nchw on GPUs (cuDNN's
+// native fp32 layout).
+Result<Layout> parse_layout(const std::string& s, bool gpu) {
+  if (s == "auto") return gpu ? Layout::nchw : Layout::nhwc;
   if (s == "nchw") return Layout::nchw;
   if (s == "nhwc") return Layout::nhwc;
-  return invalid_argument("--layout: unknown layout '" + s + "' (accepted: nchw, nhwc)");
+  return invalid_argument("--layout: unknown layout '" + s + "' (accepted: auto, nchw, nhwc)");
 }
 
 Result<AlgoParams> make_params(const TrainConfig& c, int64_t total_iterations, int groups) {
@@ -101,7 +106,35 @@ void run_on_groups(Run& run, Fn fn, Tick tick) {
 
 Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo) {
   EASEL_ASSIGN_OR_RETURN(std::unique_ptr<Algorithm> algo, make_algorithm(cfg.algo));
+  EASEL_ASSIGN_OR_RETURN(DeviceRequest dev, parse_device(cfg.device));
   PlanRequest req = cfg.plan;
+  if (dev.gpu) {
+    // One worker group per GPU; its host thread (plus OpenMP team) gathers batches and runs
+    // whatever the algorithm does on the host.
+    auto gpus = list_gpus();
+    if (!gpus.ok()) return unavailable("--device " + cfg.device + ": " + gpus.status().message());
+    std::vector<int> ordinals = dev.ordinals;
+    if (ordinals.empty())
+      for (const GpuInfo& g : *gpus)
+        ordinals.push_back(g.ordinal);
+    for (int o : ordinals)
+      if (o >= static_cast<int>(gpus->size()))
+        return invalid_argument("--device " + cfg.device + ": there is no GPU " +
+                                std::to_string(o) + " (this machine has " +
+                                std::to_string(gpus->size()) + ")");
+    const int n = static_cast<int>(ordinals.size());
+    if (req.groups != "auto" && req.groups != std::to_string(n))
+      return invalid_argument("--groups " + req.groups + ": with --device " + cfg.device +
+                              " each GPU is one worker group (" + std::to_string(n) + " GPU(s))");
+    req.groups = std::to_string(n);
+    if (req.threads_per_group == 0 && req.threads == 0 && req.cpu_lists.empty())
+      req.threads_per_group = std::max(1, topo.core_count() / n);
+    if (n > topo.core_count()) req.oversubscribe = true;  // host threads mostly wait on GPUs
+    EASEL_ASSIGN_OR_RETURN(GroupPlan plan, make_plan(topo, req));
+    for (size_t i = 0; i < plan.groups.size(); ++i)
+      plan.groups[i].gpu = ordinals[i];
+    return plan;
+  }
   if (algo->max_groups() == 1 && req.groups == "auto" && req.cpu_lists.empty()) {
     req.groups = "1";
     if (req.threads_per_group == 0)
@@ -123,14 +156,13 @@ Status validate_config(const TrainConfig& c) {
   if (c.tau < 1 || c.tau > 1000000) return invalid_argument("--tau: must be in [1, 1000000]");
   EASEL_RETURN_IF_ERROR(check_range("--target-accuracy", c.target_accuracy, 0, 1));
   if (c.eval_every < 0) return invalid_argument("--eval-every: must be >= 0");
-  EASEL_RETURN_IF_ERROR(parse_layout(c.layout).status());
+  EASEL_RETURN_IF_ERROR(parse_layout(c.layout, false).status());
   EASEL_RETURN_IF_ERROR(parse_impl_choice(c.impl).status());
   EASEL_RETURN_IF_ERROR(parse_precision(c.precision).status());
   EASEL_RETURN_IF_ERROR(parse_placement(c.placement).status());
   EASEL_RETURN_IF_ERROR(make_algorithm(c.algo).status());
   EASEL_RETURN_IF_ERROR(make_params(c, 1, 1).status());
-  if (c.device != "cpu")
-    return invalid_argument("--device: '" + c.device + "' (this build runs on: cpu)");
+  EASEL_RETURN_IF_ERROR(parse_device(c.device).status());
   return {};
 }
 
@@ -194,6 +226,11 @@ std::vector<EvalStats> evaluate_groups(Run& run, const Dataset& ds, const float*
   const int p = run.total_groups();
   std::vector<EvalStats> part(static_cast<size_t>(run.size()));
   const int64_t batch = run.groups[0]->net->batch();
+  // GPU groups evaluate a copy of `weights` (host memory) on their own device.
+  for (auto& g : run.groups)
+    if (!g->device->is_host())
+      copy_bytes(g->eval_weights.data(), MemKind::device, weights, MemKind::dram,
+                 static_cast<size_t>(run.arena_floats()) * sizeof(float));
   const int64_t nb = (ds.count + batch - 1) / batch;
   run_on_groups(
       run,
@@ -206,8 +243,19 @@ std::vector<EvalStats> evaluate_groups(Run& run, const Dataset& ds, const float*
             idx[static_cast<size_t>(i)] = b * batch + i;
           gather_batch(ds, idx.data(), n, g.net->layout(), g.eval_images.as<float>(),
                        g.eval_labels.data());
-          const EvalStats s =
-              g.net->evaluate(g.eval_images.as<float>(), g.eval_labels.data(), n, weights);
+          EvalStats s;
+          if (g.device->is_host()) {
+            s = g.net->evaluate(g.eval_images.as<float>(), g.eval_labels.data(), n, weights);
+          } else {
+            // The batch's unused rows are never read (n <= batch), so only n rows are copied.
+            const size_t per_image = g.eval_images.bytes() / static_cast<size_t>(batch);
+            g.device->upload(g.dev_images.data(), g.eval_images.data(),
+                             per_image * static_cast<size_t>(n));
+            g.device->upload(g.dev_labels.data(), g.eval_labels.data(),
+                             static_cast<size_t>(n) * sizeof(int32_t));
+            s = g.net->evaluate(g.dev_images.as<float>(), g.dev_labels.as<int32_t>(), n,
+                                g.eval_weights.data());
+          }
           acc.loss_sum += s.loss_sum;
           acc.correct += s.correct;
           acc.count += s.count;
@@ -218,13 +266,55 @@ std::vector<EvalStats> evaluate_groups(Run& run, const Dataset& ds, const float*
   return part;
 }
 
+namespace {
+
+// Builds group g's replica on its own thread (g.worker's): attaches its device, creates the
+// net, the arenas, the batch stream and the evaluation buffers.
+Status build_group(Group& g, const NetSpec& spec, const TrainConfig& cfg, Layout layout,
+                   const Placement& placement,
+                   const std::function<MemKind(BufferClass)>& arena_kind, const Dataset& train,
+                   int local) {
+  Device& dev = *g.device;
+  EASEL_RETURN_IF_ERROR(dev.attach());
+  const bool gpu = !dev.is_host();
+  const MemKind acts = gpu ? MemKind::device : placement[BufferClass::activations];
+  // What the host side of a GPU group fills and the device reads: pinned, so copies are async.
+  const MemKind host_io = gpu ? MemKind::pinned_host : placement[BufferClass::activations];
+  EASEL_ASSIGN_OR_RETURN(g.net, Net::create(spec, cfg.batch, layout, dev, acts));
+  const int64_t n = g.net->params().total_floats();
+  EASEL_ASSIGN_OR_RETURN(g.weights, Arena::create(n, arena_kind(BufferClass::weights)));
+  EASEL_ASSIGN_OR_RETURN(g.diff, Arena::create(n, arena_kind(BufferClass::grads)));
+  EASEL_ASSIGN_OR_RETURN(g.momentum, Arena::create(n, arena_kind(BufferClass::momentum)));
+  if (gpu && is_host_kind(g.weights.kind())) {  // staged: the net's copies on the device
+    EASEL_ASSIGN_OR_RETURN(g.dev_weights, Arena::create(n, MemKind::device));
+    EASEL_ASSIGN_OR_RETURN(g.dev_diff, Arena::create(n, MemKind::device));
+  }
+  if (gpu && !is_host_kind(g.weights.kind())) g.kernels = &dev.kernels();
+  EASEL_ASSIGN_OR_RETURN(g.data, BatchStream::create(train, cfg.batch, layout, g.id, local,
+                                                     cfg.seed, cfg.prefetch, host_io, g.global_id));
+  const size_t image_bytes = static_cast<size_t>(g.net->input_shape().count()) * sizeof(float);
+  EASEL_ASSIGN_OR_RETURN(g.eval_images, Buffer::allocate(image_bytes, host_io));
+  g.eval_labels.resize(static_cast<size_t>(cfg.batch));
+  if (gpu) {
+    EASEL_ASSIGN_OR_RETURN(g.dev_images, Buffer::allocate(image_bytes, MemKind::device));
+    EASEL_ASSIGN_OR_RETURN(
+        g.dev_labels,
+        Buffer::allocate(static_cast<size_t>(cfg.batch) * sizeof(int32_t), MemKind::device));
+    EASEL_ASSIGN_OR_RETURN(g.eval_weights, Arena::create(n, MemKind::device));
+  }
+  return {};
+}
+
+}  // namespace
+
 Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserver* obs) {
   TrainObserver null_observer;
   if (!obs) obs = &null_observer;
   const double t_setup = now_seconds();
   EASEL_RETURN_IF_ERROR(validate_config(cfg));
   EASEL_ASSIGN_OR_RETURN(std::unique_ptr<Algorithm> algo, make_algorithm(cfg.algo));
-  EASEL_ASSIGN_OR_RETURN(Layout layout, parse_layout(cfg.layout));
+  EASEL_ASSIGN_OR_RETURN(DeviceRequest dev_req, parse_device(cfg.device));
+  EASEL_ASSIGN_OR_RETURN(Layout layout, parse_layout(cfg.layout, dev_req.gpu));
   EASEL_ASSIGN_OR_RETURN(ImplChoice impl, parse_impl_choice(cfg.impl));
   EASEL_ASSIGN_OR_RETURN(Precision precision, parse_precision(cfg.precision));
   EASEL_ASSIGN_OR_RETURN(Placement placement, parse_placement(cfg.placement));
@@ -280,15 +370,39 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
                 1, static_cast<int64_t>(std::ceil(cfg.epochs * static_cast<double>(per_epoch))));
   const int64_t eval_every = cfg.eval_every > 0 ? cfg.eval_every : per_epoch;
 
+  // Devices outlive the run (its nets, arenas and Comm use their streams and handles).
+  std::unique_ptr<Device> cpu_device = make_cpu_device(impl, precision);
+  std::vector<std::unique_ptr<Device>> gpu_devices;
   Run run;
   run.world = world;
   run.rank = rank;
   run.ranks = ranks;
   EASEL_ASSIGN_OR_RETURN(run.params, make_params(cfg, total, p));
-  std::unique_ptr<Device> device = make_cpu_device(impl, precision);
+  // Devices: the CPU one is shared by every group; a GPU group has its own.
+  if (dev_req.gpu) {
+    if (world)
+      return invalid_argument("--device " + cfg.device +
+                              ": GPU groups run within one process; run it without mpirun");
+    if (placement[BufferClass::dataset] == MemKind::device)
+      return invalid_argument(
+          "--placement dataset=device: the data set stays in host memory (pinned-host or a "
+          "host kind); only each batch is copied to the GPU");
+    for (const GroupSpec& gs : plan.groups) {
+      EASEL_ASSIGN_OR_RETURN(auto d, make_cuda_device(gs.gpu, precision));
+      gpu_devices.push_back(std::move(d));
+    }
+  }
+  // GPU groups keep their arenas on the device when the algorithm allows (Sync EASGD2), else
+  // in pinned host memory, staged through device copies every step.
+  run.resident = dev_req.gpu && algo->device_resident();
+  const auto arena_kind = [&](BufferClass c) {
+    if (!dev_req.gpu) return placement[c];
+    return run.resident ? MemKind::device : MemKind::pinned_host;
+  };
 
-  // Build every replica on its own thread (first touch puts its pages on its node), one
-  // group at a time (set-up logs stay ordered). Group g of rank r reads data shard r*L + g of P.
+  // Build every replica on its own thread (first touch puts its pages on its node, device
+  // memory lands on its GPU), one group at a time (set-up logs stay ordered). Group g of rank r
+  // reads data shard r*L + g of P.
   std::vector<std::unique_ptr<WorkerThread>> workers;
   for (int i = 0; i < local; ++i) {
     EASEL_ASSIGN_OR_RETURN(auto w, WorkerThread::start(plan.groups[static_cast<size_t>(i)], true));
@@ -296,43 +410,10 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
     g->id = i;
     g->global_id = rank * local + i;
     g->worker = w.get();
+    g->device = dev_req.gpu ? gpu_devices[static_cast<size_t>(i)].get() : cpu_device.get();
     Status st;
-    w->run([&] {
-      auto net = Net::create(spec, cfg.batch, layout, *device, placement[BufferClass::activations]);
-      if (!net.ok()) {
-        st = net.status();
-        return;
-      }
-      g->net = std::move(net).value();
-      const int64_t n = g->net->params().total_floats();
-      auto wts = Arena::create(n, placement[BufferClass::weights]);
-      auto dif = Arena::create(n, placement[BufferClass::grads]);
-      auto mom = Arena::create(n, placement[BufferClass::momentum]);
-      for (auto* r : {&wts, &dif, &mom})
-        if (!r->ok()) {
-          st = r->status();
-          return;
-        }
-      g->weights = std::move(wts).value();
-      g->diff = std::move(dif).value();
-      g->momentum = std::move(mom).value();
-      auto stream =
-          BatchStream::create(data.train, cfg.batch, layout, i, local, cfg.seed, cfg.prefetch,
-                              placement[BufferClass::activations], g->global_id);
-      if (!stream.ok()) {
-        st = stream.status();
-        return;
-      }
-      g->data = std::move(stream).value();
-      auto ev = Buffer::allocate(static_cast<size_t>(g->net->input_shape().count()) * sizeof(float),
-                                 placement[BufferClass::activations]);
-      if (!ev.ok()) {
-        st = ev.status();
-        return;
-      }
-      g->eval_images = std::move(ev).value();
-      g->eval_labels.resize(static_cast<size_t>(cfg.batch));
-    });
+    w->run(
+        [&] { st = build_group(*g, spec, cfg, layout, placement, arena_kind, data.train, local); });
     EASEL_RETURN_IF_ERROR(st);
     workers.push_back(std::move(w));
     run.groups.push_back(std::move(g));
@@ -340,20 +421,30 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
   run.layout = &run.groups[0]->net->params();
   if (mpi_fault_fail())
     return internal_error("EASEL_MPI_FAULT: injected failure on rank " + std::to_string(rank));
-  run.comm = world ? make_hier_comm(make_shm_comm(local, run.params.collective), *world)
-                   : make_shm_comm(local, run.params.collective);
+  if (run.resident) {
+    std::vector<Device*> devs;
+    for (const auto& d : gpu_devices)
+      devs.push_back(d.get());
+    auto nccl = make_nccl_comm(devs);
+    if (!nccl.ok()) return unavailable("--device " + cfg.device + ": " + nccl.status().message());
+    run.comm = std::move(nccl).value();
+  } else {
+    run.comm = world ? make_hier_comm(make_shm_comm(local, run.params.collective), *world)
+                     : make_shm_comm(local, run.params.collective);
+  }
 
   // Same initial weights everywhere (rank 0's, broadcast).
   Group& g0 = *run.groups[0];
-  g0.net->init_params(g0.weights.data(), cfg.seed);
-  if (world) world->broadcast(rank, g0.weights.data(), run.arena_floats(), 0);
-  for (int i = 1; i < local; ++i)
-    span_copy(run.groups[static_cast<size_t>(i)]->weights.data(), g0.weights.data(),
-              run.arena_floats());
+  const size_t arena_bytes = static_cast<size_t>(run.arena_floats()) * sizeof(float);
+  std::vector<float> init(static_cast<size_t>(run.arena_floats()));
+  g0.net->init_params(init.data(), cfg.seed);
+  if (world) world->broadcast(rank, init.data(), run.arena_floats(), 0);
+  for (auto& g : run.groups)
+    copy_bytes(g->weights.data(), g->weights.kind(), init.data(), MemKind::dram, arena_bytes);
   if (algo->uses_centre()) {
-    EASEL_ASSIGN_OR_RETURN(run.centre,
-                           Arena::create(run.arena_floats(), placement[BufferClass::centre]));
-    span_copy(run.centre.data(), g0.weights.data(), run.arena_floats());
+    const MemKind centre_kind = arena_kind(BufferClass::centre);
+    EASEL_ASSIGN_OR_RETURN(run.centre, arena_on(g0, run.arena_floats(), centre_kind));
+    copy_bytes(run.centre.data(), run.centre.kind(), init.data(), MemKind::dram, arena_bytes);
   }
   FinishGuard finish_guard{*algo, run};
   EASEL_RETURN_IF_ERROR(algo->prepare(run));
@@ -363,8 +454,10 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
   info.algorithm = algo->name();
   info.net = spec.name;
   info.data = cfg.data;
-  info.layout = cfg.layout;
-  info.device = device->name();
+  info.layout = layout_name(layout);
+  info.device = dev_req.gpu ? "" : cpu_device->name();
+  for (const auto& d : gpu_devices)
+    info.device += (info.device.empty() ? "" : ",") + d->name();
   info.plan = plan;
   if (world) {  // the plan of all P groups, each rank's cpus as that rank planned them
     constexpr size_t kMaxCpus = 256;
@@ -406,8 +499,10 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
   sum.setup_seconds = now_seconds() - t_setup;
   sum.target_accuracy = cfg.target_accuracy;
 
-  std::vector<float> eval_buf;  // across ranks: rank 0's model, broadcast for sharded evaluation
-  if (world) eval_buf.resize(static_cast<size_t>(run.arena_floats()));
+  // The evaluated model in host memory: across ranks rank 0's, broadcast for sharded evaluation;
+  // on GPUs with resident weights, downloaded from the device.
+  std::vector<float> eval_buf;
+  if (world || run.resident) eval_buf.resize(static_cast<size_t>(run.arena_floats()));
   const double t0 = now_seconds();
   int64_t done = 0;
   int64_t last_images = 0;
@@ -426,7 +521,11 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
       return s;
     }();
     run_on_groups(
-        run, [&](Group& g) { algo->run_round(run, g, k); },
+        run,
+        [&](Group& g) {
+          algo->run_round(run, g, k);
+          g.device->synchronize();  // between rounds every buffer is settled
+        },
         [&] {
           int64_t s = 0;
           for (auto& g : run.groups)
@@ -446,6 +545,10 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
 
     const double e0 = now_seconds();
     const float* eval_w = algo->eval_weights(run);
+    if (run.resident) {
+      copy_bytes(eval_buf.data(), MemKind::dram, eval_w, MemKind::device, arena_bytes);
+      eval_w = eval_buf.data();
+    }
     if (world) {
       if (rank == 0) span_copy(eval_buf.data(), eval_w, run.arena_floats());
       world->broadcast(rank, eval_buf.data(), run.arena_floats(), 0);
@@ -555,10 +658,17 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
   const double all = sum.compute_seconds + sum.comm_seconds + sum.wait_seconds;
   sum.comm_share = all > 0 ? sum.comm_seconds / all : 0;
   sum.wait_share = all > 0 ? sum.wait_seconds / all : 0;
-  const float* fw = world ? eval_buf.data() : algo->eval_weights(run);
-  sum.final_weights.assign(fw, fw + run.arena_floats());
-  sum.group0_weights.assign(g0.weights.data(), g0.weights.data() + run.arena_floats());
+  sum.final_weights.resize(static_cast<size_t>(run.arena_floats()));
+  if (world)
+    sum.final_weights = eval_buf;
+  else
+    copy_bytes(sum.final_weights.data(), MemKind::dram, algo->eval_weights(run),
+               run.resident ? MemKind::device : MemKind::dram, arena_bytes);
+  sum.group0_weights.resize(static_cast<size_t>(run.arena_floats()));
+  copy_bytes(sum.group0_weights.data(), MemKind::dram, g0.weights.data(), g0.weights.kind(),
+             arena_bytes);
   algo->finish(run);
+  run.comm.reset();    // NCCL's communicators go before the devices' streams
   run.groups.clear();  // nets and streams go before their threads
   workers.clear();
   return sum;

@@ -51,6 +51,8 @@ int easel_main(int argc, char** argv) {
   topo->add_flag("--oversubscribe", cfg.plan.oversubscribe, "allow more threads than cores");
   topo->add_option("--algo", cfg.algo, "algorithm (one-group algorithms plan one group)")
       ->capture_default_str();
+  topo->add_option("--device", cfg.device, "cpu, cuda or cuda:0,1,... (one group per GPU)")
+      ->capture_default_str();
 
   app.add_subcommand("list", "list the nets and algorithms");
   bench::BenchFlags bench_flags;

@@ -1,6 +1,7 @@
 #include <cstdio>
 
 #include "algos/trainer.hpp"
+#include "devices/cuda/cuda_device.hpp"
 #include "nets/models/models.hpp"
 #include "tools/cli.hpp"
 
@@ -14,11 +15,19 @@ int run_topology(const TrainConfig& cfg) {
   }
   std::printf("%s", topo->to_string().c_str());
   std::printf("high-bandwidth memory (memkind): %s\n", hbw_available() ? "yes" : "no");
-  std::printf("GPUs: none (this build has no CUDA device)\n");
+  if (auto gpus = list_gpus(); gpus.ok()) {
+    std::printf("GPUs: %zu (CUDA%s)\n", gpus->size(), nccl_built() ? ", NCCL" : ", no NCCL");
+    for (const GpuInfo& g : *gpus)
+      std::printf("  cuda:%d  %s, %.1f GiB, compute capability %d.%d, %d SMs\n", g.ordinal,
+                  g.name.c_str(), static_cast<double>(g.memory_bytes) / (1024.0 * 1024 * 1024),
+                  g.cc_major, g.cc_minor, g.multiprocessors);
+  } else {
+    std::printf("GPUs: none (%s)\n", gpus.status().message().c_str());
+  }
   auto plan = plan_groups(cfg, topo.value());
   if (!plan.ok()) {
     std::fprintf(stderr, "easel: %s\n", plan.status().message().c_str());
-    return 2;
+    return plan.status().code() == Code::invalid_argument ? 2 : 1;
   }
   std::printf("plan for --algo %s:\n%s", cfg.algo.c_str(), plan->to_string().c_str());
   return 0;

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "algos/trainer.hpp"
+#include "devices/cuda/cuda_device.hpp"
 #include "engine/comm/mpi_comm.hpp"
 #include "engine/log.hpp"
 #include "tools/cli.hpp"
@@ -275,7 +276,17 @@ int run_train(const TrainConfig& cfg_in) {
   }
 
   auto placement = parse_placement(cfg.placement);
-  auto data = load_data(cfg.data, placement.value()[BufferClass::dataset], cfg.seed);
+  MemKind dataset_kind = placement.value()[BufferClass::dataset];
+  if (parse_device(cfg.device).value().gpu) {
+    // GPU groups: the data set in pinned host memory unless --placement says otherwise, so
+    // that each batch is copied to the GPU asynchronously.
+    if (Status s = prepare_gpu_memory(); !s.ok()) {
+      std::fprintf(stderr, "easel: --device %s: %s\n", cfg.device.c_str(), s.message().c_str());
+      return 1;
+    }
+    if (cfg.placement == TrainConfig{}.placement) dataset_kind = MemKind::pinned_host;
+  }
+  auto data = load_data(cfg.data, dataset_kind, cfg.seed);
   if (!data.ok()) {
     std::fprintf(stderr, "easel: %s\n", data.status().message().c_str());
     return 1;

@@ -29,17 +29,20 @@ std::vector<std::string> add_train_flags(CLI::App& app, TrainConfig& c) {
   app.add_flag("--oversubscribe", c.plan.oversubscribe, "allow more threads than cores");
   opt("--placement", c.placement,
       "memory kind per buffer class: KIND or CLASS=KIND,... (classes: all, centre, weights, grads, "
-      "momentum, activations, dataset; kinds: dram, hbw, hbw-preferred, interleave)");
+      "momentum, activations, dataset; kinds: dram, hbw, hbw-preferred, interleave, and with "
+      "--device cuda pinned-host for the data set)");
   opt("--target-accuracy", c.target_accuracy, "stop when the test accuracy reaches it (0: never)");
   opt("--eval-every", c.eval_every, "iterations between test evaluations (0: once per epoch)");
   opt("--out", c.out, "output directory (default runs/DATE-TIME-ALGO)");
   app.add_flag("--overwrite", c.overwrite, "allow --out to hold the results of an earlier run");
-  opt("--layout", c.layout, "activation layout: nhwc or nchw");
+  opt("--layout", c.layout,
+      "activation layout: auto (nhwc on the CPU, nchw on GPUs), nhwc or nchw");
   opt("--impl", c.impl, "kernels: fast (oneDNN, reference fallback) or ref");
   opt("--precision", c.precision,
       "fast-kernel arithmetic: fp32 or bf16 (bf16 compute; f32 master weights, gradients, "
       "momentum)");
-  opt("--device", c.device, "cpu");
+  opt("--device", c.device,
+      "where the groups run: cpu, cuda (one worker group per GPU) or cuda:0,1,... (those GPUs)");
   opt("--rho", c.rho, "EASGD elastic coefficient rho: alpha = lr * rho (-1: unset)");
   opt("--alpha", c.alpha,
       "fixed EASGD moving rate alpha (-1: unset; both unset: alpha = 0.9 / groups)");

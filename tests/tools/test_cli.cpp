@@ -172,3 +172,40 @@ TEST(Cli, TopologyPrintsThePlanAndRefusesOversubscription) {
 }
 
 }  // namespace
+
+namespace {
+
+// Whether this machine can run the CUDA device (a GPU and a CUDA build): `easel topology`
+// lists GPUs then.
+bool machine_has_gpu() {
+  Out o = easel("topology");
+  EXPECT_NE(o.out.find("GPUs: "), std::string::npos) << o.out << o.err;
+  return o.out.find("GPUs: none") == std::string::npos;
+}
+
+}  // namespace
+
+TEST(Cli, DeviceFlagErrorsAreOneLine) {
+  for (const char* args : {"train --device gpu", "train --device cuda:", "train --device cuda:x",
+                           "train --device cuda:0,0", "topology --device tpu"}) {
+    Out o = easel(args);
+    EXPECT_EQ(o.code, 2) << args << ": " << o.err;
+    EXPECT_NE(o.err.find("--device"), std::string::npos) << args << ": " << o.err;
+    EXPECT_LE(std::count(o.err.begin(), o.err.end(), '\n'), 1) << args << ": " << o.err;
+  }
+}
+
+TEST(Cli, CudaWithoutAGpuSaysWhyAndWritesNothing) {
+  if (machine_has_gpu())
+    GTEST_SKIP() << "this machine has a GPU: the GPU tests cover --device cuda";
+  const fs::path d = tmp_dir("nogpu");
+  Out o = easel("train --device cuda --iterations 2 --out " + (d / "run").string());
+  EXPECT_EQ(o.code, 1) << o.err;
+  EXPECT_NE(o.err.find("--device cuda"), std::string::npos) << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  EXPECT_FALSE(fs::exists(d / "run" / "summary.json"));
+  o = easel("topology --device cuda:1");
+  EXPECT_EQ(o.code, 1) << o.err;
+  EXPECT_NE(o.out.find("GPUs: none ("), std::string::npos) << o.out;
+  EXPECT_NE(o.err.find("--device cuda:1"), std::string::npos) << o.err;
+}
