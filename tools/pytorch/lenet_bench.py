@@ -13,9 +13,14 @@ fills them (uniform(-a, a), a = sqrt(3 / fan_in), like easel), biases zero; SGD 
   --mode train --target 0.89      Fashion-MNIST (IDX .gz, pixels x 1/256), shuffled each epoch,
                                   evaluated after each epoch; time to the target and final
                                   accuracy.
-Every mode prints its peak resident memory and ends with one JSON line.
+  --device cuda                   model, inputs and labels on the GPU (cuda: the current one);
+                                  the clock is read after torch.cuda.synchronize(). Batches are
+                                  still prepared on the CPU as for --device cpu (the default).
+Every mode prints its peak resident memory and ends with one JSON line (with the device, and
+the GPU's name for cuda).
 
 Run it with /usr/bin/python3 (Debian's python3-torch 1.13: apt-get install -y python3-torch).
+For --device cuda run it with a Python whose torch has CUDA (tools/gpu-check finds one).
 """
 import argparse
 import gzip
@@ -48,6 +53,8 @@ def parse_args(argv):
     p.add_argument("--epochs", type=float, default=10, help="train: at most this many epochs")
     p.add_argument("--data", default=DATA, help="train: directory of Fashion-MNIST IDX .gz")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="where the model, inputs and labels live")
     p.add_argument("--cpu", type=int, default=-1, help=argparse.SUPPRESS)  # --procs child
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -56,6 +63,8 @@ def parse_args(argv):
             p.error(f"--{name} must be >= 1")
     if a.warmup < 0 or a.min_time < 0 or a.epochs <= 0 or not 0 <= a.target <= 1:
         p.error("--warmup, --min-time >= 0, --epochs > 0, --target in [0, 1]")
+    if a.device != "cpu" and a.procs > 1:
+        p.error("--procs is for --device cpu")
     return a
 
 
@@ -95,6 +104,8 @@ def build(torch, a):
 
     torch.manual_seed(a.seed)
     net = LeNet()
+    if a.device != "cpu":
+        net.to(a.device)  # initialised on the CPU as for --device cpu, then moved
     weights = [m.weight for m in (net.conv1, net.conv2, net.ip1, net.ip2)]
     biases = [m.bias for m in (net.conv1, net.conv2, net.ip1, net.ip2)]
     opt = torch.optim.SGD([{"params": weights, "lr_mult": 1.0, "lr": a.lr},
@@ -119,6 +130,21 @@ def blas_in_use():
         return "unknown"
 
 
+def device_info(torch, a):
+    """The JSON fields naming the device: {"device": "cpu"} or cuda with the GPU's name."""
+    if a.device == "cpu":
+        return {"device": "cpu"}
+    return {"device": a.device, "gpu": torch.cuda.get_device_name(),
+            "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version()}
+
+
+def syncer(torch, a):
+    """What to call before reading the clock: waits for the GPU's queued work (cuda only)."""
+    if a.device == "cpu":
+        return lambda: None
+    return torch.cuda.synchronize
+
+
 def import_torch(a):
     if a.cpu >= 0:
         os.sched_setaffinity(0, {a.cpu})
@@ -130,6 +156,9 @@ def import_torch(a):
         torch.set_num_interop_threads(1)
     except RuntimeError:
         pass
+    if a.device != "cpu" and not torch.cuda.is_available():
+        raise SystemExit(f"lenet_bench: --device {a.device}: torch {torch.__version__} sees no "
+                         "CUDA device")
     return torch
 
 
@@ -139,6 +168,9 @@ def throughput_one(a, gate=None):
     net, opt = build(torch, a)
     x = torch.rand(a.batch, 1, 28, 28)
     y = torch.arange(a.batch) % 10
+    if a.device != "cpu":
+        x, y = x.to(a.device), y.to(a.device)
+    sync = syncer(torch, a)
     lossf = torch.nn.CrossEntropyLoss()
 
     def step():
@@ -149,9 +181,11 @@ def throughput_one(a, gate=None):
 
     for _ in range(a.warmup):
         step()
+    sync()
     t0 = time.perf_counter()
     for _ in range(3):
         step()
+    sync()
     per = max((time.perf_counter() - t0) / 3, 1e-6)
     k = max(1, int(a.min_time / per + 0.999))
     if gate:
@@ -163,9 +197,12 @@ def throughput_one(a, gate=None):
         t0 = time.perf_counter()
         for _ in range(k):
             step()
+        sync()
         ips.append(k * a.batch / (time.perf_counter() - t0))
-    return {"images_per_second": summary(ips), "steps_per_repeat": k, "blas": blas_in_use(),
-            "start": t_start, "end": time.time(), "peak_rss_mb": peak_rss_mb()}
+    r = {"images_per_second": summary(ips), "steps_per_repeat": k, "blas": blas_in_use(),
+         "start": t_start, "end": time.time(), "peak_rss_mb": peak_rss_mb()}
+    r.update(device_info(torch, a))
+    return r
 
 
 def throughput(a):
@@ -177,7 +214,8 @@ def throughput(a):
             import torch
             r["framework"] = f"pytorch {torch.__version__}"
             s = r["images_per_second"]
-            print(f"pytorch lenet batch {a.batch}, {a.threads} thread(s): "
+            where = f"{a.threads} thread(s)" if a.device == "cpu" else f"{a.device} ({r['gpu']})"
+            print(f"pytorch lenet batch {a.batch}, {where}: "
                   f"{s['min']:.0f}/{s['median']:.0f}/{s['max']:.0f} img/s (min/median/max), "
                   f"peak RSS {r['peak_rss_mb']:.1f} MB, BLAS {r['blas']}")
         print(json.dumps(r), flush=True)
@@ -210,7 +248,7 @@ def throughput(a):
          "procs": a.procs, "batch": a.batch, "images_per_second": total,
          "per_process": [r["images_per_second"] for r in res],
          "overlap_seconds": overlap, "peak_rss_mb": max(r["peak_rss_mb"] for r in res),
-         "blas": res[0]["blas"]}
+         "blas": res[0]["blas"], "device": "cpu"}
     print(f"pytorch lenet batch {a.batch}, {a.procs} processes x 1 thread on cpus "
           f"{','.join(map(str, cpus[:a.procs]))}: sum {total['min']:.0f}/{total['median']:.0f}/"
           f"{total['max']:.0f} img/s (min/median/max per process, summed), "
@@ -258,6 +296,9 @@ def train(a):
     t_load = time.perf_counter() - t_load
     net, opt = build(torch, a)
     lossf = torch.nn.CrossEntropyLoss()
+    dev = a.device
+    on_gpu = dev != "cpu"
+    sync = syncer(torch, a)
     rng = np.random.default_rng(a.seed)
     scale = 1.0 / 256  # Caffe's LeNet scale, as easel
     n = len(xtr)
@@ -272,6 +313,7 @@ def train(a):
     while it < total:
         order = rng.permutation(n)
         net.train()
+        sync()
         t0 = time.perf_counter()
         for b in range(per_epoch):
             if it >= total:
@@ -279,12 +321,15 @@ def train(a):
             idx = order[b * a.batch:(b + 1) * a.batch]
             x = torch.from_numpy(xtr[idx]).unsqueeze(1).float().mul_(scale)
             y = torch.from_numpy(ytr[idx])
+            if on_gpu:
+                x, y = x.to(dev), y.to(dev)
             set_lr(opt, a, it)
             opt.zero_grad(set_to_none=False)
             loss = lossf(net(x), y)
             loss.backward()
             opt.step()
             it += 1
+        sync()
         train_s += time.perf_counter() - t0
         epoch += 1
         t0 = time.perf_counter()
@@ -293,7 +338,10 @@ def train(a):
         with torch.no_grad():
             for b in range(0, len(xte), 1000):
                 x = torch.from_numpy(xte[b:b + 1000]).unsqueeze(1).float().mul_(scale)
-                correct += int((net(x).argmax(1) == torch.from_numpy(yte[b:b + 1000])).sum())
+                y = torch.from_numpy(yte[b:b + 1000])
+                if on_gpu:
+                    x, y = x.to(dev), y.to(dev)
+                correct += int((net(x).argmax(1) == y).sum())
         acc = correct / len(xte)
         eval_s += time.perf_counter() - t0
         print(f"epoch {it / per_epoch:6.2f}  step {it:7d}  loss {float(loss):.4f}  "
@@ -302,6 +350,7 @@ def train(a):
         if reached is None and acc >= a.target:
             reached = train_s
             break
+    sync()
     wall = time.perf_counter() - t_wall
     r = {"mode": "train", "framework": f"pytorch {torch.__version__}", "threads": a.threads,
          "batch": a.batch, "lr": a.lr, "lr_policy": a.lr_policy, "momentum": a.momentum,
@@ -311,6 +360,7 @@ def train(a):
          "test_accuracy": acc, "images_per_second": it * a.batch / train_s if train_s else 0,
          "blas": blas_in_use(),
          "peak_rss_mb": peak_rss_mb()}
+    r.update(device_info(torch, a))
     if reached is None:
         print(f"done: target {a.target} not reached in {it / per_epoch:.2f} epochs; final "
               f"accuracy {acc:.4f}; {train_s:.1f} s training, {wall:.1f} s wall; "
