@@ -251,6 +251,81 @@ int run_bench(const bench::BenchFlags& flags) {
   }
   doc["steps"] = steps;
 
+  // ---- weak scaling, interleaved ----
+  // The table above times each layout in turn, so a load that comes and goes on one core lands
+  // in one layout's figure and not the other's. Here every round times one group alone on each
+  // of the G cores, then G groups at once, back to back, and the ratios are taken round by
+  // round (their median is quoted): against one group alone on the first core (DESIGN.md §6's
+  // definition), and against the sum of the G cores' own solo rates in that round (what the G
+  // cores could do at that moment, each alone).
+  int weak_g = 0;
+  for (const GroupLayout& gl : cfg.layouts)
+    if (gl.threads == 1 && gl.groups > 1 && gl.groups <= cores)
+      weak_g = std::max(weak_g, gl.groups);
+  const bool has_1x1 =
+      std::find(cfg.layouts.begin(), cfg.layouts.end(), GroupLayout{1, 1}) != cfg.layouts.end();
+  if (weak_g > 1 && has_1x1) {
+    std::printf(
+        "\n== weak scaling, interleaved (%d rounds; each: one group alone on each core, then %d "
+        "groups at once; ratios per round, median [min, max])\n",
+        cfg.repeats, weak_g);
+    json weak = json::array();
+    BenchConfig one = cfg;
+    one.repeats = 1;
+    for (const std::string& name : cfg.nets) {
+      const NetSpec spec = net_spec(name);
+      const int64_t batch = cfg.batches[0];
+      std::vector<std::vector<double>> solo(static_cast<size_t>(weak_g));
+      std::vector<double> together, vs_first, vs_sum;
+      for (int r = 0; r < cfg.repeats; ++r) {
+        double sum = 0;
+        for (int c = 0; c < weak_g; ++c) {
+          Topology alone = topo.value();
+          alone.cores = {topo->cores[static_cast<size_t>(c)]};
+          auto a = time_steps(alone, one, spec, batch, GroupLayout{1, 1});
+          if (!a.ok()) {
+            std::fprintf(stderr, "easel: weak scaling: %s\n", a.status().message().c_str());
+            return 1;
+          }
+          solo[static_cast<size_t>(c)].push_back(a->group_ips[0].median);
+          sum += a->group_ips[0].median;
+        }
+        auto t = time_steps(topo.value(), one, spec, batch, GroupLayout{weak_g, 1});
+        if (!t.ok()) {
+          std::fprintf(stderr, "easel: weak scaling: %s\n", t.status().message().c_str());
+          return 1;
+        }
+        const double agg = t->aggregate_ips.median;
+        together.push_back(agg);
+        vs_first.push_back(agg / (weak_g * solo[0].back()));
+        vs_sum.push_back(agg / sum);
+      }
+      json solos = json::array();
+      std::string solo_text;
+      for (int c = 0; c < weak_g; ++c) {
+        const Summary sc = summarize(solo[static_cast<size_t>(c)]);
+        solos.push_back(summary_json(sc));
+        solo_text += (c ? ", core " : "core ") + std::to_string(c) + " " + fmt3(sc, "%.0f");
+      }
+      const Summary e1 = summarize(vs_first), es = summarize(vs_sum);
+      std::printf("%-14s b%lld alone: %s img/s\n", name.c_str(), static_cast<long long>(batch),
+                  solo_text.c_str());
+      std::printf(
+          "%-14s %dx1 at once: %s img/s; efficiency vs %d x core 0 alone %.1f%% [%.1f, %.1f], "
+          "vs the sum of the cores alone %.1f%% [%.1f, %.1f]\n",
+          "", weak_g, fmt3(summarize(together), "%.0f").c_str(), weak_g, 100 * e1.median,
+          100 * e1.min, 100 * e1.max, 100 * es.median, 100 * es.min, 100 * es.max);
+      weak.push_back({{"net", name},
+                      {"batch", batch},
+                      {"groups", weak_g},
+                      {"solo_images_per_second", solos},
+                      {"together_images_per_second", summary_json(summarize(together))},
+                      {"efficiency_vs_core0", summary_json(e1)},
+                      {"efficiency_vs_sum_of_solos", summary_json(es)}});
+    }
+    doc["weak_scaling_interleaved"] = weak;
+  }
+
   // ---- layer view ----
   if (!cfg.skip_layers) {
     json views = json::array();
