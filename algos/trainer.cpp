@@ -394,7 +394,14 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
   }
   // GPU groups keep their arenas on the device when the algorithm allows (Sync EASGD2), else
   // in pinned host memory, staged through device copies every step.
-  run.resident = dev_req.gpu && algo->device_resident();
+  // Multi-group resident runs exchange over NCCL; without it they fall back to staging.
+  run.resident =
+      dev_req.gpu && algo->device_resident() && (nccl_built() || algo->max_groups() == 1);
+  if (dev_req.gpu && algo->device_resident() && !run.resident)
+    log_once(LogLevel::warn, "train", "no-nccl",
+             "--algo " + algo->name() +
+                 ": this build has no NCCL, so the groups' weights stay in pinned host memory and "
+                 "go through the GPUs every step (install NCCL and rebuild for the resident path)");
   const auto arena_kind = [&](BufferClass c) {
     if (!dev_req.gpu) return placement[c];
     return run.resident ? MemKind::device : MemKind::pinned_host;
@@ -421,7 +428,7 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
   run.layout = &run.groups[0]->net->params();
   if (mpi_fault_fail())
     return internal_error("EASEL_MPI_FAULT: injected failure on rank " + std::to_string(rank));
-  if (run.resident) {
+  if (run.resident && algo->max_groups() > 1) {  // sgd and msgd never call the Comm
     std::vector<Device*> devs;
     for (const auto& d : gpu_devices)
       devs.push_back(d.get());

@@ -93,9 +93,11 @@ struct Chosen {
 };
 
 // Walks the heuristics' candidates in their order and returns the first usable one (see the
-// file comment). size(algo, &bytes) asks cuDNN for its workspace, run(algo, ws, bytes) runs it
-// once on the scratch buffers; a candidate either call fails for is skipped, its status kept in
-// the refusal reason (these two are the only cuDNN calls whose failure is not an error).
+// file comment), deterministic algorithms first (cuDNN's atomics-based backward algorithms would
+// make GPU runs differ from run to run), any other only when no deterministic one is usable.
+// size(algo, &bytes) asks cuDNN for its workspace, run(algo, ws, bytes) runs it once on the scratch
+// buffers; a candidate either call fails for is skipped, its status kept in the refusal reason
+// (these two are the only cuDNN calls whose failure is not an error).
 template <typename Perf, typename Size, typename Run>
 auto pick(const char* direction, const std::vector<Perf>& perf, int count, CudaContext& ctx,
           Size size, Run run) -> Result<Chosen<decltype(Perf{}.algo)>> {
@@ -103,8 +105,13 @@ auto pick(const char* direction, const std::vector<Perf>& perf, int count, CudaC
   auto reject = [&](const Perf& p, const std::string& reason) {
     why += std::string(why.empty() ? "" : "; ") + algo_name(p.algo) + ": " + reason;
   };
-  for (int i = 0; i < count; ++i) {
-    const Perf& p = perf[static_cast<size_t>(i)];
+  for (int i = 0; i < 2 * count; ++i) {
+    const bool deterministic_pass = i < count;
+    const Perf& p = perf[static_cast<size_t>(i % count)];
+    if ((p.determinism == CUDNN_DETERMINISTIC) != deterministic_pass) {
+      if (deterministic_pass) reject(p, "not deterministic (tried after the deterministic ones)");
+      continue;
+    }
     if (p.status != CUDNN_STATUS_SUCCESS) {
       reject(p, cudnnGetErrorString(p.status));
       continue;
@@ -136,6 +143,10 @@ auto pick(const char* direction, const std::vector<Perf>& perf, int count, CudaC
     if (!why.empty())
       log_debug("cuda", std::string("cudnn ") + direction + ": skipped " + why + "; chose " +
                             algo_name(p.algo));
+    if (!deterministic_pass)
+      log_once(LogLevel::warn, "cuda", std::string("nondeterministic-") + direction,
+               std::string("cudnn ") + direction + ": no deterministic algorithm is usable; " +
+                   algo_name(p.algo) + " may sum in a different order from run to run");
     return Chosen<decltype(Perf{}.algo)>{p.algo, bytes};
   }
   return unavailable(std::string("no usable cuDNN ") + direction + " algorithm (" +

@@ -3,6 +3,7 @@
 // one cuDNN and one cuBLAS handle, used by the one thread that attached it.
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <mutex>
 
 #include "devices/cuda/cuda_common.hpp"
@@ -40,12 +41,37 @@ void cuda_free(void* p, MemKind kind) {
     cudaFreeHost(p);
 }
 
+// cudaMemcpy does not wait for the DMA of a pageable-host -> device copy, nor for a device ->
+// device one, and cudaMemset is asynchronous; the engine's contract is "returns when the bytes
+// have landed", across GPUs too: so wait on every GPU the call touched (set-up and between
+// rounds only; the calling thread's current device is restored).
+void sync_devices_of(std::initializer_list<const void*> ptrs) {
+  int current = 0;
+  EASEL_CUDA_CHECK(cudaGetDevice(&current));
+  for (const void* p : ptrs) {
+    cudaPointerAttributes a{};
+    EASEL_CUDA_CHECK(cudaPointerGetAttributes(&a, p));
+    if (a.type != cudaMemoryTypeDevice) continue;
+    EASEL_CUDA_CHECK(cudaSetDevice(a.device));
+    EASEL_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  EASEL_CUDA_CHECK(cudaSetDevice(current));
+}
+
 void cuda_copy(void* dst, const void* src, size_t bytes) {
   EASEL_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  sync_devices_of({dst, src});
 }
 
 void cuda_zero(void* p, size_t bytes) {
+  cudaPointerAttributes a{};
+  EASEL_CUDA_CHECK(cudaPointerGetAttributes(&a, p));
+  int current = 0;
+  EASEL_CUDA_CHECK(cudaGetDevice(&current));
+  if (a.type == cudaMemoryTypeDevice) EASEL_CUDA_CHECK(cudaSetDevice(a.device));
   EASEL_CUDA_CHECK(cudaMemset(p, 0, bytes));
+  EASEL_CUDA_CHECK(cudaDeviceSynchronize());
+  EASEL_CUDA_CHECK(cudaSetDevice(current));
 }
 
 class CudaDevice final : public Device {

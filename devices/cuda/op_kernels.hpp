@@ -85,7 +85,7 @@ struct LossTotals {
   int64_t bad_labels = 0;  // rows whose label lies outside [0, classes)
 };
 // For the first n rows of [*, classes] logits: prob <- softmax (max subtracted), then the
-// per-row loss and state (0 miss, 1 hit, 2 bad label) reduced in row order into *totals
+// per-row loss and state (0 miss, 1 hit, 2 bad label) reduced in a fixed order into *totals
 // (device memory). row_loss and row_state hold n entries (scratch).
 void softmax_xent_forward(cudaStream_t stream, const float* logits, const int32_t* labels,
                           float* prob, int64_t n, int64_t classes, float* row_loss,
