@@ -8,7 +8,6 @@
 #include <future>
 #include <thread>
 
-#include "devices/cuda/cuda_device.hpp"
 #include "engine/log.hpp"
 #include "engine/span_ops.hpp"
 #include "nets/models/models.hpp"
@@ -104,14 +103,14 @@ void run_on_groups(Run& run, Fn fn, Tick tick) {
 
 }  // namespace
 
-Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo) {
+Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo, const GpuBackend& gpu) {
   EASEL_ASSIGN_OR_RETURN(std::unique_ptr<Algorithm> algo, make_algorithm(cfg.algo));
   EASEL_ASSIGN_OR_RETURN(DeviceRequest dev, parse_device(cfg.device));
   PlanRequest req = cfg.plan;
   if (dev.gpu) {
     // One worker group per GPU; its host thread (plus OpenMP team) gathers batches and runs
     // whatever the algorithm does on the host.
-    auto gpus = list_gpus();
+    auto gpus = gpu.list();
     if (!gpus.ok()) return unavailable("--device " + cfg.device + ": " + gpus.status().message());
     std::vector<int> ordinals = dev.ordinals;
     if (ordinals.empty())
@@ -307,7 +306,8 @@ Status build_group(Group& g, const NetSpec& spec, const TrainConfig& cfg, Layout
 
 }  // namespace
 
-Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserver* obs) {
+Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserver* obs,
+                           const GpuBackend& gpu) {
   TrainObserver null_observer;
   if (!obs) obs = &null_observer;
   const double t_setup = now_seconds();
@@ -335,7 +335,7 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
   EASEL_ASSIGN_OR_RETURN(Topology topo, detect_topology());
   std::string mpi_note;
   if (world) share_cores_among_local_ranks(topo, *world, &mpi_note);
-  EASEL_ASSIGN_OR_RETURN(GroupPlan plan, plan_groups(cfg, topo));
+  EASEL_ASSIGN_OR_RETURN(GroupPlan plan, plan_groups(cfg, topo, gpu));
   if (!mpi_note.empty()) plan.notes.push_back(mpi_note);
   const int local = static_cast<int>(plan.groups.size());
   if (world) {
@@ -388,7 +388,7 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
           "--placement dataset=device: the data set stays in host memory (pinned-host or a "
           "host kind); only each batch is copied to the GPU");
     for (const GroupSpec& gs : plan.groups) {
-      EASEL_ASSIGN_OR_RETURN(auto d, make_cuda_device(gs.gpu, precision));
+      EASEL_ASSIGN_OR_RETURN(auto d, gpu.make_device(gs.gpu, precision));
       gpu_devices.push_back(std::move(d));
     }
   }
@@ -396,7 +396,7 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
   // in pinned host memory, staged through device copies every step.
   // Multi-group resident runs exchange over NCCL; without it they fall back to staging.
   run.resident =
-      dev_req.gpu && algo->device_resident() && (nccl_built() || algo->max_groups() == 1);
+      dev_req.gpu && algo->device_resident() && (gpu.comm_built() || algo->max_groups() == 1);
   if (dev_req.gpu && algo->device_resident() && !run.resident)
     log_once(LogLevel::warn, "train", "no-nccl",
              "--algo " + algo->name() +
@@ -432,7 +432,7 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
     std::vector<Device*> devs;
     for (const auto& d : gpu_devices)
       devs.push_back(d.get());
-    auto nccl = make_nccl_comm(devs);
+    auto nccl = gpu.make_comm(devs);
     if (!nccl.ok()) return unavailable("--device " + cfg.device + ": " + nccl.status().message());
     run.comm = std::move(nccl).value();
   } else {

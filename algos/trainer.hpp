@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "algos/algorithm.hpp"
+#include "devices/cuda/cuda_device.hpp"
 #include "engine/config.hpp"
 #include "nets/data/dataset.hpp"
 
@@ -80,12 +81,25 @@ Status validate_config(const TrainConfig& cfg);
 
 // The worker-group plan for cfg on topo: the user's request, except that a one-group
 // algorithm (sgd, msgd) on --groups auto gets one group of all the threads.
-Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo);
+// Where GPU worker groups come from (--device cuda): the CUDA device and NCCL. Tests pass a
+// stand-in whose "device" memory is host memory, so that the trainer's GPU paths (staging,
+// resident arenas, centre copies, evaluation on the devices) run on any machine.
+struct GpuBackend {
+  Result<std::vector<GpuInfo>> (*list)() = list_gpus;
+  Result<std::unique_ptr<Device>> (*make_device)(int ordinal,
+                                                 Precision precision) = make_cuda_device;
+  Result<std::unique_ptr<Comm>> (*make_comm)(std::span<Device* const> devices) = make_nccl_comm;
+  bool (*comm_built)() = nccl_built;
+};
+
+Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo,
+                              const GpuBackend& gpu = {});
 
 // Trains. `data` is shared read-only by all groups.
 // Across MPI ranks, data.train is replaced by the images this rank's groups read (keep_shards)
 // and the rest is freed; in one process data is left as it is.
-Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserver* obs);
+Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserver* obs,
+                           const GpuBackend& gpu = {});
 
 // Evaluates `weights` on `ds` with this process's groups' nets in parallel: the group with
 // global id q takes batches q, q+P, ... (P = run.total_groups(), so across MPI ranks each rank

@@ -1,0 +1,368 @@
+// The trainer's GPU paths (--device cuda) on any machine: a stand-in GPU backend whose "device"
+// memory is host memory that the stand-in tracks. Its ops are the CPU reference ops, wrapped to
+// check that every pointer they get is device memory; its copies check their directions; its
+// update kernels count their calls. So these tests prove the plumbing — batches and weights
+// staged or resident, centre copies and their broadcast, evaluation on the devices — and, since
+// the arithmetic is the CPU's, that a GPU run equals the CPU run bit for bit.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <new>
+
+#include "algos/trainer.hpp"
+
+namespace easel {
+namespace {
+
+// ---- "device" memory: host allocations, remembered ----
+std::mutex g_mu;
+std::map<const char*, size_t>& allocations() {
+  static std::map<const char*, size_t> m;
+  return m;
+}
+
+bool is_device(const void* p) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  const char* c = static_cast<const char*>(p);
+  auto it = allocations().upper_bound(c);
+  if (it == allocations().begin()) return false;
+  --it;
+  return c >= it->first && c < it->first + it->second;
+}
+
+void* fake_alloc(size_t bytes, MemKind kind, std::string*) {
+  void* p = ::operator new (bytes, std::align_val_t{64});
+  if (kind == MemKind::device) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    allocations()[static_cast<const char*>(p)] = bytes;
+  }
+  return p;
+}
+void fake_free(void* p, MemKind kind) {
+  if (kind == MemKind::device) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    allocations().erase(static_cast<const char*>(p));
+  }
+  ::operator delete (p, std::align_val_t{64});
+}
+void fake_copy(void* dst, const void* src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+}
+void fake_zero(void* p, size_t bytes) {
+  std::memset(p, 0, bytes);
+}
+
+std::atomic<int> g_bad_pointers{0};  // device-side calls that got host memory
+void expect_device(const void* p) {
+  if (p != nullptr && !is_device(p)) g_bad_pointers.fetch_add(1);
+}
+
+// ---- the stand-in device ----
+class CheckedOp final : public Op {
+ public:
+  explicit CheckedOp(std::unique_ptr<Op> op) : Op(op->desc()), op_(std::move(op)) {}
+  std::string impl() const override { return op_->impl(); }
+  void forward(const float* src, float* dst, std::span<const float* const> w,
+               bool training) override {
+    expect_device(src);
+    expect_device(dst);
+    for (const float* p : w)
+      expect_device(p);
+    op_->forward(src, dst, w, training);
+  }
+  void backward(const float* src, const float* dst, const float* diff_dst, float* diff_src,
+                std::span<const float* const> w, std::span<float* const> dw) override {
+    for (const void* p : {static_cast<const void*>(src), static_cast<const void*>(dst),
+                          static_cast<const void*>(diff_dst), static_cast<const void*>(diff_src)})
+      expect_device(p);
+    for (const float* p : w)
+      expect_device(p);
+    for (float* p : dw)
+      expect_device(p);
+    op_->backward(src, dst, diff_dst, diff_src, w, dw);
+  }
+
+ private:
+  std::unique_ptr<Op> op_;
+};
+
+class CheckedLoss final : public LossOp {
+ public:
+  explicit CheckedLoss(std::unique_ptr<LossOp> l) : l_(std::move(l)) {}
+  std::string impl() const override { return l_->impl(); }
+  double forward(const float* logits, const int32_t* labels, float* prob, int64_t n,
+                 int64_t* correct) override {
+    expect_device(logits);
+    expect_device(labels);
+    expect_device(prob);
+    return l_->forward(logits, labels, prob, n, correct);
+  }
+  void backward(const float* prob, const int32_t* labels, float* diff, int64_t n,
+                float scale) override {
+    expect_device(prob);
+    expect_device(labels);
+    expect_device(diff);
+    l_->backward(prob, labels, diff, n, scale);
+  }
+
+ private:
+  std::unique_ptr<LossOp> l_;
+};
+
+std::atomic<int> g_kernel_calls{0};
+
+class CountingKernels final : public ArenaKernels {
+ public:
+  ArenaKernels& k = cpu_arena_kernels();
+  void copy(float* y, const float* x, int64_t n) override {
+    note({y, x});
+    k.copy(y, x, n);
+  }
+  void axpy(float* y, float a, const float* x, int64_t n) override {
+    note({y, x});
+    k.axpy(y, a, x, n);
+  }
+  void scale(float* y, float a, int64_t n) override {
+    note({y});
+    k.scale(y, a, n);
+  }
+  void sgd_step(std::span<const Segment> s, float* w, const float* g, float lr, float wd) override {
+    note({w, g});
+    k.sgd_step(s, w, g, lr, wd);
+  }
+  void momentum_step(std::span<const Segment> s, float* w, const float* g, float* v, float lr,
+                     float mu, float wd) override {
+    note({w, g, v});
+    k.momentum_step(s, w, g, v, lr, mu, wd);
+  }
+  void nesterov_step(std::span<const Segment> s, float* w, const float* g, float* v, float lr,
+                     float mu, float wd) override {
+    note({w, g, v});
+    k.nesterov_step(s, w, g, v, lr, mu, wd);
+  }
+  void elastic_sgd_step(std::span<const Segment> s, float* w, const float* g, const float* c,
+                        float lr, float wd, float alpha) override {
+    note({w, g, c});
+    k.elastic_sgd_step(s, w, g, c, lr, wd, alpha);
+  }
+  void elastic_momentum_step(std::span<const Segment> s, float* w, const float* g, float* v,
+                             const float* c, float lr, float d, float wd, float alpha,
+                             bool nesterov) override {
+    note({w, g, v, c});
+    k.elastic_momentum_step(s, w, g, v, c, lr, d, wd, alpha, nesterov);
+  }
+  void elastic_centre_sum(float* c, const float* sum, float alpha, int p, int64_t n) override {
+    note({c, sum});
+    k.elastic_centre_sum(c, sum, alpha, p, n);
+  }
+
+ private:
+  static void note(std::initializer_list<const void*> ptrs) {
+    g_kernel_calls.fetch_add(1);
+    for (const void* p : ptrs)
+      expect_device(p);
+  }
+};
+
+class FakeGpu final : public Device {
+ public:
+  explicit FakeGpu(int ordinal) : ordinal_(ordinal), cpu_(make_cpu_device(ImplChoice::ref)) {}
+  std::string name() const override { return "cuda:" + std::to_string(ordinal_); }
+  MemKind memory() const override { return MemKind::device; }
+  Status attach() override {
+    static std::once_flag once;
+    std::call_once(once, [] {
+      ExternalMemory m;
+      m.alloc = fake_alloc;
+      m.free = fake_free;
+      m.copy = fake_copy;
+      m.zero = fake_zero;
+      install_external_memory(m);
+    });
+    return {};
+  }
+  Result<std::unique_ptr<Op>> make_op(const OpDesc& d) override {
+    EASEL_ASSIGN_OR_RETURN(std::unique_ptr<Op> op, cpu_->make_op(d));
+    return std::unique_ptr<Op>(std::make_unique<CheckedOp>(std::move(op)));
+  }
+  Result<std::unique_ptr<LossOp>> make_loss(int64_t batch, int64_t classes) override {
+    EASEL_ASSIGN_OR_RETURN(std::unique_ptr<LossOp> l, cpu_->make_loss(batch, classes));
+    return std::unique_ptr<LossOp>(std::make_unique<CheckedLoss>(std::move(l)));
+  }
+  void upload(void* dst, const void* src, size_t bytes) override {
+    expect_device(dst);
+    if (is_device(src)) g_bad_pointers.fetch_add(1);
+    std::memcpy(dst, src, bytes);
+  }
+  void download(void* dst, const void* src, size_t bytes) override {
+    expect_device(src);
+    if (is_device(dst)) g_bad_pointers.fetch_add(1);
+    std::memcpy(dst, src, bytes);
+  }
+  ArenaKernels& kernels() override { return kernels_; }
+
+ private:
+  int ordinal_;
+  std::unique_ptr<Device> cpu_;
+  CountingKernels kernels_;
+};
+
+int g_gpu_count = 2;
+
+GpuBackend fake_backend() {
+  GpuBackend b;
+  b.list = []() -> Result<std::vector<GpuInfo>> {
+    std::vector<GpuInfo> v;
+    for (int i = 0; i < g_gpu_count; ++i) {
+      GpuInfo g;
+      g.ordinal = i;
+      g.name = "stand-in";
+      v.push_back(g);
+    }
+    return v;
+  };
+  b.make_device = [](int ordinal, Precision) -> Result<std::unique_ptr<Device>> {
+    return std::unique_ptr<Device>(std::make_unique<FakeGpu>(ordinal));
+  };
+  // Host memory underneath: the shared-memory Comm stands in for NCCL.
+  b.make_comm = [](std::span<Device* const> devs) -> Result<std::unique_ptr<Comm>> {
+    return make_shm_comm(static_cast<int>(devs.size()), CollectiveAlgo::tree);
+  };
+  b.comm_built = [] { return true; };
+  return b;
+}
+
+DataSplit& small_data() {
+  static DataSplit d = [] {
+    auto r = load_data("synthetic:512:1x8x8:4", MemKind::dram, 5);
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    return std::move(r).value();
+  }();
+  return d;
+}
+
+TrainConfig config(const std::string& algo, const std::string& device) {
+  TrainConfig c;
+  c.net = "mlp";
+  c.data = "synthetic";
+  c.algo = algo;
+  c.iterations = 40;
+  c.eval_every = 20;
+  c.batch = 16;
+  c.lr = 0.05;
+  c.lr_policy = "fixed";
+  c.seed = 7;
+  c.impl = "ref";
+  c.layout = "nchw";
+  c.device = device;
+  c.plan.threads_per_group = 1;
+  c.plan.oversubscribe = true;
+  c.progress = "none";
+  return c;
+}
+
+struct Runs {
+  TrainSummary cpu, gpu;
+  int kernel_calls = 0, bad_pointers = 0;
+};
+
+Runs cpu_and_gpu(const std::string& algo, int groups, TrainConfig (*tweak)(TrainConfig) = nullptr) {
+  Runs r;
+  TrainConfig c = config(algo, "cpu");
+  c.plan.groups = std::to_string(groups);
+  if (tweak) c = tweak(c);
+  auto a = train(c, small_data(), nullptr);
+  EXPECT_TRUE(a.ok()) << a.status().to_string();
+  g_gpu_count = groups;
+  TrainConfig g = config(algo, "cuda");
+  if (tweak) g = tweak(g);
+  g_kernel_calls = 0;
+  g_bad_pointers = 0;
+  auto b = train(g, small_data(), nullptr, fake_backend());
+  EXPECT_TRUE(b.ok()) << b.status().to_string();
+  r.kernel_calls = g_kernel_calls.load();
+  r.bad_pointers = g_bad_pointers.load();
+  if (a.ok()) r.cpu = std::move(a).value();
+  if (b.ok()) r.gpu = std::move(b).value();
+  return r;
+}
+
+void expect_same(const Runs& r) {
+  ASSERT_FALSE(r.gpu.final_weights.empty());
+  EXPECT_EQ(r.cpu.final_weights, r.gpu.final_weights);
+  EXPECT_EQ(r.cpu.group0_weights, r.gpu.group0_weights);
+  EXPECT_EQ(r.cpu.test_accuracy, r.gpu.test_accuracy);
+  EXPECT_EQ(r.cpu.steps, r.gpu.steps);
+  EXPECT_EQ(r.bad_pointers, 0) << "a device-side call got host memory, or a copy ran backwards";
+}
+
+TEST(GpuPaths, MsgdResidentEqualsCpu) {
+  const Runs r = cpu_and_gpu("msgd", 1);
+  expect_same(r);
+  EXPECT_GT(r.kernel_calls, 0) << "resident weights must be updated by the device's kernels";
+  EXPECT_EQ(r.gpu.info.device, "cuda:0");
+}
+
+TEST(GpuPaths, SyncSgdResidentEqualsCpu) {
+  const Runs r = cpu_and_gpu("sync-sgd", 2);
+  expect_same(r);
+  EXPECT_GT(r.kernel_calls, 0);
+}
+
+TEST(GpuPaths, SyncEasgdResidentWithCentreCopiesEqualsCpu) {
+  const Runs r = cpu_and_gpu("sync-easgd", 2);
+  expect_same(r);
+  EXPECT_GT(r.kernel_calls, 0);
+  EXPECT_EQ(r.gpu.info.device, "cuda:0,cuda:1");
+}
+
+TEST(GpuPaths, SyncEasgdResidentWithTauAndPerLayerMessages) {
+  const Runs r = cpu_and_gpu("sync-easgd", 2, [](TrainConfig c) {
+    c.tau = 3;
+    c.pack = "per-layer";
+    c.momentum = 0;
+    return c;
+  });
+  expect_same(r);
+}
+
+TEST(GpuPaths, StagedAlgorithmKeepsHostArenasAndEqualsCpu) {
+  // easgd-rr is not device-resident: its arenas stay on the host, the weights are uploaded and
+  // the gradient downloaded every step, and the device's kernels are never called.
+  const Runs r = cpu_and_gpu("easgd-rr", 2);
+  expect_same(r);
+  EXPECT_EQ(r.kernel_calls, 0);
+}
+
+TEST(GpuPaths, RefusalsNameTheFlag) {
+  g_gpu_count = 2;
+  TrainConfig c = config("sync-easgd", "cuda");
+  c.overlap = "on";
+  auto r = train(c, small_data(), nullptr, fake_backend());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--overlap"), std::string::npos) << r.status().message();
+  c = config("sync-easgd", "cuda");
+  c.reduce = "serial";
+  r = train(c, small_data(), nullptr, fake_backend());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--reduce"), std::string::npos) << r.status().message();
+  c = config("sync-easgd", "cuda");
+  c.plan.groups = "3";
+  r = train(c, small_data(), nullptr, fake_backend());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--groups 3"), std::string::npos) << r.status().message();
+  c = config("sync-easgd", "cuda:2");
+  r = train(c, small_data(), nullptr, fake_backend());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no GPU 2"), std::string::npos) << r.status().message();
+  c = config("msgd", "cuda");  // two GPUs: msgd runs on one group
+  r = train(c, small_data(), nullptr, fake_backend());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--groups"), std::string::npos) << r.status().message();
+}
+
+}  // namespace
+}  // namespace easel
