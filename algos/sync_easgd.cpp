@@ -15,7 +15,10 @@
 // On GPUs with resident weights (Run::resident, --reduce tree, --overlap off): the same with
 // NCCL: Wc lives on group 0's GPU, every other group keeps a copy on its own GPU, S is reduced
 // into group 0's GPU and the updated Wc broadcast into the copies; only the batch crosses the
-// host link (Sync EASGD2).
+// host link (Sync EASGD2). With --overlap on (Sync EASGD3) the master Wc moves to pinned host
+// memory: each group downloads its snapshot, the communication thread reduces and updates Wc
+// while the GPUs compute, and every group uploads the new Wc into its copy at its next exchange
+// (the same centre it would read without overlap, as on the CPU).
 #include "algos/exchange.hpp"
 #include "algos/list.hpp"
 #include "engine/span_ops.hpp"
@@ -36,10 +39,6 @@ class SyncEasgd final : public Algorithm {
       return invalid_argument(
           "--reduce serial: the P serial exchanges read the other groups' weights in shared "
           "memory; with the weights resident on GPUs use --reduce tree (NCCL)");
-    if (run.resident && run.params.overlap)
-      return invalid_argument(
-          "--overlap on: the overlapped exchange runs on a host thread over host arenas; with the "
-          "weights resident on GPUs use --overlap off");
     if (run.ranks > 1 && run.params.reduce == ReduceMode::serial)
       return invalid_argument(
           "--reduce serial: the P serial exchanges run through one process's shared memory; "
@@ -61,10 +60,21 @@ class SyncEasgd final : public Algorithm {
       }
     }
     if (run.params.overlap) {
+      // The snapshots, and on GPUs the master Wc and the sum, in host memory for the
+      // communication thread (pinned, so that the copies to and from the GPUs are direct).
+      const MemKind host = run.resident ? MemKind::pinned_host : MemKind::dram;
       for (auto& g : run.groups) {
-        EASEL_ASSIGN_OR_RETURN(Arena a, Arena::create(run.arena_floats(), g->weights.kind()));
+        EASEL_ASSIGN_OR_RETURN(
+            Arena a, Arena::create(run.arena_floats(), run.resident ? host : g->weights.kind()));
         send_.push_back(std::move(a));
       }
+      if (run.resident) {
+        EASEL_ASSIGN_OR_RETURN(host_centre_, Arena::create(run.arena_floats(), host));
+        EASEL_ASSIGN_OR_RETURN(host_scratch_, Arena::create(run.arena_floats(), host));
+        copy_bytes(host_centre_.data(), host, run.centre.data(), run.centre.kind(),
+                   static_cast<size_t>(run.arena_floats()) * sizeof(float));
+      }
+      refreshed_.assign(run.groups.size(), 0);
       GroupSpec spec;
       spec.id = -1;
       for (const auto& g : run.groups)
@@ -167,37 +177,56 @@ class SyncEasgd final : public Algorithm {
   }
 
   void exchange_overlapped(Run& run, Group& g, float lr, float alpha) {
-    finish_pending(run, g);  // the previous exchange's centre update is done
+    finish_pending(run, g);  // the previous exchange's centre update is done (and uploaded)
+    const int64_t n = run.arena_floats();
+    float* send = send_[static_cast<size_t>(g.id)].data();
     {
       ScopedTimer t(&g.times.comm);
-      span_copy(send_[static_cast<size_t>(g.id)].data(), g.weights.data(), run.arena_floats());
+      if (run.resident)
+        g.device->download(send, g.weights.data(), static_cast<size_t>(n) * sizeof(float));
+      else
+        span_copy(send, g.weights.data(), n);
     }
     {
       ScopedTimer t(&g.times.compute);
       elastic_step(run, g, lr, alpha);
+      g.device->synchronize();  // the upload of Wc has landed before the job may rewrite it
     }
     timed_collective(run, g, [&] { run.comm->barrier(g.global_id); });  // snapshots taken, Wc read
     if (g.id == 0) {
-      pending_ = comm_thread_->post([this, &run, alpha] {
-        const int64_t n = run.arena_floats();
-        span_copy(run.scratch.data(), send_[0].data(), n);
+      float* centre = run.resident ? host_centre_.data() : run.centre.data();
+      float* scratch = run.resident ? host_scratch_.data() : run.scratch.data();
+      posted_ += 1;
+      pending_ = comm_thread_->post([this, centre, scratch, n, alpha, p = run.size()] {
+        span_copy(scratch, send_[0].data(), n);
         for (size_t j = 1; j < send_.size(); ++j)
-          span_axpy(run.scratch.data(), 1.f, send_[j].data(), n);
-        elastic_centre_sum(run.centre.data(), run.scratch.data(), alpha, run.size(), n);
+          span_axpy(scratch, 1.f, send_[j].data(), n);
+        elastic_centre_sum(centre, scratch, alpha, p, n);
       });
     }
   }
 
-  // Waits (as group g) until the communication thread's last job is done.
+  // Waits (as group g) until the communication thread's last job is done; on GPUs, then
+  // uploads the new Wc into g's copy (ordered before g's next work on its device).
   void finish_pending(Run& run, Group& g) {
     if (g.id == 0 && pending_.valid()) {
       ScopedTimer t(&g.times.wait);
       pending_.get();
     }
     timed_collective(run, g, [&] { run.comm->barrier(g.global_id); });
+    int64_t& seen = refreshed_[static_cast<size_t>(g.id)];
+    if (run.resident && seen != posted_) {  // posted_ is written by group 0 before a barrier
+      ScopedTimer t(&g.times.comm);
+      g.device->upload(centre_of(run, g), host_centre_.data(),
+                       static_cast<size_t>(run.arena_floats()) * sizeof(float));
+      seen = posted_;
+    }
   }
 
   std::vector<Arena> send_;           // overlap: each group's weights at the exchange
+  Arena host_centre_, host_scratch_;  // overlap on GPUs: the master Wc and the sum, pinned
+  int64_t posted_ = 0;                // overlap: jobs posted (group 0 writes, before a barrier)
+  std::vector<int64_t> refreshed_;    // overlap on GPUs: [i] = jobs whose Wc group i uploaded
   std::vector<Arena> centre_copies_;  // resident on GPUs: [i] is group i's copy of Wc (i > 0)
   std::unique_ptr<WorkerThread> comm_thread_;
   std::future<void> pending_;  // touched by group 0 only
