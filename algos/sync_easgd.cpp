@@ -12,6 +12,12 @@
 // Across MPI ranks (--reduce tree, --overlap off): S is reduced over all P groups into global
 // group 0 (hierarchical Comm), rank 0 updates Wc and broadcasts it into every rank's copy, so a
 // run of R ranks x L groups equals one process with R*L groups when L is a power of two.
+// In one process on the CPU (--reduce tree, --pack single, --collective tree, --overlap off)
+// the exchange is partitioned: each group sums its 1/P slice of S (in the Comm's tree order)
+// and updates that slice of Wc into a second centre buffer, between two barriers, then takes
+// its elastic step from the old Wc; the two buffers swap roles at every exchange. The same
+// numbers as the reduce to the root and the root's update (bit for bit), with the work spread
+// over the groups and two barriers instead of the reduce's and two more.
 // On GPUs with resident weights (Run::resident, --reduce tree, --overlap off): the same with
 // NCCL: Wc lives on group 0's GPU, every other group keeps a copy on its own GPU, S is reduced
 // into group 0's GPU and the updated Wc broadcast into the copies; only the batch crosses the
@@ -59,6 +65,16 @@ class SyncEasgd final : public Algorithm {
         centre_copies_[i] = std::move(c);
       }
     }
+    partitioned_ = run.ranks == 1 && !run.resident && run.params.reduce == ReduceMode::tree &&
+                   run.params.pack == PackMode::single &&
+                   run.params.collective == CollectiveAlgo::tree && !run.params.overlap;
+    exchanges_.assign(run.groups.size(), 0);
+    if (partitioned_) {
+      EASEL_ASSIGN_OR_RETURN(centre2_,
+                             arena_on(*run.groups[0], run.arena_floats(), run.centre.kind()));
+      sum_tmp_.assign(run.groups.size(),
+                      std::vector<float>(static_cast<size_t>(run.size() * kSumChunk)));
+    }
     if (run.params.overlap) {
       // The snapshots, and on GPUs the master Wc and the sum, in host memory for the
       // communication thread (pinned, so that the copies to and from the GPUs are direct).
@@ -94,6 +110,8 @@ class SyncEasgd final : public Algorithm {
       if ((step + 1) % p.tau == 0) {
         if (p.overlap)
           exchange_overlapped(run, g, lr, p.alpha_at(step));
+        else if (partitioned_)
+          exchange_partitioned(run, g, lr, p.alpha_at(step));
         else
           exchange(run, g, lr, p.alpha_at(step));
       } else {
@@ -105,13 +123,78 @@ class SyncEasgd final : public Algorithm {
     if (p.overlap) finish_pending(run, g);
   }
 
-  const float* eval_weights(Run& run) override { return run.centre.data(); }
+  // Between rounds every group has made the same number of exchanges.
+  const float* eval_weights(Run& run) override {
+    return partitioned_ && exchanges_[0] % 2 == 1 ? centre2_.data() : run.centre.data();
+  }
 
  private:
-  // Wc as group g reads it: the shared centre, or g's copy on its GPU.
+  static constexpr int64_t kSumChunk = 256;
+
+  // Wc as group g reads it: the shared centre (partitioned: the buffer that holds it at g's
+  // current exchange count), or g's copy on its GPU.
   float* centre_of(Run& run, const Group& g) {
     const size_t i = static_cast<size_t>(g.id);
+    if (partitioned_) return exchanges_[i] % 2 == 1 ? centre2_.data() : run.centre.data();
     return i < centre_copies_.size() && i > 0 ? centre_copies_[i].data() : run.centre.data();
+  }
+
+  // s[lo, hi) <- the sum of the groups' weights, in the shared-memory Comm's binomial-tree order
+  // (engine/comm/shm_comm.cpp: pairs (v, v+1), then (v, v+2), ...), so that it equals the
+  // Comm's reduce_sum bit for bit. tmp holds P chunks.
+  static void tree_sum(const Run& run, float* s, int64_t lo, int64_t hi, std::vector<float>& tmp) {
+    const int p = run.size();
+    for (int64_t c = lo; c < hi; c += kSumChunk) {
+      const int64_t m = std::min(kSumChunk, hi - c);
+      for (int v = 0; v < p; v += 2) {
+        float* a = &tmp[static_cast<size_t>(v * kSumChunk)];
+        const float* w0 = run.groups[static_cast<size_t>(v)]->weights.data() + c;
+        if (v + 1 < p) {
+          const float* w1 = run.groups[static_cast<size_t>(v + 1)]->weights.data() + c;
+#pragma omp simd
+          for (int64_t i = 0; i < m; ++i)
+            a[i] = w0[i] + w1[i];
+        } else {
+          span_copy(a, w0, m);
+        }
+      }
+      for (int mask = 2; mask < p; mask <<= 1) {
+        for (int v = 0; v + mask < p; v += 2 * mask) {
+          float* a = &tmp[static_cast<size_t>(v * kSumChunk)];
+          const float* b = &tmp[static_cast<size_t>((v + mask) * kSumChunk)];
+#pragma omp simd
+          for (int64_t i = 0; i < m; ++i)
+            a[i] = a[i] + b[i];
+        }
+      }
+      span_copy(s + c, tmp.data(), m);
+    }
+  }
+
+  void exchange_partitioned(Run& run, Group& g, float lr, float alpha) {
+    const int p = run.size();
+    const int64_t n = run.arena_floats();
+    // Group g's slice, on 64-byte boundaries.
+    const int64_t per = (n / p + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+    const int64_t lo = std::min(n, per * g.id), hi = g.id + 1 == p ? n : std::min(n, lo + per);
+    const size_t i = static_cast<size_t>(g.id);
+    const float* c_old = centre_of(run, g);
+    float* c_new = exchanges_[i] % 2 == 1 ? run.centre.data() : centre2_.data();
+    // Every W is final for this exchange, and every group is done reading the buffer c_new
+    // (the previous exchange's old centre).
+    timed_collective(run, g, [&] { run.comm->barrier(g.global_id); });
+    {
+      ScopedTimer t(&g.times.comm);
+      tree_sum(run, run.scratch.data(), lo, hi, sum_tmp_[i]);
+      span_copy(c_new + lo, c_old + lo, hi - lo);
+      elastic_centre_sum(c_new + lo, run.scratch.data() + lo, alpha, p, hi - lo);
+    }
+    timed_collective(run, g, [&] { run.comm->barrier(g.global_id); });  // every W has been read
+    {
+      ScopedTimer t(&g.times.compute);
+      elastic_step(run, g, lr, alpha);  // from c_old
+    }
+    exchanges_[i] += 1;
   }
 
   // The local step with the elastic pull towards the centre, from the weights before both.
@@ -223,8 +306,12 @@ class SyncEasgd final : public Algorithm {
     }
   }
 
-  std::vector<Arena> send_;           // overlap: each group's weights at the exchange
-  Arena host_centre_, host_scratch_;  // overlap on GPUs: the master Wc and the sum, pinned
+  bool partitioned_ = false;                 // see the file comment
+  Arena centre2_;                            // partitioned: Wc's second buffer
+  std::vector<int64_t> exchanges_;           // [i]: exchanges group i has made (its thread only)
+  std::vector<std::vector<float>> sum_tmp_;  // partitioned: per group, P chunks for tree_sum
+  std::vector<Arena> send_;                  // overlap: each group's weights at the exchange
+  Arena host_centre_, host_scratch_;         // overlap on GPUs: the master Wc and the sum, pinned
   int64_t posted_ = 0;                // overlap: jobs posted (group 0 writes, before a barrier)
   std::vector<int64_t> refreshed_;    // overlap on GPUs: [i] = jobs whose Wc group i uploaded
   std::vector<Arena> centre_copies_;  // resident on GPUs: [i] is group i's copy of Wc (i > 0)

@@ -319,6 +319,15 @@ TEST(GpuPaths, SyncEasgdResidentWithCentreCopiesEqualsCpu) {
   EXPECT_EQ(r.gpu.info.device, "cuda:0,cuda:1");
 }
 
+TEST(GpuPaths, SyncEasgdOnThreeAndFourGroupsEqualsCpu) {
+  // Also the check that the CPU's partitioned exchange sums in the Comm's tree order: the
+  // resident path reduces through the Comm into the root.
+  for (int groups : {3, 4}) {
+    const Runs r = cpu_and_gpu("sync-easgd", groups);
+    expect_same(r);
+  }
+}
+
 TEST(GpuPaths, SyncEasgdResidentWithTauAndPerLayerMessages) {
   const Runs r = cpu_and_gpu("sync-easgd", 2, [](TrainConfig c) {
     c.tau = 3;
