@@ -19,11 +19,16 @@
 #include "nets/models/models.hpp"
 #include "nets/net.hpp"
 #include "tests/support/grad_check.hpp"
+#include "tests/support/op_descs.hpp"
 
 namespace easel {
 namespace {
 
+using test::conv;
+using test::ip;
+using test::lrn;
 using test::near_all;
+using test::pool;
 using test::random_params;
 using test::random_vector;
 
@@ -94,52 +99,6 @@ std::vector<T> get(const Buffer& b, size_t count) {
 }
 
 // ---- descriptors ---------------------------------------------------------------------------
-
-OpDesc conv(Shape4 src, int64_t oc, int64_t k, int64_t stride = 1, int64_t pad = 0,
-            int64_t group = 1, bool fused_relu = false, bool bias = true) {
-  OpDesc d;
-  d.kind = OpKind::conv;
-  d.src = src;
-  d.oc = oc;
-  d.kh = d.kw = k;
-  d.stride_h = d.stride_w = stride;
-  d.pad_h = d.pad_w = pad;
-  d.group = group;
-  d.fused_relu = fused_relu;
-  d.bias = bias;
-  return d;
-}
-
-OpDesc pool(OpKind kind, Shape4 src, int64_t k, int64_t stride, int64_t pad = 0) {
-  OpDesc d;
-  d.kind = kind;
-  d.src = src;
-  d.kh = d.kw = k;
-  d.stride_h = d.stride_w = stride;
-  d.pad_h = d.pad_w = pad;
-  return d;
-}
-
-OpDesc ip(Shape4 src, int64_t oc, bool fused_relu = false, bool bias = true) {
-  OpDesc d;
-  d.kind = OpKind::inner_product;
-  d.src = src;
-  d.oc = oc;
-  d.fused_relu = fused_relu;
-  d.bias = bias;
-  return d;
-}
-
-OpDesc lrn(Shape4 src, int64_t local_size, float alpha, float beta, float k) {
-  OpDesc d;
-  d.kind = OpKind::lrn;
-  d.src = src;
-  d.local_size = local_size;
-  d.alpha = alpha;
-  d.beta = beta;
-  d.k = k;
-  return d;
-}
 
 std::string describe(const OpDesc& d) {
   return std::string(op_kind_name(d.kind)) + " " + d.src.to_string() + " " + layout_name(d.layout);

@@ -15,6 +15,7 @@
 #include "devices/cpu/ref_ops.hpp"
 #include "easel_config.h"
 #include "tests/support/grad_check.hpp"
+#include "tests/support/op_descs.hpp"
 
 namespace easel {
 namespace {
@@ -22,58 +23,16 @@ namespace {
 #if EASEL_HAVE_DNNL
 
 using test::const_ptrs;
+using test::conv;
+using test::ip;
+using test::lrn;
 using test::mut_ptrs;
 using test::near_all;
+using test::pool;
 using test::random_params;
 using test::random_vector;
 
 constexpr Layout kLayouts[] = {Layout::nchw, Layout::nhwc};
-
-OpDesc conv(Shape4 src, int64_t oc, int64_t k, int64_t stride = 1, int64_t pad = 0,
-            int64_t group = 1, bool fused_relu = false, bool bias = true) {
-  OpDesc d;
-  d.kind = OpKind::conv;
-  d.src = src;
-  d.oc = oc;
-  d.kh = d.kw = k;
-  d.stride_h = d.stride_w = stride;
-  d.pad_h = d.pad_w = pad;
-  d.group = group;
-  d.fused_relu = fused_relu;
-  d.bias = bias;
-  return d;
-}
-
-OpDesc pool(OpKind kind, Shape4 src, int64_t k, int64_t stride, int64_t pad = 0) {
-  OpDesc d;
-  d.kind = kind;
-  d.src = src;
-  d.kh = d.kw = k;
-  d.stride_h = d.stride_w = stride;
-  d.pad_h = d.pad_w = pad;
-  return d;
-}
-
-OpDesc ip(Shape4 src, int64_t oc, bool fused_relu = false, bool bias = true) {
-  OpDesc d;
-  d.kind = OpKind::inner_product;
-  d.src = src;
-  d.oc = oc;
-  d.fused_relu = fused_relu;
-  d.bias = bias;
-  return d;
-}
-
-OpDesc lrn(Shape4 src, int64_t local_size, float alpha, float beta, float k) {
-  OpDesc d;
-  d.kind = OpKind::lrn;
-  d.src = src;
-  d.local_size = local_size;
-  d.alpha = alpha;
-  d.beta = beta;
-  d.k = k;
-  return d;
-}
 
 OpDesc with_layout(OpDesc d, Layout l) {
   d.layout = l;
