@@ -387,6 +387,14 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
       return invalid_argument(
           "--placement dataset=device: the data set stays in host memory (pinned-host or a "
           "host kind); only each batch is copied to the GPU");
+    for (BufferClass c : {BufferClass::centre, BufferClass::weights, BufferClass::grads,
+                          BufferClass::momentum, BufferClass::activations})
+      if (placement[c] != MemKind::dram)
+        return invalid_argument(
+            std::string("--placement ") + buffer_class_name(c) + "=" + mem_kind_name(placement[c]) +
+            ": with --device " + cfg.device +
+            " the groups' buffers live on their GPUs (in pinned host memory for the staged "
+            "algorithms); only dataset= can be placed");
     for (const GroupSpec& gs : plan.groups) {
       EASEL_ASSIGN_OR_RETURN(auto d, gpu.make_device(gs.gpu, precision));
       gpu_devices.push_back(std::move(d));

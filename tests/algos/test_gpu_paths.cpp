@@ -374,6 +374,12 @@ TEST(GpuPaths, RefusalsNameTheFlag) {
   r = train(c, small_data(), nullptr, fake_backend());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("no GPU 2"), std::string::npos) << r.status().message();
+  c = config("sync-easgd", "cuda");
+  c.placement = "weights=hbw-preferred";
+  r = train(c, small_data(), nullptr, fake_backend());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--placement weights"), std::string::npos)
+      << r.status().message();
   c = config("msgd", "cuda");  // two GPUs: msgd runs on one group
   r = train(c, small_data(), nullptr, fake_backend());
   ASSERT_FALSE(r.ok());
