@@ -8,6 +8,7 @@
 #include <future>
 #include <thread>
 
+#include "algos/groups.hpp"
 #include "engine/log.hpp"
 #include "engine/span_ops.hpp"
 #include "nets/models/models.hpp"
@@ -83,24 +84,6 @@ Result<AlgoParams> make_params(const TrainConfig& c, int64_t total_iterations, i
     return invalid_argument("--collective: '" + c.collective + "' (accepted: tree, ring)");
   return p;
 }
-
-// Runs fn(g) on every group's own thread at once and waits for all; while waiting, calls
-// tick() about every 250 ms. Exceptions from a group are rethrown after all have finished.
-template <typename Fn, typename Tick>
-void run_on_groups(Run& run, Fn fn, Tick tick) {
-  std::vector<std::future<void>> fs;
-  for (auto& g : run.groups) {
-    Group* gp = g.get();
-    fs.push_back(gp->worker->post([gp, &fn] { fn(*gp); }));
-  }
-  for (auto& f : fs) {
-    while (f.wait_for(std::chrono::milliseconds(250)) != std::future_status::ready)
-      tick();
-  }
-  for (auto& f : fs)
-    f.get();
-}
-
 }  // namespace
 
 Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo, const GpuBackend& gpu) {
@@ -218,91 +201,6 @@ struct FinishGuard {
   Run& run;
   ~FinishGuard() { algo.finish(run); }
 };
-
-}  // namespace
-
-std::vector<EvalStats> evaluate_groups(Run& run, const Dataset& ds, const float* weights) {
-  const int p = run.total_groups();
-  std::vector<EvalStats> part(static_cast<size_t>(run.size()));
-  const int64_t batch = run.groups[0]->net->batch();
-  // GPU groups evaluate a copy of `weights` (host memory) on their own device.
-  for (auto& g : run.groups)
-    if (!g->device->is_host())
-      copy_bytes(g->eval_weights.data(), MemKind::device, weights, MemKind::dram,
-                 static_cast<size_t>(run.arena_floats()) * sizeof(float));
-  const int64_t nb = (ds.count + batch - 1) / batch;
-  run_on_groups(
-      run,
-      [&](Group& g) {
-        std::vector<int64_t> idx(static_cast<size_t>(batch));
-        EvalStats acc;
-        for (int64_t b = g.global_id; b < nb; b += p) {
-          const int64_t n = std::min(batch, ds.count - b * batch);
-          for (int64_t i = 0; i < n; ++i)
-            idx[static_cast<size_t>(i)] = b * batch + i;
-          gather_batch(ds, idx.data(), n, g.net->layout(), g.eval_images.as<float>(),
-                       g.eval_labels.data());
-          EvalStats s;
-          if (g.device->is_host()) {
-            s = g.net->evaluate(g.eval_images.as<float>(), g.eval_labels.data(), n, weights);
-          } else {
-            // The batch's unused rows are never read (n <= batch), so only n rows are copied.
-            const size_t per_image = g.eval_images.bytes() / static_cast<size_t>(batch);
-            g.device->upload(g.dev_images.data(), g.eval_images.data(),
-                             per_image * static_cast<size_t>(n));
-            g.device->upload(g.dev_labels.data(), g.eval_labels.data(),
-                             static_cast<size_t>(n) * sizeof(int32_t));
-            s = g.net->evaluate(g.dev_images.as<float>(), g.dev_labels.as<int32_t>(), n,
-                                g.eval_weights.data());
-          }
-          acc.loss_sum += s.loss_sum;
-          acc.correct += s.correct;
-          acc.count += s.count;
-        }
-        part[static_cast<size_t>(g.id)] = acc;
-      },
-      [] {});
-  return part;
-}
-
-namespace {
-
-// Builds group g's replica on its own thread (g.worker's): attaches its device, creates the
-// net, the arenas, the batch stream and the evaluation buffers.
-Status build_group(Group& g, const NetSpec& spec, const TrainConfig& cfg, Layout layout,
-                   const Placement& placement,
-                   const std::function<MemKind(BufferClass)>& arena_kind, const Dataset& train,
-                   int local) {
-  Device& dev = *g.device;
-  EASEL_RETURN_IF_ERROR(dev.attach());
-  const bool gpu = !dev.is_host();
-  const MemKind acts = gpu ? MemKind::device : placement[BufferClass::activations];
-  // What the host side of a GPU group fills and the device reads: pinned, so copies are async.
-  const MemKind host_io = gpu ? MemKind::pinned_host : placement[BufferClass::activations];
-  EASEL_ASSIGN_OR_RETURN(g.net, Net::create(spec, cfg.batch, layout, dev, acts));
-  const int64_t n = g.net->params().total_floats();
-  EASEL_ASSIGN_OR_RETURN(g.weights, Arena::create(n, arena_kind(BufferClass::weights)));
-  EASEL_ASSIGN_OR_RETURN(g.diff, Arena::create(n, arena_kind(BufferClass::grads)));
-  EASEL_ASSIGN_OR_RETURN(g.momentum, Arena::create(n, arena_kind(BufferClass::momentum)));
-  if (gpu && is_host_kind(g.weights.kind())) {  // staged: the net's copies on the device
-    EASEL_ASSIGN_OR_RETURN(g.dev_weights, Arena::create(n, MemKind::device));
-    EASEL_ASSIGN_OR_RETURN(g.dev_diff, Arena::create(n, MemKind::device));
-  }
-  if (gpu && !is_host_kind(g.weights.kind())) g.kernels = &dev.kernels();
-  EASEL_ASSIGN_OR_RETURN(g.data, BatchStream::create(train, cfg.batch, layout, g.id, local,
-                                                     cfg.seed, cfg.prefetch, host_io, g.global_id));
-  const size_t image_bytes = static_cast<size_t>(g.net->input_shape().count()) * sizeof(float);
-  EASEL_ASSIGN_OR_RETURN(g.eval_images, Buffer::allocate(image_bytes, host_io));
-  g.eval_labels.resize(static_cast<size_t>(cfg.batch));
-  if (gpu) {
-    EASEL_ASSIGN_OR_RETURN(g.dev_images, Buffer::allocate(image_bytes, MemKind::device));
-    EASEL_ASSIGN_OR_RETURN(
-        g.dev_labels,
-        Buffer::allocate(static_cast<size_t>(cfg.batch) * sizeof(int32_t), MemKind::device));
-    EASEL_ASSIGN_OR_RETURN(g.eval_weights, Arena::create(n, MemKind::device));
-  }
-  return {};
-}
 
 }  // namespace
 
