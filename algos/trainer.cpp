@@ -144,7 +144,14 @@ Status validate_config(const TrainConfig& c) {
   EASEL_RETURN_IF_ERROR(parse_placement(c.placement).status());
   EASEL_RETURN_IF_ERROR(make_algorithm(c.algo).status());
   EASEL_RETURN_IF_ERROR(make_params(c, 1, 1).status());
-  EASEL_RETURN_IF_ERROR(parse_device(c.device).status());
+  EASEL_ASSIGN_OR_RETURN(DeviceRequest dev, parse_device(c.device));
+  if (!dev.gpu) {
+    const Placement pl = parse_placement(c.placement).value();
+    for (MemKind k : pl.kind)
+      if (k == MemKind::pinned_host || k == MemKind::device)
+        return invalid_argument("--placement " + c.placement + ": " + mem_kind_name(k) +
+                                " memory belongs to a GPU; it needs --device cuda");
+  }
   return {};
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -28,7 +29,9 @@ std::string slurp(const fs::path& p) {
 }
 
 fs::path tmp_dir(const std::string& name) {
-  fs::path d = fs::path(::testing::TempDir()) / ("easel_cli_" + name);
+  // Per process: two test runs on one machine (a CI clone beside a checkout) must not share.
+  fs::path d =
+      fs::path(::testing::TempDir()) / ("easel_cli_" + std::to_string(::getpid()) + "_" + name);
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
@@ -187,11 +190,15 @@ bool machine_has_gpu() {
 
 TEST(Cli, DeviceFlagErrorsAreOneLine) {
   for (const char* args : {"train --device gpu", "train --device cuda:", "train --device cuda:x",
-                           "train --device cuda:0,0", "topology --device tpu"}) {
+                           "train --device cuda:0,0", "topology --device tpu",
+                           "train --placement dataset=pinned-host"}) {
     Out o = easel(args);
     EXPECT_EQ(o.code, 2) << args << ": " << o.err;
     EXPECT_NE(o.err.find("--device"), std::string::npos) << args << ": " << o.err;
     EXPECT_LE(std::count(o.err.begin(), o.err.end(), '\n'), 1) << args << ": " << o.err;
+    if (std::string(args).find("--placement") != std::string::npos) {
+      EXPECT_NE(o.err.find("--placement"), std::string::npos) << o.err;
+    }
   }
 }
 
