@@ -27,7 +27,6 @@ namespace {
 using test::conv;
 using test::ip;
 using test::lrn;
-using test::near_all;
 using test::pool;
 using test::random_params;
 using test::random_vector;
@@ -114,20 +113,9 @@ constexpr Tol kExact{0.f, 0.f};
 constexpr Tol kTight{1e-4f, 1e-5f};  // different summation orders of a few thousand terms
 constexpr Tol kLoose{1e-3f, 1e-4f};  // cuDNN's convolution algorithms (FFT, Winograd), its LRN
 
-float max_abs(const std::vector<float>& v) {
-  float m = 0.f;
-  for (float x : v)
-    m = std::max(m, std::abs(x));
-  return m;
-}
-
 ::testing::AssertionResult close(const std::vector<float>& got, const std::vector<float>& want,
                                  Tol tol, const std::string& what) {
-  if (got.size() != want.size())
-    return ::testing::AssertionFailure() << what << ": " << got.size() << " vs " << want.size();
-  const float atol = tol.atol_scale * std::max(1.f, max_abs(want));
-  return near_all(got.data(), want.data(), static_cast<int64_t>(want.size()), tol.rtol, atol,
-                  what.c_str());
+  return test::near_scaled(got, want, tol.rtol, tol.atol_scale, what);
 }
 
 struct OpRun {

@@ -27,7 +27,6 @@ using test::conv;
 using test::ip;
 using test::lrn;
 using test::mut_ptrs;
-using test::near_all;
 using test::pool;
 using test::random_params;
 using test::random_vector;
@@ -43,20 +42,11 @@ std::string describe(const OpDesc& d) {
   return std::string(op_kind_name(d.kind)) + " " + d.src.to_string() + " " + layout_name(d.layout);
 }
 
-float max_abs(const std::vector<float>& v) {
-  float m = 0.f;
-  for (float x : v)
-    m = std::max(m, std::abs(x));
-  return m;
-}
-
 // Relative tolerance 1e-4 with an absolute floor scaled to the tensor's magnitude (different
 // summation orders of a few thousand terms).
 ::testing::AssertionResult close(const std::vector<float>& got, const std::vector<float>& want,
                                  const std::string& what) {
-  const float atol = 1e-5f * std::max(1.f, max_abs(want));
-  return near_all(got.data(), want.data(), static_cast<int64_t>(want.size()), 1e-4f, atol,
-                  what.c_str());
+  return test::near_scaled(got, want, 1e-4f, 1e-5f, what);
 }
 
 // Everything one forward + backward of an op produces.
@@ -215,9 +205,7 @@ TEST(DnnlBf16, MatchesRefWithinBf16Rounding) {
                            ip({4, 50, 4, 4}, 500, /*fused_relu=*/true), ip({4, 500, 1, 1}, 10)};
   auto loose = [](const std::vector<float>& got, const std::vector<float>& want,
                   const std::string& what) {
-    const float atol = 3e-2f * std::max(1.f, max_abs(want));
-    return near_all(got.data(), want.data(), static_cast<int64_t>(want.size()), 0.f, atol,
-                    what.c_str());
+    return test::near_scaled(got, want, 0.f, 3e-2f, what);
   };
   for (const OpDesc& base : shapes)
     for (Layout l : kLayouts) {

@@ -9,6 +9,7 @@
 #include "devices/cpu/ref_ops.hpp"
 #include "devices/device.hpp"
 #include "tests/support/grad_check.hpp"
+#include "tests/support/op_descs.hpp"
 
 namespace easel {
 namespace {
@@ -38,15 +39,7 @@ OpDesc conv(Shape4 src, int64_t oc, int64_t kh, int64_t kw, int64_t stride = 1, 
   return d;
 }
 
-OpDesc pool(OpKind kind, Shape4 src, int64_t k, int64_t stride, int64_t pad = 0) {
-  OpDesc d;
-  d.kind = kind;
-  d.src = src;
-  d.kh = d.kw = k;
-  d.stride_h = d.stride_w = stride;
-  d.pad_h = d.pad_w = pad;
-  return d;
-}
+using test::pool;
 
 OpDesc simple(OpKind kind, Shape4 src) {
   OpDesc d;

@@ -209,6 +209,18 @@ std::vector<float> random_vector(int64_t n, uint64_t seed, float lo, float hi) {
   return v;
 }
 
+::testing::AssertionResult near_scaled(const std::vector<float>& got,
+                                       const std::vector<float>& want, float rtol, float atol_scale,
+                                       const std::string& what) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << what << ": " << got.size() << " vs " << want.size();
+  float m = 0.f;
+  for (float x : want)
+    m = std::max(m, std::abs(x));
+  return near_all(got.data(), want.data(), static_cast<int64_t>(want.size()), rtol,
+                  atol_scale * std::max(1.f, m), what.c_str());
+}
+
 ::testing::AssertionResult near_all(const float* a, const float* b, int64_t n, float rtol,
                                     float atol, const char* what) {
   int64_t bad = 0, worst = -1;

@@ -56,6 +56,12 @@ std::vector<float> random_vector(int64_t n, uint64_t seed, float lo = -1.f, floa
 // index, both values and how many differ.
 ::testing::AssertionResult near_all(const float* a, const float* b, int64_t n, float rtol,
                                     float atol, const char* what);
+// near_all of two whole tensors, with atol = atol_scale * max(1, max |want|): an absolute floor
+// scaled to the reference's magnitude (fast kernels against the reference, summed in another
+// order). Sizes must match.
+::testing::AssertionResult near_scaled(const std::vector<float>& got,
+                                       const std::vector<float>& want, float rtol, float atol_scale,
+                                       const std::string& what);
 
 // The same tensor in another layout: dst[offset4(s, to, ...)] = src[offset4(s, from, ...)].
 std::vector<float> relayout(const float* src, const Shape4& s, Layout from, Layout to);
