@@ -53,8 +53,11 @@ class SyncEasgd final : public Algorithm {
       return invalid_argument(
           "--overlap on: the communication thread runs within one process; across MPI ranks use "
           "--overlap off");
-    EASEL_ASSIGN_OR_RETURN(run.scratch,
-                           arena_on(*run.groups[0], run.arena_floats(), run.centre.kind()));
+    // S: reduced into the root, or partitioned; overlapped on GPUs it lives in host_scratch_.
+    if (!(run.resident && run.params.overlap)) {
+      EASEL_ASSIGN_OR_RETURN(run.scratch,
+                             arena_on(*run.groups[0], run.arena_floats(), run.centre.kind()));
+    }
     if (run.resident) {  // a copy of Wc on every other group's GPU
       for (size_t i = 1; i < run.groups.size(); ++i) {
         Group& g = *run.groups[i];
