@@ -349,8 +349,10 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
     if (!nccl.ok()) return unavailable("--device " + cfg.device + ": " + nccl.status().message());
     run.comm = std::move(nccl).value();
   } else {
+    // One process whose threads each have a core: barrier waiters spin (engine/comm/comm.hpp).
+    const double spin = !world && !plan.oversubscribed ? kShmSpinSeconds : 0;
     run.comm = world ? make_hier_comm(make_shm_comm(local, run.params.collective), *world)
-                     : make_shm_comm(local, run.params.collective);
+                     : make_shm_comm(local, run.params.collective, spin);
   }
 
   // Same initial weights everywhere (rank 0's, broadcast).

@@ -37,7 +37,10 @@ class Comm {
   virtual double wait_seconds(int rank) const = 0;
 };
 
-// Shared-memory Comm among `size` threads of this process.
-std::unique_ptr<Comm> make_shm_comm(int size, CollectiveAlgo algo);
+// Shared-memory Comm among `size` threads of this process. At a barrier a rank spins for up to
+// spin_seconds before it sleeps: give a spin (kShmSpinSeconds) only when every rank has a core
+// of its own, and 0 when ranks share cores (oversubscribed, or other processes on the cores).
+inline constexpr double kShmSpinSeconds = 0.01;
+std::unique_ptr<Comm> make_shm_comm(int size, CollectiveAlgo algo, double spin_seconds = 0);
 
 }  // namespace easel

@@ -44,12 +44,15 @@ void copy_range(float* dst, const float* src, int64_t begin, int64_t end) {
   }
 }
 
-// A reusable barrier: arrivals counted in `count_`, released by bumping `gen_`. Waiters spin
-// briefly, then yield, then sleep on the futex behind std::atomic::wait (so that 8 ranks on 2
-// cores make progress).
+// A reusable barrier: arrivals counted in `count_`, released by bumping `gen_`. A waiter first
+// spins (pause) for up to `spin` seconds, offering its core to any other runnable thread every
+// ~20 us, then sleeps on the futex behind std::atomic::wait. Spinning suits one rank per core:
+// the release is seen within a cache-line transfer, and the last arrival needs no wake-up system
+// call (libstdc++ skips the futex call when nobody sleeps). With more ranks than cores (spin 0)
+// the waiters yield a few times and sleep, so that 8 ranks on 2 cores make progress.
 class Barrier {
  public:
-  explicit Barrier(int size) : size_(size) {}
+  Barrier(int size, double spin) : size_(size), spin_(spin) {}
 
   void arrive_and_wait() {
     const uint32_t gen = gen_.load(std::memory_order_acquire);
@@ -62,6 +65,7 @@ class Barrier {
     for (int i = 0; i < 256; ++i) {
       if (gen_.load(std::memory_order_acquire) != gen) return;
     }
+    if (spin_ > 0 && spin_until_released(gen)) return;
     for (int i = 0; i < 16; ++i) {
       if (gen_.load(std::memory_order_acquire) != gen) return;
       std::this_thread::yield();
@@ -71,7 +75,36 @@ class Barrier {
   }
 
  private:
+  // True once gen_ moves on within the spin budget.
+  bool spin_until_released(uint32_t gen) const {
+    using clock = std::chrono::steady_clock;
+    const auto t0 = clock::now();
+    const auto budget = std::chrono::duration<double>(spin_);
+    auto last_yield = t0;
+    for (;;) {
+      for (int i = 0; i < 64; ++i) {
+        if (gen_.load(std::memory_order_acquire) != gen) return true;
+        cpu_relax();
+      }
+      const auto t = clock::now();
+      if (t - t0 > budget) return false;
+      if (t - last_yield > std::chrono::microseconds(20)) {
+        std::this_thread::yield();
+        last_yield = t;
+      }
+    }
+  }
+
+  static void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+  }
+
   const int size_;
+  const double spin_;
   alignas(64) std::atomic<int> count_{0};
   alignas(64) std::atomic<uint32_t> gen_{0};
 };
@@ -90,8 +123,8 @@ struct alignas(64) RankSlot {
 
 class ShmComm final : public Comm {
  public:
-  ShmComm(int size, CollectiveAlgo algo)
-      : size_(size), algo_(algo), barrier_(size), slots_(static_cast<size_t>(size)) {}
+  ShmComm(int size, CollectiveAlgo algo, double spin)
+      : size_(size), algo_(algo), barrier_(size, spin), slots_(static_cast<size_t>(size)) {}
 
   int size() const override { return size_; }
   std::string name() const override {
@@ -279,9 +312,10 @@ class ShmComm final : public Comm {
 
 }  // namespace
 
-std::unique_ptr<Comm> make_shm_comm(int size, CollectiveAlgo algo) {
+std::unique_ptr<Comm> make_shm_comm(int size, CollectiveAlgo algo, double spin_seconds) {
   EASEL_CHECK_MSG(size >= 1, "a Comm needs at least one rank");
-  return std::make_unique<ShmComm>(size, algo);
+  EASEL_CHECK_MSG(spin_seconds >= 0, "a negative barrier spin");
+  return std::make_unique<ShmComm>(size, algo, spin_seconds);
 }
 
 }  // namespace easel

@@ -181,11 +181,12 @@ TEST(ShmComm, DeterministicAcrossRuns) {
   }
 }
 
-TEST(ShmComm, BackToBackStress) {
-  for (CollectiveAlgo algo : {CollectiveAlgo::tree, CollectiveAlgo::ring}) {
-    const int p = 8;
+// Mixed collectives back to back with changing buffers; with sleeping waiters (8 ranks on the
+// cores) and with spinning ones (the trainer's choice when every group has a core).
+void back_to_back(CollectiveAlgo algo, int p, double spin) {
+  {
     const int iters = 150;
-    auto comm = make_shm_comm(p, algo);
+    auto comm = make_shm_comm(p, algo, spin);
     std::vector<int> wrong(p, 0);
     run_ranks(p, [&](int r) {
       std::vector<float> buf, out;
@@ -223,7 +224,16 @@ TEST(ShmComm, BackToBackStress) {
       }
     });
     for (int r = 0; r < p; ++r)
-      EXPECT_EQ(wrong[r], 0) << collective_algo_name(algo) << " " << r;
+      EXPECT_EQ(wrong[r], 0) << collective_algo_name(algo) << " p=" << p << " spin=" << spin
+                             << " rank " << r;
+  }
+}
+
+TEST(ShmComm, BackToBackStress) {
+  for (CollectiveAlgo algo : {CollectiveAlgo::tree, CollectiveAlgo::ring}) {
+    back_to_back(algo, 8, 0);
+    back_to_back(algo, 2, kShmSpinSeconds);
+    back_to_back(algo, 3, kShmSpinSeconds);
   }
 }
 
@@ -244,6 +254,24 @@ TEST(ShmComm, WaitSecondsCountsArrivalSkew) {
       EXPECT_GE(after[r], before[r]);
     }
     EXPECT_GE(after[0] - before[0], 0.04) << "rank 0 waited for the sleeping rank 1";
+  }
+}
+
+// A spinning waiter is released by a late arrival within its spin budget (2 ms), and falls back
+// to sleeping beyond it (60 ms); either way its wait is counted.
+TEST(ShmComm, SpinningWaiterIsReleasedAndCounted) {
+  auto comm = make_shm_comm(2, CollectiveAlgo::tree, kShmSpinSeconds);
+  for (int ms : {2, 60}) {
+    std::vector<double> before(2), after(2);
+    run_ranks(2, [&](int r) {
+      comm->barrier(r);
+      before[r] = comm->wait_seconds(r);
+      if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      comm->barrier(r);
+      after[r] = comm->wait_seconds(r);
+    });
+    EXPECT_GE(after[0] - before[0], 0.8e-3 * ms) << ms << " ms";
+    EXPECT_LT(after[1] - before[1], 0.5e-3 * ms) << "rank 1 arrived last";
   }
 }
 

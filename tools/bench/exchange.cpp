@@ -81,8 +81,10 @@ Result<ExchangeResult> time_exchange(const Topology& topo, const BenchConfig& cf
     });
     EASEL_RETURN_IF_ERROR(st);
   }
-  std::unique_ptr<Comm> tree = make_shm_comm(p, CollectiveAlgo::tree);
-  std::unique_ptr<Comm> ring = make_shm_comm(p, CollectiveAlgo::ring);
+  // As the trainer builds them: waiters spin when every group has a core of its own.
+  const double spin = plan.oversubscribed ? 0 : kShmSpinSeconds;
+  std::unique_ptr<Comm> tree = make_shm_comm(p, CollectiveAlgo::tree, spin);
+  std::unique_ptr<Comm> ring = make_shm_comm(p, CollectiveAlgo::ring, spin);
   const float lr = 0.01f, wd = 5e-4f, alpha = 0.9f / static_cast<float>(p);
   auto w = [&](int i) { return sides[static_cast<size_t>(i)].weights.data(); };
   auto g = [&](int i) { return sides[static_cast<size_t>(i)].diff.data(); };
