@@ -2,9 +2,48 @@
 
 #include "engine/span_ops.hpp"
 
+#include <algorithm>
 #include <atomic>
 
 namespace easel {
+
+void centre_update_slice(std::span<const float* const> w, const float* c_old, float* c_new,
+                         float alpha, int64_t lo, int64_t hi, std::vector<float>& tmp) {
+  const int p = static_cast<int>(w.size());
+  const size_t need = static_cast<size_t>(p) * kCentreChunk;
+  if (tmp.size() < need) tmp.resize(need);
+  for (int64_t c = lo; c < hi; c += kCentreChunk) {
+    const int64_t m = std::min(kCentreChunk, hi - c);
+    for (int v = 0; v < p; v += 2) {
+      float* a = &tmp[static_cast<size_t>(v) * kCentreChunk];
+      const float* w0 = w[static_cast<size_t>(v)] + c;
+      if (v + 1 < p) {
+        const float* w1 = w[static_cast<size_t>(v + 1)] + c;
+#pragma omp simd
+        for (int64_t i = 0; i < m; ++i)
+          a[i] = w0[i] + w1[i];
+      } else {
+        span_copy(a, w0, m);
+      }
+    }
+    for (int mask = 2; mask < p; mask <<= 1) {
+      for (int v = 0; v + mask < p; v += 2 * mask) {
+        float* a = &tmp[static_cast<size_t>(v) * kCentreChunk];
+        const float* b = &tmp[static_cast<size_t>(v + mask) * kCentreChunk];
+#pragma omp simd
+        for (int64_t i = 0; i < m; ++i)
+          a[i] = a[i] + b[i];
+      }
+    }
+    elastic_centre_from(c_new + c, c_old + c, tmp.data(), alpha, p, m);
+  }
+}
+
+std::pair<int64_t, int64_t> centre_slice(int64_t n, int p, int id) {
+  const int64_t per = (n / p + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+  const int64_t lo = std::min(n, per * id);
+  return {lo, id + 1 == p ? n : std::min(n, lo + per)};
+}
 
 void easgd_exchange(std::span<const Segment> segs, float* w, const float* g, float* c, float lr,
                     float wd, float alpha) {

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
+#include <vector>
 
 #include "algos/algorithm.hpp"
 
@@ -27,6 +29,18 @@ void easgd_exchange_racy(std::span<const Segment> segs, float* w, const float* g
 // The centre's side of the EASGD exchange alone, as in the kernels above: for each element
 // e = alpha*(w - c); c <- c + e (async-easgd's server for groups on other ranks).
 void easgd_centre_pull(float* c, const float* w, float alpha, int64_t n);
+
+// Sync EASGD's centre update over the slice [lo, hi) of the arena, in one pass, as each group
+// runs it in the partitioned single-process exchange: S = the sum of the P arenas `w` in the
+// shared-memory Comm's binomial-tree order (pairs (v, v+1), then (v, v+2), ...: equal bit for bit
+// to its reduce_sum), then c_new = c_old + alpha*(S - P*c_old) (elastic_centre_from). Works in
+// chunks of kCentreChunk floats; tmp holds P chunks (resized here, once).
+inline constexpr int64_t kCentreChunk = 256;
+void centre_update_slice(std::span<const float* const> w, const float* c_old, float* c_new,
+                         float alpha, int64_t lo, int64_t hi, std::vector<float>& tmp);
+// Group `id`'s slice [first, second) of an n-float arena split among p groups, starting on
+// kArenaAlign boundaries (64 bytes); the last group takes the remainder.
+std::pair<int64_t, int64_t> centre_slice(int64_t n, int p, int id);
 
 // A group's local optimiser step, without an exchange (engine/span_ops.hpp has the rules).
 enum class LocalRule { sgd, heavy_ball, nesterov };

@@ -14,7 +14,8 @@
 // run of R ranks x L groups equals one process with R*L groups when L is a power of two.
 // In one process on the CPU (--reduce tree, --pack single, --collective tree, --overlap off)
 // the exchange is partitioned: each group sums its 1/P slice of S (in the Comm's tree order)
-// and updates that slice of Wc into a second centre buffer, between two barriers, then takes
+// and updates that slice of Wc into a second centre buffer, chunk by chunk in one pass over the
+// slice (centre_update_slice: S is never stored), between two barriers, then takes
 // its elastic step from the old Wc; the two buffers swap roles at every exchange. The same
 // numbers as the reduce to the root and the root's update (bit for bit), with the work spread
 // over the groups and two barriers instead of the reduce's and two more.
@@ -53,8 +54,12 @@ class SyncEasgd final : public Algorithm {
       return invalid_argument(
           "--overlap on: the communication thread runs within one process; across MPI ranks use "
           "--overlap off");
-    // S: reduced into the root, or partitioned; overlapped on GPUs it lives in host_scratch_.
-    if (!(run.resident && run.params.overlap)) {
+    partitioned_ = run.ranks == 1 && !run.resident && run.params.reduce == ReduceMode::tree &&
+                   run.params.pack == PackMode::single &&
+                   run.params.collective == CollectiveAlgo::tree && !run.params.overlap;
+    // S: reduced into the root (partitioned: summed chunk by chunk, never stored whole);
+    // overlapped on GPUs it lives in host_scratch_.
+    if (!partitioned_ && !(run.resident && run.params.overlap)) {
       EASEL_ASSIGN_OR_RETURN(run.scratch,
                              arena_on(*run.groups[0], run.arena_floats(), run.centre.kind()));
     }
@@ -68,15 +73,14 @@ class SyncEasgd final : public Algorithm {
         centre_copies_[i] = std::move(c);
       }
     }
-    partitioned_ = run.ranks == 1 && !run.resident && run.params.reduce == ReduceMode::tree &&
-                   run.params.pack == PackMode::single &&
-                   run.params.collective == CollectiveAlgo::tree && !run.params.overlap;
     exchanges_.assign(run.groups.size(), 0);
     if (partitioned_) {
       EASEL_ASSIGN_OR_RETURN(centre2_,
                              arena_on(*run.groups[0], run.arena_floats(), run.centre.kind()));
       sum_tmp_.assign(run.groups.size(),
-                      std::vector<float>(static_cast<size_t>(run.size() * kSumChunk)));
+                      std::vector<float>(static_cast<size_t>(run.size() * kCentreChunk)));
+      for (const auto& g : run.groups)
+        group_weights_.push_back(g->weights.data());
     }
     if (run.params.overlap) {
       // The snapshots, and on GPUs the master Wc and the sum, in host memory for the
@@ -132,8 +136,6 @@ class SyncEasgd final : public Algorithm {
   }
 
  private:
-  static constexpr int64_t kSumChunk = 256;
-
   // Wc as group g reads it: the shared centre (partitioned: the buffer that holds it at g's
   // current exchange count), or g's copy on its GPU.
   float* centre_of(Run& run, const Group& g) {
@@ -142,44 +144,8 @@ class SyncEasgd final : public Algorithm {
     return i < centre_copies_.size() && i > 0 ? centre_copies_[i].data() : run.centre.data();
   }
 
-  // s[lo, hi) <- the sum of the groups' weights, in the shared-memory Comm's binomial-tree order
-  // (engine/comm/shm_comm.cpp: pairs (v, v+1), then (v, v+2), ...), so that it equals the
-  // Comm's reduce_sum bit for bit. tmp holds P chunks.
-  static void tree_sum(const Run& run, float* s, int64_t lo, int64_t hi, std::vector<float>& tmp) {
-    const int p = run.size();
-    for (int64_t c = lo; c < hi; c += kSumChunk) {
-      const int64_t m = std::min(kSumChunk, hi - c);
-      for (int v = 0; v < p; v += 2) {
-        float* a = &tmp[static_cast<size_t>(v * kSumChunk)];
-        const float* w0 = run.groups[static_cast<size_t>(v)]->weights.data() + c;
-        if (v + 1 < p) {
-          const float* w1 = run.groups[static_cast<size_t>(v + 1)]->weights.data() + c;
-#pragma omp simd
-          for (int64_t i = 0; i < m; ++i)
-            a[i] = w0[i] + w1[i];
-        } else {
-          span_copy(a, w0, m);
-        }
-      }
-      for (int mask = 2; mask < p; mask <<= 1) {
-        for (int v = 0; v + mask < p; v += 2 * mask) {
-          float* a = &tmp[static_cast<size_t>(v * kSumChunk)];
-          const float* b = &tmp[static_cast<size_t>((v + mask) * kSumChunk)];
-#pragma omp simd
-          for (int64_t i = 0; i < m; ++i)
-            a[i] = a[i] + b[i];
-        }
-      }
-      span_copy(s + c, tmp.data(), m);
-    }
-  }
-
   void exchange_partitioned(Run& run, Group& g, float lr, float alpha) {
-    const int p = run.size();
-    const int64_t n = run.arena_floats();
-    // Group g's slice, on 64-byte boundaries.
-    const int64_t per = (n / p + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
-    const int64_t lo = std::min(n, per * g.id), hi = g.id + 1 == p ? n : std::min(n, lo + per);
+    const auto [lo, hi] = centre_slice(run.arena_floats(), run.size(), g.id);
     const size_t i = static_cast<size_t>(g.id);
     const float* c_old = centre_of(run, g);
     float* c_new = exchanges_[i] % 2 == 1 ? run.centre.data() : centre2_.data();
@@ -188,9 +154,7 @@ class SyncEasgd final : public Algorithm {
     timed_collective(run, g, [&] { run.comm->barrier(g.global_id); });
     {
       ScopedTimer t(&g.times.comm);
-      tree_sum(run, run.scratch.data(), lo, hi, sum_tmp_[i]);
-      span_copy(c_new + lo, c_old + lo, hi - lo);
-      elastic_centre_sum(c_new + lo, run.scratch.data() + lo, alpha, p, hi - lo);
+      centre_update_slice(group_weights_, c_old, c_new, alpha, lo, hi, sum_tmp_[i]);
     }
     timed_collective(run, g, [&] { run.comm->barrier(g.global_id); });  // every W has been read
     {
@@ -312,7 +276,8 @@ class SyncEasgd final : public Algorithm {
   bool partitioned_ = false;                 // see the file comment
   Arena centre2_;                            // partitioned: Wc's second buffer
   std::vector<int64_t> exchanges_;           // [i]: exchanges group i has made (its thread only)
-  std::vector<std::vector<float>> sum_tmp_;  // partitioned: per group, P chunks for tree_sum
+  std::vector<std::vector<float>> sum_tmp_;  // partitioned: per group, P chunks of the sum
+  std::vector<const float*> group_weights_;  // partitioned: every group's weights
   std::vector<Arena> send_;                  // overlap: each group's weights at the exchange
   Arena host_centre_, host_scratch_;         // overlap on GPUs: the master Wc and the sum, pinned
   int64_t posted_ = 0;                // overlap: jobs posted (group 0 writes, before a barrier)

@@ -169,11 +169,19 @@ void elastic_centre(float* centre, const float* w, float alpha, int64_t n) {
 }
 
 void elastic_centre_sum(float* centre, const float* sum_w, float alpha, int p, int64_t n) {
-  if (alpha == 0.f) return;
+  elastic_centre_from(centre, centre, sum_w, alpha, p, n);
+}
+
+void elastic_centre_from(float* c_new, const float* c_old, const float* sum_w, float alpha, int p,
+                         int64_t n) {
+  if (alpha == 0.f) {
+    if (c_new != c_old) span_copy(c_new, c_old, n);
+    return;
+  }
   const float pf = static_cast<float>(p);
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i)
-    centre[i] = centre[i] + alpha * (sum_w[i] - pf * centre[i]);
+    c_new[i] = c_old[i] + alpha * (sum_w[i] - pf * c_old[i]);
 }
 
 void racy_axpy(float* shared, float a, const float* x, int64_t n) {

@@ -52,6 +52,10 @@ void elastic_centre(float* centre, const float* w, float alpha, int64_t n);
 // Sync EASGD master update from the reduced sum of P group weights:
 //   centre <- centre + alpha*(sum_w - P*centre)
 void elastic_centre_sum(float* centre, const float* sum_w, float alpha, int p, int64_t n);
+// The same into another buffer, the same arithmetic element for element (bit for bit):
+//   c_new <- c_old + alpha*(sum_w - P*c_old)   (alpha == 0: c_new <- c_old); c_new may be c_old.
+void elastic_centre_from(float* c_new, const float* c_old, const float* sum_w, float alpha, int p,
+                         int64_t n);
 
 // Hogwild's intended races: element-wise relaxed atomic loads/stores through
 // std::atomic_ref<float>, never a bare racy float pointer. `shared` may be written

@@ -209,6 +209,13 @@ TEST(SpanOps, ElasticPullAndCentre) {
   elastic_centre_sum(f.c.data(), sum.data(), 0.1f, 4, n);
   for (int64_t i = 0; i < n; ++i)
     EXPECT_NEAR(f.c[i], c0[i] + 0.1 * (sum[i] - 4.0 * c0[i]), kTol);
+  // Into another buffer: the same bits as in place; the old centre is left alone.
+  std::vector<float> c_new(f.c.size(), -1.f);
+  elastic_centre_from(c_new.data(), c0.data(), sum.data(), 0.1f, 4, n);
+  EXPECT_EQ(c_new, f.c);
+  EXPECT_NE(c0, f.c);
+  elastic_centre_from(c_new.data(), c0.data(), sum.data(), 0.f, 4, n);  // alpha 0: a copy
+  EXPECT_EQ(c_new, c0);
 }
 
 TEST(SpanOps, RacyOpsMatchPlainOnesSingleThreaded) {

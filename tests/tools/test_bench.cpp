@@ -109,6 +109,10 @@ TEST(BenchModel, ByteCounts) {
   EXPECT_DOUBLE_EQ(traffic_bytes(Traffic::momentum_step, n, 1), 20000.0);
   EXPECT_DOUBLE_EQ(traffic_bytes(Traffic::elastic_centre_sum, n, 8), 12000.0);
   EXPECT_DOUBLE_EQ(traffic_bytes(Traffic::sync_exchange, n, 2), 12000.0 + 32000.0 + 12000.0);
+  // Partitioned: every W read once, the old centre read and the new one written once, and
+  // every group's elastic step.
+  EXPECT_DOUBLE_EQ(traffic_bytes(Traffic::sync_exchange_partitioned, n, 2),
+                   8000.0 + 8000.0 + 32000.0);
   // One rank: nothing moves between ranks.
   EXPECT_DOUBLE_EQ(traffic_bytes(Traffic::tree_reduce, n, 1), 0.0);
   EXPECT_DOUBLE_EQ(traffic_bytes(Traffic::ring_reduce, n, 1), 0.0);

@@ -151,6 +151,8 @@ const char* traffic_name(Traffic t) {
       return "momentum_step (every group)";
     case Traffic::sync_exchange:
       return "sync-easgd exchange (tree)";
+    case Traffic::sync_exchange_partitioned:
+      return "sync-easgd exchange (partitioned)";
   }
   return "unknown";
 }
@@ -175,6 +177,8 @@ const char* traffic_formula(Traffic t) {
       return "20 n P";
     case Traffic::sync_exchange:
       return "12 n (P-1) + 16 n P + 12 n";
+    case Traffic::sync_exchange_partitioned:
+      return "4 n P + 8 n + 16 n P";
   }
   return "";
 }
@@ -201,6 +205,8 @@ double traffic_bytes(Traffic t, int64_t n_floats, int p) {
       return 20 * n * pp;
     case Traffic::sync_exchange:
       return 12 * n * pm1 + 16 * n * pp + 12 * n;
+    case Traffic::sync_exchange_partitioned:
+      return 4 * n * pp + 8 * n + 16 * n * pp;
   }
   return 0;
 }

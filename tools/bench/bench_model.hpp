@@ -95,6 +95,7 @@ enum class Traffic {
   elastic_centre_sum,
   momentum_step,
   sync_exchange,
+  sync_exchange_partitioned,
 };
 const char* traffic_name(Traffic t);
 // Bytes moved by one call (all ranks together; per-group ops counted once per group, P groups).

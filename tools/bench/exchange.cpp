@@ -1,8 +1,10 @@
 // The exchange of the flat arena among P groups (one pinned thread each): the shared-memory
 // Comm's reduce_sum and broadcast (tree and ring), the fused elastic updates, the momentum
-// update, and Sync EASGD's whole exchange; each as bytes moved (bench_model.hpp) per second.
+// update, and Sync EASGD's whole exchange (through the Comm, and partitioned as the trainer runs
+// it in one process); each as bytes moved (bench_model.hpp) per second.
 #include <cmath>
 
+#include "algos/exchange.hpp"
 #include "engine/arena.hpp"
 #include "engine/comm/comm.hpp"
 #include "engine/span_ops.hpp"
@@ -51,7 +53,7 @@ Result<ExchangeResult> time_exchange(const Topology& topo, const BenchConfig& cf
   // Each group's arenas, first touched on its own thread; the centre and the reduced sum on
   // the root's (group 0).
   std::vector<Side> sides(static_cast<size_t>(p));
-  Arena centre, sum;
+  Arena centre, centre2, sum;
   for (int i = 0; i < p; ++i) {
     workers[static_cast<size_t>(i)]->run([&, i] {
       Side& s = sides[static_cast<size_t>(i)];
@@ -69,14 +71,18 @@ Result<ExchangeResult> time_exchange(const Topology& topo, const BenchConfig& cf
       }
       if (i == 0) {
         auto c = Arena::create(n, MemKind::dram);
+        auto c2 = Arena::create(n, MemKind::dram);
         auto m = Arena::create(n, MemKind::dram);
-        if (!c.ok() || !m.ok()) {
-          st = c.ok() ? m.status() : c.status();
-          return;
-        }
+        for (const Status* e : {&c.status(), &c2.status(), &m.status()})
+          if (!e->ok()) {
+            st = *e;
+            return;
+          }
         centre = std::move(c).value();
+        centre2 = std::move(c2).value();
         sum = std::move(m).value();
         span_copy(centre.data(), s.weights.data(), n);
+        span_copy(centre2.data(), s.weights.data(), n);
       }
     });
     EASEL_RETURN_IF_ERROR(st);
@@ -154,6 +160,27 @@ Result<ExchangeResult> time_exchange(const Topology& topo, const BenchConfig& cf
           tree->barrier(i);
           if (i == 0) elastic_centre_sum(centre.data(), sum.data(), alpha, p, n);
           tree->barrier(i);
+        },
+        false);
+    // As algos/sync_easgd.cpp runs it in one process: each group updates its slice of the
+    // centre into the other buffer in one pass, between two barriers, then takes its elastic
+    // step from the old centre; the buffers swap at every call.
+    std::vector<const float*> ws;
+    for (int i = 0; i < p; ++i)
+      ws.push_back(w(i));
+    std::vector<std::vector<float>> tmp(static_cast<size_t>(p));
+    std::vector<int64_t> calls(static_cast<size_t>(p), 0);
+    measure(
+        Traffic::sync_exchange_partitioned,
+        [&](int i) {
+          const bool odd = calls[static_cast<size_t>(i)]++ % 2 == 1;
+          const float* c_old = odd ? centre2.data() : centre.data();
+          float* c_new = odd ? centre.data() : centre2.data();
+          const auto [lo, hi] = centre_slice(n, p, i);
+          tree->barrier(i);
+          centre_update_slice(ws, c_old, c_new, alpha, lo, hi, tmp[static_cast<size_t>(i)]);
+          tree->barrier(i);
+          elastic_sgd_step(segs, w(i), g(i), c_old, lr, wd, alpha);
         },
         false);
   }
