@@ -10,7 +10,7 @@ namespace easel {
 void centre_update_slice(std::span<const float* const> w, const float* c_old, float* c_new,
                          float alpha, int64_t lo, int64_t hi, std::vector<float>& tmp) {
   const int p = static_cast<int>(w.size());
-  const size_t need = static_cast<size_t>(p) * kCentreChunk;
+  const size_t need = static_cast<size_t>(p + 1) * kCentreChunk;
   if (tmp.size() < need) tmp.resize(need);
   for (int64_t c = lo; c < hi; c += kCentreChunk) {
     const int64_t m = std::min(kCentreChunk, hi - c);
@@ -35,8 +35,15 @@ void centre_update_slice(std::span<const float* const> w, const float* c_old, fl
           a[i] = a[i] + b[i];
       }
     }
-    elastic_centre_from(c_new + c, c_old + c, tmp.data(), alpha, p, m);
+    if (p == 1) {
+      elastic_centre_from(c_new + c, c_old + c, tmp.data(), alpha, p, m);
+    } else {  // every group reads this slice next: streamed (engine/span_ops.hpp)
+      float* out = &tmp[static_cast<size_t>(p) * kCentreChunk];
+      elastic_centre_from(out, c_old + c, tmp.data(), alpha, p, m);
+      stream_store(c_new + c, out, m);
+    }
   }
+  if (p > 1) stream_fence();
 }
 
 std::pair<int64_t, int64_t> centre_slice(int64_t n, int p, int id) {

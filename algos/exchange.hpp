@@ -34,7 +34,8 @@ void easgd_centre_pull(float* c, const float* w, float alpha, int64_t n);
 // runs it in the partitioned single-process exchange: S = the sum of the P arenas `w` in the
 // shared-memory Comm's binomial-tree order (pairs (v, v+1), then (v, v+2), ...: equal bit for bit
 // to its reduce_sum), then c_new = c_old + alpha*(S - P*c_old) (elastic_centre_from). Works in
-// chunks of kCentreChunk floats; tmp holds P chunks (resized here, once).
+// chunks of kCentreChunk floats; tmp holds P + 1 chunks (resized here, once). With P > 1 the
+// stores to c_new are streamed, since every group reads them next (stream_store).
 inline constexpr int64_t kCentreChunk = 256;
 void centre_update_slice(std::span<const float* const> w, const float* c_old, float* c_new,
                          float alpha, int64_t lo, int64_t hi, std::vector<float>& tmp);

@@ -78,7 +78,7 @@ class SyncEasgd final : public Algorithm {
       EASEL_ASSIGN_OR_RETURN(centre2_,
                              arena_on(*run.groups[0], run.arena_floats(), run.centre.kind()));
       sum_tmp_.assign(run.groups.size(),
-                      std::vector<float>(static_cast<size_t>(run.size() * kCentreChunk)));
+                      std::vector<float>(static_cast<size_t>((run.size() + 1) * kCentreChunk)));
       for (const auto& g : run.groups)
         group_weights_.push_back(g->weights.data());
     }
@@ -158,8 +158,19 @@ class SyncEasgd final : public Algorithm {
     }
     timed_collective(run, g, [&] { run.comm->barrier(g.global_id); });  // every W has been read
     {
+      // From c_old. The slices other groups read at the next exchange are streamed
+      // (engine/span_ops.hpp: their lines are in the readers' caches).
       ScopedTimer t(&g.times.compute);
-      elastic_step(run, g, lr, alpha);  // from c_old
+      const AlgoParams& p = run.params;
+      if (run.size() == 1)
+        elastic_step(run, g, lr, alpha);
+      else if (p.momentum == 0)
+        elastic_sgd_step_streamed(run.segments(), g.weights.data(), g.diff.data(), c_old, lr,
+                                  p.weight_decay, alpha, lo, hi);
+      else
+        elastic_momentum_step_streamed(run.segments(), g.weights.data(), g.diff.data(),
+                                       g.momentum.data(), c_old, lr, p.momentum, p.weight_decay,
+                                       alpha, p.nesterov, lo, hi);
     }
     exchanges_[i] += 1;
   }

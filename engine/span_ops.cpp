@@ -7,7 +7,12 @@
 // is bit-identical to the corresponding plain step (sync-easgd with rho = 0 equals sgd).
 #include "engine/span_ops.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
+#if defined(__SSE__)
+#include <immintrin.h>
+#endif
 
 namespace easel {
 namespace {
@@ -21,6 +26,66 @@ struct SegRange {
 
 inline SegRange range_of(const Segment& s, float lr, float wd) {
   return {s.offset, s.offset + s.count, lr * s.lr_mult, wd * s.decay_mult};
+}
+
+// The elastic steps' element rules over [0, n) of pointers already offset, writing the new w to
+// `out` (w itself, or a buffer that is then streamed): one definition for both, so that the
+// plain and the streamed kernels give the same bits.
+inline void elastic_sgd_block(float* out, const float* w, const float* g, const float* c, int64_t n,
+                              float lr, float wd, float alpha) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float wo = w[i];
+    const float u = wo - lr * (g[i] + wd * wo);
+    out[i] = u - alpha * (wo - c[i]);
+  }
+}
+
+inline void elastic_momentum_block(float* out, const float* w, const float* g, float* v,
+                                   const float* c, int64_t n, float lr, float wd, float delta,
+                                   float alpha, bool nesterov) {
+  if (nesterov) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      const float wo = w[i];
+      const float vo = v[i];
+      const float vn = delta * vo - lr * (g[i] + wd * wo);
+      v[i] = vn;
+      const float u = wo + (1.f + delta) * vn - delta * vo;
+      out[i] = u - alpha * (wo - c[i]);
+    }
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      const float wo = w[i];
+      const float vn = delta * v[i] - lr * (g[i] + wd * wo);
+      v[i] = vn;
+      const float u = wo + vn;
+      out[i] = u - alpha * (wo - c[i]);
+    }
+  }
+}
+
+// Runs block(out, offset, count) over every segment in pieces of kStreamBlock floats: in place
+// where the piece lies inside [keep_lo, keep_hi), else into a buffer then streamed to w.
+constexpr int64_t kStreamBlock = 256;
+template <typename Block>
+void streamed_segments(std::span<const Segment> segs, float* w, int64_t keep_lo, int64_t keep_hi,
+                       float lr, float wd, Block block) {
+  alignas(64) float buf[kStreamBlock];
+  for (const Segment& s : segs) {
+    const SegRange r = range_of(s, lr, wd);
+    for (int64_t b = r.begin; b < r.end; b += kStreamBlock) {
+      const int64_t m = std::min(kStreamBlock, r.end - b);
+      if (b >= keep_lo && b + m <= keep_hi) {
+        block(w + b, b, m, r);
+      } else {
+        block(buf, b, m, r);
+        stream_store(w + b, buf, m);
+      }
+    }
+  }
+  stream_fence();
 }
 
 }  // namespace
@@ -109,12 +174,8 @@ void elastic_sgd_step(std::span<const Segment> segs, float* w, const float* g, c
   }
   for (const Segment& s : segs) {
     const SegRange r = range_of(s, lr, wd);
-#pragma omp simd
-    for (int64_t i = r.begin; i < r.end; ++i) {
-      const float wo = w[i];
-      const float u = wo - r.lr * (g[i] + r.wd * wo);
-      w[i] = u - alpha * (wo - centre[i]);
-    }
+    elastic_sgd_block(w + r.begin, w + r.begin, g + r.begin, centre + r.begin, r.end - r.begin,
+                      r.lr, r.wd, alpha);
   }
 }
 
@@ -131,27 +192,66 @@ void elastic_momentum_step(std::span<const Segment> segs, float* w, const float*
   }
   for (const Segment& s : segs) {
     const SegRange r = range_of(s, lr, wd);
-    if (nesterov) {
-#pragma omp simd
-      for (int64_t i = r.begin; i < r.end; ++i) {
-        const float wo = w[i];
-        const float vo = v[i];
-        const float vn = delta * vo - r.lr * (g[i] + r.wd * wo);
-        v[i] = vn;
-        const float u = wo + (1.f + delta) * vn - delta * vo;
-        w[i] = u - alpha * (wo - centre[i]);
-      }
-    } else {
-#pragma omp simd
-      for (int64_t i = r.begin; i < r.end; ++i) {
-        const float wo = w[i];
-        const float vn = delta * v[i] - r.lr * (g[i] + r.wd * wo);
-        v[i] = vn;
-        const float u = wo + vn;
-        w[i] = u - alpha * (wo - centre[i]);
-      }
-    }
+    elastic_momentum_block(w + r.begin, w + r.begin, g + r.begin, v + r.begin, centre + r.begin,
+                           r.end - r.begin, r.lr, r.wd, delta, alpha, nesterov);
   }
+}
+
+void stream_store(float* dst, const float* src, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i < n && (reinterpret_cast<uintptr_t>(dst + i) & 63) != 0; ++i)
+    dst[i] = src[i];
+  for (; i + 16 <= n; i += 16)
+    _mm512_stream_ps(dst + i, _mm512_loadu_ps(src + i));
+#elif defined(__AVX__)
+  for (; i < n && (reinterpret_cast<uintptr_t>(dst + i) & 31) != 0; ++i)
+    dst[i] = src[i];
+  for (; i + 8 <= n; i += 8)
+    _mm256_stream_ps(dst + i, _mm256_loadu_ps(src + i));
+#elif defined(__SSE__)
+  for (; i < n && (reinterpret_cast<uintptr_t>(dst + i) & 15) != 0; ++i)
+    dst[i] = src[i];
+  for (; i + 4 <= n; i += 4)
+    _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
+#endif
+  for (; i < n; ++i)
+    dst[i] = src[i];
+}
+
+void stream_fence() {
+#if defined(__SSE__)
+  _mm_sfence();
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
+}
+
+void elastic_sgd_step_streamed(std::span<const Segment> segs, float* w, const float* g,
+                               const float* centre, float lr, float wd, float alpha,
+                               int64_t keep_lo, int64_t keep_hi) {
+  if (alpha == 0.f) {
+    sgd_step(segs, w, g, lr, wd);
+    return;
+  }
+  streamed_segments(segs, w, keep_lo, keep_hi, lr, wd,
+                    [&](float* out, int64_t b, int64_t m, const SegRange& r) {
+                      elastic_sgd_block(out, w + b, g + b, centre + b, m, r.lr, r.wd, alpha);
+                    });
+}
+
+void elastic_momentum_step_streamed(std::span<const Segment> segs, float* w, const float* g,
+                                    float* v, const float* centre, float lr, float delta, float wd,
+                                    float alpha, bool nesterov, int64_t keep_lo, int64_t keep_hi) {
+  if (alpha == 0.f) {
+    elastic_momentum_step(segs, w, g, v, centre, lr, delta, wd, alpha, nesterov);
+    return;
+  }
+  streamed_segments(segs, w, keep_lo, keep_hi, lr, wd,
+                    [&](float* out, int64_t b, int64_t m, const SegRange& r) {
+                      elastic_momentum_block(out, w + b, g + b, v + b, centre + b, m, r.lr, r.wd,
+                                             delta, alpha, nesterov);
+                    });
 }
 
 void elastic_pull(float* w, const float* centre, float alpha, int64_t n) {

@@ -57,6 +57,25 @@ void elastic_centre_sum(float* centre, const float* sum_w, float alpha, int p, i
 void elastic_centre_from(float* c_new, const float* c_old, const float* sum_w, float alpha, int p,
                          int64_t n);
 
+// Streaming (non-temporal) stores, for the lines another core reads next or has just read: a
+// store through the cache to a line another core holds costs an invalidation round trip per
+// line (on this project's VM, 0.86 MB written after the other core read it: 142 us through
+// the cache, 26 us streamed; docs/PERFORMANCE.md). Streamed lines go to memory, so the writer's
+// next read of them comes from there: use them only for lines another core will read.
+// dst[0, n) <- src; non-temporal where dst is aligned to the vector width. Ordered only by
+// stream_fence().
+void stream_store(float* dst, const float* src, int64_t n);
+// Orders the streaming stores before every later store (e.g. a barrier's release).
+void stream_fence();
+// elastic_sgd_step / elastic_momentum_step, the same bits, with w's stores outside
+// [keep_lo, keep_hi) streamed (the slices other groups read); ends with stream_fence().
+void elastic_sgd_step_streamed(std::span<const Segment> segs, float* w, const float* g,
+                               const float* centre, float lr, float wd, float alpha,
+                               int64_t keep_lo, int64_t keep_hi);
+void elastic_momentum_step_streamed(std::span<const Segment> segs, float* w, const float* g,
+                                    float* v, const float* centre, float lr, float delta, float wd,
+                                    float alpha, bool nesterov, int64_t keep_lo, int64_t keep_hi);
+
 // Hogwild's intended races: element-wise relaxed atomic loads/stores through
 // std::atomic_ref<float>, never a bare racy float pointer. `shared` may be written
 // concurrently by other threads; each element is read and written whole (not torn).

@@ -3,7 +3,9 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "engine/rng.hpp"
@@ -216,6 +218,73 @@ TEST(SpanOps, ElasticPullAndCentre) {
   EXPECT_NE(c0, f.c);
   elastic_centre_from(c_new.data(), c0.data(), sum.data(), 0.f, 4, n);  // alpha 0: a copy
   EXPECT_EQ(c_new, c0);
+}
+
+// The streamed elastic steps (the partitioned sync-easgd exchange's) give the plain kernels'
+// bits, whichever part of w is kept in the cache, and leave the padding between segments alone.
+TEST(SpanOps, StreamedElasticStepsEqualPlainOnesBitForBit) {
+  ArenaLayout layout;
+  for (auto [count, lr_mult] : {std::pair{1000, 1.f}, {3, 2.f}, {777, 1.f}, {4100, 0.5f}}) {
+    Segment s;
+    s.name = "s" + std::to_string(count);
+    s.dims = {count};
+    s.lr_mult = lr_mult;
+    s.decay_mult = lr_mult == 2.f ? 0.f : 1.f;
+    layout.add(s);
+  }
+  const int64_t n = layout.total_floats();
+  Rng rng(7);
+  std::vector<float> w0(n), g(n), v0(n), c(n);
+  for (int64_t i = 0; i < n; ++i) {
+    w0[i] = rng.uniform(-1.f, 1.f);
+    g[i] = rng.uniform(-1.f, 1.f);
+    v0[i] = rng.uniform(-0.1f, 0.1f);
+    c[i] = rng.uniform(-1.f, 1.f);
+  }
+  const std::vector<std::pair<int64_t, int64_t>> keeps = {
+      {0, 0}, {0, n}, {1024, 3000}, {5, n / 2 + 3}, {n / 2, n}};
+  for (auto [lo, hi] : keeps) {
+    std::vector<float> wp = w0, ws = w0;
+    elastic_sgd_step(layout.segments(), wp.data(), g.data(), c.data(), 0.1f, 0.01f, 0.3f);
+    elastic_sgd_step_streamed(layout.segments(), ws.data(), g.data(), c.data(), 0.1f, 0.01f, 0.3f,
+                              lo, hi);
+    EXPECT_EQ(ws, wp) << "sgd, keep [" << lo << ", " << hi << ")";
+    for (bool nesterov : {false, true}) {
+      std::vector<float> vp = v0, vs = v0;
+      wp = w0;
+      ws = w0;
+      elastic_momentum_step(layout.segments(), wp.data(), g.data(), vp.data(), c.data(), 0.1f, 0.9f,
+                            0.01f, 0.3f, nesterov);
+      elastic_momentum_step_streamed(layout.segments(), ws.data(), g.data(), vs.data(), c.data(),
+                                     0.1f, 0.9f, 0.01f, 0.3f, nesterov, lo, hi);
+      EXPECT_EQ(ws, wp) << "nesterov " << nesterov << ", keep [" << lo << ", " << hi << ")";
+      EXPECT_EQ(vs, vp) << "nesterov " << nesterov;
+    }
+  }
+  std::vector<float> w = w0;
+  elastic_sgd_step_streamed(layout.segments(), w.data(), g.data(), c.data(), 0.1f, 0.01f, 0.3f, 0,
+                            0);
+  int64_t changed = 0;
+  for (int64_t i = 0; i < n; ++i)
+    changed += w[i] != w0[i];
+  EXPECT_GT(changed, 5000);
+}
+
+TEST(SpanOps, StreamStoreCopiesAnyAlignmentAndLength) {
+  std::vector<float> src(300), dst(320);
+  for (size_t i = 0; i < src.size(); ++i)
+    src[i] = static_cast<float>(i) + 0.5f;
+  for (int off : {0, 1, 3, 15, 16}) {
+    for (int len : {0, 1, 7, 16, 33, 255, 300 - 16}) {
+      std::fill(dst.begin(), dst.end(), -1.f);
+      stream_store(dst.data() + off, src.data(), len);
+      stream_fence();
+      for (int i = 0; i < 320; ++i) {
+        const float want = i >= off && i < off + len ? src[static_cast<size_t>(i - off)] : -1.f;
+        ASSERT_EQ(dst[static_cast<size_t>(i)], want) << "off " << off << " len " << len;
+      }
+    }
+  }
 }
 
 TEST(SpanOps, RacyOpsMatchPlainOnesSingleThreaded) {
