@@ -164,7 +164,8 @@ Result<ExchangeResult> time_exchange(const Topology& topo, const BenchConfig& cf
         false);
     // As algos/sync_easgd.cpp runs it in one process: each group updates its slice of the
     // centre into the other buffer in one pass, between two barriers, then takes its elastic
-    // step from the old centre; the buffers swap at every call.
+    // step from the old centre (the stores other groups read streamed); the buffers swap at
+    // every call.
     std::vector<const float*> ws;
     for (int i = 0; i < p; ++i)
       ws.push_back(w(i));
@@ -180,7 +181,7 @@ Result<ExchangeResult> time_exchange(const Topology& topo, const BenchConfig& cf
           tree->barrier(i);
           centre_update_slice(ws, c_old, c_new, alpha, lo, hi, tmp[static_cast<size_t>(i)]);
           tree->barrier(i);
-          elastic_sgd_step(segs, w(i), g(i), c_old, lr, wd, alpha);
+          elastic_sgd_step_streamed(segs, w(i), g(i), c_old, lr, wd, alpha, lo, hi);
         },
         false);
   }

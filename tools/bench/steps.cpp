@@ -1,9 +1,12 @@
 // Training steps (forward, softmax cross-entropy, backward, momentum update over the flat
 // arena) of the real Net on synthetic inputs, every group on its own pinned WorkerThread, all
-// groups stepping at once; and the layer-level view of one group's step.
+// groups stepping at once; with more than one group, each step ends with sync-easgd's exchange
+// (tau = 1) as the trainer runs it in one process. And the layer-level view of one group's step.
 #include <cmath>
 
+#include "algos/exchange.hpp"
 #include "engine/arena.hpp"
+#include "engine/comm/comm.hpp"
 #include "engine/span_ops.hpp"
 #include "tools/bench/bench.hpp"
 
@@ -13,6 +16,15 @@ namespace {
 
 constexpr float kLr = 0.01f, kMomentum = 0.9f, kDecay = 5e-4f;  // Caffe's LeNet solver
 
+// What the groups share for sync-easgd's exchange: the Comm (its barrier), the centre's two
+// buffers (old and new, swapped at every exchange) and every group's weights.
+struct Exchange {
+  std::unique_ptr<Comm> comm;
+  Arena centre[2];
+  std::vector<const float*> weights;
+  float alpha = 0;
+};
+
 // One group's replica: its thread, net, arenas and one synthetic batch.
 struct Replica {
   std::unique_ptr<WorkerThread> worker;
@@ -20,11 +32,32 @@ struct Replica {
   Arena weights, diff, momentum;
   Buffer images;  // [batch, C, H, W] in the net's layout, values in [0, 1)
   std::vector<int32_t> labels;
+  int id = 0;
+  int64_t exchanges = 0;
+  std::vector<float> sum_tmp;
 
-  void step() {
+  // One training step; with an Exchange, sync-easgd's (algos/sync_easgd.cpp, partitioned):
+  // between two barriers the group updates its slice of the centre, then it takes its elastic
+  // momentum step (heavy-ball, as momentum_step) from the old centre, the stores other groups
+  // read streamed.
+  void step(Exchange* ex = nullptr) {
     net->train_step(images.as<float>(), labels.data(), weights.data(), diff.data());
-    momentum_step(net->params().segments(), weights.data(), diff.data(), momentum.data(), kLr,
-                  kMomentum, kDecay);
+    if (ex == nullptr) {
+      momentum_step(net->params().segments(), weights.data(), diff.data(), momentum.data(), kLr,
+                    kMomentum, kDecay);
+      return;
+    }
+    const int p = static_cast<int>(ex->weights.size());
+    const float* c_old = ex->centre[exchanges % 2].data();
+    float* c_new = ex->centre[(exchanges + 1) % 2].data();
+    const auto [lo, hi] = centre_slice(weights.size(), p, id);
+    ex->comm->barrier(id);
+    centre_update_slice(ex->weights, c_old, c_new, ex->alpha, lo, hi, sum_tmp);
+    ex->comm->barrier(id);
+    elastic_momentum_step_streamed(net->params().segments(), weights.data(), diff.data(),
+                                   momentum.data(), c_old, kLr, kMomentum, kDecay, ex->alpha, false,
+                                   lo, hi);
+    exchanges += 1;
   }
 };
 
@@ -98,6 +131,31 @@ Result<StepResult> time_steps(const Topology& topo, const BenchConfig& cfg, cons
   for (size_t i = 0; i < reps.size(); ++i) {
     EASEL_ASSIGN_OR_RETURN(reps[i].worker, WorkerThread::start(plan.groups[i], true));
     EASEL_RETURN_IF_ERROR(build_replica(reps[i], spec, batch, layout_of(cfg), *device));
+    reps[i].id = static_cast<int>(i);
+  }
+  // More than one group: the sync-easgd exchange after every step, the centre on group 0's
+  // thread (first touch), starting from the groups' common initial weights.
+  std::unique_ptr<Exchange> ex;
+  if (reps.size() > 1) {
+    ex = std::make_unique<Exchange>();
+    const int p = static_cast<int>(reps.size());
+    ex->comm = make_shm_comm(p, CollectiveAlgo::tree, plan.oversubscribed ? 0 : kShmSpinSeconds);
+    ex->alpha = 0.9f / static_cast<float>(p);  // the trainer's default (beta = 0.9)
+    for (Replica& r : reps)
+      ex->weights.push_back(r.weights.data());
+    Status st;
+    reps[0].worker->run([&] {
+      for (Arena& c : ex->centre) {
+        auto a = Arena::create(reps[0].weights.size(), MemKind::dram);
+        if (!a.ok()) {
+          st = a.status();
+          return;
+        }
+        c = std::move(a).value();
+        span_copy(c.data(), reps[0].weights.data(), c.size());
+      }
+    });
+    EASEL_RETURN_IF_ERROR(st);
   }
   // run_together wants the workers in a vector of their own; the replicas keep ownership.
   for (auto& r : reps)
@@ -115,7 +173,7 @@ Result<StepResult> time_steps(const Topology& topo, const BenchConfig& cfg, cons
   auto steps = [&](int64_t k) {
     return [&, k](int i) {
       for (int64_t s = 0; s < k; ++s)
-        reps[static_cast<size_t>(i)].step();
+        reps[static_cast<size_t>(i)].step(ex.get());
     };
   };
   run_together(workers, steps(cfg.warmup));
