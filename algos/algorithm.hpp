@@ -96,6 +96,9 @@ struct Run {
   const ArenaLayout* layout = nullptr;  // the parameter segments (same for every replica)
   AlgoParams params;
   std::unique_ptr<Comm> comm;
+  // How long a group spins before it sleeps when it waits for others outside the Comm
+  // (wait_for_counter): kShmSpinSeconds when every thread of this process has a core, else 0.
+  double spin_seconds = 0;
   Arena centre;                            // the centre W-bar (EASGD, async-sgd); empty when unused
   Arena centre_momentum;                   // async-msgd
   Arena scratch;                           // e.g. the reduced sum of group weights (sync-easgd)

@@ -15,10 +15,12 @@
 // In one process on the CPU (--reduce tree, --pack single, --collective tree, --overlap off)
 // the exchange is partitioned: each group sums its 1/P slice of S (in the Comm's tree order)
 // and updates that slice of Wc into a second centre buffer, chunk by chunk in one pass over the
-// slice (centre_update_slice: S is never stored), between two barriers, then takes
-// its elastic step from the old Wc; the two buffers swap roles at every exchange. The same
-// numbers as the reduce to the root and the root's update (bit for bit), with the work spread
-// over the groups and two barriers instead of the reduce's and two more.
+// slice (centre_update_slice: S is never stored), and takes its elastic step from the old Wc;
+// the two buffers swap roles at every exchange. With P > 1 the weights are double-buffered too
+// (the elastic step writes the other buffer), so the groups need no barrier: two counters per
+// group order the reads and writes (exchange_with_slack), and a group waits only for one that is
+// about a whole step behind. The stores other groups read next are streamed (non-temporal).
+// The same numbers as the reduce to the root and the root's update, bit for bit.
 // On GPUs with resident weights (Run::resident, --reduce tree, --overlap off): the same with
 // NCCL: Wc lives on group 0's GPU, every other group keeps a copy on its own GPU, S is reduced
 // into group 0's GPU and the updated Wc broadcast into the copies; only the batch crosses the
@@ -26,8 +28,12 @@
 // memory: each group downloads its snapshot, the communication thread reduces and updates Wc
 // while the GPUs compute, and every group uploads the new Wc into its copy at its next exchange
 // (the same centre it would read without overlap, as on the CPU).
+#include <array>
+#include <atomic>
+
 #include "algos/exchange.hpp"
 #include "algos/list.hpp"
+#include "engine/comm/comm.hpp"
 #include "engine/span_ops.hpp"
 
 namespace easel {
@@ -35,6 +41,10 @@ namespace easel {
 namespace {
 
 class SyncEasgd final : public Algorithm {
+  struct alignas(64) Counter {  // one group's progress counter, on a cache line of its own
+    std::atomic<uint32_t> v{0};
+  };
+
  public:
   std::string name() const override { return "sync-easgd"; }
   bool uses_centre() const override { return true; }
@@ -81,6 +91,20 @@ class SyncEasgd final : public Algorithm {
                       std::vector<float>(static_cast<size_t>((run.size() + 1) * kCentreChunk)));
       for (const auto& g : run.groups)
         group_weights_.push_back(g->weights.data());
+      slack_ = run.size() > 1;
+    }
+    if (slack_) {  // each group's second weights buffer, and the counters
+      const size_t p = run.groups.size();
+      for (size_t j = 0; j < p; ++j) {
+        Group& g = *run.groups[j];
+        EASEL_ASSIGN_OR_RETURN(Arena alt, arena_on(g, run.arena_floats(), g.weights.kind()));
+        span_copy(alt.data(), g.weights.data(), run.arena_floats());
+        for (int b = 0; b < 2; ++b)
+          weights_by_parity_[b].push_back(b == 0 ? g.weights.data() : alt.data());
+        alt_weights_.push_back(std::move(alt));
+      }
+      published_ = std::make_unique<Counter[]>(p);
+      summed_ = std::make_unique<Counter[]>(p);
     }
     if (run.params.overlap) {
       // The snapshots, and on GPUs the master Wc and the sum, in host memory for the
@@ -111,12 +135,16 @@ class SyncEasgd final : public Algorithm {
   void run_round(Run& run, Group& g, int64_t iterations) override {
     const AlgoParams& p = run.params;
     for (int64_t i = 0; i < iterations; ++i) {
-      local_gradient(g);
       const int64_t step = g.steps.load(std::memory_order_relaxed);
+      const bool exchanging = (step + 1) % p.tau == 0;
+      if (slack_ && exchanging) publish(g);  // its weights for this exchange are final
+      local_gradient(g);
       const float lr = static_cast<float>(p.lr.at(step));
-      if ((step + 1) % p.tau == 0) {
+      if (exchanging) {
         if (p.overlap)
           exchange_overlapped(run, g, lr, p.alpha_at(step));
+        else if (slack_)
+          exchange_with_slack(run, g, lr, p.alpha_at(step));
         else if (partitioned_)
           exchange_partitioned(run, g, lr, p.alpha_at(step));
         else
@@ -144,6 +172,62 @@ class SyncEasgd final : public Algorithm {
     return i < centre_copies_.size() && i > 0 ? centre_copies_[i].data() : run.centre.data();
   }
 
+  // The partitioned exchange with P > 1, scheduled so that the groups meet only through two
+  // counters each, and a group waits only when another is about a whole step behind (the
+  // barriers' per-step waits for the slowest group's jitter go). Exchange e of group i:
+  //   published[i] = e+1          before its gradient: its W (buffer e%2) is final
+  //   wait summed[j] >= e, all j  the centre c_e is whole, and nobody still reads the buffers
+  //                               of exchange e-1 (W buffer (e+1)%2, the other centre buffer)
+  //   elastic step from W (buffer e%2) and c_e into buffer (e+1)%2, which becomes g.weights
+  //   wait published[j] >= e+1    every W of exchange e is final
+  //   its slice of c_{e+1} from every W (buffer e%2) and c_e, into the other centre buffer
+  //   summed[i] = e+1
+  // The same arithmetic as exchange_partitioned (bit for bit), in another order.
+  void publish(Group& g) {
+    const size_t i = static_cast<size_t>(g.id);
+    published_[i].v.store(static_cast<uint32_t>(exchanges_[i] + 1), std::memory_order_release);
+    published_[i].v.notify_all();
+  }
+
+  void wait_for_all(Run& run, Group& g, const Counter* c, int64_t target) {
+    const double t0 = now_seconds();
+    for (int j = 0; j < run.size(); ++j)
+      wait_for_counter(c[j].v, static_cast<uint32_t>(target), run.spin_seconds);
+    g.times.wait += now_seconds() - t0;
+  }
+
+  void exchange_with_slack(Run& run, Group& g, float lr, float alpha) {
+    const AlgoParams& p = run.params;
+    const size_t i = static_cast<size_t>(g.id);
+    const int64_t e = exchanges_[i];
+    const auto [lo, hi] = centre_slice(run.arena_floats(), run.size(), g.id);
+    const float* c_old = centre_of(run, g);
+    float* c_new = e % 2 == 1 ? run.centre.data() : centre2_.data();
+    const float* w = weights_by_parity_[e % 2][i];
+    float* w_next = weights_by_parity_[(e + 1) % 2][i];
+    wait_for_all(run, g, summed_.get(), e);
+    {
+      // The slices other groups read at the next exchange are streamed (engine/span_ops.hpp).
+      ScopedTimer t(&g.times.compute);
+      if (p.momentum == 0)
+        elastic_sgd_step_streamed(run.segments(), w, w_next, g.diff.data(), c_old, lr,
+                                  p.weight_decay, alpha, lo, hi);
+      else
+        elastic_momentum_step_streamed(run.segments(), w, w_next, g.diff.data(), g.momentum.data(),
+                                       c_old, lr, p.momentum, p.weight_decay, alpha, p.nesterov, lo,
+                                       hi);
+      std::swap(g.weights, alt_weights_[i]);  // g.weights.data() == w_next
+    }
+    wait_for_all(run, g, published_.get(), e + 1);
+    {
+      ScopedTimer t(&g.times.comm);
+      centre_update_slice(weights_by_parity_[e % 2], c_old, c_new, alpha, lo, hi, sum_tmp_[i]);
+    }
+    summed_[i].v.store(static_cast<uint32_t>(e + 1), std::memory_order_release);
+    summed_[i].v.notify_all();
+    exchanges_[i] += 1;
+  }
+
   void exchange_partitioned(Run& run, Group& g, float lr, float alpha) {
     const auto [lo, hi] = centre_slice(run.arena_floats(), run.size(), g.id);
     const size_t i = static_cast<size_t>(g.id);
@@ -158,19 +242,8 @@ class SyncEasgd final : public Algorithm {
     }
     timed_collective(run, g, [&] { run.comm->barrier(g.global_id); });  // every W has been read
     {
-      // From c_old. The slices other groups read at the next exchange are streamed
-      // (engine/span_ops.hpp: their lines are in the readers' caches).
       ScopedTimer t(&g.times.compute);
-      const AlgoParams& p = run.params;
-      if (run.size() == 1)
-        elastic_step(run, g, lr, alpha);
-      else if (p.momentum == 0)
-        elastic_sgd_step_streamed(run.segments(), g.weights.data(), g.diff.data(), c_old, lr,
-                                  p.weight_decay, alpha, lo, hi);
-      else
-        elastic_momentum_step_streamed(run.segments(), g.weights.data(), g.diff.data(),
-                                       g.momentum.data(), c_old, lr, p.momentum, p.weight_decay,
-                                       alpha, p.nesterov, lo, hi);
+      elastic_step(run, g, lr, alpha);  // from c_old
     }
     exchanges_[i] += 1;
   }
@@ -289,8 +362,14 @@ class SyncEasgd final : public Algorithm {
   std::vector<int64_t> exchanges_;           // [i]: exchanges group i has made (its thread only)
   std::vector<std::vector<float>> sum_tmp_;  // partitioned: per group, P chunks of the sum
   std::vector<const float*> group_weights_;  // partitioned: every group's weights
-  std::vector<Arena> send_;                  // overlap: each group's weights at the exchange
-  Arena host_centre_, host_scratch_;         // overlap on GPUs: the master Wc and the sum, pinned
+  // Partitioned with P > 1 (exchange_with_slack): each group's second weights buffer, every
+  // group's two buffers by exchange parity, and the groups' counters.
+  bool slack_ = false;
+  std::vector<Arena> alt_weights_;
+  std::array<std::vector<float*>, 2> weights_by_parity_;
+  std::unique_ptr<Counter[]> published_, summed_;
+  std::vector<Arena> send_;           // overlap: each group's weights at the exchange
+  Arena host_centre_, host_scratch_;  // overlap on GPUs: the master Wc and the sum, pinned
   int64_t posted_ = 0;                // overlap: jobs posted (group 0 writes, before a barrier)
   std::vector<int64_t> refreshed_;    // overlap on GPUs: [i] = jobs whose Wc group i uploaded
   std::vector<Arena> centre_copies_;  // resident on GPUs: [i] is group i's copy of Wc (i > 0)

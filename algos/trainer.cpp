@@ -351,6 +351,7 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
   } else {
     // One process whose threads each have a core: barrier waiters spin (engine/comm/comm.hpp).
     const double spin = !world && !plan.oversubscribed ? kShmSpinSeconds : 0;
+    run.spin_seconds = spin;
     run.comm = world ? make_hier_comm(make_shm_comm(local, run.params.collective), *world)
                      : make_shm_comm(local, run.params.collective, spin);
   }

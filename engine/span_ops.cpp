@@ -66,11 +66,12 @@ inline void elastic_momentum_block(float* out, const float* w, const float* g, f
   }
 }
 
-// Runs block(out, offset, count) over every segment in pieces of kStreamBlock floats: in place
-// where the piece lies inside [keep_lo, keep_hi), else into a buffer then streamed to w.
+// Runs block(out, offset, count) over every segment in pieces of kStreamBlock floats: straight
+// into dst where the piece lies inside [keep_lo, keep_hi), else into a buffer then streamed to
+// dst.
 constexpr int64_t kStreamBlock = 256;
 template <typename Block>
-void streamed_segments(std::span<const Segment> segs, float* w, int64_t keep_lo, int64_t keep_hi,
+void streamed_segments(std::span<const Segment> segs, float* dst, int64_t keep_lo, int64_t keep_hi,
                        float lr, float wd, Block block) {
   alignas(64) float buf[kStreamBlock];
   for (const Segment& s : segs) {
@@ -78,10 +79,10 @@ void streamed_segments(std::span<const Segment> segs, float* w, int64_t keep_lo,
     for (int64_t b = r.begin; b < r.end; b += kStreamBlock) {
       const int64_t m = std::min(kStreamBlock, r.end - b);
       if (b >= keep_lo && b + m <= keep_hi) {
-        block(w + b, b, m, r);
+        block(dst + b, b, m, r);
       } else {
         block(buf, b, m, r);
-        stream_store(w + b, buf, m);
+        stream_store(dst + b, buf, m);
       }
     }
   }
@@ -227,27 +228,30 @@ void stream_fence() {
 #endif
 }
 
-void elastic_sgd_step_streamed(std::span<const Segment> segs, float* w, const float* g,
-                               const float* centre, float lr, float wd, float alpha,
+void elastic_sgd_step_streamed(std::span<const Segment> segs, const float* w, float* w_out,
+                               const float* g, const float* centre, float lr, float wd, float alpha,
                                int64_t keep_lo, int64_t keep_hi) {
-  if (alpha == 0.f) {
-    sgd_step(segs, w, g, lr, wd);
+  if (alpha == 0.f) {  // sgd_step's own rule (bit for bit), in place
+    if (w_out != w) span_copy(w_out, w, segs.empty() ? 0 : segs.back().offset + segs.back().count);
+    sgd_step(segs, w_out, g, lr, wd);
     return;
   }
-  streamed_segments(segs, w, keep_lo, keep_hi, lr, wd,
+  streamed_segments(segs, w_out, keep_lo, keep_hi, lr, wd,
                     [&](float* out, int64_t b, int64_t m, const SegRange& r) {
                       elastic_sgd_block(out, w + b, g + b, centre + b, m, r.lr, r.wd, alpha);
                     });
 }
 
-void elastic_momentum_step_streamed(std::span<const Segment> segs, float* w, const float* g,
-                                    float* v, const float* centre, float lr, float delta, float wd,
-                                    float alpha, bool nesterov, int64_t keep_lo, int64_t keep_hi) {
-  if (alpha == 0.f) {
-    elastic_momentum_step(segs, w, g, v, centre, lr, delta, wd, alpha, nesterov);
+void elastic_momentum_step_streamed(std::span<const Segment> segs, const float* w, float* w_out,
+                                    const float* g, float* v, const float* centre, float lr,
+                                    float delta, float wd, float alpha, bool nesterov,
+                                    int64_t keep_lo, int64_t keep_hi) {
+  if (alpha == 0.f) {  // the plain momentum rules (bit for bit), in place
+    if (w_out != w) span_copy(w_out, w, segs.empty() ? 0 : segs.back().offset + segs.back().count);
+    elastic_momentum_step(segs, w_out, g, v, centre, lr, delta, wd, alpha, nesterov);
     return;
   }
-  streamed_segments(segs, w, keep_lo, keep_hi, lr, wd,
+  streamed_segments(segs, w_out, keep_lo, keep_hi, lr, wd,
                     [&](float* out, int64_t b, int64_t m, const SegRange& r) {
                       elastic_momentum_block(out, w + b, g + b, v + b, centre + b, m, r.lr, r.wd,
                                              delta, alpha, nesterov);

@@ -67,14 +67,16 @@ void elastic_centre_from(float* c_new, const float* c_old, const float* sum_w, f
 void stream_store(float* dst, const float* src, int64_t n);
 // Orders the streaming stores before every later store (e.g. a barrier's release).
 void stream_fence();
-// elastic_sgd_step / elastic_momentum_step, the same bits, with w's stores outside
-// [keep_lo, keep_hi) streamed (the slices other groups read); ends with stream_fence().
-void elastic_sgd_step_streamed(std::span<const Segment> segs, float* w, const float* g,
-                               const float* centre, float lr, float wd, float alpha,
+// elastic_sgd_step / elastic_momentum_step, the same bits, from w into w_out (w itself, or
+// another arena of the same layout), with the stores outside [keep_lo, keep_hi) streamed (the
+// slices other groups read); ends with stream_fence().
+void elastic_sgd_step_streamed(std::span<const Segment> segs, const float* w, float* w_out,
+                               const float* g, const float* centre, float lr, float wd, float alpha,
                                int64_t keep_lo, int64_t keep_hi);
-void elastic_momentum_step_streamed(std::span<const Segment> segs, float* w, const float* g,
-                                    float* v, const float* centre, float lr, float delta, float wd,
-                                    float alpha, bool nesterov, int64_t keep_lo, int64_t keep_hi);
+void elastic_momentum_step_streamed(std::span<const Segment> segs, const float* w, float* w_out,
+                                    const float* g, float* v, const float* centre, float lr,
+                                    float delta, float wd, float alpha, bool nesterov,
+                                    int64_t keep_lo, int64_t keep_hi);
 
 // Hogwild's intended races: element-wise relaxed atomic loads/stores through
 // std::atomic_ref<float>, never a bare racy float pointer. `shared` may be written

@@ -5,6 +5,7 @@
 // mode call it once per segment.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -42,5 +43,10 @@ class Comm {
 // of its own, and 0 when ranks share cores (oversubscribed, or other processes on the cores).
 inline constexpr double kShmSpinSeconds = 0.01;
 std::unique_ptr<Comm> make_shm_comm(int size, CollectiveAlgo algo, double spin_seconds = 0);
+
+// Waits until `counter` (which only grows, written by another thread of this process with a
+// release store followed by notify_all) reaches `target`, modulo 2^32 (the two are within 2^31
+// of each other): spins as the Comm's barrier does for up to spin_seconds, then sleeps on it.
+void wait_for_counter(const std::atomic<uint32_t>& counter, uint32_t target, double spin_seconds);
 
 }  // namespace easel

@@ -44,6 +44,36 @@ void copy_range(float* dst, const float* src, int64_t begin, int64_t end) {
   }
 }
 
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Spins (pause) until done() or `spin` seconds have passed, offering the core to any other
+// runnable thread every ~20 us; true once done().
+template <typename Done>
+bool spin_until(Done done, double spin) {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  const auto budget = std::chrono::duration<double>(spin);
+  auto last_yield = t0;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      cpu_relax();
+    }
+    const auto t = clock::now();
+    if (t - t0 > budget) return false;
+    if (t - last_yield > std::chrono::microseconds(20)) {
+      std::this_thread::yield();
+      last_yield = t;
+    }
+  }
+}
+
 // A reusable barrier: arrivals counted in `count_`, released by bumping `gen_`. A waiter first
 // spins (pause) for up to `spin` seconds, offering its core to any other runnable thread every
 // ~20 us, then sleeps on the futex behind std::atomic::wait. Spinning suits one rank per core:
@@ -65,7 +95,8 @@ class Barrier {
     for (int i = 0; i < 256; ++i) {
       if (gen_.load(std::memory_order_acquire) != gen) return;
     }
-    if (spin_ > 0 && spin_until_released(gen)) return;
+    if (spin_ > 0 && spin_until([&] { return gen_.load(std::memory_order_acquire) != gen; }, spin_))
+      return;
     for (int i = 0; i < 16; ++i) {
       if (gen_.load(std::memory_order_acquire) != gen) return;
       std::this_thread::yield();
@@ -75,34 +106,6 @@ class Barrier {
   }
 
  private:
-  // True once gen_ moves on within the spin budget.
-  bool spin_until_released(uint32_t gen) const {
-    using clock = std::chrono::steady_clock;
-    const auto t0 = clock::now();
-    const auto budget = std::chrono::duration<double>(spin_);
-    auto last_yield = t0;
-    for (;;) {
-      for (int i = 0; i < 64; ++i) {
-        if (gen_.load(std::memory_order_acquire) != gen) return true;
-        cpu_relax();
-      }
-      const auto t = clock::now();
-      if (t - t0 > budget) return false;
-      if (t - last_yield > std::chrono::microseconds(20)) {
-        std::this_thread::yield();
-        last_yield = t;
-      }
-    }
-  }
-
-  static void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield");
-#endif
-  }
-
   const int size_;
   const double spin_;
   alignas(64) std::atomic<int> count_{0};
@@ -311,6 +314,17 @@ class ShmComm final : public Comm {
 };
 
 }  // namespace
+
+void wait_for_counter(const std::atomic<uint32_t>& counter, uint32_t target, double spin_seconds) {
+  auto reached = [&](uint32_t v) { return static_cast<int32_t>(v - target) >= 0; };
+  if (reached(counter.load(std::memory_order_acquire))) return;
+  if (spin_seconds > 0 &&
+      spin_until([&] { return reached(counter.load(std::memory_order_acquire)); }, spin_seconds))
+    return;
+  for (uint32_t v = counter.load(std::memory_order_acquire); !reached(v);
+       v = counter.load(std::memory_order_acquire))
+    counter.wait(v, std::memory_order_acquire);
+}
 
 std::unique_ptr<Comm> make_shm_comm(int size, CollectiveAlgo algo, double spin_seconds) {
   EASEL_CHECK_MSG(size >= 1, "a Comm needs at least one rank");

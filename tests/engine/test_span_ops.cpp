@@ -246,24 +246,37 @@ TEST(SpanOps, StreamedElasticStepsEqualPlainOnesBitForBit) {
   for (auto [lo, hi] : keeps) {
     std::vector<float> wp = w0, ws = w0;
     elastic_sgd_step(layout.segments(), wp.data(), g.data(), c.data(), 0.1f, 0.01f, 0.3f);
-    elastic_sgd_step_streamed(layout.segments(), ws.data(), g.data(), c.data(), 0.1f, 0.01f, 0.3f,
-                              lo, hi);
+    elastic_sgd_step_streamed(layout.segments(), ws.data(), ws.data(), g.data(), c.data(), 0.1f,
+                              0.01f, 0.3f, lo, hi);
     EXPECT_EQ(ws, wp) << "sgd, keep [" << lo << ", " << hi << ")";
+    std::vector<float> wo(n, 0.f);  // into another arena; w itself untouched
+    elastic_sgd_step_streamed(layout.segments(), w0.data(), wo.data(), g.data(), c.data(), 0.1f,
+                              0.01f, 0.3f, lo, hi);
+    for (const Segment& sg : layout.segments())
+      for (int64_t i = sg.offset; i < sg.offset + sg.count; ++i)
+        ASSERT_EQ(wo[i], wp[i]) << "sgd into another arena, element " << i;
     for (bool nesterov : {false, true}) {
       std::vector<float> vp = v0, vs = v0;
       wp = w0;
       ws = w0;
       elastic_momentum_step(layout.segments(), wp.data(), g.data(), vp.data(), c.data(), 0.1f, 0.9f,
                             0.01f, 0.3f, nesterov);
-      elastic_momentum_step_streamed(layout.segments(), ws.data(), g.data(), vs.data(), c.data(),
-                                     0.1f, 0.9f, 0.01f, 0.3f, nesterov, lo, hi);
+      elastic_momentum_step_streamed(layout.segments(), ws.data(), ws.data(), g.data(), vs.data(),
+                                     c.data(), 0.1f, 0.9f, 0.01f, 0.3f, nesterov, lo, hi);
       EXPECT_EQ(ws, wp) << "nesterov " << nesterov << ", keep [" << lo << ", " << hi << ")";
       EXPECT_EQ(vs, vp) << "nesterov " << nesterov;
+      std::vector<float> wo(n, 0.f), vo = v0;
+      elastic_momentum_step_streamed(layout.segments(), w0.data(), wo.data(), g.data(), vo.data(),
+                                     c.data(), 0.1f, 0.9f, 0.01f, 0.3f, nesterov, lo, hi);
+      for (const Segment& sg : layout.segments())
+        for (int64_t i = sg.offset; i < sg.offset + sg.count; ++i)
+          ASSERT_EQ(wo[i], wp[i]) << "into another arena, element " << i;
+      EXPECT_EQ(vo, vp);
     }
   }
   std::vector<float> w = w0;
-  elastic_sgd_step_streamed(layout.segments(), w.data(), g.data(), c.data(), 0.1f, 0.01f, 0.3f, 0,
-                            0);
+  elastic_sgd_step_streamed(layout.segments(), w.data(), w.data(), g.data(), c.data(), 0.1f, 0.01f,
+                            0.3f, 0, 0);
   int64_t changed = 0;
   for (int64_t i = 0; i < n; ++i)
     changed += w[i] != w0[i];

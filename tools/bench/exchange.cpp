@@ -162,10 +162,10 @@ Result<ExchangeResult> time_exchange(const Topology& topo, const BenchConfig& cf
           tree->barrier(i);
         },
         false);
-    // As algos/sync_easgd.cpp runs it in one process: each group updates its slice of the
-    // centre into the other buffer in one pass, between two barriers, then takes its elastic
-    // step from the old centre (the stores other groups read streamed); the buffers swap at
-    // every call.
+    // The work of algos/sync_easgd.cpp's partitioned exchange: each group updates its slice of
+    // the centre into the other buffer in one pass, then takes its elastic step from the old
+    // centre (the stores other groups read streamed); the buffers swap at every call. Ordered
+    // here by two barriers (the trainer uses counters and double-buffered weights).
     std::vector<const float*> ws;
     for (int i = 0; i < p; ++i)
       ws.push_back(w(i));
@@ -181,7 +181,7 @@ Result<ExchangeResult> time_exchange(const Topology& topo, const BenchConfig& cf
           tree->barrier(i);
           centre_update_slice(ws, c_old, c_new, alpha, lo, hi, tmp[static_cast<size_t>(i)]);
           tree->barrier(i);
-          elastic_sgd_step_streamed(segs, w(i), g(i), c_old, lr, wd, alpha, lo, hi);
+          elastic_sgd_step_streamed(segs, w(i), w(i), g(i), c_old, lr, wd, alpha, lo, hi);
         },
         false);
   }

@@ -1,7 +1,9 @@
 // Training steps (forward, softmax cross-entropy, backward, momentum update over the flat
 // arena) of the real Net on synthetic inputs, every group on its own pinned WorkerThread, all
 // groups stepping at once; with more than one group, each step ends with sync-easgd's exchange
-// (tau = 1) as the trainer runs it in one process. And the layer-level view of one group's step.
+// (tau = 1): the trainer's partitioned exchange, the same work, ordered here by two barriers
+// per step where the trainer uses counters that let a group run a step ahead (tools/weak-scaling
+// times the trainer itself). And the layer-level view of one group's step.
 #include <cmath>
 
 #include "algos/exchange.hpp"
@@ -54,9 +56,9 @@ struct Replica {
     ex->comm->barrier(id);
     centre_update_slice(ex->weights, c_old, c_new, ex->alpha, lo, hi, sum_tmp);
     ex->comm->barrier(id);
-    elastic_momentum_step_streamed(net->params().segments(), weights.data(), diff.data(),
-                                   momentum.data(), c_old, kLr, kMomentum, kDecay, ex->alpha, false,
-                                   lo, hi);
+    elastic_momentum_step_streamed(net->params().segments(), weights.data(), weights.data(),
+                                   diff.data(), momentum.data(), c_old, kLr, kMomentum, kDecay,
+                                   ex->alpha, false, lo, hi);
     exchanges += 1;
   }
 };
