@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <mutex>
 
+#include "devices/cuda/cublas_dyn.hpp"
 #include "devices/cuda/cuda_common.hpp"
 #include "devices/cuda/cuda_device.hpp"
 #include "engine/log.hpp"
@@ -85,7 +86,7 @@ class CudaDevice final : public Device {
     cudaSetDevice(ctx_.ordinal);
     cudaStreamSynchronize(ctx_.stream);
     kernels_.reset();
-    if (ctx_.cublas) cublasDestroy(ctx_.cublas);
+    if (ctx_.cublas) cublas_dyn::api().destroy(ctx_.cublas);
     if (ctx_.cudnn) cudnnDestroy(ctx_.cudnn);
     if (ctx_.stream) cudaStreamDestroy(ctx_.stream);
   }
@@ -102,9 +103,10 @@ class CudaDevice final : public Device {
     EASEL_CUDA_RETURN_IF_ERROR(cudaStreamCreate(&ctx_.stream));
     EASEL_CUDNN_RETURN_IF_ERROR(cudnnCreate(&ctx_.cudnn));
     EASEL_CUDNN_RETURN_IF_ERROR(cudnnSetStream(ctx_.cudnn, ctx_.stream));
-    EASEL_CUBLAS_RETURN_IF_ERROR(cublasCreate(&ctx_.cublas));
-    EASEL_CUBLAS_RETURN_IF_ERROR(cublasSetStream(ctx_.cublas, ctx_.stream));
-    EASEL_CUBLAS_RETURN_IF_ERROR(cublasSetPointerMode(ctx_.cublas, CUBLAS_POINTER_MODE_HOST));
+    EASEL_ASSIGN_OR_RETURN(const cublas_dyn::Api* blas, cublas_dyn::load());
+    EASEL_CUBLAS_RETURN_IF_ERROR(blas->create(&ctx_.cublas));
+    EASEL_CUBLAS_RETURN_IF_ERROR(blas->set_stream(ctx_.cublas, ctx_.stream));
+    EASEL_CUBLAS_RETURN_IF_ERROR(blas->set_pointer_mode(ctx_.cublas, CUBLAS_POINTER_MODE_HOST));
     kernels_ = make_cuda_arena_kernels(ctx_);
     attached_ = true;
     return {};
@@ -165,8 +167,9 @@ Status cudnn_error(cudnnStatus_t e, const char* call, const char* file, int line
 }
 
 Status cublas_error(cublasStatus_t e, const char* call, const char* file, int line) {
-  return unavailable("cuBLAS: " + std::string(cublasGetStatusName(e)) + " (" +
-                     cublasGetStatusString(e) + ") in " + where(call, file, line));
+  const cublas_dyn::Api& blas = cublas_dyn::api();
+  return unavailable("cuBLAS: " + std::string(blas.status_name(e)) + " (" + blas.status_string(e) +
+                     ") in " + where(call, file, line));
 }
 
 void cuda_fatal(const Status& s) {

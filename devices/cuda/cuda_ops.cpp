@@ -6,6 +6,7 @@
 // cannot read device memory.
 #include <string>
 
+#include "devices/cuda/cublas_dyn.hpp"
 #include "devices/cuda/cuda_ops.hpp"
 #include "devices/cuda/op_kernels.hpp"
 #include "engine/log.hpp"
@@ -38,8 +39,9 @@ class CublasInnerProduct final : public Op {
   void forward(const float* src, float* dst, std::span<const float* const> weights,
                bool /*training*/) override {
     // dst^T[oc, N] = (W^T[K, oc])^T * src^T[K, N]
-    EASEL_CUBLAS_CHECK(cublasSgemm(ctx_.cublas, CUBLAS_OP_T, CUBLAS_OP_N, oc(), n(), k(), &kOne,
-                                   weights[0], k(), src, k(), &kZero, dst, oc()));
+    EASEL_CUBLAS_CHECK(cublas_dyn::api().sgemm(ctx_.cublas, CUBLAS_OP_T, CUBLAS_OP_N, oc(), n(),
+                                               k(), &kOne, weights[0], k(), src, k(), &kZero, dst,
+                                               oc()));
     cuda_kernels::add_bias_relu_rows(ctx_.stream, dst, desc_.bias ? weights[1] : nullptr, n_, oc_,
                                      desc_.fused_relu);
   }
@@ -53,13 +55,15 @@ class CublasInnerProduct final : public Op {
       g = masked_.as<float>();
     }
     // diff_W[oc, K] = g^T * src, i.e. diff_W^T[K, oc] = src^T[K, N] * (g^T[oc, N])^T
-    EASEL_CUBLAS_CHECK(cublasSgemm(ctx_.cublas, CUBLAS_OP_N, CUBLAS_OP_T, k(), oc(), n(), &kOne,
-                                   src, k(), g, oc(), &kZero, diff_weights[0], k()));
+    EASEL_CUBLAS_CHECK(cublas_dyn::api().sgemm(ctx_.cublas, CUBLAS_OP_N, CUBLAS_OP_T, k(), oc(),
+                                               n(), &kOne, src, k(), g, oc(), &kZero,
+                                               diff_weights[0], k()));
     if (desc_.bias) cuda_kernels::column_sums(ctx_.stream, g, n_, oc_, diff_weights[1]);
     if (diff_src == nullptr) return;
     // diff_src[N, K] = g * W, i.e. diff_src^T[K, N] = W^T[K, oc] * g^T[oc, N]
-    EASEL_CUBLAS_CHECK(cublasSgemm(ctx_.cublas, CUBLAS_OP_N, CUBLAS_OP_N, k(), n(), oc(), &kOne,
-                                   weights[0], k(), g, oc(), &kZero, diff_src, k()));
+    EASEL_CUBLAS_CHECK(cublas_dyn::api().sgemm(ctx_.cublas, CUBLAS_OP_N, CUBLAS_OP_N, k(), n(),
+                                               oc(), &kOne, weights[0], k(), g, oc(), &kZero,
+                                               diff_src, k()));
   }
 
  private:

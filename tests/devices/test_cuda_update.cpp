@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "devices/arena_kernels.hpp"
+#include "devices/cuda/cublas_dyn.hpp"
 #include "devices/cuda/cuda_device.hpp"
 #include "devices/device.hpp"
 #include "engine/arena.hpp"
@@ -48,6 +49,20 @@ TEST(CudaSetup, NoGpuMeansAStatus) {
   auto far = make_cuda_device(1 << 20, Precision::fp32);  // no such GPU anywhere
   ASSERT_FALSE(far.ok());
   EXPECT_FALSE(far.status().message().empty());
+}
+
+// cuBLAS is opened at run time, not linked (devices/cuda/cublas_dyn.hpp: linking it costs
+// ~210 MB of resident memory in every process): it opens without a GPU, resolves every entry
+// point easel calls, and answers the same table again.
+TEST(CudaSetup, CublasOpensAtRunTimeWithoutAGpu) {
+  auto api = cublas_dyn::load();
+  ASSERT_TRUE(api.ok()) << api.status().message();
+  EXPECT_STREQ((*api)->status_name(CUBLAS_STATUS_SUCCESS), "CUBLAS_STATUS_SUCCESS");
+  EXPECT_NE((*api)->sgemm, nullptr);
+  auto again = cublas_dyn::load();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *api);
+  EXPECT_EQ(&cublas_dyn::api(), *api);
 }
 
 TEST(CudaSetup, NcclCommRefusesWhatItCannotConnect) {
