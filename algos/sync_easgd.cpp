@@ -185,7 +185,9 @@ class SyncEasgd final : public Algorithm {
   // The same arithmetic as exchange_partitioned (bit for bit), in another order.
   void publish(Group& g) {
     const size_t i = static_cast<size_t>(g.id);
-    published_[i].v.store(static_cast<uint32_t>(exchanges_[i] + 1), std::memory_order_release);
+    // seq_cst, not release: notify_all reads the waiter count, and that read must not pass the
+    // store (a waiter that just registered would otherwise sleep with no wake-up coming).
+    published_[i].v.store(static_cast<uint32_t>(exchanges_[i] + 1), std::memory_order_seq_cst);
     published_[i].v.notify_all();
   }
 
@@ -223,7 +225,7 @@ class SyncEasgd final : public Algorithm {
       ScopedTimer t(&g.times.comm);
       centre_update_slice(weights_by_parity_[e % 2], c_old, c_new, alpha, lo, hi, sum_tmp_[i]);
     }
-    summed_[i].v.store(static_cast<uint32_t>(e + 1), std::memory_order_release);
+    summed_[i].v.store(static_cast<uint32_t>(e + 1), std::memory_order_seq_cst);  // see publish
     summed_[i].v.notify_all();
     exchanges_[i] += 1;
   }
