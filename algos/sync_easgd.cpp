@@ -16,9 +16,9 @@
 // the exchange is partitioned: each group sums its 1/P slice of S (in the Comm's tree order)
 // and updates that slice of Wc into a second centre buffer, chunk by chunk in one pass over the
 // slice (centre_update_slice: S is never stored), and takes its elastic step from the old Wc;
-// the two buffers swap roles at every exchange. With P > 1 the weights are double-buffered too
+// the two buffers swap roles at every exchange. The weights are double-buffered too
 // (the elastic step writes the other buffer), so the groups need no barrier: two counters per
-// group order the reads and writes (exchange_with_slack), and a group waits only for one that is
+// group order the reads and writes (exchange_partitioned), and a group waits only for one that is
 // about a whole step behind. The stores other groups read next are streamed (non-temporal).
 // The same numbers as the reduce to the root and the root's update, bit for bit.
 // On GPUs with resident weights (Run::resident, --reduce tree, --overlap off): the same with
@@ -89,11 +89,7 @@ class SyncEasgd final : public Algorithm {
                              arena_on(*run.groups[0], run.arena_floats(), run.centre.kind()));
       sum_tmp_.assign(run.groups.size(),
                       std::vector<float>(static_cast<size_t>((run.size() + 1) * kCentreChunk)));
-      for (const auto& g : run.groups)
-        group_weights_.push_back(g->weights.data());
-      slack_ = run.size() > 1;
-    }
-    if (slack_) {  // each group's second weights buffer, and the counters
+      // Each group's second weights buffer, and the counters.
       const size_t p = run.groups.size();
       for (size_t j = 0; j < p; ++j) {
         Group& g = *run.groups[j];
@@ -137,14 +133,12 @@ class SyncEasgd final : public Algorithm {
     for (int64_t i = 0; i < iterations; ++i) {
       const int64_t step = g.steps.load(std::memory_order_relaxed);
       const bool exchanging = (step + 1) % p.tau == 0;
-      if (slack_ && exchanging) publish(g);  // its weights for this exchange are final
+      if (partitioned_ && exchanging) publish(g);  // its weights for this exchange are final
       local_gradient(g);
       const float lr = static_cast<float>(p.lr.at(step));
       if (exchanging) {
         if (p.overlap)
           exchange_overlapped(run, g, lr, p.alpha_at(step));
-        else if (slack_)
-          exchange_with_slack(run, g, lr, p.alpha_at(step));
         else if (partitioned_)
           exchange_partitioned(run, g, lr, p.alpha_at(step));
         else
@@ -172,7 +166,7 @@ class SyncEasgd final : public Algorithm {
     return i < centre_copies_.size() && i > 0 ? centre_copies_[i].data() : run.centre.data();
   }
 
-  // The partitioned exchange with P > 1, scheduled so that the groups meet only through two
+  // The partitioned exchange, scheduled so that the groups meet only through two
   // counters each, and a group waits only when another is about a whole step behind (the
   // barriers' per-step waits for the slowest group's jitter go). Exchange e of group i:
   //   published[i] = e+1          before its gradient: its W (buffer e%2) is final
@@ -182,7 +176,7 @@ class SyncEasgd final : public Algorithm {
   //   wait published[j] >= e+1    every W of exchange e is final
   //   its slice of c_{e+1} from every W (buffer e%2) and c_e, into the other centre buffer
   //   summed[i] = e+1
-  // The same arithmetic as exchange_partitioned (bit for bit), in another order.
+  // The same arithmetic as the exchange through the Comm (bit for bit), in another order.
   void publish(Group& g) {
     const size_t i = static_cast<size_t>(g.id);
     // seq_cst, not release: notify_all reads the waiter count, and that read must not pass the
@@ -198,7 +192,7 @@ class SyncEasgd final : public Algorithm {
     g.times.wait += now_seconds() - t0;
   }
 
-  void exchange_with_slack(Run& run, Group& g, float lr, float alpha) {
+  void exchange_partitioned(Run& run, Group& g, float lr, float alpha) {
     const AlgoParams& p = run.params;
     const size_t i = static_cast<size_t>(g.id);
     const int64_t e = exchanges_[i];
@@ -227,26 +221,6 @@ class SyncEasgd final : public Algorithm {
     }
     summed_[i].v.store(static_cast<uint32_t>(e + 1), std::memory_order_seq_cst);  // see publish
     summed_[i].v.notify_all();
-    exchanges_[i] += 1;
-  }
-
-  void exchange_partitioned(Run& run, Group& g, float lr, float alpha) {
-    const auto [lo, hi] = centre_slice(run.arena_floats(), run.size(), g.id);
-    const size_t i = static_cast<size_t>(g.id);
-    const float* c_old = centre_of(run, g);
-    float* c_new = exchanges_[i] % 2 == 1 ? run.centre.data() : centre2_.data();
-    // Every W is final for this exchange, and every group is done reading the buffer c_new
-    // (the previous exchange's old centre).
-    timed_collective(run, g, [&] { run.comm->barrier(g.global_id); });
-    {
-      ScopedTimer t(&g.times.comm);
-      centre_update_slice(group_weights_, c_old, c_new, alpha, lo, hi, sum_tmp_[i]);
-    }
-    timed_collective(run, g, [&] { run.comm->barrier(g.global_id); });  // every W has been read
-    {
-      ScopedTimer t(&g.times.compute);
-      elastic_step(run, g, lr, alpha);  // from c_old
-    }
     exchanges_[i] += 1;
   }
 
@@ -363,10 +337,8 @@ class SyncEasgd final : public Algorithm {
   Arena centre2_;                            // partitioned: Wc's second buffer
   std::vector<int64_t> exchanges_;           // [i]: exchanges group i has made (its thread only)
   std::vector<std::vector<float>> sum_tmp_;  // partitioned: per group, P chunks of the sum
-  std::vector<const float*> group_weights_;  // partitioned: every group's weights
-  // Partitioned with P > 1 (exchange_with_slack): each group's second weights buffer, every
-  // group's two buffers by exchange parity, and the groups' counters.
-  bool slack_ = false;
+  // Partitioned: each group's second weights buffer, every group's two buffers by exchange
+  // parity, and the groups' counters.
   std::vector<Arena> alt_weights_;
   std::array<std::vector<float*>, 2> weights_by_parity_;
   std::unique_ptr<Counter[]> published_, summed_;
