@@ -59,11 +59,11 @@ void elastic_centre_from(float* c_new, const float* c_old, const float* sum_w, f
 
 // Streaming (non-temporal) stores, for the lines another core reads next or has just read: a
 // store through the cache to a line another core holds costs an invalidation round trip per
-// line (on this project's VM, 0.86 MB written after the other core read it: 142 us through
-// the cache, 26 us streamed; docs/PERFORMANCE.md). Streamed lines go to memory, so the writer's
-// next read of them comes from there: use them only for lines another core will read.
-// dst[0, n) <- src; non-temporal where dst is aligned to the vector width. Ordered only by
-// stream_fence().
+// line (on this project's VM, 0.86 MB written after the other core read it: 127 us through
+// the cache, 24 us streamed; build/tools/probe_shared_stores). Streamed lines go to memory, so
+// the writer's next read of them comes from there: use them only for lines another core will
+// read. dst[0, n) <- src; non-temporal where dst is aligned to the vector width. Ordered only
+// by stream_fence().
 void stream_store(float* dst, const float* src, int64_t n);
 // Orders the streaming stores before every later store (e.g. a barrier's release).
 void stream_fence();
