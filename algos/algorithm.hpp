@@ -49,9 +49,11 @@ struct AlgoParams {
 
 // Where a group's time goes. compute: forward, backward and local update; comm: moving
 // parameters (reduce, broadcast, centre reads and writes); wait: blocked on a lock, a barrier
-// or a turn.
+// or a turn. preempted: not a share of the others but a part of them (mostly of compute): the
+// time the group's thread was runnable while another thread had its cpu (Linux schedstat;
+// thread_runqueue_seconds), measured by the trainer around each round; 0 where unknown.
 struct GroupTimes {
-  double compute = 0, comm = 0, wait = 0;
+  double compute = 0, comm = 0, wait = 0, preempted = 0;
 };
 
 struct Group {

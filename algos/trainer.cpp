@@ -193,6 +193,7 @@ enum GroupRow : int {
   kCompute,
   kComm,
   kWait,
+  kPreempted,
   kStaleSum,
   kStaleCount,
   kStaleMax,
@@ -446,8 +447,11 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
     run_on_groups(
         run,
         [&](Group& g) {
+          const double q0 = thread_runqueue_seconds();
           algo->run_round(run, g, k);
           g.device->synchronize();  // between rounds every buffer is settled
+          const double q1 = q0 >= 0 ? thread_runqueue_seconds() : -1;
+          if (q1 >= q0) g.times.preempted += q1 - q0;
         },
         [&] {
           int64_t s = 0;
@@ -489,6 +493,7 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
       r[kCompute] = g.times.compute;
       r[kComm] = g.times.comm;
       r[kWait] = g.times.wait;
+      r[kPreempted] = g.times.preempted;
       r[kStaleSum] = static_cast<double>(g.staleness_sum);
       r[kStaleCount] = static_cast<double>(g.staleness_count);
       r[kStaleMax] = static_cast<double>(g.staleness_max);
@@ -515,7 +520,7 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
         group_steps += static_cast<int64_t>(r[kSteps]);
         loss += r[kLossSum];
         loss_n += static_cast<int64_t>(r[kLossCount]);
-        rec.group_times.push_back({r[kCompute], r[kComm], r[kWait]});
+        rec.group_times.push_back({r[kCompute], r[kComm], r[kWait], r[kPreempted]});
         rec.group_steps.push_back(static_cast<int64_t>(r[kSteps]));
         rec.staleness_max = std::max(rec.staleness_max, static_cast<int64_t>(r[kStaleMax]));
         st_sum += static_cast<int64_t>(r[kStaleSum]);
@@ -577,10 +582,12 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
     sum.compute_seconds += t.compute;
     sum.comm_seconds += t.comm;
     sum.wait_seconds += t.wait;
+    sum.preempted_seconds += t.preempted;
   }
   const double all = sum.compute_seconds + sum.comm_seconds + sum.wait_seconds;
   sum.comm_share = all > 0 ? sum.comm_seconds / all : 0;
   sum.wait_share = all > 0 ? sum.wait_seconds / all : 0;
+  sum.preempted_share = all > 0 ? sum.preempted_seconds / all : 0;
   sum.final_weights.resize(static_cast<size_t>(run.arena_floats()));
   if (world)
     sum.final_weights = eval_buf;

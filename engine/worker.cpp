@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <system_error>
@@ -44,6 +45,16 @@ bool pin_current_thread(const std::vector<int>& cpus) {
   const int rc = sched_setaffinity(0, size, set);
   CPU_FREE(set);
   return rc == 0;
+}
+
+double thread_runqueue_seconds() {
+  // schedstat: "<ns on cpu> <ns waiting on a run queue> <timeslices>"
+  std::FILE* f = std::fopen("/proc/thread-self/schedstat", "r");
+  if (f == nullptr) return -1;
+  unsigned long long run_ns = 0, wait_ns = 0;
+  const int n = std::fscanf(f, "%llu %llu", &run_ns, &wait_ns);
+  std::fclose(f);
+  return n == 2 ? static_cast<double>(wait_ns) * 1e-9 : -1;
 }
 
 Result<std::unique_ptr<WorkerThread>> WorkerThread::start(const GroupSpec& spec, bool pin) {

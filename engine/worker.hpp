@@ -18,6 +18,11 @@
 
 namespace easel {
 
+// Seconds the calling thread has spent runnable but not running (waiting on a run queue while
+// other threads had its cpu), from Linux's /proc/thread-self/schedstat; -1 where the kernel
+// does not tell. Cheap enough to call per round, not per step.
+double thread_runqueue_seconds();
+
 class WorkerThread {
  public:
   // Starts the thread; when `pin` the thread and its OpenMP team are bound to spec.cpus

@@ -32,7 +32,10 @@ std::string default_out(const std::string& algo) {
 }
 
 json times_json(const GroupTimes& t) {
-  return {{"compute_seconds", t.compute}, {"comm_seconds", t.comm}, {"wait_seconds", t.wait}};
+  return {{"compute_seconds", t.compute},
+          {"comm_seconds", t.comm},
+          {"wait_seconds", t.wait},
+          {"preempted_seconds", t.preempted}};
 }
 
 json config_json(const TrainConfig& c) {
@@ -136,6 +139,7 @@ class Reporter final : public TrainObserver {
       tot.compute += t.compute;
       tot.comm += t.comm;
       tot.wait += t.wait;
+      tot.preempted += t.preempted;
       json g = times_json(t);
       g["id"] = i;
       g["steps"] = r.group_steps[i];
@@ -154,6 +158,7 @@ class Reporter final : public TrainObserver {
               {"compute_seconds", tot.compute},
               {"comm_seconds", tot.comm},
               {"wait_seconds", tot.wait},
+              {"preempted_seconds", tot.preempted},
               {"staleness_mean", r.staleness_mean},
               {"staleness_max", r.staleness_max},
               {"groups", groups}};
@@ -221,6 +226,8 @@ json summary_json(const TrainSummary& s, const TrainConfig& cfg) {
       {"wait_seconds", s.wait_seconds},
       {"comm_share", s.comm_share},
       {"wait_share", s.wait_share},
+      {"preempted_seconds", s.preempted_seconds},
+      {"preempted_share", s.preempted_share},
       {"staleness_mean", s.staleness_mean},
       {"staleness_max", s.staleness_max},
       {"placement", s.info.placement},

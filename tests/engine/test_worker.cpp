@@ -164,5 +164,30 @@ TEST(Worker, RefusesAnEmptyGroup) {
   EXPECT_FALSE(w.ok());
 }
 
+// Two threads pinned to one cpu, each busy for 300 ms of wall time: each spends a good part of
+// it runnable while the other runs, and thread_runqueue_seconds() must see that.
+TEST(Worker, RunqueueSecondsSeeAThreadWaitingForItsCpu) {
+  if (thread_runqueue_seconds() < 0) GTEST_SKIP() << "no /proc/thread-self/schedstat";
+  std::atomic<int> pinned{0};
+  double waited[2] = {0, 0};
+  auto busy = [&](int i) {
+    if (pin_current_thread({0})) pinned.fetch_add(1);
+    const double q0 = thread_runqueue_seconds();
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+    volatile uint64_t x = 0;
+    while (std::chrono::steady_clock::now() < end)
+      x = x + 1;
+    waited[i] = thread_runqueue_seconds() - q0;
+  };
+  std::thread a(busy, 0), b(busy, 1);
+  a.join();
+  b.join();
+  if (pinned.load() != 2) GTEST_SKIP() << "cannot pin threads here";
+  EXPECT_GE(waited[0], 0.0);
+  EXPECT_GE(waited[1], 0.0);
+  // Sharing one cpu for 300 ms each, they wait about 150 ms each; alone they would wait ~0.
+  EXPECT_GT(waited[0] + waited[1], 0.1) << waited[0] << " " << waited[1];
+}
+
 }  // namespace
 }  // namespace easel

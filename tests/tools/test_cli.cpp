@@ -130,15 +130,16 @@ TEST(Cli, TrainWritesMetricsAndSummaryAndNeverOverwrites) {
     const auto j = nlohmann::json::parse(line);
     for (const char* k :
          {"wall_seconds", "epoch", "step", "train_loss", "test_accuracy", "images_per_second",
-          "compute_seconds", "comm_seconds", "wait_seconds", "groups"})
+          "compute_seconds", "comm_seconds", "wait_seconds", "preempted_seconds", "groups"})
       EXPECT_TRUE(j.contains(k)) << k;
     ++lines;
   }
   EXPECT_EQ(lines, 2);
   const std::string before = slurp(d / "run" / "summary.json");
   const auto s = nlohmann::json::parse(before);
-  for (const char* k : {"test_accuracy", "epochs", "steps", "wall_seconds", "images_per_second",
-                        "time_to_target_seconds", "algorithm", "groups", "comm_share"})
+  for (const char* k :
+       {"test_accuracy", "epochs", "steps", "wall_seconds", "images_per_second",
+        "time_to_target_seconds", "algorithm", "groups", "comm_share", "preempted_share"})
     EXPECT_TRUE(s.contains(k)) << k;
   EXPECT_EQ(s["groups"], 2);
   EXPECT_EQ(s["steps"], 40);
