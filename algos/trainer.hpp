@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "algos/algorithm.hpp"
+#include "algos/checkpoint.hpp"
 #include "devices/cuda/cuda_device.hpp"
 #include "engine/config.hpp"
 #include "nets/data/dataset.hpp"
@@ -74,6 +75,10 @@ class TrainObserver {
     (void)step, (void)total_steps, (void)epoch, (void)loss, (void)images_per_second;
   }
   virtual void on_eval(const EvalRecord&) {}
+  // Whether the trainer hands it a checkpoint after every evaluation (single-process runs; the
+  // last evaluation's too, none after a diverged one). An error from on_checkpoint ends the run.
+  virtual bool wants_checkpoints() const { return false; }
+  virtual Status on_checkpoint(const Checkpoint&) { return {}; }
 };
 
 // Checks every field (ranges, names) without touching the machine or the data. Errors name
@@ -99,8 +104,11 @@ Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo,
 // Trains. `data` is shared read-only by all groups.
 // Across MPI ranks, data.train is replaced by the images this rank's groups read (keep_shards)
 // and the rest is freed; in one process data is left as it is.
+// With `resume` (a checkpoint of a run with the same algorithm, net, data, groups and batch,
+// single-process), it goes on from there to cfg's end: the deterministic algorithms give the
+// same numbers as a run that never stopped.
 Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserver* obs,
-                           const GpuBackend& gpu = {});
+                           const GpuBackend& gpu = {}, const Checkpoint* resume = nullptr);
 
 // Evaluates `weights` on `ds` with this process's groups' nets in parallel: the group with
 // global id q takes batches q, q+P, ... (P = run.total_groups(), so across MPI ranks each rank

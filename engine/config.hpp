@@ -51,7 +51,9 @@ struct TrainConfig {
   std::string collective = "tree";         // tree | ring
   std::string progress = "auto";           // auto | bar | lines | none
   bool prefetch = true;
-  std::string log_level;  // empty: EASEL_LOG or info
+  bool checkpoint = true;  // write --out/checkpoint.bin after every evaluation
+  std::string resume;      // a run's --out to continue from (its config.json and checkpoint.bin)
+  std::string log_level;   // empty: EASEL_LOG or info
 };
 
 // Reads a TOML config file and returns it as command-line arguments ("--key=value", in file

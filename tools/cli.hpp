@@ -19,6 +19,13 @@ std::vector<std::string> add_train_flags(CLI::App& app, TrainConfig& cfg);
 // All long flag names of `app` (without dashes), for config-file key checking.
 std::vector<std::string> flag_names(const CLI::App& app);
 
+// `easel train --resume DIR`: DIR/config.json as flags (placed before the real ones, as a
+// config file's), after checking that `given` (the flags on the command line, without dashes
+// or values) change nothing a checkpoint fixes. Errors name the file or the flag.
+Result<std::vector<std::string>> resume_args(const std::string& dir,
+                                             const std::vector<std::string>& given,
+                                             const std::vector<std::string>& boolean_flags);
+
 // Subcommands. Each returns the process exit code.
 int run_train(const TrainConfig& cfg);
 int run_topology(const TrainConfig& cfg);

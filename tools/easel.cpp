@@ -12,14 +12,24 @@
 
 namespace {
 
-// Finds --config FILE / --config=FILE among the arguments after the subcommand.
-std::string find_config(int argc, char** argv) {
+// Finds FLAG VALUE / FLAG=VALUE among the arguments after the subcommand.
+std::string find_value(int argc, char** argv, const std::string& flag) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--config" && i + 1 < argc) return argv[i + 1];
-    if (a.rfind("--config=", 0) == 0) return a.substr(9);
+    if (a == flag && i + 1 < argc) return argv[i + 1];
+    if (a.rfind(flag + "=", 0) == 0) return a.substr(flag.size() + 1);
   }
   return {};
+}
+
+// The long flags on the command line after the subcommand, without dashes or values.
+std::vector<std::string> given_flags(int argc, char** argv) {
+  std::vector<std::string> out;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.rfind("--", 0) == 0 && a.size() > 2) out.push_back(a.substr(2, a.find('=') - 2));
+  }
+  return out;
 }
 
 }  // namespace
@@ -62,8 +72,20 @@ int easel_main(int argc, char** argv) {
   std::vector<std::string> args;
   for (int i = argc - 1; i >= 1; --i)
     args.emplace_back(argv[i]);  // CLI11 wants reverse order
-  const std::string cfg_file = find_config(argc, argv);
-  if (!cfg_file.empty() && argc > 1 && std::strcmp(argv[1], "train") == 0) {
+  const std::string cfg_file = find_value(argc, argv, "--config");
+  const std::string resume_dir = find_value(argc, argv, "--resume");
+  const bool is_train = argc > 1 && std::strcmp(argv[1], "train") == 0;
+  if (is_train && !resume_dir.empty()) {
+    // The run's own config.json, as a config file's keys; what the command line may change
+    // is checked there.
+    auto extra = cli::resume_args(resume_dir, given_flags(argc, argv), bools);
+    if (!extra.ok()) {
+      std::fprintf(stderr, "easel: %s\n", extra.status().message().c_str());
+      return 2;
+    }
+    std::vector<std::string> rev(extra.value().rbegin(), extra.value().rend());
+    args.insert(args.end() - 1, rev.begin(), rev.end());
+  } else if (!cfg_file.empty() && is_train) {
     auto extra = config_file_args(cfg_file, cli::flag_names(*train), bools);
     if (!extra.ok()) {
       std::fprintf(stderr, "easel: %s\n", extra.status().message().c_str());

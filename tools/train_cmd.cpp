@@ -3,6 +3,7 @@
 // progress bar (terminal) or periodic lines, and writes metrics.jsonl and summary.json.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "algos/trainer.hpp"
 #include "devices/cuda/cuda_device.hpp"
@@ -73,7 +75,8 @@ json config_json(const TrainConfig& c) {
           {"pack", c.pack},
           {"overlap", c.overlap},
           {"collective", c.collective},
-          {"prefetch", c.prefetch}};
+          {"prefetch", c.prefetch},
+          {"checkpoint", c.checkpoint}};
 }
 
 std::string hms(double s) {
@@ -84,9 +87,37 @@ std::string hms(double s) {
   return buf;
 }
 
+// Writes text to path atomically (temporary file, then rename).
+bool write_atomic(const fs::path& path, const std::string& text);
+
+// Keeps the lines of metrics.jsonl up to the checkpoint's step (a run killed after an
+// evaluation's line but before its checkpoint would otherwise log that step twice).
+Status trim_metrics(const fs::path& path, int64_t step) {
+  std::ifstream in(path);
+  if (!in) return {};  // none yet: the resumed run starts it
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    json j = json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.contains("step") || !j["step"].is_number_integer())
+      return data_error(path.string() + ": a line is not a metrics record");
+    if (j["step"].get<int64_t>() <= step) kept += line + "\n";
+  }
+  in.close();
+  if (!write_atomic(path, kept)) return io_error("cannot rewrite " + path.string());
+  return {};
+}
+
 class Reporter final : public TrainObserver {
  public:
-  Reporter(std::ofstream& metrics, const std::string& mode) : metrics_(metrics) {
+  // resume_step >= 0: a resumed run; metrics.jsonl is trimmed to that step and opened for
+  // appending at the first evaluation (after the trainer has accepted the checkpoint).
+  Reporter(std::ofstream& metrics, const std::string& mode, std::string checkpoint_path,
+           fs::path metrics_path, int64_t resume_step)
+      : metrics_(metrics),
+        checkpoint_path_(std::move(checkpoint_path)),
+        metrics_path_(std::move(metrics_path)),
+        resume_step_(resume_step) {
     bar_ = mode == "bar" || (mode == "auto" && isatty(STDERR_FILENO));
     lines_ = mode == "lines" || (mode == "auto" && !bar_);
     t0_ = std::chrono::steady_clock::now();
@@ -128,6 +159,13 @@ class Reporter final : public TrainObserver {
   }
 
   void on_eval(const EvalRecord& r) override {
+    if (resume_step_ >= 0 && !metrics_path_.empty()) {
+      if (Status st = trim_metrics(metrics_path_, resume_step_); !st.ok())
+        log_error("train", st.message() + " (appending after it)");
+      metrics_.open(metrics_path_, std::ios::app);
+      if (!metrics_) log_error("train", "cannot append to " + metrics_path_.string());
+      resume_step_ = -1;
+    }
     if (dirty_) {
       std::fprintf(stderr, "\r%*s\r", 110, "");
       dirty_ = false;
@@ -172,11 +210,19 @@ class Reporter final : public TrainObserver {
     std::fflush(stdout);
   }
 
+  bool wants_checkpoints() const override { return !checkpoint_path_.empty(); }
+  Status on_checkpoint(const Checkpoint& ck) override {
+    return write_checkpoint(checkpoint_path_, ck);
+  }
+
  private:
   double seconds() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   }
   std::ofstream& metrics_;
+  std::string checkpoint_path_;  // empty: none
+  fs::path metrics_path_;
+  int64_t resume_step_ = -1;
   bool bar_ = false, lines_ = false, dirty_ = false;
   double last_line_ = 0;
   std::chrono::steady_clock::time_point t0_;
@@ -253,6 +299,44 @@ bool write_atomic(const fs::path& path, const std::string& text) {
 
 }  // namespace
 
+Result<std::vector<std::string>> resume_args(const std::string& dir,
+                                             const std::vector<std::string>& given,
+                                             const std::vector<std::string>& boolean_flags) {
+  static const char* const kMayChange[] = {
+      "resume",    "iterations", "epochs",      "target-accuracy", "eval-every",   "progress",
+      "log-level", "prefetch",   "no-prefetch", "checkpoint",      "no-checkpoint"};
+  for (const std::string& g : given)
+    if (std::find(std::begin(kMayChange), std::end(kMayChange), g) == std::end(kMayChange))
+      return invalid_argument("--resume: --" + g +
+                              " cannot change when a run continues (its config.json fixes it)");
+  const fs::path path = fs::path(dir) / "config.json";
+  std::ifstream f(path);
+  if (!f) return not_found("--resume: " + path.string() + ": no such file (not a run's --out?)");
+  json j = json::parse(f, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return data_error("--resume: " + path.string() + ": not a JSON object");
+  std::vector<std::string> args;
+  for (const auto& [key, v] : j.items()) {
+    const bool is_bool =
+        std::find(boolean_flags.begin(), boolean_flags.end(), key) != boolean_flags.end();
+    std::string value;
+    if (is_bool != v.is_boolean())
+      return data_error("--resume: " + path.string() + ": key '" + key + "' has the wrong type");
+    if (v.is_boolean())
+      value = v.get<bool>() ? "true" : "false";
+    else if (v.is_string())
+      value = v.get<std::string>();
+    else if (v.is_number())
+      value = v.dump();
+    else
+      return data_error("--resume: " + path.string() + ": key '" + key +
+                        "' must be a string, a number or a boolean");
+    if (v.is_string() && value.empty()) continue;  // an unset list (e.g. cpus)
+    args.push_back("--" + key + "=" + value);
+  }
+  return args;
+}
+
 int run_train(const TrainConfig& cfg_in) {
   TrainConfig cfg = cfg_in;
   if (Status st = validate_config(cfg); !st.ok()) {
@@ -265,6 +349,21 @@ int run_train(const TrainConfig& cfg_in) {
                  cfg.progress.c_str());
     return 2;
   }
+  std::optional<Checkpoint> resume;
+  if (!cfg.resume.empty()) {
+    if (!cfg.out.empty() && fs::path(cfg.out) != fs::path(cfg.resume)) {
+      std::fprintf(stderr, "easel: --out: a resumed run goes on in its own directory (%s)\n",
+                   cfg.resume.c_str());
+      return 2;
+    }
+    cfg.out = cfg.resume;
+    auto ck = read_checkpoint((fs::path(cfg.resume) / "checkpoint.bin").string());
+    if (!ck.ok()) {
+      std::fprintf(stderr, "easel: --resume: %s\n", ck.status().message().c_str());
+      return 2;
+    }
+    resume = std::move(ck).value();
+  }
   if (cfg.out.empty()) cfg.out = default_out(cfg.algo);
   const fs::path out(cfg.out);
   std::error_code ec;
@@ -273,7 +372,7 @@ int run_train(const TrainConfig& cfg_in) {
     std::fprintf(stderr, "easel: --out: %s exists and is not a directory\n", cfg.out.c_str());
     return 2;
   }
-  if (writer && !cfg.overwrite &&
+  if (writer && !resume && !cfg.overwrite &&
       (fs::exists(out / "summary.json", ec) || fs::exists(out / "metrics.jsonl", ec))) {
     std::fprintf(stderr,
                  "easel: --out: %s already holds the results of a run (pass --overwrite to replace "
@@ -306,16 +405,28 @@ int run_train(const TrainConfig& cfg_in) {
                    ec.message().c_str());
       return 1;
     }
-    metrics.open(out / "metrics.jsonl", std::ios::trunc);
-    if (!metrics) {
+    if (resume) {  // appended to at the first evaluation (Reporter)
+      if (fs::exists(out / "metrics.jsonl", ec) &&
+          !std::ofstream(out / "metrics.jsonl", std::ios::app)) {
+        std::fprintf(stderr, "easel: --resume: cannot append to %s\n",
+                     (out / "metrics.jsonl").c_str());
+        return 1;
+      }
+    } else {
+      fs::remove(out / "checkpoint.bin", ec);  // a fresh run here: not its checkpoint
+      metrics.open(out / "metrics.jsonl", std::ios::trunc);
+    }
+    if (!resume && !metrics) {
       std::fprintf(stderr, "easel: --out: cannot write %s\n", (out / "metrics.jsonl").c_str());
       return 1;
     }
     write_atomic(out / "config.json", config_json(cfg).dump(2) + "\n");
   }
 
-  Reporter reporter(metrics, cfg.progress);
-  auto result = train(cfg, data.value(), &reporter);
+  Reporter reporter(
+      metrics, cfg.progress, writer && cfg.checkpoint ? (out / "checkpoint.bin").string() : "",
+      writer ? out / "metrics.jsonl" : fs::path(), resume ? resume->iterations_done : -1);
+  auto result = train(cfg, data.value(), &reporter, {}, resume ? &*resume : nullptr);
   if (!result.ok()) {
     std::fprintf(stderr, "easel: %s\n", result.status().message().c_str());
     return 1;

@@ -56,8 +56,14 @@ std::vector<std::string> add_train_flags(CLI::App& app, TrainConfig& c) {
   opt("--collective", c.collective, "shared-memory collective: tree or ring");
   opt("--progress", c.progress, "auto, bar, lines or none");
   app.add_flag("--prefetch,!--no-prefetch", c.prefetch, "prepare batches ahead on a helper thread");
+  app.add_flag("--checkpoint,!--no-checkpoint", c.checkpoint,
+               "write checkpoint.bin to --out after every evaluation (for --resume)");
+  opt("--resume", c.resume,
+      "continue the run in this directory (an earlier --out) from its checkpoint.bin, with its "
+      "config.json; only --iterations, --epochs, --target-accuracy, --eval-every, --progress, "
+      "--log-level, --prefetch and --checkpoint may change");
   opt("--log-level", c.log_level, "debug, info, warn, error (default: EASEL_LOG or info)");
-  return {"oversubscribe", "overwrite", "prefetch"};
+  return {"oversubscribe", "overwrite", "prefetch", "checkpoint"};
 }
 
 std::vector<std::string> flag_names(const CLI::App& app) {

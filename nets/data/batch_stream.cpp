@@ -119,6 +119,32 @@ const Batch& BatchStream::next() {
   return slot_[static_cast<size_t>(current_)];
 }
 
+Status BatchStream::seek(const StreamState& st) {
+  if (st.epoch < 0 || st.cursor < 0 || st.cursor >= shard_size())
+    return invalid_argument("data position: epoch " + std::to_string(st.epoch) + ", image " +
+                            std::to_string(st.cursor) + " of a shard of " +
+                            std::to_string(shard_size()));
+  if (thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  stop_ = false;
+  filled_[0] = filled_[1] = false;
+  next_fill_ = 0;
+  current_ = -1;
+  rng_.set_state(st.rng);
+  epoch_ = st.epoch;
+  start_epoch();  // this epoch's order, drawn from st.rng as the stream drew it
+  cursor_ = st.cursor;
+  start_state_ = st;
+  if (prefetch_) thread_ = std::thread(&BatchStream::producer, this);
+  return {};
+}
+
 StreamState BatchStream::state() const {
   return current_ < 0 ? start_state_ : end_state_[static_cast<size_t>(current_)];
 }

@@ -48,6 +48,10 @@ class BatchStream {
   const Batch& next();
   int64_t shard_size() const { return static_cast<int64_t>(shard_.size()); }
   StreamState state() const;  // the position of the NEXT batch to be returned
+  // Goes on from `st`, a state() of a stream over the same data, batch, shard and seed (a
+  // checkpoint's): the next batch is the one that stream returned next. Restarts the helper
+  // thread, which takes the caller's cpus: call it on the group's thread.
+  Status seek(const StreamState& st);
 
  private:
   BatchStream() = default;

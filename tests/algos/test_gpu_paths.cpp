@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <optional>
 
 #include "algos/trainer.hpp"
 
@@ -356,6 +357,36 @@ TEST(GpuPaths, StagedAlgorithmKeepsHostArenasAndEqualsCpu) {
   const Runs r = cpu_and_gpu("easgd-rr", 2);
   expect_same(r);
   EXPECT_EQ(r.kernel_calls, 0);
+}
+
+// A checkpoint of a GPU run holds the arenas copied off the devices, and a resumed run puts
+// them back (and sync-easgd's centre copies follow from the centre): the same bits as the run
+// that never stopped.
+TEST(GpuPaths, ResumeEqualsUninterrupted) {
+  struct Keeper : TrainObserver {
+    bool wants_checkpoints() const override { return true; }
+    Status on_checkpoint(const Checkpoint& ck) override {
+      if (ck.iterations_done == 20) kept = ck;
+      return {};
+    }
+    std::optional<Checkpoint> kept;
+  };
+  for (const char* overlap : {"off", "on"})
+    for (const char* algo : {"sync-easgd", "sync-sgd", "easgd-rr"}) {
+      if (std::string(overlap) == "on" && std::string(algo) != "sync-easgd") continue;
+      g_gpu_count = 2;
+      TrainConfig c = config(algo, "cuda");
+      c.overlap = overlap;
+      c.momentum = 0.9;
+      Keeper keep;
+      auto whole = train(c, small_data(), &keep, fake_backend());
+      ASSERT_TRUE(whole.ok()) << whole.status().to_string();
+      ASSERT_TRUE(keep.kept.has_value()) << algo;
+      auto resumed = train(c, small_data(), nullptr, fake_backend(), &*keep.kept);
+      ASSERT_TRUE(resumed.ok()) << resumed.status().to_string();
+      EXPECT_EQ(resumed->final_weights, whole->final_weights) << algo << " overlap " << overlap;
+      EXPECT_EQ(resumed->group0_weights, whole->group0_weights) << algo << " overlap " << overlap;
+    }
 }
 
 TEST(GpuPaths, RefusalsNameTheFlag) {

@@ -394,4 +394,26 @@ TEST(Synthetic, LearnableAndSharedAcrossStreams) {
 }
 
 }  // namespace
+// seek() puts a fresh stream (same data, batch, shard, seed) where another one stood: the next
+// batches are the same, across epoch ends, with and without the helper thread, also when the
+// stream being moved had already prefetched.
+TEST(BatchStream, SeekGoesOnWhereAnotherStreamStood) {
+  const Dataset ds = index_set(50);
+  for (bool prefetch : {false, true}) {
+    auto a = make(ds, 10, 1, 2, 3, prefetch);
+    for (int k = 0; k < 4; ++k)
+      a->next();
+    const StreamState st = a->state();
+    auto b = make(ds, 10, 1, 2, 3, prefetch);
+    b->next();  // it had started elsewhere
+    ASSERT_TRUE(b->seek(st).ok());
+    EXPECT_EQ(b->state().epoch, st.epoch);
+    EXPECT_EQ(b->state().cursor, st.cursor);
+    EXPECT_EQ(take(*b, 10, 60), take(*a, 10, 60)) << "prefetch " << prefetch;
+    StreamState bad = st;
+    bad.cursor = 25;  // the shard holds 25 images
+    EXPECT_FALSE(b->seek(bad).ok());
+  }
+}
+
 }  // namespace easel

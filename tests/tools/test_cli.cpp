@@ -5,12 +5,14 @@
 
 #include <sys/wait.h>
 #include <unistd.h>
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -185,6 +187,64 @@ bool machine_has_gpu() {
   Out o = easel("topology");
   EXPECT_NE(o.out.find("GPUs: "), std::string::npos) << o.out << o.err;
   return o.out.find("GPUs: none") == std::string::npos;
+}
+
+// A run writes checkpoint.bin after every evaluation; --resume goes on from it in the same
+// directory, appending to metrics.jsonl (after dropping lines the checkpoint does not cover),
+// and every wrong use is one line that leaves the run's files as they were.
+TEST(Cli, ResumeGoesOnFromTheCheckpoint) {
+  const fs::path d = tmp_dir("resume");
+  const fs::path run = d / "run";
+  const std::string tiny_algo = std::string(kTiny) + " --algo sync-easgd";
+  Out o = easel("train" + tiny_algo + " --out " + run.string());
+  ASSERT_EQ(o.code, 0) << o.err;
+  ASSERT_TRUE(fs::exists(run / "checkpoint.bin"));
+  // As if the run had been killed after logging an evaluation its checkpoint missed.
+  { std::ofstream(run / "metrics.jsonl", std::ios::app) << "{\"step\": 50}\n"; }
+  const std::string ck = slurp(run / "checkpoint.bin");
+
+  o = easel("train --resume " + run.string() + " --lr 0.5");
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("--lr cannot change"), std::string::npos) << o.err;
+  o = easel("train --resume " + run.string() + " --out " + (d / "other").string());
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("--out"), std::string::npos) << o.err;
+  o = easel("train --resume " + (d / "nothing").string());
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("config.json: no such file"), std::string::npos) << o.err;
+  o = easel("train --resume " + run.string());  // 40 of 40 done
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.err.find("already did 40 of its 40"), std::string::npos) << o.err;
+  EXPECT_EQ(slurp(run / "checkpoint.bin"), ck);
+
+  o = easel("train --resume " + run.string() + " --iterations 60 --progress none");
+  ASSERT_EQ(o.code, 0) << o.err;
+  std::ifstream m(run / "metrics.jsonl");
+  std::string line;
+  std::vector<int> steps;
+  while (std::getline(m, line))
+    steps.push_back(nlohmann::json::parse(line)["step"].get<int>());
+  EXPECT_EQ(steps, (std::vector<int>{20, 40, 60}));
+  const auto s = nlohmann::json::parse(slurp(run / "summary.json"));
+  EXPECT_EQ(s["steps"], 60);
+  EXPECT_EQ(nlohmann::json::parse(slurp(run / "config.json"))["iterations"], 60);
+
+  // A damaged checkpoint: one line naming it, nothing rewritten.
+  std::string bad = slurp(run / "checkpoint.bin");
+  bad[bad.size() / 2] = static_cast<char>(bad[bad.size() / 2] ^ 1);
+  { std::ofstream(run / "checkpoint.bin", std::ios::binary | std::ios::trunc) << bad; }
+  const std::string metrics = slurp(run / "metrics.jsonl");
+  o = easel("train --resume " + run.string() + " --iterations 80");
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("checkpoint.bin: corrupted"), std::string::npos) << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  EXPECT_EQ(slurp(run / "metrics.jsonl"), metrics);
+  EXPECT_EQ(slurp(run / "checkpoint.bin"), bad);
+
+  // --no-checkpoint writes none.
+  o = easel("train" + tiny_algo + " --no-checkpoint --out " + (d / "none").string());
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_FALSE(fs::exists(d / "none" / "checkpoint.bin"));
 }
 
 }  // namespace

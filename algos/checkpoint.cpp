@@ -1,0 +1,242 @@
+// Checkpoints: encoding, decoding with every count checked, atomic files (algos/checkpoint.hpp).
+#include "algos/checkpoint.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <type_traits>
+
+namespace easel {
+namespace {
+
+constexpr char kMagic[8] = {'E', 'A', 'S', 'E', 'L', 'C', 'K', '1'};
+constexpr size_t kHeader = sizeof kMagic + 2 * sizeof(uint64_t);
+
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+class Writer {
+ public:
+  template <typename T>
+  void num(T v) {
+    static_assert(std::is_arithmetic_v<T>);
+    out_.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  void str(const std::string& s) {
+    num<uint64_t>(s.size());
+    out_ += s;
+  }
+  void floats(const std::vector<float>& v) {
+    num<uint64_t>(v.size());
+    out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+// Reads the payload; the first failure sticks and names the field.
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  template <typename T>
+  T num(const char* field) {
+    T v{};
+    if (!take(&v, sizeof v, field)) return T{};
+    return v;
+  }
+  std::string str(const char* field) {
+    const uint64_t n = num<uint64_t>(field);
+    if (!ok() || !fits(n, 1, field)) return {};
+    std::string s(in_.substr(0, n));
+    in_.remove_prefix(n);
+    return s;
+  }
+  std::vector<float> floats(const char* field) {
+    const uint64_t n = num<uint64_t>(field);
+    if (!ok() || !fits(n, sizeof(float), field)) return {};
+    std::vector<float> v(n);
+    std::memcpy(v.data(), in_.data(), n * sizeof(float));
+    in_.remove_prefix(n * sizeof(float));
+    return v;
+  }
+  // A count of records of at least `min_bytes` each.
+  uint64_t count(const char* field, size_t min_bytes) {
+    const uint64_t n = num<uint64_t>(field);
+    if (ok() && n > in_.size() / min_bytes) fail(field);
+    return ok() ? n : 0;
+  }
+  bool ok() const { return bad_.empty(); }
+  const std::string& bad() const { return bad_; }
+  size_t left() const { return in_.size(); }
+
+ private:
+  bool take(void* p, size_t n, const char* field) {
+    if (!ok()) return false;
+    if (in_.size() < n) {
+      fail(field);
+      return false;
+    }
+    std::memcpy(p, in_.data(), n);
+    in_.remove_prefix(n);
+    return true;
+  }
+  bool fits(uint64_t n, size_t each, const char* field) {
+    if (n > in_.size() / each) {
+      fail(field);
+      return false;
+    }
+    return true;
+  }
+  void fail(const char* field) {
+    if (ok()) bad_ = field;
+  }
+  std::string_view in_;
+  std::string bad_;
+};
+
+void put_times(Writer& w, const GroupTimes& t) {
+  w.num(t.compute);
+  w.num(t.comm);
+  w.num(t.wait);
+  w.num(t.preempted);
+}
+
+GroupTimes get_times(Reader& r) {
+  GroupTimes t;
+  t.compute = r.num<double>("group times");
+  t.comm = r.num<double>("group times");
+  t.wait = r.num<double>("group times");
+  t.preempted = r.num<double>("group times");
+  return t;
+}
+
+}  // namespace
+
+std::string encode_checkpoint(const Checkpoint& ck) {
+  Writer w;
+  w.str(ck.identity);
+  w.num(ck.iterations_done);
+  w.num(ck.wall_seconds);
+  w.num(ck.train_seconds);
+  w.num(ck.eval_seconds);
+  w.num(ck.best_accuracy);
+  w.num(ck.time_to_target_seconds);
+  w.num(ck.images_before_round);
+  w.num(ck.centre_version);
+  w.num(ck.turn);
+  w.floats(ck.centre);
+  w.floats(ck.centre_momentum);
+  w.num<uint64_t>(ck.groups.size());
+  for (const GroupCheckpoint& g : ck.groups) {
+    w.num(g.steps);
+    w.floats(g.weights);
+    w.floats(g.momentum);
+    w.num(g.stream.epoch);
+    w.num(g.stream.cursor);
+    for (uint64_t x : g.stream.rng)
+      w.num(x);
+    w.num(g.centre_read_version);
+    put_times(w, g.times);
+    w.num(g.staleness_sum);
+    w.num(g.staleness_count);
+    w.num(g.staleness_max);
+  }
+  const std::string payload = w.take();
+  std::string out(kMagic, sizeof kMagic);
+  const uint64_t n = payload.size(), h = fnv1a(payload);
+  out.append(reinterpret_cast<const char*>(&n), sizeof n);
+  out.append(reinterpret_cast<const char*>(&h), sizeof h);
+  out += payload;
+  return out;
+}
+
+Result<Checkpoint> decode_checkpoint(std::string_view bytes, const std::string& name) {
+  if (bytes.size() < kHeader || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
+    return data_error(name + ": not an easel checkpoint (no EASELCK1 header)");
+  uint64_t n = 0, h = 0;
+  std::memcpy(&n, bytes.data() + sizeof kMagic, sizeof n);
+  std::memcpy(&h, bytes.data() + sizeof kMagic + sizeof n, sizeof h);
+  const std::string_view payload = bytes.substr(kHeader);
+  if (payload.size() != n)
+    return data_error(name + ": truncated or padded (header says " + std::to_string(n) +
+                      " payload bytes, the file has " + std::to_string(payload.size()) + ")");
+  if (fnv1a(payload) != h) return data_error(name + ": corrupted (checksum mismatch)");
+  Reader r(payload);
+  Checkpoint ck;
+  ck.identity = r.str("identity");
+  ck.iterations_done = r.num<int64_t>("iterations done");
+  ck.wall_seconds = r.num<double>("wall seconds");
+  ck.train_seconds = r.num<double>("training seconds");
+  ck.eval_seconds = r.num<double>("evaluation seconds");
+  ck.best_accuracy = r.num<double>("best accuracy");
+  ck.time_to_target_seconds = r.num<double>("time to target");
+  ck.images_before_round = r.num<int64_t>("images");
+  ck.centre_version = r.num<int64_t>("centre version");
+  ck.turn = r.num<int32_t>("turn");
+  ck.centre = r.floats("centre");
+  ck.centre_momentum = r.floats("centre momentum");
+  const uint64_t groups = r.count("groups", 8 * sizeof(int64_t));
+  for (uint64_t i = 0; i < groups && r.ok(); ++i) {
+    GroupCheckpoint g;
+    g.steps = r.num<int64_t>("group steps");
+    g.weights = r.floats("group weights");
+    g.momentum = r.floats("group momentum");
+    g.stream.epoch = r.num<int64_t>("data position");
+    g.stream.cursor = r.num<int64_t>("data position");
+    for (uint64_t& x : g.stream.rng)
+      x = r.num<uint64_t>("data position");
+    g.centre_read_version = r.num<int64_t>("group centre version");
+    g.times = get_times(r);
+    g.staleness_sum = r.num<int64_t>("staleness");
+    g.staleness_count = r.num<int64_t>("staleness");
+    g.staleness_max = r.num<int64_t>("staleness");
+    ck.groups.push_back(std::move(g));
+  }
+  if (!r.ok()) return data_error(name + ": truncated at the " + r.bad() + " field");
+  if (r.left() != 0)
+    return data_error(name + ": " + std::to_string(r.left()) + " bytes after the last field");
+  if (ck.iterations_done < 0 || ck.groups.empty())
+    return data_error(name + ": holds no groups or a negative iteration count");
+  return ck;
+}
+
+Status write_checkpoint(const std::string& path, const Checkpoint& ck) {
+  const std::string bytes = encode_checkpoint(ck);
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) return io_error("cannot write " + tmp + ": " + std::strerror(errno));
+  const bool wrote = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  const bool flushed = std::fflush(f) == 0;
+  const bool closed = std::fclose(f) == 0;
+  if (!wrote || !flushed || !closed) {
+    std::remove(tmp.c_str());
+    return io_error("cannot write " + tmp + " (disk full?)");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return io_error("cannot rename " + tmp + " to " + path + ": " + ec.message());
+  return {};
+}
+
+Result<Checkpoint> read_checkpoint(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return not_found(path + ": no such file");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return io_error(path + ": cannot open");
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad()) return io_error(path + ": read error");
+  return decode_checkpoint(bytes, path);
+}
+
+}  // namespace easel

@@ -1,0 +1,57 @@
+// A run's state between two rounds: everything the trainer needs to go on exactly where it
+// stopped (the same numbers as a run that never stopped, for the deterministic algorithms).
+// `easel train` writes one to --out after every evaluation (checkpoint.bin) and continues from
+// it with --resume (docs/DESIGN.md, "Checkpoints").
+//
+// File format (little-endian): the magic "EASELCK1", a u64 payload length, the payload's
+// 64-bit FNV-1a hash, then the payload: the fields below in order, each number as its bytes,
+// each string and vector as a u64 count then its elements. Reading checks the magic, the
+// length, the hash and every count against the bytes left, so a truncated or corrupted file
+// gives one error naming it, never a huge allocation.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "algos/algorithm.hpp"
+#include "engine/status.hpp"
+#include "nets/data/batch_stream.hpp"
+
+namespace easel {
+
+struct GroupCheckpoint {
+  int64_t steps = 0;
+  std::vector<float> weights, momentum;  // the whole arena each
+  StreamState stream;                    // the position of its next batch
+  int64_t centre_read_version = 0;
+  GroupTimes times;
+  int64_t staleness_sum = 0, staleness_count = 0, staleness_max = 0;
+};
+
+struct Checkpoint {
+  // What the run must match to continue from it (algorithm, net, data, groups, batch, arena
+  // size), as the trainer writes it; compared whole on resume.
+  std::string identity;
+  int64_t iterations_done = 0;  // iterations of the run (each group stepped this often)
+  double wall_seconds = 0, train_seconds = 0, eval_seconds = 0;
+  double best_accuracy = 0;
+  double time_to_target_seconds = -1;  // < 0: not reached
+  int64_t images_before_round = 0;     // images at the last evaluation (for images/s)
+  int64_t centre_version = 0;
+  int32_t turn = 0;
+  std::vector<float> centre, centre_momentum;  // empty when the algorithm has none
+  std::vector<GroupCheckpoint> groups;
+};
+
+std::string encode_checkpoint(const Checkpoint& ck);
+// `name` (the file) prefixes every error.
+Result<Checkpoint> decode_checkpoint(std::string_view bytes, const std::string& name);
+
+// Writes atomically: a temporary file beside `path`, flushed, then renamed over it, so that a
+// run killed while writing leaves the previous checkpoint whole.
+Status write_checkpoint(const std::string& path, const Checkpoint& ck);
+Result<Checkpoint> read_checkpoint(const std::string& path);
+
+}  // namespace easel

@@ -1,0 +1,209 @@
+// Checkpoints: a run resumed from one equals the run that never stopped, bit for bit, for every
+// deterministic algorithm (including sync-easgd's double-buffered partitioned exchange, stopped
+// at an odd exchange count, and its overlapped variant); the asynchronous ones go on from their
+// centre and counters; a checkpoint of another run, or a damaged file, gives one clear error.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include "algos/checkpoint.hpp"
+#include "algos/trainer.hpp"
+
+namespace easel {
+namespace {
+
+DataSplit& small_data() {
+  static DataSplit d = [] {
+    auto r = load_data("synthetic:1024:1x8x8:4", MemKind::dram, 3);
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    return std::move(r).value();
+  }();
+  return d;
+}
+
+TrainConfig config(const std::string& algo, int groups) {
+  TrainConfig c;
+  c.net = "mlp";
+  c.data = "synthetic";
+  c.algo = algo;
+  c.iterations = 45;
+  c.eval_every = 9;  // rounds end at odd exchange counts
+  c.batch = 16;
+  c.lr = 0.05;
+  c.lr_policy = "inv";
+  c.momentum = 0.9;
+  c.weight_decay = 1e-4;
+  c.rho = 1.0;
+  c.seed = 42;
+  c.plan.groups = std::to_string(groups);
+  c.plan.threads_per_group = 1;
+  c.plan.oversubscribe = true;
+  c.progress = "none";
+  return c;
+}
+
+// Keeps the checkpoint taken after `at` iterations.
+class Keeper : public TrainObserver {
+ public:
+  explicit Keeper(int64_t at) : at_(at) {}
+  bool wants_checkpoints() const override { return true; }
+  Status on_checkpoint(const Checkpoint& ck) override {
+    ++seen;
+    if (ck.iterations_done == at_) kept = ck;
+    return {};
+  }
+  std::optional<Checkpoint> kept;
+  int seen = 0;
+
+ private:
+  int64_t at_;
+};
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+class ResumeEqualsUninterrupted
+    : public ::testing::TestWithParam<std::tuple<std::string, int, int, std::string>> {};
+
+TEST_P(ResumeEqualsUninterrupted, SameBits) {
+  const auto& [algo, groups, tau, overlap] = GetParam();
+  TrainConfig c = config(algo, groups);
+  c.tau = tau;
+  c.overlap = overlap;
+  Keeper keep(27);
+  auto whole = train(c, small_data(), &keep);
+  ASSERT_TRUE(whole.ok()) << whole.status().to_string();
+  EXPECT_EQ(keep.seen, 5);
+  ASSERT_TRUE(keep.kept.has_value());
+  // Through the file format too.
+  const Checkpoint ck = decode_checkpoint(encode_checkpoint(*keep.kept), "mem").value();
+  c.seed = 7;  // ignored: the weights, the centre and the data positions come from ck
+  auto resumed = train(c, small_data(), nullptr, {}, &ck);
+  ASSERT_TRUE(resumed.ok()) << resumed.status().to_string();
+  EXPECT_EQ(resumed->steps, 45);
+  EXPECT_EQ(resumed->images, whole->images);
+  EXPECT_TRUE(same_bits(resumed->final_weights, whole->final_weights)) << algo;
+  EXPECT_TRUE(same_bits(resumed->group0_weights, whole->group0_weights)) << algo;
+  EXPECT_EQ(resumed->test_loss, whole->test_loss);
+  EXPECT_EQ(resumed->best_accuracy, whole->best_accuracy);
+}
+
+INSTANTIATE_TEST_SUITE_P(Algorithms, ResumeEqualsUninterrupted,
+                         ::testing::Values(std::make_tuple("msgd", 1, 1, "off"),
+                                           std::make_tuple("sgd", 1, 1, "off"),
+                                           std::make_tuple("sync-sgd", 2, 1, "off"),
+                                           std::make_tuple("sync-easgd", 2, 1, "off"),
+                                           std::make_tuple("sync-easgd", 3, 2, "off"),
+                                           std::make_tuple("sync-easgd", 2, 1, "on"),
+                                           std::make_tuple("easgd-rr", 2, 1, "off")));
+
+// The asynchronous algorithms are not deterministic; they go on from the centre, its version
+// and every group's counters.
+TEST(Resume, AsyncAlgorithmsGoOnFromTheirCentre) {
+  for (const char* algo : {"async-msgd", "async-easgd", "hogwild-sgd", "hogwild-easgd"}) {
+    TrainConfig c = config(algo, 2);
+    c.iterations = 18;
+    Keeper keep(18);
+    auto first = train(c, small_data(), &keep);
+    ASSERT_TRUE(first.ok()) << algo << ": " << first.status().to_string();
+    ASSERT_TRUE(keep.kept.has_value()) << algo;
+    EXPECT_GT(keep.kept->centre_version, 0) << algo;
+    c.iterations = 36;
+    auto second = train(c, small_data(), nullptr, {}, &*keep.kept);
+    ASSERT_TRUE(second.ok()) << algo << ": " << second.status().to_string();
+    EXPECT_EQ(second->steps, 36) << algo;
+    EXPECT_GE(second->train_seconds, first->train_seconds) << algo;
+    EXPECT_TRUE(std::isfinite(second->test_loss)) << algo;
+  }
+}
+
+TEST(Resume, RefusesAnotherRunsCheckpoint) {
+  TrainConfig c = config("sync-easgd", 2);
+  c.iterations = 9;
+  Keeper keep(9);
+  ASSERT_TRUE(train(c, small_data(), &keep).ok());
+  ASSERT_TRUE(keep.kept.has_value());
+  c.iterations = 18;
+  for (auto tweak :
+       {+[](TrainConfig& t) { t.algo = "sync-sgd"; }, +[](TrainConfig& t) { t.plan.groups = "3"; },
+        +[](TrainConfig& t) { t.batch = 8; }}) {
+    TrainConfig t = c;
+    tweak(t);
+    auto r = train(t, small_data(), nullptr, {}, &*keep.kept);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("--resume: the checkpoint is of another run"),
+              std::string::npos)
+        << r.status().message();
+  }
+  // Nothing left to do.
+  c.iterations = 9;
+  auto r = train(c, small_data(), nullptr, {}, &*keep.kept);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("already did 9 of its 9"), std::string::npos);
+}
+
+TEST(CheckpointFile, DamagedFilesGiveOneErrorNamingThem) {
+  Checkpoint ck;
+  ck.identity = "x";
+  ck.iterations_done = 3;
+  ck.centre = {1, 2, 3};
+  GroupCheckpoint g;
+  g.steps = 3;
+  g.weights = {4, 5, 6};
+  g.momentum = {7, 8, 9};
+  g.stream = {1, 2, {3, 4, 5, 6}};
+  ck.groups.push_back(g);
+  const std::string bytes = encode_checkpoint(ck);
+  auto back = decode_checkpoint(bytes, "f.bin");
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->groups[0].weights, g.weights);
+  EXPECT_EQ(back->groups[0].stream.rng, g.stream.rng);
+  EXPECT_EQ(back->centre, ck.centre);
+  for (size_t cut = 0; cut < bytes.size(); cut += 7) {
+    auto r = decode_checkpoint(std::string_view(bytes).substr(0, cut), "f.bin");
+    ASSERT_FALSE(r.ok()) << cut;
+    EXPECT_EQ(r.status().message().rfind("f.bin: ", 0), 0u) << r.status().message();
+  }
+  for (size_t at = 0; at < bytes.size(); at += 5) {
+    std::string bad = bytes;
+    bad[at] = static_cast<char>(bad[at] ^ 0x40);
+    EXPECT_FALSE(decode_checkpoint(bad, "f.bin").ok()) << at;
+  }
+  // A count far beyond the bytes left, under a valid checksum: refused, nothing allocated.
+  Checkpoint huge = ck;
+  huge.identity = std::string(8, 'x');
+  std::string h = encode_checkpoint(huge);
+  const size_t id_count = 8 + 16;  // magic, length, hash
+  const uint64_t big = uint64_t{1} << 60;
+  std::memcpy(&h[id_count], &big, sizeof big);
+  // Re-hash the payload so that only the count is wrong.
+  uint64_t fnv = 0xcbf29ce484222325ull;
+  for (size_t i = id_count; i < h.size(); ++i) {
+    fnv ^= static_cast<unsigned char>(h[i]);
+    fnv *= 0x100000001b3ull;
+  }
+  std::memcpy(&h[16], &fnv, sizeof fnv);
+  auto r = decode_checkpoint(h, "f.bin");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("truncated at the identity field"), std::string::npos)
+      << r.status().message();
+
+  const auto dir = std::filesystem::temp_directory_path() / "easel-ck-test";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "checkpoint.bin").string();
+  ASSERT_TRUE(write_checkpoint(path, ck).ok());
+  auto read = read_checkpoint(path);
+  ASSERT_TRUE(read.ok()) << read.status().to_string();
+  EXPECT_EQ(read->groups[0].momentum, g.momentum);
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  EXPECT_EQ(read_checkpoint((dir / "none.bin").string()).status().code(), Code::not_found);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace easel
