@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <type_traits>
 
@@ -15,8 +16,9 @@ namespace {
 constexpr char kMagic[8] = {'E', 'A', 'S', 'E', 'L', 'C', 'K', '1'};
 constexpr size_t kHeader = sizeof kMagic + 2 * sizeof(uint64_t);
 
-uint64_t fnv1a(std::string_view s) {
-  uint64_t h = 0xcbf29ce484222325ull;
+constexpr uint64_t kFnvStart = 0xcbf29ce484222325ull;
+
+uint64_t fnv1a(std::string_view s, uint64_t h = kFnvStart) {
   for (unsigned char c : s) {
     h ^= c;
     h *= 0x100000001b3ull;
@@ -24,26 +26,43 @@ uint64_t fnv1a(std::string_view s) {
   return h;
 }
 
+// Encodes the payload into a sink (a string, or a file as it goes, so that writing a
+// checkpoint holds no second copy of it), counting its bytes and hashing them.
 class Writer {
  public:
+  explicit Writer(std::function<void(std::string_view)> sink) : sink_(std::move(sink)) {}
   template <typename T>
   void num(T v) {
     static_assert(std::is_arithmetic_v<T>);
-    out_.append(reinterpret_cast<const char*>(&v), sizeof v);
+    put({reinterpret_cast<const char*>(&v), sizeof v});
   }
   void str(const std::string& s) {
     num<uint64_t>(s.size());
-    out_ += s;
+    put(s);
   }
   void floats(const std::vector<float>& v) {
     num<uint64_t>(v.size());
-    out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+    put({reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)});
   }
-  std::string take() { return std::move(out_); }
+  uint64_t bytes() const { return bytes_; }
+  uint64_t hash() const { return hash_; }
 
  private:
-  std::string out_;
+  void put(std::string_view s) {
+    hash_ = fnv1a(s, hash_);
+    bytes_ += s.size();
+    sink_(s);
+  }
+  std::function<void(std::string_view)> sink_;
+  uint64_t bytes_ = 0, hash_ = kFnvStart;
 };
+
+std::string header(uint64_t n, uint64_t h) {
+  std::string out(kMagic, sizeof kMagic);
+  out.append(reinterpret_cast<const char*>(&n), sizeof n);
+  out.append(reinterpret_cast<const char*>(&h), sizeof h);
+  return out;
+}
 
 // Reads the payload; the first failure sticks and names the field.
 class Reader {
@@ -121,10 +140,7 @@ GroupTimes get_times(Reader& r) {
   return t;
 }
 
-}  // namespace
-
-std::string encode_checkpoint(const Checkpoint& ck) {
-  Writer w;
+void encode_payload(const Checkpoint& ck, Writer& w) {
   w.str(ck.identity);
   w.num(ck.iterations_done);
   w.num(ck.wall_seconds);
@@ -152,13 +168,15 @@ std::string encode_checkpoint(const Checkpoint& ck) {
     w.num(g.staleness_count);
     w.num(g.staleness_max);
   }
-  const std::string payload = w.take();
-  std::string out(kMagic, sizeof kMagic);
-  const uint64_t n = payload.size(), h = fnv1a(payload);
-  out.append(reinterpret_cast<const char*>(&n), sizeof n);
-  out.append(reinterpret_cast<const char*>(&h), sizeof h);
-  out += payload;
-  return out;
+}
+
+}  // namespace
+
+std::string encode_checkpoint(const Checkpoint& ck) {
+  std::string payload;
+  Writer w([&](std::string_view s) { payload += s; });
+  encode_payload(ck, w);
+  return header(w.bytes(), w.hash()) + payload;
 }
 
 Result<Checkpoint> decode_checkpoint(std::string_view bytes, const std::string& name) {
@@ -212,11 +230,18 @@ Result<Checkpoint> decode_checkpoint(std::string_view bytes, const std::string& 
 }
 
 Status write_checkpoint(const std::string& path, const Checkpoint& ck) {
-  const std::string bytes = encode_checkpoint(ck);
   const std::string tmp = path + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (f == nullptr) return io_error("cannot write " + tmp + ": " + std::strerror(errno));
-  const bool wrote = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  // The payload streams to the file after a header of zeros; the header is written last.
+  bool wrote = std::fwrite(header(0, 0).data(), 1, kHeader, f) == kHeader;
+  Writer w([&](std::string_view s) {
+    wrote = wrote && std::fwrite(s.data(), 1, s.size(), f) == s.size();
+  });
+  encode_payload(ck, w);
+  const std::string head = header(w.bytes(), w.hash());
+  wrote = wrote && std::fseek(f, 0, SEEK_SET) == 0 &&
+          std::fwrite(head.data(), 1, head.size(), f) == head.size();
   const bool flushed = std::fflush(f) == 0;
   const bool closed = std::fclose(f) == 0;
   if (!wrote || !flushed || !closed) {
