@@ -212,7 +212,15 @@ class Reporter final : public TrainObserver {
 
   bool wants_checkpoints() const override { return !checkpoint_path_.empty(); }
   Status on_checkpoint(const Checkpoint& ck) override {
-    return write_checkpoint(checkpoint_path_, ck);
+    const auto t = std::chrono::steady_clock::now();
+    Status st = write_checkpoint(checkpoint_path_, ck);
+    log_debug(
+        "train",
+        "checkpoint at step " + std::to_string(ck.iterations_done) + " written in " +
+            std::to_string(
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count() * 1e3) +
+            " ms");
+    return st;
   }
 
  private:
