@@ -264,4 +264,77 @@ Result<Checkpoint> read_checkpoint(const std::string& path) {
   return decode_checkpoint(bytes, path);
 }
 
+// Puts a checkpoint's state into a freshly built run, before algo.prepare() (which derives the
+// algorithm's own buffers, e.g. sync-easgd's second centre and the GPU copies, from the
+// weights and the centre it finds).
+Status restore_run(const Checkpoint& ck, const std::string& identity, const Algorithm& algo,
+                   Run& run) {
+  if (ck.identity != identity)
+    return invalid_argument("--resume: the checkpoint is of another run (it holds " + ck.identity +
+                            "; this run is " + identity + ")");
+  const size_t n = static_cast<size_t>(run.arena_floats());
+  if (ck.groups.size() != run.groups.size() || ck.centre.size() != (algo.uses_centre() ? n : 0))
+    return invalid_argument("--resume: the checkpoint's groups or centre do not fit this run");
+  for (size_t i = 0; i < ck.groups.size(); ++i) {
+    const GroupCheckpoint& c = ck.groups[i];
+    Group& g = *run.groups[i];
+    if (c.weights.size() != n || c.momentum.size() != n || c.steps < 0)
+      return invalid_argument("--resume: group " + std::to_string(i) +
+                              "'s arenas in the checkpoint do not fit this run's net");
+    copy_bytes(g.weights.data(), g.weights.kind(), c.weights.data(), MemKind::dram,
+               n * sizeof(float));
+    copy_bytes(g.momentum.data(), g.momentum.kind(), c.momentum.data(), MemKind::dram,
+               n * sizeof(float));
+    Status st;
+    g.worker->run([&] { st = g.data->seek(c.stream); });  // the helper takes g's cpus
+    if (!st.ok())
+      return invalid_argument("--resume: group " + std::to_string(i) + ": " + st.message());
+    g.steps.store(c.steps);
+    g.centre_read_version = c.centre_read_version;
+    g.times = c.times;
+    g.staleness_sum = c.staleness_sum;
+    g.staleness_count = c.staleness_count;
+    g.staleness_max = c.staleness_max;
+  }
+  if (algo.uses_centre())
+    copy_bytes(run.centre.data(), run.centre.kind(), ck.centre.data(), MemKind::dram,
+               n * sizeof(float));
+  run.centre_version.store(ck.centre_version);
+  run.turn.store(ck.turn);
+  return {};
+}
+
+// The run's state after a round (every group stopped): the inverse of restore_run.
+Checkpoint capture_run(Run& run, Algorithm& algo, const std::string& identity) {
+  Checkpoint ck;
+  ck.identity = identity;
+  const size_t n = static_cast<size_t>(run.arena_floats());
+  auto host_copy = [&](const float* src, MemKind kind) {
+    std::vector<float> v(n);
+    copy_bytes(v.data(), MemKind::dram, src, kind, n * sizeof(float));
+    return v;
+  };
+  // The centre the algorithm reads next (sync-easgd's may be in its second buffer).
+  if (algo.uses_centre()) ck.centre = host_copy(algo.eval_weights(run), run.centre.kind());
+  if (run.centre_momentum.size() > 0)
+    ck.centre_momentum = host_copy(run.centre_momentum.data(), run.centre_momentum.kind());
+  ck.centre_version = run.centre_version.load();
+  ck.turn = run.turn.load();
+  for (const auto& gp : run.groups) {
+    const Group& g = *gp;
+    GroupCheckpoint c;
+    c.steps = g.steps.load();
+    c.weights = host_copy(g.weights.data(), g.weights.kind());
+    c.momentum = host_copy(g.momentum.data(), g.momentum.kind());
+    c.stream = g.data->state();
+    c.centre_read_version = g.centre_read_version;
+    c.times = g.times;
+    c.staleness_sum = g.staleness_sum;
+    c.staleness_count = g.staleness_count;
+    c.staleness_max = g.staleness_max;
+    ck.groups.push_back(std::move(c));
+  }
+  return ck;
+}
+
 }  // namespace easel

@@ -54,4 +54,13 @@ Result<Checkpoint> decode_checkpoint(std::string_view bytes, const std::string& 
 Status write_checkpoint(const std::string& path, const Checkpoint& ck);
 Result<Checkpoint> read_checkpoint(const std::string& path);
 
+// The run's state after a round (no group running); `identity` names the run (the trainer's
+// algorithm, net, data, P, batch and parameter count). Arenas are copied off their devices.
+Checkpoint capture_run(Run& run, Algorithm& algo, const std::string& identity);
+// Puts ck into a freshly built run (weights, momentum, centre, data positions, counters),
+// before algo.prepare(), which derives the algorithm's own buffers from them as it does from
+// the initial weights. Fails, naming --resume, when ck is of another run.
+Status restore_run(const Checkpoint& ck, const std::string& identity, const Algorithm& algo,
+                   Run& run);
+
 }  // namespace easel
