@@ -1,6 +1,9 @@
 // Checkpoints: encoding, decoding with every count checked, atomic files (algos/checkpoint.hpp).
 #include "algos/checkpoint.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -143,6 +146,7 @@ GroupTimes get_times(Reader& r) {
 void encode_payload(const Checkpoint& ck, Writer& w) {
   w.str(ck.identity);
   w.num(ck.iterations_done);
+  w.num(ck.total_iterations);
   w.num(ck.wall_seconds);
   w.num(ck.train_seconds);
   w.num(ck.eval_seconds);
@@ -194,6 +198,7 @@ Result<Checkpoint> decode_checkpoint(std::string_view bytes, const std::string& 
   Checkpoint ck;
   ck.identity = r.str("identity");
   ck.iterations_done = r.num<int64_t>("iterations done");
+  ck.total_iterations = r.num<int64_t>("total iterations");
   ck.wall_seconds = r.num<double>("wall seconds");
   ck.train_seconds = r.num<double>("training seconds");
   ck.eval_seconds = r.num<double>("evaluation seconds");
@@ -242,7 +247,7 @@ Status write_checkpoint(const std::string& path, const Checkpoint& ck) {
   const std::string head = header(w.bytes(), w.hash());
   wrote = wrote && std::fseek(f, 0, SEEK_SET) == 0 &&
           std::fwrite(head.data(), 1, head.size(), f) == head.size();
-  const bool flushed = std::fflush(f) == 0;
+  const bool flushed = std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
   const bool closed = std::fclose(f) == 0;
   if (!wrote || !flushed || !closed) {
     std::remove(tmp.c_str());
@@ -251,6 +256,13 @@ Status write_checkpoint(const std::string& path, const Checkpoint& ck) {
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) return io_error("cannot rename " + tmp + " to " + path + ": " + ec.message());
+  // The rename itself reaches the disk with the directory.
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  const int d = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (d >= 0) {
+    ::fsync(d);
+    ::close(d);
+  }
   return {};
 }
 
@@ -296,6 +308,13 @@ Status restore_run(const Checkpoint& ck, const std::string& identity, const Algo
     g.staleness_count = c.staleness_count;
     g.staleness_max = c.staleness_max;
   }
+  // Every round gives the groups iterations x P steps in all (each group its share in the sync
+  // algorithms); easgd-rr's turn names a group.
+  int64_t steps = 0;
+  for (const GroupCheckpoint& c : ck.groups)
+    steps += c.steps;
+  if (steps != ck.iterations_done * run.size() || ck.turn < 0 || ck.turn >= run.size())
+    return invalid_argument("--resume: the checkpoint's step counts or turn do not add up");
   if (algo.uses_centre())
     copy_bytes(run.centre.data(), run.centre.kind(), ck.centre.data(), MemKind::dram,
                n * sizeof(float));

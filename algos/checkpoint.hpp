@@ -34,7 +34,8 @@ struct Checkpoint {
   // What the run must match to continue from it (algorithm, net, data, groups, batch, arena
   // size), as the trainer writes it; compared whole on resume.
   std::string identity;
-  int64_t iterations_done = 0;  // iterations of the run (each group stepped this often)
+  int64_t iterations_done = 0;   // iterations of the run (each group stepped this often)
+  int64_t total_iterations = 0;  // the run's length when it was written (poly's schedule)
   double wall_seconds = 0, train_seconds = 0, eval_seconds = 0;
   double best_accuracy = 0;
   double time_to_target_seconds = -1;  // < 0: not reached

@@ -379,6 +379,19 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
   if (resume) {
     if (world) return invalid_argument("--resume: checkpoints are for single-process runs");
     EASEL_RETURN_IF_ERROR(restore_run(*resume, identity, *algo, run));
+    if (resume->iterations_done >= total)
+      return invalid_argument(
+          "--resume: the run already did " + std::to_string(resume->iterations_done) + " of its " +
+          std::to_string(total) + " iterations (give more with --iterations or --epochs)");
+    // poly's rate depends on the run's length: another length is another schedule.
+    if (run.params.lr.policy == LrSchedule::Policy::poly && resume->total_iterations != total)
+      return invalid_argument("--resume: --lr-policy poly ties the rate to the run's length (" +
+                              std::to_string(resume->total_iterations) +
+                              " iterations); it cannot change when the run continues");
+    if (cfg.target_accuracy > 0 && resume->best_accuracy >= cfg.target_accuracy)
+      return invalid_argument("--resume: the run already reached --target-accuracy " +
+                              std::to_string(cfg.target_accuracy) + " (best " +
+                              std::to_string(resume->best_accuracy) + "; give a higher one)");
   }
   FinishGuard finish_guard{*algo, run};
   EASEL_RETURN_IF_ERROR(algo->prepare(run));
@@ -447,11 +460,7 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
   double t0 = now_seconds();
   int64_t done = 0;
   int64_t last_images = 0;
-  if (resume) {
-    if (resume->iterations_done >= total)
-      return invalid_argument(
-          "--resume: the run already did " + std::to_string(resume->iterations_done) + " of its " +
-          std::to_string(total) + " iterations (give more with --iterations or --epochs)");
+  if (resume) {  // checked at restore_run above
     done = resume->iterations_done;
     last_images = resume->images_before_round;
     t0 -= resume->wall_seconds;
@@ -602,13 +611,18 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
     if (checkpoints && decision != 2) {  // a diverged round keeps the last good checkpoint
       Checkpoint ck = capture_run(run, *algo, identity);
       ck.iterations_done = done;
+      ck.total_iterations = total;
       ck.wall_seconds = rec.wall_seconds;
       ck.train_seconds = sum.train_seconds;
       ck.eval_seconds = sum.eval_seconds;
       ck.best_accuracy = sum.best_accuracy;
       ck.time_to_target_seconds = sum.time_to_target_seconds.value_or(-1);
       ck.images_before_round = last_images;
-      EASEL_RETURN_IF_ERROR(report->on_checkpoint(ck));
+      // A failed write (disk full, --out removed) leaves the last good checkpoint; training
+      // goes on.
+      if (Status st = report->on_checkpoint(ck); !st.ok())
+        log_error("train", "checkpoint not written: " + st.message() +
+                               " (the previous one, if any, is still whole)");
     }
     if (world) world->broadcast_bytes(&decision, sizeof decision, 0);
     if (decision == 1) break;

@@ -2,6 +2,7 @@
 // with its default. User errors print one line and exit with 2 (flags) or 1 (run failed).
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,14 +13,16 @@
 
 namespace {
 
-// Finds FLAG VALUE / FLAG=VALUE among the arguments after the subcommand.
-std::string find_value(int argc, char** argv, const std::string& flag) {
+// The value of the last FLAG VALUE / FLAG=VALUE among the arguments after the subcommand (the
+// last, as the flag parser takes it); nullopt when FLAG is not there.
+std::optional<std::string> find_value(int argc, char** argv, const std::string& flag) {
+  std::optional<std::string> v;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == flag && i + 1 < argc) return argv[i + 1];
-    if (a.rfind(flag + "=", 0) == 0) return a.substr(flag.size() + 1);
+    if (a == flag && i + 1 < argc) v = argv[i + 1];
+    if (a.rfind(flag + "=", 0) == 0) v = a.substr(flag.size() + 1);
   }
-  return {};
+  return v;
 }
 
 // The long flags on the command line after the subcommand, without dashes or values.
@@ -72,13 +75,17 @@ int easel_main(int argc, char** argv) {
   std::vector<std::string> args;
   for (int i = argc - 1; i >= 1; --i)
     args.emplace_back(argv[i]);  // CLI11 wants reverse order
-  const std::string cfg_file = find_value(argc, argv, "--config");
-  const std::string resume_dir = find_value(argc, argv, "--resume");
+  const std::string cfg_file = find_value(argc, argv, "--config").value_or("");
+  const std::optional<std::string> resume_dir = find_value(argc, argv, "--resume");
   const bool is_train = argc > 1 && std::strcmp(argv[1], "train") == 0;
-  if (is_train && !resume_dir.empty()) {
+  if (is_train && resume_dir && resume_dir->empty()) {
+    std::fprintf(stderr, "easel: --resume: needs the directory of the run to continue\n");
+    return 2;
+  }
+  if (is_train && resume_dir) {
     // The run's own config.json, as a config file's keys; what the command line may change
     // is checked there.
-    auto extra = cli::resume_args(resume_dir, given_flags(argc, argv), bools);
+    auto extra = cli::resume_args(*resume_dir, given_flags(argc, argv), bools);
     if (!extra.ok()) {
       std::fprintf(stderr, "easel: %s\n", extra.status().message().c_str());
       return 2;

@@ -90,21 +90,29 @@ std::string hms(double s) {
 // Writes text to path atomically (temporary file, then rename).
 bool write_atomic(const fs::path& path, const std::string& text);
 
-// Keeps the lines of metrics.jsonl up to the checkpoint's step (a run killed after an
-// evaluation's line but before its checkpoint would otherwise log that step twice).
+// Keeps the records of metrics.jsonl up to the checkpoint's step: a run killed after an
+// evaluation's line but before its checkpoint would otherwise log that step twice, and one
+// killed while writing a line leaves half a line. Drops those, and says how many it dropped.
 Status trim_metrics(const fs::path& path, int64_t step) {
   std::ifstream in(path);
   if (!in) return {};  // none yet: the resumed run starts it
   std::string kept, line;
+  int dropped = 0;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     json j = json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.contains("step") || !j["step"].is_number_integer())
-      return data_error(path.string() + ": a line is not a metrics record");
-    if (j["step"].get<int64_t>() <= step) kept += line + "\n";
+    if (!j.is_discarded() && j.contains("step") && j["step"].is_number_integer() &&
+        j["step"].get<int64_t>() <= step)
+      kept += line + "\n";
+    else
+      ++dropped;
   }
   in.close();
+  if (dropped == 0) return {};
   if (!write_atomic(path, kept)) return io_error("cannot rewrite " + path.string());
+  log_warn("train", path.string() + ": dropped " + std::to_string(dropped) +
+                        " line(s) past the checkpoint's step " + std::to_string(step) +
+                        " or not a metrics record");
   return {};
 }
 
@@ -112,18 +120,25 @@ class Reporter final : public TrainObserver {
  public:
   // resume_step >= 0: a resumed run; metrics.jsonl is trimmed to that step and opened for
   // appending at the first evaluation (after the trainer has accepted the checkpoint).
+  // config_text: written to config.json at on_start, once the trainer has accepted the
+  // checkpoint (a refused --resume leaves the run's files as they were).
   Reporter(std::ofstream& metrics, const std::string& mode, std::string checkpoint_path,
-           fs::path metrics_path, int64_t resume_step)
+           fs::path metrics_path, int64_t resume_step, std::string config_text)
       : metrics_(metrics),
         checkpoint_path_(std::move(checkpoint_path)),
         metrics_path_(std::move(metrics_path)),
-        resume_step_(resume_step) {
+        resume_step_(resume_step),
+        config_text_(std::move(config_text)) {
     bar_ = mode == "bar" || (mode == "auto" && isatty(STDERR_FILENO));
     lines_ = mode == "lines" || (mode == "auto" && !bar_);
     t0_ = std::chrono::steady_clock::now();
   }
 
   void on_start(const RunInfo& info) override {
+    if (!config_text_.empty() && !metrics_path_.empty() &&
+        !write_atomic(metrics_path_.parent_path() / "config.json", config_text_))
+      log_error("train",
+                "cannot rewrite " + (metrics_path_.parent_path() / "config.json").string());
     std::printf(
         "easel: %s on %s, %zu group(s) x %d thread(s), %lld params, %.2f MFLOP/image, "
         "%lld iterations (%lld per epoch), layout %s\n",
@@ -231,6 +246,7 @@ class Reporter final : public TrainObserver {
   std::string checkpoint_path_;  // empty: none
   fs::path metrics_path_;
   int64_t resume_step_ = -1;
+  std::string config_text_;
   bool bar_ = false, lines_ = false, dirty_ = false;
   double last_line_ = 0;
   std::chrono::steady_clock::time_point t0_;
@@ -311,8 +327,8 @@ Result<std::vector<std::string>> resume_args(const std::string& dir,
                                              const std::vector<std::string>& given,
                                              const std::vector<std::string>& boolean_flags) {
   static const char* const kMayChange[] = {
-      "resume",    "iterations", "epochs",      "target-accuracy", "eval-every",   "progress",
-      "log-level", "prefetch",   "no-prefetch", "checkpoint",      "no-checkpoint"};
+      "resume",    "iterations", "epochs",      "target-accuracy", "eval-every",    "progress",
+      "log-level", "prefetch",   "no-prefetch", "checkpoint",      "no-checkpoint", "help"};
   for (const std::string& g : given)
     if (std::find(std::begin(kMayChange), std::end(kMayChange), g) == std::end(kMayChange))
       return invalid_argument("--resume: --" + g +
@@ -323,8 +339,14 @@ Result<std::vector<std::string>> resume_args(const std::string& dir,
   json j = json::parse(f, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     return data_error("--resume: " + path.string() + ": not a JSON object");
+  // --epochs alone replaces the run's length in iterations, if it had one.
+  const auto given_has = [&](const char* f) {
+    return std::find(given.begin(), given.end(), f) != given.end();
+  };
+  const bool epochs_only = given_has("epochs") && !given_has("iterations");
   std::vector<std::string> args;
   for (const auto& [key, v] : j.items()) {
+    if (epochs_only && key == "iterations") continue;
     const bool is_bool =
         std::find(boolean_flags.begin(), boolean_flags.end(), key) != boolean_flags.end();
     std::string value;
@@ -359,6 +381,10 @@ int run_train(const TrainConfig& cfg_in) {
   }
   std::optional<Checkpoint> resume;
   if (!cfg.resume.empty()) {
+    if (process_count() > 1) {
+      std::fprintf(stderr, "easel: --resume: checkpoints are for single-process runs\n");
+      return 2;
+    }
     if (!cfg.out.empty() && fs::path(cfg.out) != fs::path(cfg.resume)) {
       std::fprintf(stderr, "easel: --out: a resumed run goes on in its own directory (%s)\n",
                    cfg.resume.c_str());
@@ -428,12 +454,17 @@ int run_train(const TrainConfig& cfg_in) {
       std::fprintf(stderr, "easel: --out: cannot write %s\n", (out / "metrics.jsonl").c_str());
       return 1;
     }
-    write_atomic(out / "config.json", config_json(cfg).dump(2) + "\n");
+    if (!resume) write_atomic(out / "config.json", config_json(cfg).dump(2) + "\n");
+    if (resume && !cfg.checkpoint)
+      log_warn("train", "--no-checkpoint: " + (out / "checkpoint.bin").string() +
+                            " stays at step " + std::to_string(resume->iterations_done) +
+                            "; a later --resume goes on from there");
   }
 
   Reporter reporter(
       metrics, cfg.progress, writer && cfg.checkpoint ? (out / "checkpoint.bin").string() : "",
-      writer ? out / "metrics.jsonl" : fs::path(), resume ? resume->iterations_done : -1);
+      writer ? out / "metrics.jsonl" : fs::path(), resume ? resume->iterations_done : -1,
+      resume ? config_json(cfg).dump(2) + "\n" : "");
   auto result = train(cfg, data.value(), &reporter, {}, resume ? &*resume : nullptr);
   if (!result.ok()) {
     std::fprintf(stderr, "easel: %s\n", result.status().message().c_str());

@@ -147,6 +147,55 @@ TEST(Resume, RefusesAnotherRunsCheckpoint) {
   EXPECT_NE(r.status().message().find("already did 9 of its 9"), std::string::npos);
 }
 
+TEST(Resume, RefusesWhatCannotGoOnAndSurvivesAFailedWrite) {
+  TrainConfig c = config("sync-easgd", 2);
+  c.iterations = 18;
+  c.lr_policy = "poly";
+  c.lr_power = 1.0;
+  Keeper keep(9);
+  ASSERT_TRUE(train(c, small_data(), &keep).ok());
+  ASSERT_TRUE(keep.kept.has_value());
+  EXPECT_EQ(keep.kept->total_iterations, 18);
+  // poly's rate depends on the length.
+  c.iterations = 27;
+  auto r = train(c, small_data(), nullptr, {}, &*keep.kept);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--lr-policy poly"), std::string::npos);
+  c.iterations = 18;
+  EXPECT_TRUE(train(c, small_data(), nullptr, {}, &*keep.kept).ok());
+  // Counts that do not add up (a hand-made or damaged checkpoint with a valid hash).
+  Checkpoint bad = *keep.kept;
+  bad.turn = 5;
+  r = train(c, small_data(), nullptr, {}, &bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("do not add up"), std::string::npos);
+  bad = *keep.kept;
+  bad.groups[1].steps += 1;
+  EXPECT_FALSE(train(c, small_data(), nullptr, {}, &bad).ok());
+  // A target already reached.
+  c.target_accuracy = keep.kept->best_accuracy > 0 ? keep.kept->best_accuracy : 0.01;
+  bad = *keep.kept;
+  bad.best_accuracy = c.target_accuracy;
+  r = train(c, small_data(), nullptr, {}, &bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("already reached --target-accuracy"), std::string::npos);
+
+  // A checkpoint that cannot be written (disk full, --out gone) is logged; training goes on.
+  struct Failing : TrainObserver {
+    bool wants_checkpoints() const override { return true; }
+    Status on_checkpoint(const Checkpoint&) override {
+      ++calls;
+      return io_error("no space left");
+    }
+    int calls = 0;
+  } failing;
+  TrainConfig f = config("msgd", 1);
+  auto ok = train(f, small_data(), &failing);
+  ASSERT_TRUE(ok.ok()) << ok.status().to_string();
+  EXPECT_EQ(ok->steps, 45);
+  EXPECT_EQ(failing.calls, 5);
+}
+
 TEST(CheckpointFile, DamagedFilesGiveOneErrorNamingThem) {
   Checkpoint ck;
   ck.identity = "x";

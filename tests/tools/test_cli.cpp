@@ -200,8 +200,10 @@ TEST(Cli, ResumeGoesOnFromTheCheckpoint) {
   ASSERT_EQ(o.code, 0) << o.err;
   ASSERT_TRUE(fs::exists(run / "checkpoint.bin"));
   // As if the run had been killed after logging an evaluation its checkpoint missed.
-  { std::ofstream(run / "metrics.jsonl", std::ios::app) << "{\"step\": 50}\n"; }
+  // As if killed while writing a line, too.
+  { std::ofstream(run / "metrics.jsonl", std::ios::app) << "{\"step\": 50}\n{\"step\": 6"; }
   const std::string ck = slurp(run / "checkpoint.bin");
+  const std::string config = slurp(run / "config.json");
 
   o = easel("train --resume " + run.string() + " --lr 0.5");
   EXPECT_EQ(o.code, 2);
@@ -212,10 +214,17 @@ TEST(Cli, ResumeGoesOnFromTheCheckpoint) {
   o = easel("train --resume " + (d / "nothing").string());
   EXPECT_EQ(o.code, 2);
   EXPECT_NE(o.err.find("config.json: no such file"), std::string::npos) << o.err;
+  o = easel("train --resume=");
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("--resume: needs the directory"), std::string::npos) << o.err;
   o = easel("train --resume " + run.string());  // 40 of 40 done
   EXPECT_EQ(o.code, 1);
   EXPECT_NE(o.err.find("already did 40 of its 40"), std::string::npos) << o.err;
+  o = easel("train --resume " + run.string() + " --iterations 30");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.err.find("already did 40 of its 30"), std::string::npos) << o.err;
   EXPECT_EQ(slurp(run / "checkpoint.bin"), ck);
+  EXPECT_EQ(slurp(run / "config.json"), config);  // a refused resume changes nothing
 
   o = easel("train --resume " + run.string() + " --iterations 60 --progress none");
   ASSERT_EQ(o.code, 0) << o.err;
@@ -228,6 +237,11 @@ TEST(Cli, ResumeGoesOnFromTheCheckpoint) {
   const auto s = nlohmann::json::parse(slurp(run / "summary.json"));
   EXPECT_EQ(s["steps"], 60);
   EXPECT_EQ(nlohmann::json::parse(slurp(run / "config.json"))["iterations"], 60);
+
+  // --epochs alone replaces a length given in iterations: 512 images / (2 x 16) = 16 per epoch.
+  o = easel("train --resume " + run.string() + " --epochs 5");
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(run / "summary.json"))["steps"], 80);
 
   // A damaged checkpoint: one line naming it, nothing rewritten.
   std::string bad = slurp(run / "checkpoint.bin");
