@@ -13,39 +13,13 @@
 #include "algos/trainer.hpp"
 #include "engine/comm/comm.hpp"
 #include "engine/span_ops.hpp"
+#include "tests/algos/small_run.hpp"
 
 namespace easel {
 namespace {
 
-DataSplit& small_data() {
-  static DataSplit d = [] {
-    auto r = load_data("synthetic:1024:1x8x8:4", MemKind::dram, 3);
-    EXPECT_TRUE(r.ok()) << r.status().to_string();
-    return std::move(r).value();
-  }();
-  return d;
-}
-
-TrainConfig small_config(const std::string& algo, int groups) {
-  TrainConfig c;
-  c.net = "mlp";
-  c.data = "synthetic";
-  c.algo = algo;
-  c.iterations = 120;
-  c.eval_every = 60;
-  c.batch = 16;
-  c.lr = 0.05;
-  c.lr_policy = "fixed";
-  c.momentum = 0.9;
-  c.weight_decay = 1e-4;
-  c.rho = 1.0;
-  c.seed = 42;
-  c.plan.groups = std::to_string(groups);
-  c.plan.threads_per_group = 1;
-  c.plan.oversubscribe = true;
-  c.progress = "none";
-  return c;
-}
+using test::small_config;
+using test::small_data;
 
 TrainSummary run(const TrainConfig& c, TrainObserver* obs = nullptr) {
   auto r = train(c, small_data(), obs);

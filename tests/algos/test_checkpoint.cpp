@@ -12,37 +12,20 @@
 
 #include "algos/checkpoint.hpp"
 #include "algos/trainer.hpp"
+#include "tests/algos/small_run.hpp"
 
 namespace easel {
 namespace {
 
-DataSplit& small_data() {
-  static DataSplit d = [] {
-    auto r = load_data("synthetic:1024:1x8x8:4", MemKind::dram, 3);
-    EXPECT_TRUE(r.ok()) << r.status().to_string();
-    return std::move(r).value();
-  }();
-  return d;
-}
+using test::small_data;
 
+// The shared small problem, in rounds of 9 iterations (sync-easgd's rounds end at odd exchange
+// counts) and with a schedule whose rate moves every step.
 TrainConfig config(const std::string& algo, int groups) {
-  TrainConfig c;
-  c.net = "mlp";
-  c.data = "synthetic";
-  c.algo = algo;
+  TrainConfig c = test::small_config(algo, groups);
   c.iterations = 45;
-  c.eval_every = 9;  // rounds end at odd exchange counts
-  c.batch = 16;
-  c.lr = 0.05;
+  c.eval_every = 9;
   c.lr_policy = "inv";
-  c.momentum = 0.9;
-  c.weight_decay = 1e-4;
-  c.rho = 1.0;
-  c.seed = 42;
-  c.plan.groups = std::to_string(groups);
-  c.plan.threads_per_group = 1;
-  c.plan.oversubscribe = true;
-  c.progress = "none";
   return c;
 }
 
