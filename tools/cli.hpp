@@ -21,9 +21,11 @@ std::vector<std::string> flag_names(const CLI::App& app);
 
 // `easel train --resume DIR`: DIR/config.json as flags (placed before the real ones, as a
 // config file's), after checking that `given` (the flags on the command line, without dashes
-// or values) change nothing a checkpoint fixes. Errors name the file or the flag.
+// or values) change nothing a checkpoint fixes. Every key must be one of `known_flags`.
+// Errors name the file and key, or the flag.
 Result<std::vector<std::string>> resume_args(const std::string& dir,
                                              const std::vector<std::string>& given,
+                                             const std::vector<std::string>& known_flags,
                                              const std::vector<std::string>& boolean_flags);
 
 // Subcommands. Each returns the process exit code.

@@ -85,7 +85,8 @@ int easel_main(int argc, char** argv) {
   if (is_train && resume_dir) {
     // The run's own config.json, as a config file's keys; what the command line may change
     // is checked there.
-    auto extra = cli::resume_args(*resume_dir, given_flags(argc, argv), bools);
+    auto extra =
+        cli::resume_args(*resume_dir, given_flags(argc, argv), cli::flag_names(*train), bools);
     if (!extra.ok()) {
       std::fprintf(stderr, "easel: %s\n", extra.status().message().c_str());
       return 2;

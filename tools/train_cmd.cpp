@@ -325,6 +325,7 @@ bool write_atomic(const fs::path& path, const std::string& text) {
 
 Result<std::vector<std::string>> resume_args(const std::string& dir,
                                              const std::vector<std::string>& given,
+                                             const std::vector<std::string>& known_flags,
                                              const std::vector<std::string>& boolean_flags) {
   static const char* const kMayChange[] = {
       "resume",    "iterations", "epochs",      "target-accuracy", "eval-every",    "progress",
@@ -347,6 +348,8 @@ Result<std::vector<std::string>> resume_args(const std::string& dir,
   std::vector<std::string> args;
   for (const auto& [key, v] : j.items()) {
     if (epochs_only && key == "iterations") continue;
+    if (std::find(known_flags.begin(), known_flags.end(), key) == known_flags.end())
+      return data_error("--resume: " + path.string() + ": unknown key '" + key + "'");
     const bool is_bool =
         std::find(boolean_flags.begin(), boolean_flags.end(), key) != boolean_flags.end();
     std::string value;

@@ -214,6 +214,14 @@ TEST(Cli, ResumeGoesOnFromTheCheckpoint) {
   o = easel("train --resume " + (d / "nothing").string());
   EXPECT_EQ(o.code, 2);
   EXPECT_NE(o.err.find("config.json: no such file"), std::string::npos) << o.err;
+  {  // a config.json with a key no flag has: named, nothing run
+    const fs::path odd = d / "odd";
+    fs::create_directories(odd);
+    std::ofstream(odd / "config.json") << "{\"algo\": \"msgd\", \"colour\": \"blue\"}";
+    o = easel("train --resume " + odd.string());
+    EXPECT_EQ(o.code, 2);
+    EXPECT_NE(o.err.find("config.json: unknown key 'colour'"), std::string::npos) << o.err;
+  }
   o = easel("train --resume=");
   EXPECT_EQ(o.code, 2);
   EXPECT_NE(o.err.find("--resume: needs the directory"), std::string::npos) << o.err;
