@@ -7,6 +7,40 @@
 
 namespace easel {
 
+namespace {
+
+// S[0, m) = the sum of w[v] + c over the P arenas in the shared-memory Comm's binomial-tree
+// order (pairs (v, v+1), then (v, v+2), ...); tmp holds at least P chunks. Returns S: tmp's
+// first chunk, or w[0] + c itself when P == 1.
+const float* tree_sum(std::span<const float* const> w, int64_t c, int64_t m, float* tmp) {
+  const int p = static_cast<int>(w.size());
+  if (p == 1) return w[0] + c;
+  for (int v = 0; v < p; v += 2) {
+    float* a = tmp + static_cast<size_t>(v) * kCentreChunk;
+    const float* w0 = w[static_cast<size_t>(v)] + c;
+    if (v + 1 < p) {
+      const float* w1 = w[static_cast<size_t>(v + 1)] + c;
+#pragma omp simd
+      for (int64_t i = 0; i < m; ++i)
+        a[i] = w0[i] + w1[i];
+    } else {
+      span_copy(a, w0, m);
+    }
+  }
+  for (int mask = 2; mask < p; mask <<= 1) {
+    for (int v = 0; v + mask < p; v += 2 * mask) {
+      float* a = tmp + static_cast<size_t>(v) * kCentreChunk;
+      const float* b = tmp + static_cast<size_t>(v + mask) * kCentreChunk;
+#pragma omp simd
+      for (int64_t i = 0; i < m; ++i)
+        a[i] = a[i] + b[i];
+    }
+  }
+  return tmp;
+}
+
+}  // namespace
+
 void centre_update_slice(std::span<const float* const> w, const float* c_old, float* c_new,
                          float alpha, int64_t lo, int64_t hi, std::vector<float>& tmp) {
   const int p = static_cast<int>(w.size());
@@ -14,36 +48,53 @@ void centre_update_slice(std::span<const float* const> w, const float* c_old, fl
   if (tmp.size() < need) tmp.resize(need);
   for (int64_t c = lo; c < hi; c += kCentreChunk) {
     const int64_t m = std::min(kCentreChunk, hi - c);
-    for (int v = 0; v < p; v += 2) {
-      float* a = &tmp[static_cast<size_t>(v) * kCentreChunk];
-      const float* w0 = w[static_cast<size_t>(v)] + c;
-      if (v + 1 < p) {
-        const float* w1 = w[static_cast<size_t>(v + 1)] + c;
-#pragma omp simd
-        for (int64_t i = 0; i < m; ++i)
-          a[i] = w0[i] + w1[i];
-      } else {
-        span_copy(a, w0, m);
-      }
-    }
-    for (int mask = 2; mask < p; mask <<= 1) {
-      for (int v = 0; v + mask < p; v += 2 * mask) {
-        float* a = &tmp[static_cast<size_t>(v) * kCentreChunk];
-        const float* b = &tmp[static_cast<size_t>(v + mask) * kCentreChunk];
-#pragma omp simd
-        for (int64_t i = 0; i < m; ++i)
-          a[i] = a[i] + b[i];
-      }
-    }
+    const float* sum = tree_sum(w, c, m, tmp.data());
     if (p == 1) {
-      elastic_centre_from(c_new + c, c_old + c, tmp.data(), alpha, p, m);
+      elastic_centre_from(c_new + c, c_old + c, sum, alpha, p, m);
     } else {  // every group reads this slice next: streamed (engine/span_ops.hpp)
       float* out = &tmp[static_cast<size_t>(p) * kCentreChunk];
-      elastic_centre_from(out, c_old + c, tmp.data(), alpha, p, m);
+      elastic_centre_from(out, c_old + c, sum, alpha, p, m);
       stream_store(c_new + c, out, m);
     }
   }
   if (p > 1) stream_fence();
+}
+
+void mirrored_exchange(std::span<const Segment> segs, std::span<const float* const> w_all, float* w,
+                       float* w_copy, const float* g, float* v, float* c, float lr, float delta,
+                       float wd, float alpha, bool nesterov, std::vector<float>& tmp) {
+  const int p = static_cast<int>(w_all.size());
+  const int64_t n = segs.empty() ? 0 : segs.back().offset + segs.back().count;
+  if (alpha == 0.f) {  // the plain local step's own code path; the centre stays
+    if (v)
+      elastic_momentum_step(segs, w, g, v, c, lr, delta, wd, 0.f, nesterov);
+    else
+      elastic_sgd_step(segs, w, g, c, lr, wd, 0.f);
+    if (w_copy) {
+      stream_store(w_copy, w, n);
+      stream_fence();
+    }
+    return;
+  }
+  const size_t need = static_cast<size_t>(p) * kCentreChunk;
+  if (tmp.size() < need) tmp.resize(need);
+  for (const Segment& s : segs) {
+    const float l = lr * s.lr_mult, d = wd * s.decay_mult;
+    const int64_t end = s.offset + s.count;
+    for (int64_t b = s.offset; b < end; b += kCentreChunk) {
+      const int64_t m = std::min(kCentreChunk, end - b);
+      // S before w changes (w is one of its terms; with P == 1, w itself: copied).
+      const float* sum = p == 1 ? tmp.data() : tree_sum(w_all, b, m, tmp.data());
+      if (p == 1) span_copy(tmp.data(), w_all[0] + b, m);
+      if (v)
+        elastic_momentum_range(w + b, w + b, g + b, v + b, c + b, m, l, d, delta, alpha, nesterov);
+      else
+        elastic_sgd_range(w + b, w + b, g + b, c + b, m, l, d, alpha);
+      elastic_centre_from(c + b, c + b, sum, alpha, p, m);
+      if (w_copy) stream_store(w_copy + b, w + b, m);
+    }
+  }
+  if (w_copy) stream_fence();
 }
 
 std::pair<int64_t, int64_t> centre_slice(int64_t n, int p, int id) {

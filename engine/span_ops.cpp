@@ -198,6 +198,17 @@ void elastic_momentum_step(std::span<const Segment> segs, float* w, const float*
   }
 }
 
+void elastic_sgd_range(float* w_out, const float* w, const float* g, const float* centre, int64_t n,
+                       float lr_eff, float wd_eff, float alpha) {
+  elastic_sgd_block(w_out, w, g, centre, n, lr_eff, wd_eff, alpha);
+}
+
+void elastic_momentum_range(float* w_out, const float* w, const float* g, float* v,
+                            const float* centre, int64_t n, float lr_eff, float wd_eff, float delta,
+                            float alpha, bool nesterov) {
+  elastic_momentum_block(w_out, w, g, v, centre, n, lr_eff, wd_eff, delta, alpha, nesterov);
+}
+
 void stream_store(float* dst, const float* src, int64_t n) {
   int64_t i = 0;
 #if defined(__AVX512F__)

@@ -44,6 +44,15 @@ void elastic_sgd_step(std::span<const Segment> segs, float* w, const float* g, c
 void elastic_momentum_step(std::span<const Segment> segs, float* w, const float* g, float* v,
                            const float* centre, float lr, float delta, float wd, float alpha,
                            bool nesterov);
+// The elastic steps' element rules over [0, n) of arrays already offset to a segment's piece,
+// with that segment's effective rates (lr' = lr*lr_mult, wd' = wd*decay_mult) and alpha != 0:
+// the new w goes to w_out (w itself, or another buffer). The same bits as the two steps above
+// give for those elements (for kernels that fuse more work into the same pass).
+void elastic_sgd_range(float* w_out, const float* w, const float* g, const float* centre, int64_t n,
+                       float lr_eff, float wd_eff, float alpha);
+void elastic_momentum_range(float* w_out, const float* w, const float* g, float* v,
+                            const float* centre, int64_t n, float lr_eff, float wd_eff, float delta,
+                            float alpha, bool nesterov);
 // Elastic pull applied to a group alone (used when the gradient step was already applied):
 //   w <- w - alpha*(w - centre)
 void elastic_pull(float* w, const float* centre, float alpha, int64_t n);

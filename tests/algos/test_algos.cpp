@@ -82,9 +82,10 @@ class LaggingGroups : public TrainObserver {
   bool lag_;
 };
 
-// The partitioned exchange lets a group run up to about one step ahead of the others (counters
-// instead of barriers, double-buffered weights): with groups lagging at random-looking steps it
-// must still give the bits of the barrier-based exchange (--pack per-layer).
+// The single-process exchanges (mirrored with 2 groups, partitioned with 3) let a group run up to
+// about one step ahead of the others (counters instead of barriers, double-buffered weights):
+// with groups lagging at random-looking steps they must still give the bits of the
+// barrier-based exchange (--pack per-layer).
 TEST(SyncEasgd, PartitionedExchangeWithLaggingGroupsEqualsBarrierExchange) {
   for (int groups : {2, 3})
     for (int tau : {1, 2})
@@ -161,6 +162,77 @@ TEST(SyncEasgd, CentreUpdatedBySlicesEqualsReduceThenUpdate) {
     EXPECT_EQ(covered, n) << "p=" << p;
     EXPECT_EQ(got, want) << "p=" << p;
   }
+}
+
+// The mirrored exchange (P <= 2 in the trainer; the kernel takes any P) in one pass equals the
+// partitioned exchange's pieces bit for bit: the centre updated from the tree-order sum, and the
+// group's elastic step from the old centre, for SGD, heavy-ball and Nesterov, alpha 0 included
+// (the plain step; the centre stays), with per-segment multipliers and padding between segments
+// left alone; the streamed copy holds the new weights.
+TEST(SyncEasgd, MirroredExchangeEqualsCentreUpdateThenElasticStep) {
+  std::vector<Segment> segs(3);
+  const int64_t counts[3] = {5000, 37, 20011}, mults[3][2] = {{1, 1}, {2, 0}, {1, 1}};
+  int64_t off = 0;
+  for (size_t k = 0; k < 3; ++k) {
+    segs[k].offset = off;
+    segs[k].count = counts[k];
+    segs[k].lr_mult = static_cast<float>(mults[k][0]);
+    segs[k].decay_mult = static_cast<float>(mults[k][1]);
+    off = (off + counts[k] + kArenaAlign - 1) / kArenaAlign * kArenaAlign + kArenaAlign;
+  }
+  const int64_t n = off;
+  auto in_segment = [&](int64_t i) {
+    for (const Segment& sg : segs)
+      if (i >= sg.offset && i < sg.offset + sg.count) return true;
+    return false;
+  };
+  auto wave = [&](float a, float b, float scale) {
+    std::vector<float> v(static_cast<size_t>(n), 0.f);  // zero padding, as in an arena
+    for (int64_t i = 0; i < n; ++i)
+      if (in_segment(i)) v[i] = std::sin(a * static_cast<float>(i) + b) * scale;
+    return v;
+  };
+  for (int p : {1, 2, 3})
+    for (int rule = 0; rule < 3; ++rule)  // sgd, heavy-ball, nesterov
+      for (float alpha : {0.9f / static_cast<float>(p), 0.f}) {
+        const std::string what = "p=" + std::to_string(p) + " rule " + std::to_string(rule) +
+                                 " alpha " + std::to_string(alpha);
+        std::vector<std::vector<float>> w;
+        for (int v = 0; v < p; ++v)
+          w.push_back(wave(0.37f, static_cast<float>(v), 0.1f));
+        const int self = p - 1;
+        const std::vector<float> g = wave(0.13f, 1.f, 0.02f), v0 = wave(0.05f, 2.f, 0.01f),
+                                 c0 = wave(0.11f, 0.5f, 0.05f);
+        const float lr = 0.05f, delta = 0.9f, wd = 5e-4f;
+        std::vector<const float*> ptrs;
+        for (auto& x : w)
+          ptrs.push_back(x.data());
+
+        std::vector<float> want_c(static_cast<size_t>(n)), tmp;
+        centre_update_slice(ptrs, c0.data(), want_c.data(), alpha, 0, n, tmp);
+        std::vector<float> want_w = w[self], want_v = v0;
+        if (rule == 0)
+          elastic_sgd_step(segs, want_w.data(), g.data(), c0.data(), lr, wd, alpha);
+        else
+          elastic_momentum_step(segs, want_w.data(), g.data(), want_v.data(), c0.data(), lr, delta,
+                                wd, alpha, rule == 2);
+
+        std::vector<float> got_w = w[self], got_v = v0, got_c = c0,
+                           copy(static_cast<size_t>(n), 0.f);
+        ptrs[self] = got_w.data();
+        mirrored_exchange(segs, ptrs, got_w.data(), p > 1 ? copy.data() : nullptr, g.data(),
+                          rule == 0 ? nullptr : got_v.data(), got_c.data(), lr, delta, wd, alpha,
+                          rule == 2, tmp);
+        EXPECT_EQ(got_w, want_w) << what;
+        EXPECT_EQ(got_c, want_c) << what;
+        if (rule != 0) {
+          EXPECT_EQ(got_v, want_v) << what;
+        }
+        if (p > 1) {
+          EXPECT_EQ(copy, want_w) << what;
+        }
+        EXPECT_NE(got_w, w[self]) << what;
+      }
 }
 
 TEST(SyncEasgd, OneGroupRhoZeroEqualsSgdBitForBit) {
