@@ -153,6 +153,8 @@ const char* traffic_name(Traffic t) {
       return "sync-easgd exchange (tree)";
     case Traffic::sync_exchange_partitioned:
       return "sync-easgd exchange (partitioned)";
+    case Traffic::sync_exchange_mirrored:
+      return "sync-easgd exchange (mirrored)";
   }
   return "unknown";
 }
@@ -179,6 +181,8 @@ const char* traffic_formula(Traffic t) {
       return "12 n (P-1) + 16 n P + 12 n";
     case Traffic::sync_exchange_partitioned:
       return "4 n P + 8 n + 16 n P";
+    case Traffic::sync_exchange_mirrored:
+      return "4 n P^2 + 20 n P";
   }
   return "";
 }
@@ -207,6 +211,8 @@ double traffic_bytes(Traffic t, int64_t n_floats, int p) {
       return 12 * n * pm1 + 16 * n * pp + 12 * n;
     case Traffic::sync_exchange_partitioned:
       return 4 * n * pp + 8 * n + 16 * n * pp;
+    case Traffic::sync_exchange_mirrored:
+      return 4 * n * pp * pp + 20 * n * pp;
   }
   return 0;
 }

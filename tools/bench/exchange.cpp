@@ -2,6 +2,7 @@
 // Comm's reduce_sum and broadcast (tree and ring), the fused elastic updates, the momentum
 // update, and Sync EASGD's whole exchange (through the Comm, and partitioned as the trainer runs
 // it in one process); each as bytes moved (bench_model.hpp) per second.
+#include <array>
 #include <cmath>
 
 #include "algos/exchange.hpp"
@@ -182,6 +183,33 @@ Result<ExchangeResult> time_exchange(const Topology& topo, const BenchConfig& cf
           centre_update_slice(ws, c_old, c_new, alpha, lo, hi, tmp[static_cast<size_t>(i)]);
           tree->barrier(i);
           elastic_sgd_step_streamed(segs, w(i), w(i), g(i), c_old, lr, wd, alpha, lo, hi);
+        },
+        false);
+  }
+  if (p == 2) {
+    // algos/sync_easgd.cpp's exchange for two groups (mirrored): each group updates its own
+    // copy of the whole centre from both weights, fused with its elastic step, in one pass, and
+    // streams its new weights into the copy the other reads next (two copies, by parity).
+    // Ordered here by a barrier (the trainer uses a counter per group).
+    std::vector<std::array<Arena, 3>> mir(2);  // per group: its centre, its two shared copies
+    for (int i = 0; i < 2; ++i)
+      for (Arena& a : mir[static_cast<size_t>(i)]) {
+        EASEL_ASSIGN_OR_RETURN(a, Arena::create(n, MemKind::dram));
+        span_copy(a.data(), w(i), n);
+      }
+    std::vector<std::vector<float>> tmp(2);
+    std::vector<int64_t> calls(2, 0);
+    measure(
+        Traffic::sync_exchange_mirrored,
+        [&](int i) {
+          const size_t me = static_cast<size_t>(i), other = 1 - me;
+          const int64_t e = calls[me]++;
+          std::array<const float*, 2> ws{};
+          ws[me] = w(i);
+          ws[other] = mir[other][1 + e % 2].data();
+          tree->barrier(i);
+          mirrored_exchange(segs, ws, w(i), mir[me][1 + (e + 1) % 2].data(), g(i), nullptr,
+                            mir[me][0].data(), lr, 0.f, wd, alpha, false, tmp[me]);
         },
         false);
   }

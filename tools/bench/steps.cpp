@@ -1,9 +1,10 @@
 // Training steps (forward, softmax cross-entropy, backward, momentum update over the flat
 // arena) of the real Net on synthetic inputs, every group on its own pinned WorkerThread, all
 // groups stepping at once; with more than one group, each step ends with sync-easgd's exchange
-// (tau = 1): the trainer's partitioned exchange, the same work, ordered here by two barriers
-// per step where the trainer uses counters that let a group run a step ahead (tools/weak-scaling
-// times the trainer itself). And the layer-level view of one group's step.
+// (tau = 1): the trainer's exchange (mirrored for two groups, else partitioned), the same work,
+// ordered here by barriers where the trainer uses counters that let a group run a step ahead
+// (tools/weak-scaling times the trainer itself). And the layer-level view of one group's step.
+#include <array>
 #include <cmath>
 
 #include "algos/exchange.hpp"
@@ -18,12 +19,14 @@ namespace {
 
 constexpr float kLr = 0.01f, kMomentum = 0.9f, kDecay = 5e-4f;  // Caffe's LeNet solver
 
-// What the groups share for sync-easgd's exchange: the Comm (its barrier), the centre's two
-// buffers (old and new, swapped at every exchange) and every group's weights.
+// What the groups share for sync-easgd's exchange: the Comm (its barrier), and partitioned
+// (P > 2): the centre's two buffers (old and new, swapped at every exchange) and every group's
+// weights; mirrored (P == 2): every group's two published copies of its weights, by parity.
 struct Exchange {
   std::unique_ptr<Comm> comm;
   Arena centre[2];
   std::vector<const float*> weights;
+  std::vector<std::array<float*, 2>> published;
   float alpha = 0;
 };
 
@@ -37,10 +40,13 @@ struct Replica {
   int id = 0;
   int64_t exchanges = 0;
   std::vector<float> sum_tmp;
+  Arena mirror[3];  // mirrored: its own centre, its two published copies
 
-  // One training step; with an Exchange, sync-easgd's (algos/sync_easgd.cpp, partitioned):
-  // between two barriers the group updates its slice of the centre, then it takes its elastic
-  // momentum step (heavy-ball, as momentum_step) from the old centre, the stores other groups
+  // One training step; with an Exchange, sync-easgd's (algos/sync_easgd.cpp). Mirrored: after
+  // a barrier, one pass updates the group's own centre from both weights and takes its elastic
+  // momentum step (heavy-ball, as momentum_step), streaming its new weights into the copy the
+  // other group reads next. Partitioned: between two barriers the group updates its slice of
+  // the centre, then it takes its elastic step from the old centre, the stores other groups
   // read streamed.
   void step(Exchange* ex = nullptr) {
     net->train_step(images.as<float>(), labels.data(), weights.data(), diff.data());
@@ -50,6 +56,17 @@ struct Replica {
       return;
     }
     const int p = static_cast<int>(ex->weights.size());
+    if (!ex->published.empty()) {
+      std::array<const float*, 2> ws{};
+      ws[static_cast<size_t>(id)] = weights.data();
+      ws[static_cast<size_t>(1 - id)] = ex->published[static_cast<size_t>(1 - id)][exchanges % 2];
+      ex->comm->barrier(id);
+      mirrored_exchange(net->params().segments(), ws, weights.data(),
+                        mirror[1 + (exchanges + 1) % 2].data(), diff.data(), momentum.data(),
+                        mirror[0].data(), kLr, kMomentum, kDecay, ex->alpha, false, sum_tmp);
+      exchanges += 1;
+      return;
+    }
     const float* c_old = ex->centre[exchanges % 2].data();
     float* c_new = ex->centre[(exchanges + 1) % 2].data();
     const auto [lo, hi] = centre_slice(weights.size(), p, id);
@@ -146,17 +163,35 @@ Result<StepResult> time_steps(const Topology& topo, const BenchConfig& cfg, cons
     for (Replica& r : reps)
       ex->weights.push_back(r.weights.data());
     Status st;
-    reps[0].worker->run([&] {
-      for (Arena& c : ex->centre) {
-        auto a = Arena::create(reps[0].weights.size(), MemKind::dram);
-        if (!a.ok()) {
-          st = a.status();
-          return;
-        }
-        c = std::move(a).value();
-        span_copy(c.data(), reps[0].weights.data(), c.size());
+    if (p == 2) {
+      for (Replica& r : reps) {
+        r.worker->run([&] {
+          for (Arena& c : r.mirror) {
+            auto a = Arena::create(r.weights.size(), MemKind::dram);
+            if (!a.ok()) {
+              st = a.status();
+              return;
+            }
+            c = std::move(a).value();
+            span_copy(c.data(), r.weights.data(), c.size());
+          }
+        });
+        EASEL_RETURN_IF_ERROR(st);
+        ex->published.push_back({r.mirror[1].data(), r.mirror[2].data()});
       }
-    });
+    }
+    if (p > 2)
+      reps[0].worker->run([&] {
+        for (Arena& c : ex->centre) {
+          auto a = Arena::create(reps[0].weights.size(), MemKind::dram);
+          if (!a.ok()) {
+            st = a.status();
+            return;
+          }
+          c = std::move(a).value();
+          span_copy(c.data(), reps[0].weights.data(), c.size());
+        }
+      });
     EASEL_RETURN_IF_ERROR(st);
   }
   // run_together wants the workers in a vector of their own; the replicas keep ownership.
