@@ -1,5 +1,5 @@
 // Checkpoints: a run resumed from one equals the run that never stopped, bit for bit, for every
-// deterministic algorithm (including sync-easgd's double-buffered partitioned exchange, stopped
+// deterministic algorithm (including sync-easgd's mirrored and partitioned exchanges, double-buffered,
 // at an odd exchange count, and its overlapped variant); the asynchronous ones go on from their
 // centre and counters; a checkpoint of another run, or a damaged file, gives one clear error.
 #include <gtest/gtest.h>
@@ -81,6 +81,7 @@ INSTANTIATE_TEST_SUITE_P(Algorithms, ResumeEqualsUninterrupted,
                                            std::make_tuple("sgd", 1, 1, "off"),
                                            std::make_tuple("sync-sgd", 2, 1, "off"),
                                            std::make_tuple("sync-easgd", 2, 1, "off"),
+                                           std::make_tuple("sync-easgd", 2, 2, "off"),
                                            std::make_tuple("sync-easgd", 3, 2, "off"),
                                            std::make_tuple("sync-easgd", 2, 1, "on"),
                                            std::make_tuple("easgd-rr", 2, 1, "off")));
