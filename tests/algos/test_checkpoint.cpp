@@ -1,7 +1,8 @@
 // Checkpoints: a run resumed from one equals the run that never stopped, bit for bit, for every
-// deterministic algorithm (including sync-easgd's mirrored and partitioned exchanges, double-buffered,
-// at an odd exchange count, and its overlapped variant); the asynchronous ones go on from their
-// centre and counters; a checkpoint of another run, or a damaged file, gives one clear error.
+// deterministic algorithm (including sync-easgd's double-buffered mirrored and partitioned
+// exchanges, stopped at an odd exchange count, and its overlapped variant); the asynchronous ones
+// go on from their centre and counters; a checkpoint of another run, or a damaged file, gives
+// one clear error.
 #include <gtest/gtest.h>
 
 #include <cmath>
