@@ -48,10 +48,12 @@ struct AlgoParams {
 };
 
 // Where a group's time goes. compute: forward, backward and local update; comm: moving
-// parameters (reduce, broadcast, centre reads and writes); wait: blocked on a lock, a barrier
-// or a turn. preempted: not a share of the others but a part of them (mostly of compute): the
-// time the group's thread was runnable while another thread had its cpu (Linux schedstat;
-// thread_runqueue_seconds), measured by the trainer around each round; 0 where unknown.
+// parameters (reduce, broadcast, centre reads and writes; an exchange fused with the local
+// update in one pass, as easgd-rr's, hogwild-easgd's and sync-easgd's mirrored one, counts here
+// whole); wait: blocked on a lock, a barrier or a turn. preempted: not a share of the others but a
+// part of them (mostly of compute): the time the group's thread was runnable while another thread
+// had its cpu (Linux schedstat; thread_runqueue_seconds), measured by the trainer around each
+// round; 0 where unknown.
 struct GroupTimes {
   double compute = 0, comm = 0, wait = 0, preempted = 0;
 };

@@ -25,9 +25,9 @@
 // its own copy of Wc and updates all of it from every group's weights in the same pass as its
 // elastic step, so that no group writes a centre the other reads (only the weights cross
 // between cores, streamed into two published copies by parity), and one counter per group
-// orders it. Measured 1.4-1.7% more pair throughput than the partitioned exchange on LeNet
-// (docs/PERFORMANCE.md); the partitioned one reads less of the other groups' data from P = 3.
-// Its pass is timed as comm: it is the exchange, with the group's local update inside it.
+// orders it. Measured 0.6-1.7% (about 1%) more pair throughput than the partitioned exchange on
+// LeNet (docs/PERFORMANCE.md); the partitioned one reads less of the other groups' data from
+// P = 3. Its pass is timed as comm, as every fused exchange is (algos/algorithm.hpp GroupTimes).
 // On GPUs with resident weights (Run::resident, --reduce tree, --overlap off): the same with
 // NCCL: Wc lives on group 0's GPU, every other group keeps a copy on its own GPU, S is reduced
 // into group 0's GPU and the updated Wc broadcast into the copies; only the batch crosses the
@@ -98,7 +98,6 @@ class SyncEasgd final : public Algorithm {
       const size_t p = run.groups.size();
       mirror_centres_.resize(p);
       sum_tmp_.assign(p, std::vector<float>(p * static_cast<size_t>(kCentreChunk)));
-      mirror_ptrs_.assign(p, std::vector<const float*>(p));
       for (size_t j = 0; j < p; ++j) {
         Group& g = *run.groups[j];
         if (j > 0) {
@@ -106,7 +105,7 @@ class SyncEasgd final : public Algorithm {
                                  arena_on(g, run.arena_floats(), run.centre.kind()));
           span_copy(mirror_centres_[j].data(), run.centre.data(), run.arena_floats());
         }
-        for (int b = 0; b < 2; ++b) {
+        for (int b = 0; b < 2 && p > 1; ++b) {  // one group alone reads only its own
           EASEL_ASSIGN_OR_RETURN(Arena sb, arena_on(g, run.arena_floats(), g.weights.kind()));
           span_copy(sb.data(), g.weights.data(), run.arena_floats());
           shared_by_parity_[b].push_back(sb.data());
@@ -276,14 +275,15 @@ class SyncEasgd final : public Algorithm {
     const size_t i = static_cast<size_t>(g.id);
     const int64_t e = exchanges_[i];
     wait_for_all(run, g, published_.get(), e + 1);
-    std::vector<const float*>& all = mirror_ptrs_[i];
-    for (size_t j = 0; j < all.size(); ++j)
+    std::array<const float*, 2> all{};  // P <= 2
+    for (size_t j = 0; j < static_cast<size_t>(run.size()); ++j)
       all[j] = j == i ? g.weights.data() : shared_by_parity_[e % 2][j];
     float* copy = p.tau == 1 && run.size() > 1 ? shared_by_parity_[(e + 1) % 2][i] : nullptr;
     float* c = i == 0 ? run.centre.data() : mirror_centres_[i].data();
     {
       ScopedTimer t(&g.times.comm);
-      mirrored_exchange(run.segments(), all, g.weights.data(), copy, g.diff.data(),
+      mirrored_exchange(run.segments(), std::span(all.data(), static_cast<size_t>(run.size())),
+                        g.weights.data(), copy, g.diff.data(),
                         p.momentum == 0 ? nullptr : g.momentum.data(), c, lr, p.momentum,
                         p.weight_decay, alpha, p.nesterov, sum_tmp_[i]);
     }
@@ -399,19 +399,23 @@ class SyncEasgd final : public Algorithm {
     }
   }
 
-  bool partitioned_ = false;           // see the file comment
-  bool mirrored_ = false;              // partitioned with P <= 2: exchange_mirrored
-  std::vector<Arena> mirror_centres_;  // mirrored: [i] is group i's Wc (i > 0)
-  std::vector<Arena> shared_w_;        // mirrored: every group's two shared W buffers
-  std::array<std::vector<float*>, 2> shared_by_parity_;
-  std::vector<std::vector<const float*>> mirror_ptrs_;  // mirrored: per group, P weights
-  Arena centre2_;                                       // partitioned: Wc's second buffer
-  std::vector<int64_t> exchanges_;           // [i]: exchanges group i has made (its thread only)
-  std::vector<std::vector<float>> sum_tmp_;  // partitioned: per group, P chunks of the sum
-  // Partitioned: each group's second weights buffer, every group's two buffers by exchange
-  // parity, and the groups' counters.
+  bool partitioned_ = false;        // see the file comment
+  bool mirrored_ = false;           // partitioned's conditions with P <= 2: exchange_mirrored
+  std::vector<int64_t> exchanges_;  // [i]: exchanges group i has made (its thread only)
+  // Per group, the chunks of the sum (partitioned: P + 1, mirrored: P).
+  std::vector<std::vector<float>> sum_tmp_;
+  // Partitioned: Wc's second buffer, each group's second weights buffer and every group's two
+  // weights buffers by exchange parity.
+  Arena centre2_;
   std::vector<Arena> alt_weights_;
   std::array<std::vector<float*>, 2> weights_by_parity_;
+  // Mirrored: group i's own Wc ([0] unused: group 0's is run.centre), and with P == 2 every
+  // group's two shared copies of its weights (shared_w_ owns them; shared_by_parity_[b][i] is
+  // group i's copy for the exchanges of parity b).
+  std::vector<Arena> mirror_centres_;
+  std::vector<Arena> shared_w_;
+  std::array<std::vector<float*>, 2> shared_by_parity_;
+  // The groups' counters: published (both exchanges), summed (partitioned only).
   std::unique_ptr<Counter[]> published_, summed_;
   std::vector<Arena> send_;           // overlap: each group's weights at the exchange
   Arena host_centre_, host_scratch_;  // overlap on GPUs: the master Wc and the sum, pinned

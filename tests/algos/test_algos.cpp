@@ -86,7 +86,7 @@ class LaggingGroups : public TrainObserver {
 // about one step ahead of the others (counters instead of barriers, double-buffered weights):
 // with groups lagging at random-looking steps they must still give the bits of the
 // barrier-based exchange (--pack per-layer).
-TEST(SyncEasgd, PartitionedExchangeWithLaggingGroupsEqualsBarrierExchange) {
+TEST(SyncEasgd, SingleProcessExchangeWithLaggingGroupsEqualsBarrierExchange) {
   for (int groups : {2, 3})
     for (int tau : {1, 2})
       for (double momentum : {0.9, 0.0}) {

@@ -96,7 +96,7 @@ enum class Traffic {
   momentum_step,
   sync_exchange,
   sync_exchange_partitioned,
-  sync_exchange_mirrored,
+  sync_exchange_mirrored,  // as the bench times it: SGD, P == 2 (loads P + 2, stores 3 arenas)
 };
 const char* traffic_name(Traffic t);
 // Bytes moved by one call (all ranks together; per-group ops counted once per group, P groups).

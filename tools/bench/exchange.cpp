@@ -1,7 +1,8 @@
 // The exchange of the flat arena among P groups (one pinned thread each): the shared-memory
 // Comm's reduce_sum and broadcast (tree and ring), the fused elastic updates, the momentum
-// update, and Sync EASGD's whole exchange (through the Comm, and partitioned as the trainer runs
-// it in one process); each as bytes moved (bench_model.hpp) per second.
+// update, and Sync EASGD's whole exchange (through the Comm; partitioned, as the trainer runs it
+// in one process with three groups or more; mirrored, as it runs it with two); each as bytes
+// moved (bench_model.hpp) per second.
 #include <array>
 #include <cmath>
 
@@ -190,7 +191,9 @@ Result<ExchangeResult> time_exchange(const Topology& topo, const BenchConfig& cf
     // algos/sync_easgd.cpp's exchange for two groups (mirrored): each group updates its own
     // copy of the whole centre from both weights, fused with its elastic step, in one pass, and
     // streams its new weights into the copy the other reads next (two copies, by parity).
-    // Ordered here by a barrier (the trainer uses a counter per group).
+    // Ordered here by a barrier (the trainer uses a counter per group); a second one, which its
+    // order does not need, makes its call pay the same synchronisation as the partitioned one's
+    // above, so that the two figures differ by their work only.
     std::vector<std::array<Arena, 3>> mir(2);  // per group: its centre, its two shared copies
     for (int i = 0; i < 2; ++i)
       for (Arena& a : mir[static_cast<size_t>(i)]) {
@@ -210,6 +213,7 @@ Result<ExchangeResult> time_exchange(const Topology& topo, const BenchConfig& cf
           tree->barrier(i);
           mirrored_exchange(segs, ws, w(i), mir[me][1 + (e + 1) % 2].data(), g(i), nullptr,
                             mir[me][0].data(), lr, 0.f, wd, alpha, false, tmp[me]);
+          tree->barrier(i);
         },
         false);
   }
