@@ -30,6 +30,9 @@ struct GroupCheckpoint {
   int64_t staleness_sum = 0, staleness_count = 0, staleness_max = 0;
 };
 
+// In a checkpoint's identity, what precedes TrainConfig::settings (when it is set).
+inline constexpr const char* kSettingsMark = "; settings ";
+
 struct Checkpoint {
   // What the run must match to continue from it (algorithm, net, data, groups, batch, arena
   // size), as the trainer writes it; compared whole on resume.

@@ -375,7 +375,8 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
   const std::string identity = "algo " + algo->name() + ", net " + spec.name + ", data " +
                                cfg.data + " (" + std::to_string(train_count) + " images), " +
                                std::to_string(p) + " group(s), batch " + std::to_string(cfg.batch) +
-                               ", " + std::to_string(run.arena_floats()) + " parameters";
+                               ", " + std::to_string(run.arena_floats()) + " parameters" +
+                               (cfg.settings.empty() ? "" : kSettingsMark + cfg.settings);
   if (resume) {
     if (world) return invalid_argument("--resume: checkpoints are for single-process runs");
     EASEL_RETURN_IF_ERROR(restore_run(*resume, identity, *algo, run));

@@ -54,6 +54,9 @@ struct TrainConfig {
   bool checkpoint = true;  // write --out/checkpoint.bin after every evaluation
   std::string resume;      // a run's --out to continue from (its config.json and checkpoint.bin)
   std::string log_level;   // empty: EASEL_LOG or info
+  // Every other setting that fixes the run, as its front end writes them (easel train: the
+  // config.json keys a resumed run may not change, as JSON); part of a checkpoint's identity.
+  std::string settings;
 };
 
 // Reads a TOML config file and returns it as command-line arguments ("--key=value", in file

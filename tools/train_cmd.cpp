@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -335,8 +336,13 @@ Result<std::vector<std::string>> resume_args(const std::string& dir,
       return invalid_argument("--resume: --" + g +
                               " cannot change when a run continues (its config.json fixes it)");
   const fs::path path = fs::path(dir) / "config.json";
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    return not_found("--resume: " + path.string() + ": no such file (not a run's --out?)");
+  if (!fs::is_regular_file(path, ec))
+    return data_error("--resume: " + path.string() + ": not a regular file");
   std::ifstream f(path);
-  if (!f) return not_found("--resume: " + path.string() + ": no such file (not a run's --out?)");
+  if (!f) return io_error("--resume: " + path.string() + ": cannot be read");
   json j = json::parse(f, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     return data_error("--resume: " + path.string() + ": not a JSON object");
@@ -370,8 +376,46 @@ Result<std::vector<std::string>> resume_args(const std::string& dir,
   return args;
 }
 
+namespace {
+
+// The config.json keys a resumed run may change (cli::resume_args's list, as keys).
+bool may_change_on_resume(const std::string& key) {
+  return key == "iterations" || key == "epochs" || key == "target-accuracy" ||
+         key == "eval-every" || key == "prefetch" || key == "checkpoint";
+}
+
+json fixed_settings(const TrainConfig& c) {
+  json j = config_json(c);
+  for (auto it = j.begin(); it != j.end();)
+    it = may_change_on_resume(it.key()) ? j.erase(it) : std::next(it);
+  return j;
+}
+
+// A resumed run's settings against its checkpoint's: the first key that differs, named with
+// the run's config.json (an edit there would otherwise go on silently with other settings).
+Status check_settings(const Checkpoint& ck, const TrainConfig& cfg) {
+  const size_t at = ck.identity.find(kSettingsMark);
+  if (at == std::string::npos) return {};  // not written by easel train: the identity decides
+  const json had = json::parse(ck.identity.substr(at + std::strlen(kSettingsMark)), nullptr, false);
+  if (had.is_discarded() || !had.is_object()) return {};
+  const json now = fixed_settings(cfg);
+  const std::string file = (fs::path(cfg.resume) / "config.json").string();
+  for (const auto& [key, v] : now.items()) {
+    if (!had.contains(key) || had[key] != v)
+      return invalid_argument("--resume: " + file + ": '" + key + "' is " + v.dump() +
+                              ", but the checkpoint's run had " +
+                              (had.contains(key) ? had[key].dump() : std::string("no such key")) +
+                              " (only --iterations, --epochs, --target-accuracy, --eval-every, "
+                              "--prefetch and --checkpoint may change)");
+  }
+  return {};
+}
+
+}  // namespace
+
 int run_train(const TrainConfig& cfg_in) {
   TrainConfig cfg = cfg_in;
+  cfg.settings = fixed_settings(cfg).dump();
   if (Status st = validate_config(cfg); !st.ok()) {
     std::fprintf(stderr, "easel: %s\n", st.message().c_str());
     return 2;
@@ -400,6 +444,10 @@ int run_train(const TrainConfig& cfg_in) {
       return 2;
     }
     resume = std::move(ck).value();
+    if (Status st = check_settings(*resume, cfg); !st.ok()) {
+      std::fprintf(stderr, "easel: %s\n", st.message().c_str());
+      return 2;
+    }
   }
   if (cfg.out.empty()) cfg.out = default_out(cfg.algo);
   const fs::path out(cfg.out);
@@ -450,14 +498,20 @@ int run_train(const TrainConfig& cfg_in) {
         return 1;
       }
     } else {
-      fs::remove(out / "checkpoint.bin", ec);  // a fresh run here: not its checkpoint
+      // A fresh run here: the earlier run's checkpoint and summary go (--overwrite), so that a
+      // run that fails leaves no results of another beside its own.
+      fs::remove(out / "checkpoint.bin", ec);
+      fs::remove(out / "summary.json", ec);
       metrics.open(out / "metrics.jsonl", std::ios::trunc);
     }
     if (!resume && !metrics) {
       std::fprintf(stderr, "easel: --out: cannot write %s\n", (out / "metrics.jsonl").c_str());
       return 1;
     }
-    if (!resume) write_atomic(out / "config.json", config_json(cfg).dump(2) + "\n");
+    if (!resume && !write_atomic(out / "config.json", config_json(cfg).dump(2) + "\n")) {
+      std::fprintf(stderr, "easel: --out: cannot write %s\n", (out / "config.json").c_str());
+      return 1;
+    }
     if (resume && !cfg.checkpoint)
       log_warn("train", "--no-checkpoint: " + (out / "checkpoint.bin").string() +
                             " stays at step " + std::to_string(resume->iterations_done) +

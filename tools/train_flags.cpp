@@ -21,7 +21,15 @@ std::vector<std::string> add_train_flags(CLI::App& app, TrainConfig& c) {
   opt("--momentum", c.momentum,
       "momentum mu (msgd, sync-sgd, async-msgd) or the groups' delta (async-measgd, sync-easgd)");
   opt("--weight-decay", c.weight_decay, "L2 weight decay");
-  opt("--seed", c.seed, "seed of the initial weights, shuffling and dropout");
+  app.add_option("--seed", c.seed, "seed of the initial weights, shuffling and dropout")
+      ->capture_default_str()
+      ->check(
+          [](const std::string& v) -> std::string {  // no sign, no wrap-around past 2^64 - 1
+            const bool digits = !v.empty() && v.size() <= 19 &&
+                                v.find_first_not_of("0123456789") == std::string::npos;
+            return digits ? "" : "'" + v + "' is not a whole number from 0 to 10^19 - 1";
+          },
+          "SEED");
   opt("--groups", c.plan.groups, "worker groups: a count, 'auto' (one per core) or 'numa'");
   opt("--threads-per-group", c.plan.threads_per_group, "threads in each group (0: derive)");
   opt("--threads", c.plan.threads, "total threads (0: all cores)");

@@ -77,7 +77,8 @@ TEST(Cli, BadFlagsAreOneLineErrors) {
   for (const char* args :
        {"train --no-such-flag", "train --batch abc", "train --batch 0", "train --lr -1",
         "train --momentum 1.5", "train --algo nope", "train --lr-policy cosine",
-        "train --placement weights=fast", "train --layout chwn", "frobnicate"}) {
+        "train --placement weights=fast", "train --layout chwn", "train --seed -1",
+        "train --seed 99999999999999999999", "train --seed 1.5", "frobnicate"}) {
     Out o = easel(args);
     EXPECT_EQ(o.code, 2) << args << ": " << o.err;
     EXPECT_FALSE(o.err.empty()) << args;
@@ -85,6 +86,8 @@ TEST(Cli, BadFlagsAreOneLineErrors) {
   }
   Out o = easel("train --batch 0");
   EXPECT_NE(o.err.find("--batch"), std::string::npos) << o.err;
+  o = easel("train --seed -1");  // not wrapped around to 2^64 - 1
+  EXPECT_NE(o.err.find("--seed: '-1' is not a whole number"), std::string::npos) << o.err;
 }
 
 TEST(Cli, MissingDataNamesThePath) {
@@ -153,6 +156,13 @@ TEST(Cli, TrainWritesMetricsAndSummaryAndNeverOverwrites) {
   EXPECT_EQ(slurp(d / "run" / "summary.json"), before);
   o = easel(std::string("train") + kTiny + out + " --overwrite");
   EXPECT_EQ(o.code, 0) << o.err;
+  // An --overwrite run that fails (diverges) leaves no summary of the run it replaced beside
+  // its own config and metrics.
+  o = easel(std::string("train") + kTiny + out + " --overwrite --lr 10 --alpha 1");
+  EXPECT_EQ(o.code, 1) << o.err;
+  EXPECT_NE(o.err.find("diverged"), std::string::npos) << o.err;
+  EXPECT_FALSE(fs::exists(d / "run" / "summary.json"));
+  EXPECT_EQ(nlohmann::json::parse(slurp(d / "run" / "config.json"))["alpha"], 1.0);
 }
 
 TEST(Cli, StopsAtTargetAndRecordsTheTime) {
@@ -221,6 +231,25 @@ TEST(Cli, ResumeGoesOnFromTheCheckpoint) {
     o = easel("train --resume " + odd.string());
     EXPECT_EQ(o.code, 2);
     EXPECT_NE(o.err.find("config.json: unknown key 'colour'"), std::string::npos) << o.err;
+  }
+  {  // config.json edited in a setting the checkpoint fixes, or not a file: named, nothing run
+    const fs::path edited = d / "edited";
+    fs::create_directories(edited);
+    fs::copy_file(run / "checkpoint.bin", edited / "checkpoint.bin");
+    auto j = nlohmann::json::parse(config);
+    j["layout"] = "nchw";
+    std::ofstream(edited / "config.json") << j.dump(2);
+    o = easel("train --resume " + edited.string() + " --iterations 60");
+    EXPECT_EQ(o.code, 2);
+    EXPECT_NE(o.err.find("config.json: 'layout' is \"nchw\", but the checkpoint's run had"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    fs::remove(edited / "config.json");
+    fs::create_directories(edited / "config.json");
+    o = easel("train --resume " + edited.string() + " --iterations 60");
+    EXPECT_EQ(o.code, 2);
+    EXPECT_NE(o.err.find("config.json: not a regular file"), std::string::npos) << o.err;
   }
   o = easel("train --resume=");
   EXPECT_EQ(o.code, 2);
