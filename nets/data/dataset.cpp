@@ -41,6 +41,13 @@ Result<DataSplit> load_dir(const fs::path& dir, const std::string& name, MemKind
   DataSplit split;
   EASEL_ASSIGN_OR_RETURN(split.train, read_idx(train_images, train_labels, name + "/train", kind));
   EASEL_ASSIGN_OR_RETURN(split.test, read_idx(test_images, test_labels, name + "/test", kind));
+  const auto dims = [](const Dataset& d) {
+    return std::to_string(d.channels) + "x" + std::to_string(d.height) + "x" +
+           std::to_string(d.width);
+  };
+  if (dims(split.test) != dims(split.train))
+    return data_error(test_images + ": its images are " + dims(split.test) + ", but " +
+                      train_images + "'s are " + dims(split.train));
   return split;
 }
 

@@ -346,6 +346,20 @@ TEST_F(LoadDataTest, DirectoryWithBadFileNamesIt) {
       << r.status().message();
 }
 
+// A test set whose images have another shape than the training set's (the same bytes read as
+// other rows and columns) is refused, naming both files, not evaluated on silently.
+TEST_F(LoadDataTest, TestImagesOfAnotherShapeAreRefused) {
+  write_set();
+  write_plain(path("t10k-images-idx3-ubyte"),
+              idx_file(kImages, {2, kCols, kRows}, Bytes(24)));  // the same bytes, transposed
+  auto r = load_data(dir_.string(), MemKind::dram, 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::data_error);
+  const std::string m = r.status().message();
+  EXPECT_NE(m.find(path("t10k-images-idx3-ubyte") + ": its images are 1x"), std::string::npos) << m;
+  EXPECT_NE(m.find("train-images-idx3-ubyte.gz's are 1x"), std::string::npos) << m;
+}
+
 TEST(LoadData, BadSpecs) {
   for (const char* spec :
        {"synthetic:0", "synthetic:-5", "synthetic:abc", "synthetic:10:3x32", "synthetic:10:0x4x4",
