@@ -240,6 +240,18 @@ Result<GroupPlan> make_plan(const Topology& topo, const PlanRequest& req) {
   }
   const int cores = topo.core_count();
   if (cores == 0) return unavailable("the topology has no cores");
+  // Even oversubscribed, at most 64 threads per core in all (every group is a replica of the
+  // net with its own arenas): a count past it is a typo, not a study, and would take the
+  // machine's memory before anything ran.
+  const int64_t max_threads = std::max<int64_t>(64, 64 * static_cast<int64_t>(cores));
+  const auto too_many = [&](const std::string& what, int64_t n) {
+    return invalid_argument(
+        what + " " + std::to_string(n) + " is more than " + std::to_string(max_threads) +
+        " threads (64 per core of this machine's " + std::to_string(cores) + ")");
+  };
+  if (req.threads > max_threads) return too_many("--threads", req.threads);
+  if (req.threads_per_group > max_threads)
+    return too_many("--threads-per-group", req.threads_per_group);
   GroupPlan plan;
 
   // Explicit cpu lists: one group per list, exactly those cpus.
@@ -337,7 +349,12 @@ Result<GroupPlan> make_plan(const Topology& topo, const PlanRequest& req) {
       return invalid_argument("--groups must be a positive number, 'auto' or 'numa' (got '" +
                               req.groups + "')");
     }
+    if (ngroups > max_threads) return too_many("--groups", ngroups);
     const int k = req.threads_per_group > 0 ? req.threads_per_group : std::max(1, pool / ngroups);
+    if (static_cast<int64_t>(ngroups) * k > max_threads)
+      return too_many(
+          "--groups " + req.groups + " x --threads-per-group " + std::to_string(k) + " =",
+          static_cast<int64_t>(ngroups) * k);
     if (req.threads > 0 && req.threads_per_group > 0 && ngroups * k != req.threads) {
       return invalid_argument("--threads " + std::to_string(req.threads) + " is not --groups " +
                               req.groups + " x --threads-per-group " + std::to_string(k));

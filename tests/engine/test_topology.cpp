@@ -168,6 +168,37 @@ TEST(Plan, MoreThreadsThanCoresIsRefused) {
   EXPECT_EQ(p->groups[2].cpus, (std::vector<int>{0, 1, 2, 3}));  // wrapped round-robin
 }
 
+// Even with --oversubscribe, a thread count past 64 per core is refused before anything is
+// allocated for it (2e9 threads per group took gigabytes before the plan was refused).
+TEST(Plan, OversubscriptionHasALimit) {
+  const Topology t = fake_topology();  // 8 cores: at most 512 threads
+  const auto refused = [&](PlanRequest r, const char* flag) {
+    r.oversubscribe = true;
+    auto p = make_plan(t, r);
+    ASSERT_FALSE(p.ok()) << flag;
+    EXPECT_EQ(p.status().code(), Code::invalid_argument);
+    EXPECT_TRUE(contains(p.status().message(), flag)) << p.status().message();
+    EXPECT_TRUE(contains(p.status().message(), "more than 512 threads")) << p.status().message();
+  };
+  PlanRequest r;
+  r.threads_per_group = 2000000000;
+  refused(r, "--threads-per-group 2000000000");
+  r = PlanRequest{};
+  r.threads = 2000000000;
+  refused(r, "--threads 2000000000");
+  r = PlanRequest{};
+  r.groups = "4096";
+  refused(r, "--groups 4096");
+  r.groups = "64";
+  r.threads_per_group = 9;
+  refused(r, "--groups 64 x --threads-per-group 9 = 576");
+  r.threads_per_group = 8;  // 512: at the limit
+  r.oversubscribe = true;
+  auto p = make_plan(t, r);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_EQ(p->total_threads(), 512);
+}
+
 TEST(Plan, BadValuesNameTheFlag) {
   const Topology t = fake_topology();
   for (const char* g : {"0", "-1", "abc", ""}) {
