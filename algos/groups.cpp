@@ -15,7 +15,7 @@ Status build_group(Group& g, const NetSpec& spec, const TrainConfig& cfg, Layout
   const MemKind acts = gpu ? MemKind::device : placement[BufferClass::activations];
   // What the host side of a GPU group fills and the device reads: pinned, so copies are async.
   const MemKind host_io = gpu ? MemKind::pinned_host : placement[BufferClass::activations];
-  EASEL_ASSIGN_OR_RETURN(g.net, Net::create(spec, cfg.batch, layout, dev, acts));
+  EASEL_ASSIGN_OR_RETURN(g.net, Net::create(spec, cfg.batch, layout, dev, acts, local));
   const int64_t n = g.net->params().total_floats();
   EASEL_ASSIGN_OR_RETURN(g.weights, Arena::create(n, arena_kind(BufferClass::weights)));
   EASEL_ASSIGN_OR_RETURN(g.diff, Arena::create(n, arena_kind(BufferClass::grads)));

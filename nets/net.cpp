@@ -1,6 +1,10 @@
 #include "nets/net.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "engine/log.hpp"
 #include "engine/span_ops.hpp"
@@ -43,7 +47,7 @@ Result<Buffer> alloc_floats(int64_t n, MemKind kind) {
 }  // namespace
 
 Result<std::unique_ptr<Net>> Net::create(const NetSpec& spec, int64_t batch, Layout layout,
-                                         Device& device, MemKind activations) {
+                                         Device& device, MemKind activations, int replicas) {
   if (batch <= 0)
     return invalid_argument("--batch: must be positive, got " + std::to_string(batch));
   if (spec.layers.empty()) return invalid_argument("net '" + spec.name + "' has no layers");
@@ -53,6 +57,15 @@ Result<std::unique_ptr<Net>> Net::create(const NetSpec& spec, int64_t batch, Lay
   net->layout_ = layout;
 
   Shape4 shape{batch, spec.channels, spec.height, spec.width};
+  // The activations and their gradients, summed layer by layer before any is allocated: a net
+  // that cannot fit in this machine's memory is refused up front (huge images would otherwise
+  // take the machine's memory page by page).
+  const double memory = is_host_kind(activations)
+                            ? static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
+                                  static_cast<double>(sysconf(_SC_PAGE_SIZE)) /
+                                  std::max(replicas, 1)
+                            : 0;
+  double act_bytes = 0;
   for (const LayerSpec& ls : fuse_relu(spec.layers)) {
     auto layer = std::make_unique<Layer>();
     layer->spec = ls;
@@ -62,6 +75,17 @@ Result<std::unique_ptr<Net>> Net::create(const NetSpec& spec, int64_t batch, Lay
     if (d.kind == OpKind::dropout) d.seed ^= 0x9e3779b97f4a7c15ull * (net->layers_.size() + 1);
     if (std::string why = validate(d); !why.empty())
       return invalid_argument("net '" + spec.name + "', layer " + ls.name + ": " + why);
+    act_bytes += 2.0 * static_cast<double>(dst_shape(d).count()) * sizeof(float);
+    if (memory > 0 && act_bytes > memory) {
+      char gib[32];
+      std::snprintf(gib, sizeof gib, "%.1f", memory * std::max(replicas, 1) / double(1u << 30));
+      return invalid_argument("net '" + spec.name + "' on " + std::to_string(spec.channels) + "x" +
+                              std::to_string(spec.height) + "x" + std::to_string(spec.width) +
+                              " images, batch " + std::to_string(batch) + ", " +
+                              std::to_string(std::max(replicas, 1)) +
+                              " group(s): their activations need more than this machine's " + gib +
+                              " GiB of memory (by layer " + ls.name + ")");
+    }
     const auto shapes = param_shapes(d);
     if (ls.fillers.size() != shapes.size())
       return invalid_argument("net '" + spec.name + "', layer " + ls.name + ": has " +

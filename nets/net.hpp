@@ -51,9 +51,11 @@ struct LayerInfo {
 class Net {
  public:
   // Fills in shapes for `batch` images in `layout`, validates every layer (errors name the
-  // layer), builds each Op on `device` and allocates activations in `activations`.
+  // layer), builds each Op on `device` and allocates activations in `activations`. Refuses,
+  // before allocating any, a net whose host activations (and their gradients), times the
+  // `replicas` of it the process will hold, exceed the machine's physical memory.
   static Result<std::unique_ptr<Net>> create(const NetSpec& spec, int64_t batch, Layout layout,
-                                             Device& device, MemKind activations);
+                                             Device& device, MemKind activations, int replicas = 1);
 
   const NetSpec& spec() const { return spec_; }
   const ArenaLayout& params() const { return params_; }

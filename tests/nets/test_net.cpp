@@ -80,6 +80,29 @@ TEST(Net, RejectsMismatchedClasses) {
   EXPECT_NE(unknown.status().message().find("lenet"), std::string::npos);
 }
 
+// Activations that cannot fit in the machine's memory are refused before any is allocated
+// (images of 4096 x 4096 took the machine's memory page by page); what fits once does not fit
+// for as many groups as it would take.
+TEST(Net, RefusesActivationsLargerThanTheMachine) {
+  auto dev = make_cpu_device(ImplChoice::ref);
+  auto huge = build_model("lenet", {1, 4096, 4096, 10});
+  ASSERT_TRUE(huge.ok()) << huge.status().to_string();
+  auto net = Net::create(huge.value(), 64, Layout::nchw, *dev, MemKind::dram);
+  ASSERT_FALSE(net.ok());
+  EXPECT_EQ(net.status().code(), Code::invalid_argument);
+  EXPECT_NE(net.status().message().find("net 'lenet' on 1x4096x4096 images, batch 64, 1 group(s): "
+                                        "their activations need more than this machine's"),
+            std::string::npos)
+      << net.status().message();
+  auto small = build_model("lenet", {1, 28, 28, 10});
+  ASSERT_TRUE(small.ok());
+  EXPECT_TRUE(Net::create(small.value(), 64, Layout::nchw, *dev, MemKind::dram).ok());
+  auto many = Net::create(small.value(), 64, Layout::nchw, *dev, MemKind::dram, 1 << 30);
+  ASSERT_FALSE(many.ok());
+  EXPECT_NE(many.status().message().find("1073741824 group(s)"), std::string::npos)
+      << many.status().message();
+}
+
 // d mean-loss / d weights of a whole net against central differences, in double-summed loss.
 void check_net_gradient(const std::string& model, ModelInput in, Layout layout, ImplChoice impl,
                         int checks_per_segment = 6) {
