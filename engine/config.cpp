@@ -20,8 +20,9 @@ Result<std::vector<std::string>> config_file_args(const std::string& path,
                                                   const std::vector<std::string>& known_flags,
                                                   const std::vector<std::string>& boolean_flags) {
   std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return not_found("--config: " + path + ": no such file");
   if (!std::filesystem::is_regular_file(path, ec))
-    return not_found("--config: " + path + ": no such file");
+    return invalid_argument("--config: " + path + ": not a regular file");
   toml::table table;
   try {
     table = toml::parse_file(path);

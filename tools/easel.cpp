@@ -35,6 +35,11 @@ std::vector<std::string> given_flags(int argc, char** argv) {
   return out;
 }
 
+bool is_command(const char* a) {
+  return std::strcmp(a, "train") == 0 || std::strcmp(a, "topology") == 0 ||
+         std::strcmp(a, "bench") == 0 || std::strcmp(a, "list") == 0;
+}
+
 }  // namespace
 
 int easel_main(int argc, char** argv) {
@@ -110,7 +115,17 @@ int easel_main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "easel: %s (see easel %s --help)\n", e.what(), argc > 1 ? argv[1] : "");
+    // The subcommand's help when one was named, else easel's own.
+    const bool sub = argc > 1 && is_command(argv[1]);
+    if (argc > 1 && !sub && argv[1][0] != '-') {
+      std::fprintf(stderr,
+                   "easel: unknown command '%s' (commands: train, topology, bench, list; see "
+                   "easel --help)\n",
+                   argv[1]);
+      return 2;
+    }
+    std::fprintf(stderr, "easel: %s (see easel%s%s --help)\n", e.what(), sub ? " " : "",
+                 sub ? argv[1] : "");
     return 2;
   }
   LogLevel level;

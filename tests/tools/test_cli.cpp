@@ -86,6 +86,12 @@ TEST(Cli, BadFlagsAreOneLineErrors) {
   }
   Out o = easel("train --batch 0");
   EXPECT_NE(o.err.find("--batch"), std::string::npos) << o.err;
+  o = easel("frobnicate");
+  EXPECT_NE(o.err.find("unknown command 'frobnicate' (commands: train, topology, bench, list"),
+            std::string::npos)
+      << o.err;
+  o = easel("train --config /");
+  EXPECT_NE(o.err.find("--config: /: not a regular file"), std::string::npos) << o.err;
   o = easel("train --seed -1");  // not wrapped around to 2^64 - 1
   EXPECT_NE(o.err.find("--seed: '-1' is not a whole number"), std::string::npos) << o.err;
 }
