@@ -394,6 +394,10 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
                               std::to_string(cfg.target_accuracy) + " (best " +
                               std::to_string(resume->best_accuracy) + "; give a higher one)");
   }
+  // The centre is what a centre algorithm evaluates: with alpha 0 it never moves.
+  if (algo->uses_centre() && run.params.alpha_at(0) == 0.f && run.params.alpha_at(total - 1) == 0.f)
+    log_warn("train", "alpha is 0 (--alpha 0 or --rho 0): " + algo->name() +
+                          "'s centre never moves, so every evaluation reads the initial weights");
   FinishGuard finish_guard{*algo, run};
   EASEL_RETURN_IF_ERROR(algo->prepare(run));
   if (resume && !resume->centre_momentum.empty()) {
