@@ -10,11 +10,10 @@ namespace easel {
 namespace {
 
 // S[0, m) = the sum of w[v] + c over the P arenas in the shared-memory Comm's binomial-tree
-// order (pairs (v, v+1), then (v, v+2), ...); tmp holds at least P chunks. Returns S: tmp's
-// first chunk, or w[0] + c itself when P == 1.
+// order (pairs (v, v+1), then (v, v+2), ...), into tmp's first chunk (a copy when P == 1, so
+// that the arenas may change after); tmp holds at least P chunks.
 const float* tree_sum(std::span<const float* const> w, int64_t c, int64_t m, float* tmp) {
   const int p = static_cast<int>(w.size());
-  if (p == 1) return w[0] + c;
   for (int v = 0; v < p; v += 2) {
     float* a = tmp + static_cast<size_t>(v) * kCentreChunk;
     const float* w0 = w[static_cast<size_t>(v)] + c;
@@ -83,9 +82,7 @@ void mirrored_exchange(std::span<const Segment> segs, std::span<const float* con
     const int64_t end = s.offset + s.count;
     for (int64_t b = s.offset; b < end; b += kCentreChunk) {
       const int64_t m = std::min(kCentreChunk, end - b);
-      // S before w changes (w is one of its terms; with P == 1, w itself: copied).
-      const float* sum = p == 1 ? tmp.data() : tree_sum(w_all, b, m, tmp.data());
-      if (p == 1) span_copy(tmp.data(), w_all[0] + b, m);
+      const float* sum = tree_sum(w_all, b, m, tmp.data());  // before w, one of its terms, moves
       if (v)
         elastic_momentum_range(w + b, w + b, g + b, v + b, c + b, m, l, d, delta, alpha, nesterov);
       else

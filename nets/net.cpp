@@ -60,12 +60,11 @@ Result<std::unique_ptr<Net>> Net::create(const NetSpec& spec, int64_t batch, Lay
   // The activations and their gradients, summed layer by layer before any is allocated: a net
   // that cannot fit in this machine's memory is refused up front (huge images would otherwise
   // take the machine's memory page by page).
-  const double memory = is_host_kind(activations)
-                            ? static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
-                                  static_cast<double>(sysconf(_SC_PAGE_SIZE)) /
-                                  std::max(replicas, 1)
-                            : 0;
-  double act_bytes = 0;
+  const double memory = is_host_kind(activations) ? static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
+                                                        static_cast<double>(sysconf(_SC_PAGE_SIZE))
+                                                  : 0;
+  const int copies = std::max(replicas, 1);
+  double act_bytes = 0;  // of one replica
   for (const LayerSpec& ls : fuse_relu(spec.layers)) {
     auto layer = std::make_unique<Layer>();
     layer->spec = ls;
@@ -76,13 +75,13 @@ Result<std::unique_ptr<Net>> Net::create(const NetSpec& spec, int64_t batch, Lay
     if (std::string why = validate(d); !why.empty())
       return invalid_argument("net '" + spec.name + "', layer " + ls.name + ": " + why);
     act_bytes += 2.0 * static_cast<double>(dst_shape(d).count()) * sizeof(float);
-    if (memory > 0 && act_bytes > memory) {
+    if (memory > 0 && act_bytes * copies > memory) {
       char gib[32];
-      std::snprintf(gib, sizeof gib, "%.1f", memory * std::max(replicas, 1) / double(1u << 30));
+      std::snprintf(gib, sizeof gib, "%.1f", memory / double(1u << 30));
       return invalid_argument("net '" + spec.name + "' on " + std::to_string(spec.channels) + "x" +
                               std::to_string(spec.height) + "x" + std::to_string(spec.width) +
                               " images, batch " + std::to_string(batch) + ", " +
-                              std::to_string(std::max(replicas, 1)) +
+                              std::to_string(copies) +
                               " group(s): their activations need more than this machine's " + gib +
                               " GiB of memory (by layer " + ls.name + ")");
     }
