@@ -35,11 +35,6 @@ std::vector<std::string> given_flags(int argc, char** argv) {
   return out;
 }
 
-bool is_command(const char* a) {
-  return std::strcmp(a, "train") == 0 || std::strcmp(a, "topology") == 0 ||
-         std::strcmp(a, "bench") == 0 || std::strcmp(a, "list") == 0;
-}
-
 }  // namespace
 
 int easel_main(int argc, char** argv) {
@@ -116,12 +111,15 @@ int easel_main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // The subcommand's help when one was named, else easel's own.
-    const bool sub = argc > 1 && is_command(argv[1]);
+    std::string commands;
+    bool sub = false;
+    for (const CLI::App* c : app.get_subcommands([](const CLI::App*) { return true; })) {
+      commands += (commands.empty() ? "" : ", ") + c->get_name();
+      sub = sub || (argc > 1 && c->get_name() == argv[1]);
+    }
     if (argc > 1 && !sub && argv[1][0] != '-') {
-      std::fprintf(stderr,
-                   "easel: unknown command '%s' (commands: train, topology, bench, list; see "
-                   "easel --help)\n",
-                   argv[1]);
+      std::fprintf(stderr, "easel: unknown command '%s' (commands: %s; see easel --help)\n",
+                   argv[1], commands.c_str());
       return 2;
     }
     std::fprintf(stderr, "easel: %s (see easel%s%s --help)\n", e.what(), sub ? " " : "",

@@ -324,15 +324,26 @@ bool write_atomic(const fs::path& path, const std::string& text) {
 
 }  // namespace
 
+namespace {
+
+// What a resumed run may change: these flags, and the config.json keys of the same names; every
+// other setting is fixed by the run's config.json and checked against its checkpoint.
+constexpr const char* kMayChange[] = {
+    "resume",    "iterations", "epochs",      "target-accuracy", "eval-every",    "progress",
+    "log-level", "prefetch",   "no-prefetch", "checkpoint",      "no-checkpoint", "help"};
+
+bool may_change_on_resume(const std::string& key) {
+  return std::find(std::begin(kMayChange), std::end(kMayChange), key) != std::end(kMayChange);
+}
+
+}  // namespace
+
 Result<std::vector<std::string>> resume_args(const std::string& dir,
                                              const std::vector<std::string>& given,
                                              const std::vector<std::string>& known_flags,
                                              const std::vector<std::string>& boolean_flags) {
-  static const char* const kMayChange[] = {
-      "resume",    "iterations", "epochs",      "target-accuracy", "eval-every",    "progress",
-      "log-level", "prefetch",   "no-prefetch", "checkpoint",      "no-checkpoint", "help"};
   for (const std::string& g : given)
-    if (std::find(std::begin(kMayChange), std::end(kMayChange), g) == std::end(kMayChange))
+    if (!may_change_on_resume(g))
       return invalid_argument("--resume: --" + g +
                               " cannot change when a run continues (its config.json fixes it)");
   const fs::path path = fs::path(dir) / "config.json";
@@ -378,12 +389,6 @@ Result<std::vector<std::string>> resume_args(const std::string& dir,
 
 namespace {
 
-// The config.json keys a resumed run may change (cli::resume_args's list, as keys).
-bool may_change_on_resume(const std::string& key) {
-  return key == "iterations" || key == "epochs" || key == "target-accuracy" ||
-         key == "eval-every" || key == "prefetch" || key == "checkpoint";
-}
-
 json fixed_settings(const TrainConfig& c) {
   json j = config_json(c);
   for (auto it = j.begin(); it != j.end();)
@@ -399,14 +404,17 @@ Status check_settings(const Checkpoint& ck, const TrainConfig& cfg) {
   const json had = json::parse(ck.identity.substr(at + std::strlen(kSettingsMark)), nullptr, false);
   if (had.is_discarded() || !had.is_object()) return {};
   const json now = fixed_settings(cfg);
+  const json all = config_json(cfg);
+  std::string changeable;  // the config keys kMayChange names
+  for (const char* k : kMayChange)
+    if (all.contains(k)) changeable += (changeable.empty() ? "--" : ", --") + std::string(k);
   const std::string file = (fs::path(cfg.resume) / "config.json").string();
   for (const auto& [key, v] : now.items()) {
     if (!had.contains(key) || had[key] != v)
       return invalid_argument("--resume: " + file + ": '" + key + "' is " + v.dump() +
                               ", but the checkpoint's run had " +
                               (had.contains(key) ? had[key].dump() : std::string("no such key")) +
-                              " (only --iterations, --epochs, --target-accuracy, --eval-every, "
-                              "--prefetch and --checkpoint may change)");
+                              " (only " + changeable + " may change)");
   }
   return {};
 }

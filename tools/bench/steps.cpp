@@ -6,6 +6,7 @@
 // (tools/weak-scaling times the trainer itself). And the layer-level view of one group's step.
 #include <array>
 #include <cmath>
+#include <span>
 
 #include "algos/exchange.hpp"
 #include "engine/arena.hpp"
@@ -79,6 +80,23 @@ struct Replica {
     exchanges += 1;
   }
 };
+
+// Fills `arenas` with copies of `from`, allocated on `worker`'s thread (first touch).
+Status copies_on(WorkerThread& worker, std::span<Arena> arenas, const Arena& from) {
+  Status st;
+  worker.run([&] {
+    for (Arena& c : arenas) {
+      auto a = Arena::create(from.size(), MemKind::dram);
+      if (!a.ok()) {
+        st = a.status();
+        return;
+      }
+      c = std::move(a).value();
+      span_copy(c.data(), from.data(), c.size());
+    }
+  });
+  return st;
+}
 
 Layout layout_of(const BenchConfig& cfg) {
   return cfg.layout == "nchw" ? Layout::nchw : Layout::nhwc;
@@ -162,37 +180,14 @@ Result<StepResult> time_steps(const Topology& topo, const BenchConfig& cfg, cons
     ex->alpha = 0.9f / static_cast<float>(p);  // the trainer's default (beta = 0.9)
     for (Replica& r : reps)
       ex->weights.push_back(r.weights.data());
-    Status st;
-    if (p == 2) {
+    if (p == 2) {  // mirrored: every group's own centre and published copies, on its thread
       for (Replica& r : reps) {
-        r.worker->run([&] {
-          for (Arena& c : r.mirror) {
-            auto a = Arena::create(r.weights.size(), MemKind::dram);
-            if (!a.ok()) {
-              st = a.status();
-              return;
-            }
-            c = std::move(a).value();
-            span_copy(c.data(), r.weights.data(), c.size());
-          }
-        });
-        EASEL_RETURN_IF_ERROR(st);
+        EASEL_RETURN_IF_ERROR(copies_on(*r.worker, r.mirror, r.weights));
         ex->published.push_back({r.mirror[1].data(), r.mirror[2].data()});
       }
+    } else {  // partitioned: the centre's two buffers on group 0's thread
+      EASEL_RETURN_IF_ERROR(copies_on(*reps[0].worker, ex->centre, reps[0].weights));
     }
-    if (p > 2)
-      reps[0].worker->run([&] {
-        for (Arena& c : ex->centre) {
-          auto a = Arena::create(reps[0].weights.size(), MemKind::dram);
-          if (!a.ok()) {
-            st = a.status();
-            return;
-          }
-          c = std::move(a).value();
-          span_copy(c.data(), reps[0].weights.data(), c.size());
-        }
-      });
-    EASEL_RETURN_IF_ERROR(st);
   }
   // run_together wants the workers in a vector of their own; the replicas keep ownership.
   for (auto& r : reps)
