@@ -135,6 +135,10 @@ Status validate_config(const TrainConfig& c) {
   EASEL_RETURN_IF_ERROR(check_range("--weight-decay", c.weight_decay, 0, 1));
   if (c.rho != -1) EASEL_RETURN_IF_ERROR(check_range("--rho", c.rho, 0, 1e3));
   if (c.alpha != -1) EASEL_RETURN_IF_ERROR(check_range("--alpha", c.alpha, 0, 1));
+  if (c.alpha != -1 && c.rho != -1)
+    return invalid_argument(
+        "--alpha and --rho: give one (--alpha fixes the elastic step, --rho "
+        "makes it lr * rho)");
   if (c.tau < 1 || c.tau > 1000000) return invalid_argument("--tau: must be in [1, 1000000]");
   EASEL_RETURN_IF_ERROR(check_range("--target-accuracy", c.target_accuracy, 0, 1));
   if (c.eval_every < 0) return invalid_argument("--eval-every: must be >= 0");

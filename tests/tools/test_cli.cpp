@@ -78,7 +78,8 @@ TEST(Cli, BadFlagsAreOneLineErrors) {
        {"train --no-such-flag", "train --batch abc", "train --batch 0", "train --lr -1",
         "train --momentum 1.5", "train --algo nope", "train --lr-policy cosine",
         "train --placement weights=fast", "train --layout chwn", "train --seed -1",
-        "train --seed 99999999999999999999", "train --seed 1.5", "frobnicate"}) {
+        "train --seed 99999999999999999999", "train --seed 1.5", "train --alpha 0.1 --rho 1",
+        "frobnicate"}) {
     Out o = easel(args);
     EXPECT_EQ(o.code, 2) << args << ": " << o.err;
     EXPECT_FALSE(o.err.empty()) << args;
@@ -90,6 +91,8 @@ TEST(Cli, BadFlagsAreOneLineErrors) {
   EXPECT_NE(o.err.find("unknown command 'frobnicate' (commands: train, topology, list, bench"),
             std::string::npos)
       << o.err;
+  o = easel("train --alpha 0.1 --rho 1");  // alpha would win silently
+  EXPECT_NE(o.err.find("--alpha and --rho: give one"), std::string::npos) << o.err;
   o = easel("train --config /");
   EXPECT_NE(o.err.find("--config: /: not a regular file"), std::string::npos) << o.err;
   o = easel("train --seed -1");  // not wrapped around to 2^64 - 1
