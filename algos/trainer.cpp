@@ -84,6 +84,14 @@ Result<AlgoParams> make_params(const TrainConfig& c, int64_t total_iterations, i
     return invalid_argument("--collective: '" + c.collective + "' (accepted: tree, ring)");
   return p;
 }
+
+// P groups (over all ranks) for `algo`, or why not.
+Status check_group_count(const Algorithm& algo, int p) {
+  if (p > algo.max_groups())
+    return invalid_argument("--groups: " + algo.name() + " runs on one group, the plan has " +
+                            std::to_string(p) + " (use a multi-group algorithm, e.g. sync-easgd)");
+  return {};
+}
 }  // namespace
 
 Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo, const GpuBackend& gpu) {
@@ -115,6 +123,7 @@ Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo, cons
     EASEL_ASSIGN_OR_RETURN(GroupPlan plan, make_plan(topo, req));
     for (size_t i = 0; i < plan.groups.size(); ++i)
       plan.groups[i].gpu = ordinals[i];
+    EASEL_RETURN_IF_ERROR(check_group_count(*algo, n));
     return plan;
   }
   if (algo->max_groups() == 1 && req.groups == "auto" && req.cpu_lists.empty()) {
@@ -122,7 +131,10 @@ Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo, cons
     if (req.threads_per_group == 0)
       req.threads_per_group = req.threads > 0 ? req.threads : topo.core_count();
   }
-  return make_plan(topo, req);
+  EASEL_ASSIGN_OR_RETURN(GroupPlan plan, make_plan(topo, req));
+  // Refused here too, so that `easel topology` shows no plan that `easel train` would refuse.
+  EASEL_RETURN_IF_ERROR(check_group_count(*algo, static_cast<int>(plan.groups.size())));
+  return plan;
 }
 
 Status validate_config(const TrainConfig& c) {
@@ -258,9 +270,7 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
                               " (give every rank the same cores, or an explicit --groups)");
   }
   const int p = local * ranks;  // P, the groups of the whole run
-  if (p > algo->max_groups())
-    return invalid_argument("--groups: " + algo->name() + " runs on one group, the plan has " +
-                            std::to_string(p) + " (use a multi-group algorithm, e.g. sync-easgd)");
+  EASEL_RETURN_IF_ERROR(check_group_count(*algo, p));
 
   EASEL_ASSIGN_OR_RETURN(
       NetSpec spec, build_model(cfg.net, {data.train.channels, data.train.height, data.train.width,

@@ -194,6 +194,11 @@ TEST(Cli, TopologyPrintsThePlanAndRefusesOversubscription) {
   EXPECT_NE(o.err.find("--oversubscribe"), std::string::npos) << o.err;
   o = easel("topology --groups 64 --oversubscribe");
   EXPECT_EQ(o.code, 0) << o.err;
+  // No plan that train would refuse: a one-group algorithm on two groups.
+  o = easel("topology --algo msgd --groups 2 --oversubscribe");
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("msgd runs on one group"), std::string::npos) << o.err;
+  EXPECT_EQ(o.out.find("plan for"), std::string::npos) << o.out;
 }
 
 }  // namespace
