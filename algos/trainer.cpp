@@ -104,9 +104,10 @@ Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo, cons
     auto gpus = gpu.list();
     if (!gpus.ok()) return unavailable("--device " + cfg.device + ": " + gpus.status().message());
     std::vector<int> ordinals = dev.ordinals;
-    if (ordinals.empty())
+    if (ordinals.empty())  // every GPU; a one-group algorithm the first
       for (const GpuInfo& g : *gpus)
-        ordinals.push_back(g.ordinal);
+        if (ordinals.size() < static_cast<size_t>(algo->max_groups()))
+          ordinals.push_back(g.ordinal);
     for (int o : ordinals)
       if (o >= static_cast<int>(gpus->size()))
         return invalid_argument("--device " + cfg.device + ": there is no GPU " +

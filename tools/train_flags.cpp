@@ -50,7 +50,8 @@ std::vector<std::string> add_train_flags(CLI::App& app, TrainConfig& c) {
       "fast-kernel arithmetic: fp32 or bf16 (bf16 compute; f32 master weights, gradients, "
       "momentum)");
   opt("--device", c.device,
-      "where the groups run: cpu, cuda (one worker group per GPU) or cuda:0,1,... (those GPUs)");
+      "where the groups run: cpu, cuda (one worker group per GPU; sgd and msgd: the first) or "
+      "cuda:0,1,... (those GPUs)");
   opt("--rho", c.rho, "EASGD elastic coefficient rho: alpha = lr * rho (-1: unset)");
   opt("--alpha", c.alpha,
       "fixed EASGD moving rate alpha (-1: unset; both unset: alpha = 0.9 / groups)");

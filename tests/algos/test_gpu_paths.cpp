@@ -411,10 +411,24 @@ TEST(GpuPaths, RefusalsNameTheFlag) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("--placement weights"), std::string::npos)
       << r.status().message();
-  c = config("msgd", "cuda");  // two GPUs: msgd runs on one group
+  c = config("msgd", "cuda:0,1");  // msgd runs on one group
   r = train(c, small_data(), nullptr, fake_backend());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("--groups"), std::string::npos) << r.status().message();
+}
+
+// --device cuda picks every GPU, and a one-group algorithm the first, as on the CPU it plans
+// one group of every core.
+TEST(GpuPaths, OneGroupAlgorithmTakesTheFirstGpu) {
+  g_gpu_count = 2;
+  Topology topo = detect_topology().value();
+  auto plan = plan_groups(config("msgd", "cuda"), topo, fake_backend());
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ASSERT_EQ(plan->groups.size(), 1u);
+  EXPECT_EQ(plan->groups[0].gpu, 0);
+  plan = plan_groups(config("sync-easgd", "cuda"), topo, fake_backend());
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->groups.size(), 2u);
 }
 
 }  // namespace
