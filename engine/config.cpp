@@ -50,6 +50,7 @@ Result<std::vector<std::string>> config_file_args(const std::string& path,
     std::string value;
     if (auto s = node.as_string()) {
       value = s->get();
+      if (value.empty()) return data_error(where + ": key '" + key + "' is empty");
     } else if (auto i = node.as_integer()) {
       value = std::to_string(i->get());
     } else if (auto f = node.as_floating_point()) {

@@ -1,5 +1,6 @@
 // easel: train, topology, list, bench. `easel --help` and `easel SUBCOMMAND --help` list every flag
 // with its default. User errors print one line and exit with 2 (flags) or 1 (run failed).
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -33,6 +34,24 @@ std::vector<std::string> given_flags(int argc, char** argv) {
     if (a.rfind("--", 0) == 0 && a.size() > 2) out.push_back(a.substr(2, a.find('=') - 2));
   }
   return out;
+}
+
+// The first flag given twice, or given an empty value (`--out=`, `--out ""`: the flag parser
+// would take the next argument as the value, or read a number as 0), among the arguments after
+// the subcommand; an empty string when there is none. The last value would win silently.
+std::string repeated_or_empty(int argc, char** argv) {
+  std::vector<std::string> seen;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.empty()) return std::string(i > 2 ? argv[i - 1] : "an argument") + ": empty value";
+    if (a.rfind("--", 0) != 0 || a.size() == 2) continue;
+    const size_t eq = a.find('=');
+    const std::string name = a.substr(0, eq);
+    if (eq != std::string::npos && eq + 1 == a.size()) return name + ": empty value";
+    if (std::find(seen.begin(), seen.end(), name) != seen.end()) return name + ": given twice";
+    seen.push_back(name);
+  }
+  return {};
 }
 
 }  // namespace
@@ -71,6 +90,10 @@ int easel_main(int argc, char** argv) {
   bench::BenchFlags bench_flags;
   CLI::App* bench = cli::add_bench_flags(app, bench_flags);
 
+  if (const std::string bad = repeated_or_empty(argc, argv); !bad.empty()) {
+    std::fprintf(stderr, "easel: %s\n", bad.c_str());
+    return 2;
+  }
   // A config file's keys become flags placed before the real ones, so the real ones win.
   std::vector<std::string> args;
   for (int i = argc - 1; i >= 1; --i)
@@ -78,10 +101,6 @@ int easel_main(int argc, char** argv) {
   const std::string cfg_file = find_value(argc, argv, "--config").value_or("");
   const std::optional<std::string> resume_dir = find_value(argc, argv, "--resume");
   const bool is_train = argc > 1 && std::strcmp(argv[1], "train") == 0;
-  if (is_train && resume_dir && resume_dir->empty()) {
-    std::fprintf(stderr, "easel: --resume: needs the directory of the run to continue\n");
-    return 2;
-  }
   if (is_train && resume_dir) {
     // The run's own config.json, as a config file's keys; what the command line may change
     // is checked there.

@@ -91,6 +91,15 @@ TEST(Cli, BadFlagsAreOneLineErrors) {
   EXPECT_NE(o.err.find("unknown command 'frobnicate' (commands: train, topology, list, bench"),
             std::string::npos)
       << o.err;
+  // An empty value (the parser would take the next flag as the value, or a number as 0) and a
+  // flag given twice (the last would win silently).
+  o = easel("train --out= --overwrite");
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("--out: empty value"), std::string::npos) << o.err;
+  o = easel("train --iterations ''");
+  EXPECT_NE(o.err.find("--iterations: empty value"), std::string::npos) << o.err;
+  o = easel("train --batch 8 --batch 16");
+  EXPECT_NE(o.err.find("--batch: given twice"), std::string::npos) << o.err;
   o = easel("train --alpha 0.1 --rho 1");  // alpha would win silently
   EXPECT_NE(o.err.find("--alpha and --rho: give one"), std::string::npos) << o.err;
   o = easel("train --config /");
@@ -120,9 +129,15 @@ TEST(Cli, ConfigFileKeysAreFlagsAndFlagsWin) {
   EXPECT_EQ(o.code, 2);
   EXPECT_NE(o.err.find("broken.toml"), std::string::npos) << o.err;
 
+  std::ofstream(d / "empty.toml") << "batch = 16\nout = \"\"\n";  // would be `--out=`
+  o = easel("train --config " + (d / "empty.toml").string());
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("empty.toml:2: key 'out' is empty"), std::string::npos) << o.err;
+
   std::ofstream(d / "good.toml")
       << "algo = \"sync-sgd\"\nbatch = 8\nlr = 0.02\noversubscribe = true\n";
-  o = easel("train --config " + (d / "good.toml").string() + kTiny + " --batch 16 --out " +
+  o = easel("train --config " + (d / "good.toml").string() + kTiny +
+            " --out " +  // kTiny: --batch 16
             (d / "run").string());
   ASSERT_EQ(o.code, 0) << o.err;
   const auto s = nlohmann::json::parse(slurp(d / "run" / "summary.json"));
@@ -267,7 +282,7 @@ TEST(Cli, ResumeGoesOnFromTheCheckpoint) {
   }
   o = easel("train --resume=");
   EXPECT_EQ(o.code, 2);
-  EXPECT_NE(o.err.find("--resume: needs the directory"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("--resume: empty value"), std::string::npos) << o.err;
   o = easel("train --resume " + run.string());  // 40 of 40 done
   EXPECT_EQ(o.code, 1);
   EXPECT_NE(o.err.find("already did 40 of its 40"), std::string::npos) << o.err;
