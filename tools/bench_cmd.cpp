@@ -91,6 +91,7 @@ CLI::App* add_bench_flags(CLI::App& app, bench::BenchFlags& f) {
   opt("--repeats", f.repeats, "timed repeats (min/median/max are over these)");
   opt("--min-time", f.min_time, "seconds each timed repeat lasts at least");
   opt("--json", f.json, "write every figure to this JSON file");
+  b->add_flag("--overwrite", f.overwrite, "replace the --json file when it exists");
   b->add_flag("--skip-ceilings", f.skip_ceilings, "do not measure the FMA peak and the triad");
   b->add_flag("--skip-layers", f.skip_layers, "do not time each layer");
   b->add_flag("--skip-exchange", f.skip_exchange, "do not time the arena exchange");
@@ -435,9 +436,7 @@ int run_bench(const bench::BenchFlags& flags) {
   std::printf("\npeak resident memory (ru_maxrss) of this process: %.1f MB\n", rss / 1024.0);
   doc["peak_rss_kib"] = rss;
   if (!cfg.json.empty()) {
-    std::ofstream f(cfg.json, std::ios::trunc);
-    f << doc.dump(2) << "\n";
-    if (!f.flush()) {
+    if (!write_atomic(cfg.json, doc.dump(2) + "\n")) {
       std::fprintf(stderr, "easel: --json: cannot write %s\n", cfg.json.c_str());
       return 1;
     }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,10 @@ Result<std::vector<std::string>> resume_args(const std::string& dir,
                                              const std::vector<std::string>& given,
                                              const std::vector<std::string>& known_flags,
                                              const std::vector<std::string>& boolean_flags);
+
+// Writes text to path atomically: a temporary file beside it, then a rename; on failure the
+// file is as it was and no temporary is left. False on failure.
+bool write_atomic(const std::filesystem::path& path, const std::string& text);
 
 // Subcommands. Each returns the process exit code.
 int run_train(const TrainConfig& cfg);

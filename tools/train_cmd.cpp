@@ -25,6 +25,23 @@ namespace easel::cli {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+bool write_atomic(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  std::error_code ec;
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    if (f) f << text;
+    if (!f || !f.flush()) {
+      f.close();
+      fs::remove(tmp, ec);  // nothing half-written is left beside the file
+      return false;
+    }
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) fs::remove(tmp, ec);
+  return !ec;
+}
+
 namespace {
 
 std::string default_out(const std::string& algo) {
@@ -87,9 +104,6 @@ std::string hms(double s) {
   std::snprintf(buf, sizeof buf, "%02ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
   return buf;
 }
-
-// Writes text to path atomically (temporary file, then rename).
-bool write_atomic(const fs::path& path, const std::string& text);
 
 // Keeps the records of metrics.jsonl up to the checkpoint's step: a run killed after an
 // evaluation's line but before its checkpoint would otherwise log that step twice, and one
@@ -306,20 +320,6 @@ json summary_json(const TrainSummary& s, const TrainConfig& cfg) {
       {"layers", layers},
       {"config", config_json(cfg)},
   };
-}
-
-// Writes text to path atomically (temporary file, then rename).
-bool write_atomic(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    if (!f) return false;
-    f << text;
-    if (!f.flush()) return false;
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  return !ec;
 }
 
 }  // namespace

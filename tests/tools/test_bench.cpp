@@ -2,6 +2,7 @@
 // model of the FMA loop and of LeNet's step, the byte-count model of the exchange, and the
 // min/median/max summary. Nothing here times anything.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "devices/device.hpp"
 #include "nets/models/models.hpp"
@@ -56,6 +57,19 @@ TEST(BenchFlags, RefusesBadValuesNamingTheFlag) {
   add([](BenchFlags& f) { f.impl = "fastest"; }, "--impl", "fastest");
   add([](BenchFlags& f) { f.triad_mib = 0; }, "--triad-mib", "0");
   add([](BenchFlags& f) { f.json = "/no/such/dir/out.json"; }, "--json", "/no/such/dir");
+  add([](BenchFlags& f) { f.json = "/"; }, "--json", "is a directory");
+  add([](BenchFlags& f) { f.json = "/proc/version/x.json"; }, "--json", "not a directory");
+  // An earlier result is kept unless --overwrite.
+  add([](BenchFlags& f) { f.json = "/proc/version"; }, "--json", "exists (give --overwrite");
+  // Three arrays larger than half the machine would be touched page by page (3 x 64 GiB: on
+  // machines of less than 384 GiB).
+  if (static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE)) <
+      384.0 * (1 << 30))
+    add([](BenchFlags& f) { f.triad_mib = 65536; }, "--triad-mib", "more than half");
+  BenchFlags over;
+  over.json = "/proc/version";
+  over.overwrite = true;
+  EXPECT_TRUE(validate_flags(over).ok());
   for (const Case& c : cases) {
     auto r = validate_flags(c.f);
     ASSERT_FALSE(r.ok()) << c.flag;

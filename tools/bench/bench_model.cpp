@@ -1,5 +1,7 @@
 #include "tools/bench/bench_model.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -108,11 +110,28 @@ Result<BenchConfig> validate_flags(const BenchFlags& f) {
     return invalid_argument("--triad-mib: " + std::to_string(f.triad_mib) +
                             " is out of range [1, 65536]");
   if (!f.json.empty()) {
-    const std::filesystem::path parent = std::filesystem::path(f.json).parent_path();
+    namespace fs = std::filesystem;
+    const fs::path parent = fs::path(f.json).parent_path();
     std::error_code ec;
-    if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
+    if (!parent.empty() && fs::exists(parent, ec) && !fs::is_directory(parent, ec))
+      return invalid_argument("--json: '" + parent.string() + "' is not a directory");
+    if (!parent.empty() && !fs::is_directory(parent, ec))
       return invalid_argument("--json: directory '" + parent.string() + "' does not exist");
+    if (fs::is_directory(f.json, ec))
+      return invalid_argument("--json: " + f.json + " is a directory");
+    if (fs::exists(f.json, ec) && !f.overwrite)
+      return invalid_argument("--json: " + f.json +
+                              " exists (give --overwrite to replace it; it is kept otherwise)");
   }
+  // The triad's three arrays are touched page by page: they must fit well within the memory.
+  const double memory =
+      static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  if (!f.skip_ceilings && memory > 0 &&
+      3.0 * static_cast<double>(f.triad_mib) * 1048576.0 > memory / 2)
+    return invalid_argument("--triad-mib: " + std::to_string(f.triad_mib) + ": 3 x " +
+                            std::to_string(f.triad_mib) +
+                            " MiB is more than half of this machine's " +
+                            std::to_string(static_cast<long long>(memory / 1048576.0)) + " MiB");
   c.warmup = f.warmup;
   c.repeats = f.repeats;
   c.min_time = f.min_time;

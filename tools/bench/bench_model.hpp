@@ -23,10 +23,11 @@ struct BenchFlags {
   std::string nets = "lenet,cifar10-quick";
   std::string batches = "64";
   std::string layouts = "1x1,1x2,2x1";
-  int warmup = 10;        // untimed steps per configuration
-  int repeats = 7;        // timed repeats; min/median/max are over these
-  double min_time = 0.2;  // seconds each timed repeat lasts at least (steps per repeat derived)
-  std::string json;       // output file; empty: none
+  int warmup = 10;         // untimed steps per configuration
+  int repeats = 7;         // timed repeats; min/median/max are over these
+  double min_time = 0.2;   // seconds each timed repeat lasts at least (steps per repeat derived)
+  std::string json;        // output file; empty: none
+  bool overwrite = false;  // replace an existing json file
   bool skip_ceilings = false;
   bool skip_layers = false;
   bool skip_exchange = false;
