@@ -256,6 +256,10 @@ Result<GroupPlan> make_plan(const Topology& topo, const PlanRequest& req) {
 
   // Explicit cpu lists: one group per list, exactly those cpus.
   if (!trim(req.cpu_lists).empty()) {
+    if (req.threads > 0 || req.threads_per_group > 0)
+      return invalid_argument(
+          std::string(req.threads > 0 ? "--threads" : "--threads-per-group") +
+          ": --cpus gives every group's threads itself (give one or the other)");
     std::set<int> known;
     for (const auto& c : topo.cores)
       known.insert(c.begin(), c.end());
@@ -312,6 +316,9 @@ Result<GroupPlan> make_plan(const Topology& topo, const PlanRequest& req) {
   std::vector<int> sizes;
   if (req.groups == "auto") {
     const int k = req.threads_per_group > 0 ? req.threads_per_group : 1;
+    if (req.threads > 0 && req.threads % k != 0)
+      return invalid_argument("--threads " + std::to_string(req.threads) +
+                              " is not a multiple of --threads-per-group " + std::to_string(k));
     ngroups = std::max(1, pool / k);
     sizes.assign(static_cast<size_t>(ngroups), k);
     plan.notes.push_back(k == 1 ? "auto: one group per core"
@@ -338,8 +345,23 @@ Result<GroupPlan> make_plan(const Topology& topo, const PlanRequest& req) {
     ngroups = static_cast<int>(numa_cores.size());
     int cap = req.threads_per_group;
     if (cap == 0 && req.threads > 0) cap = std::max(1, req.threads / ngroups);
+    if (req.threads > 0 && req.threads_per_group > 0 &&
+        req.threads != req.threads_per_group * ngroups)
+      return invalid_argument("--threads " + std::to_string(req.threads) +
+                              " is not --groups numa (" + std::to_string(ngroups) +
+                              ") x --threads-per-group " + std::to_string(req.threads_per_group));
+    if (req.threads > 0 && req.threads % ngroups != 0)
+      return invalid_argument("--threads " + std::to_string(req.threads) +
+                              " is not a multiple of the " + std::to_string(ngroups) +
+                              " NUMA node(s) with cores (--groups numa)");
     for (auto& idx : numa_cores) {
-      if (cap > 0 && static_cast<int>(idx.size()) > cap) idx.resize(static_cast<size_t>(cap));
+      if (cap > static_cast<int>(idx.size()))
+        return invalid_argument(
+            std::string(req.threads_per_group > 0 ? "--threads-per-group " : "--threads ") +
+            std::to_string(req.threads_per_group > 0 ? req.threads_per_group : req.threads) +
+            ": a NUMA node has only " + std::to_string(idx.size()) +
+            " core(s) (--groups numa keeps each group on its node)");
+      if (cap > 0) idx.resize(static_cast<size_t>(cap));
       sizes.push_back(static_cast<int>(idx.size()));
     }
     plan.notes.push_back("numa: one group per NUMA node with cores (" + std::to_string(ngroups) +

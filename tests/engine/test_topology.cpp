@@ -225,6 +225,51 @@ TEST(Plan, BadValuesNameTheFlag) {
   EXPECT_TRUE(contains(p.status().message(), "--cpus"));
 }
 
+// Thread flags that contradict the group flags are refused, not quietly ignored (8 cores, two
+// NUMA nodes of 4).
+TEST(Plan, ContradictoryThreadFlagsAreRefused) {
+  const Topology t = fake_topology();
+  struct Case {
+    const char* groups;
+    int threads, per_group;
+    const char* cpus;
+    const char* says;
+  };
+  for (const Case& c :
+       {Case{"auto", 3, 2, "", "--threads 3 is not a multiple of --threads-per-group 2"},
+        Case{"auto", 1, 2, "", "--threads 1 is not a multiple"},
+        Case{"numa", 10, 0, "", "--threads 10: a NUMA node has only 4 core(s)"},
+        Case{"numa", 0, 5, "", "--threads-per-group 5: a NUMA node has only 4"},
+        Case{"numa", 3, 0, "", "--threads 3 is not a multiple of the 2 NUMA"},
+        Case{"numa", 4, 1, "", "--threads 4 is not --groups numa (2)"},
+        Case{"auto", 0, 1, "0-1;2-3", "--threads-per-group: --cpus gives"},
+        Case{"auto", 4, 0, "0-1;2-3", "--threads: --cpus gives"}}) {
+    PlanRequest r;
+    r.groups = c.groups;
+    r.threads = c.threads;
+    r.threads_per_group = c.per_group;
+    r.cpu_lists = c.cpus;
+    r.oversubscribe = true;
+    auto p = make_plan(t, r);
+    ASSERT_FALSE(p.ok()) << c.says;
+    EXPECT_TRUE(contains(p.status().message(), c.says)) << p.status().message();
+  }
+  PlanRequest r;  // agreeing flags still plan
+  r.groups = "numa";
+  r.threads = 4;
+  r.threads_per_group = 2;
+  auto p = make_plan(t, r);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->groups.size(), 2u);
+  EXPECT_EQ(p->groups[0].cpus.size(), 2u);
+  r = PlanRequest{};
+  r.threads = 6;
+  r.threads_per_group = 2;
+  p = make_plan(t, r);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->groups.size(), 3u);
+}
+
 TEST(CpuList, Parses) {
   auto r = parse_cpu_list("0-3,8");
   ASSERT_TRUE(r.ok());
