@@ -141,7 +141,20 @@ int easel_main(int argc, char** argv) {
                    argv[1], commands.c_str());
       return 2;
     }
-    std::fprintf(stderr, "easel: %s (see easel%s%s --help)\n", e.what(), sub ? " " : "",
+    // A value that came from the config file (or the resumed run's config.json), not from the
+    // command line: name the file.
+    std::string what = e.what();
+    const std::string source = !is_train    ? ""
+                               : resume_dir ? *resume_dir + "/config.json"
+                                            : cfg_file;
+    const std::string conv = "Could not convert: --";
+    if (!source.empty() && what.rfind(conv, 0) == 0) {
+      const std::string name = what.substr(conv.size(), what.find(' ', conv.size()) - conv.size());
+      const std::vector<std::string> given = given_flags(argc, argv);
+      if (std::find(given.begin(), given.end(), name) == given.end())
+        what = source + ": key '" + name + "': " + what;
+    }
+    std::fprintf(stderr, "easel: %s (see easel%s%s --help)\n", what.c_str(), sub ? " " : "",
                  sub ? argv[1] : "");
     return 2;
   }

@@ -134,6 +134,11 @@ TEST(Cli, ConfigFileKeysAreFlagsAndFlagsWin) {
   EXPECT_EQ(o.code, 2);
   EXPECT_NE(o.err.find("empty.toml:2: key 'out' is empty"), std::string::npos) << o.err;
 
+  std::ofstream(d / "typed.toml") << "lr = \"fast\"\n";  // a type error names the file
+  o = easel("train --config " + (d / "typed.toml").string());
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("typed.toml: key 'lr'"), std::string::npos) << o.err;
+
   std::ofstream(d / "good.toml")
       << "algo = \"sync-sgd\"\nbatch = 8\nlr = 0.02\noversubscribe = true\n";
   o = easel("train --config " + (d / "good.toml").string() + kTiny +
