@@ -291,8 +291,8 @@ Result<GroupPlan> make_plan(const Topology& topo, const PlanRequest& req) {
     int asked = 0;
     if (req.groups != "auto" && req.groups != "numa") {
       if (!parse_positive(req.groups, &asked)) {
-        return invalid_argument("--groups must be a positive number, 'auto' or 'numa' (got '" +
-                                req.groups + "')");
+        return invalid_argument("--groups must be 'auto', 'numa' or a whole number from 1 to " +
+                                std::to_string(kMaxCpu) + " (got '" + req.groups + "')");
       }
       if (asked != static_cast<int>(plan.groups.size())) {
         return invalid_argument("--groups " + req.groups + " does not match the " +
@@ -368,8 +368,8 @@ Result<GroupPlan> make_plan(const Topology& topo, const PlanRequest& req) {
                          ")");
   } else {
     if (!parse_positive(req.groups, &ngroups)) {
-      return invalid_argument("--groups must be a positive number, 'auto' or 'numa' (got '" +
-                              req.groups + "')");
+      return invalid_argument("--groups must be 'auto', 'numa' or a whole number from 1 to " +
+                              std::to_string(kMaxCpu) + " (got '" + req.groups + "')");
     }
     if (ngroups > max_threads) return too_many("--groups", ngroups);
     const int k = req.threads_per_group > 0 ? req.threads_per_group : std::max(1, pool / ngroups);
