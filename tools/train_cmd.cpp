@@ -105,10 +105,20 @@ std::string hms(double s) {
   return buf;
 }
 
+// Whether the file ends with a newline (or is empty or missing).
+bool ends_with_newline(const fs::path& path) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f || f.tellg() <= 0) return true;
+  f.seekg(-1, std::ios::end);
+  return f.get() == '\n';
+}
+
 // Keeps the records of metrics.jsonl up to the checkpoint's step: a run killed after an
 // evaluation's line but before its checkpoint would otherwise log that step twice, and one
 // killed while writing a line leaves half a line. Drops those, and says how many it dropped.
-Status trim_metrics(const fs::path& path, int64_t step) {
+// *last_step: the largest step of a record in the file (-1: none).
+Status trim_metrics(const fs::path& path, int64_t step, int64_t* last_step) {
+  *last_step = -1;
   std::ifstream in(path);
   if (!in) return {};  // none yet: the resumed run starts it
   std::string kept, line;
@@ -116,8 +126,10 @@ Status trim_metrics(const fs::path& path, int64_t step) {
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     json j = json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.contains("step") && j["step"].is_number_integer() &&
-        j["step"].get<int64_t>() <= step)
+    const bool record =
+        !j.is_discarded() && j.is_object() && j.contains("step") && j["step"].is_number_integer();
+    if (record) *last_step = std::max(*last_step, j["step"].get<int64_t>());
+    if (record && j["step"].get<int64_t>() <= step)
       kept += line + "\n";
     else
       ++dropped;
@@ -190,8 +202,15 @@ class Reporter final : public TrainObserver {
 
   void on_eval(const EvalRecord& r) override {
     if (resume_step_ >= 0 && !metrics_path_.empty()) {
-      if (Status st = trim_metrics(metrics_path_, resume_step_); !st.ok())
-        log_error("train", st.message() + " (appending after it)");
+      int64_t last = -1;
+      if (Status st = trim_metrics(metrics_path_, resume_step_, &last); !st.ok()) {
+        // Its records past the checkpoint stay: the resumed run's records up to the last of
+        // them are not appended, so that no step is logged twice.
+        skip_through_ = last;
+        log_error("train", st.message() + ": its records up to step " + std::to_string(last) +
+                               " stay as they are, and this run appends only later ones");
+        if (!ends_with_newline(metrics_path_)) std::ofstream(metrics_path_, std::ios::app) << "\n";
+      }
       metrics_.open(metrics_path_, std::ios::app);
       if (!metrics_) log_error("train", "cannot append to " + metrics_path_.string());
       resume_step_ = -1;
@@ -230,8 +249,10 @@ class Reporter final : public TrainObserver {
               {"staleness_mean", r.staleness_mean},
               {"staleness_max", r.staleness_max},
               {"groups", groups}};
-    metrics_ << j.dump() << "\n";
-    metrics_.flush();
+    if (r.step > skip_through_) {
+      metrics_ << j.dump() << "\n";
+      metrics_.flush();
+    }
     std::printf(
         "epoch %6.2f  step %7lld  train loss %.4f  test loss %.4f  test accuracy %.4f  "
         "%7.0f img/s  [%s]\n",
@@ -261,6 +282,7 @@ class Reporter final : public TrainObserver {
   std::string checkpoint_path_;  // empty: none
   fs::path metrics_path_;
   int64_t resume_step_ = -1;
+  int64_t skip_through_ = -1;  // records up to this step are in metrics.jsonl already
   std::string config_text_;
   bool bar_ = false, lines_ = false, dirty_ = false;
   double last_line_ = 0;

@@ -236,6 +236,34 @@ bool machine_has_gpu() {
 // A run writes checkpoint.bin after every evaluation; --resume goes on from it in the same
 // directory, appending to metrics.jsonl (after dropping lines the checkpoint does not cover),
 // and every wrong use is one line that leaves the run's files as they were.
+// When metrics.jsonl cannot be rewritten (a full disk; here its temporary's path is taken),
+// its records past the checkpoint stay and the resumed run appends only later steps, on a line
+// of their own: no step is logged twice.
+TEST(Cli, ResumeThatCannotTrimMetricsLogsNoStepTwice) {
+  const fs::path d = tmp_dir("resume-trim");
+  const fs::path run = d / "run";
+  Out o = easel("train" + std::string(kTiny) + " --out " + run.string());
+  ASSERT_EQ(o.code, 0) << o.err;
+  { std::ofstream(run / "metrics.jsonl", std::ios::app) << "{\"step\": 50}\n{\"step\": 6"; }
+  fs::create_directories(run / "metrics.jsonl.tmp" / "taken");
+  o = easel("train --resume " + run.string() + " --iterations 80 --progress none");
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.err.find("records up to step 50 stay"), std::string::npos) << o.err;
+  std::ifstream m(run / "metrics.jsonl");
+  std::string line;
+  std::vector<int> steps;
+  int bad = 0;
+  while (std::getline(m, line)) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded())
+      ++bad;
+    else
+      steps.push_back(j["step"].get<int>());
+  }
+  EXPECT_EQ(steps, (std::vector<int>{20, 40, 50, 60, 80}));
+  EXPECT_EQ(bad, 1);  // the half line stays, alone
+}
+
 TEST(Cli, ResumeGoesOnFromTheCheckpoint) {
   const fs::path d = tmp_dir("resume");
   const fs::path run = d / "run";
