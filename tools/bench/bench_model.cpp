@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
@@ -98,9 +99,11 @@ Result<BenchConfig> validate_flags(const BenchFlags& f) {
   if (f.repeats < 1 || f.repeats > 1000)
     return invalid_argument("--repeats: " + std::to_string(f.repeats) +
                             " is out of range [1, 1000]");
-  if (!std::isfinite(f.min_time) || f.min_time < 0 || f.min_time > 60)
-    return invalid_argument("--min-time: " + std::to_string(f.min_time) +
-                            " is out of range [0, 60] seconds");
+  if (!std::isfinite(f.min_time) || f.min_time < 0 || f.min_time > 60) {
+    char v[32];
+    std::snprintf(v, sizeof v, "%g", f.min_time);
+    return invalid_argument(std::string("--min-time: ") + v + " is out of range [0, 60] seconds");
+  }
   if (f.layout != "nhwc" && f.layout != "nchw")
     return invalid_argument("--layout: unknown layout '" + f.layout + "' (accepted: nhwc, nchw)");
   if (!parse_impl_choice(f.impl).ok())
