@@ -256,10 +256,6 @@ Result<GroupPlan> make_plan(const Topology& topo, const PlanRequest& req) {
 
   // Explicit cpu lists: one group per list, exactly those cpus.
   if (!trim(req.cpu_lists).empty()) {
-    if (req.threads > 0 || req.threads_per_group > 0)
-      return invalid_argument(
-          std::string(req.threads > 0 ? "--threads" : "--threads-per-group") +
-          ": --cpus gives every group's threads itself (give one or the other)");
     std::set<int> known;
     for (const auto& c : topo.cores)
       known.insert(c.begin(), c.end());
@@ -304,6 +300,18 @@ Result<GroupPlan> make_plan(const Topology& topo, const PlanRequest& req) {
           "--cpus gives some cpu to more than one group; use distinct cpus "
           "or pass --oversubscribe");
     }
+    // --threads / --threads-per-group may repeat what the lists say, not contradict it.
+    size_t total = 0;
+    for (const GroupSpec& g : plan.groups) {
+      total += g.cpus.size();
+      if (req.threads_per_group > 0 && g.cpus.size() != static_cast<size_t>(req.threads_per_group))
+        return invalid_argument("--threads-per-group " + std::to_string(req.threads_per_group) +
+                                ": --cpus gives group " + std::to_string(g.id) + " " +
+                                std::to_string(g.cpus.size()) + " cpu(s)");
+    }
+    if (req.threads > 0 && total != static_cast<size_t>(req.threads))
+      return invalid_argument("--threads " + std::to_string(req.threads) + ": --cpus gives " +
+                              std::to_string(total) + " cpu(s) in all");
     plan.notes.push_back("explicit --cpus: " + std::to_string(plan.groups.size()) + " groups");
     if (plan.oversubscribed) plan.notes.push_back("oversubscribed: some cpus carry two threads");
     return plan;
@@ -357,8 +365,10 @@ Result<GroupPlan> make_plan(const Topology& topo, const PlanRequest& req) {
     for (auto& idx : numa_cores) {
       if (cap > static_cast<int>(idx.size()))
         return invalid_argument(
-            std::string(req.threads_per_group > 0 ? "--threads-per-group " : "--threads ") +
-            std::to_string(req.threads_per_group > 0 ? req.threads_per_group : req.threads) +
+            (req.threads_per_group > 0
+                 ? "--threads-per-group " + std::to_string(req.threads_per_group)
+                 : "--threads " + std::to_string(req.threads) + " (" + std::to_string(cap) +
+                       " per node)") +
             ": a NUMA node has only " + std::to_string(idx.size()) +
             " core(s) (--groups numa keeps each group on its node)");
       if (cap > 0) idx.resize(static_cast<size_t>(cap));
@@ -372,6 +382,9 @@ Result<GroupPlan> make_plan(const Topology& topo, const PlanRequest& req) {
                               std::to_string(kMaxCpu) + " (got '" + req.groups + "')");
     }
     if (ngroups > max_threads) return too_many("--groups", ngroups);
+    if (req.threads > 0 && req.threads_per_group == 0 && req.threads % ngroups != 0)
+      return invalid_argument("--threads " + std::to_string(req.threads) +
+                              " is not a multiple of --groups " + req.groups);
     const int k = req.threads_per_group > 0 ? req.threads_per_group : std::max(1, pool / ngroups);
     if (static_cast<int64_t>(ngroups) * k > max_threads)
       return too_many(

@@ -238,12 +238,13 @@ TEST(Plan, ContradictoryThreadFlagsAreRefused) {
   for (const Case& c :
        {Case{"auto", 3, 2, "", "--threads 3 is not a multiple of --threads-per-group 2"},
         Case{"auto", 1, 2, "", "--threads 1 is not a multiple"},
-        Case{"numa", 10, 0, "", "--threads 10: a NUMA node has only 4 core(s)"},
+        Case{"numa", 10, 0, "", "--threads 10 (5 per node): a NUMA node has only 4 core(s)"},
         Case{"numa", 0, 5, "", "--threads-per-group 5: a NUMA node has only 4"},
         Case{"numa", 3, 0, "", "--threads 3 is not a multiple of the 2 NUMA"},
         Case{"numa", 4, 1, "", "--threads 4 is not --groups numa (2)"},
-        Case{"auto", 0, 1, "0-1;2-3", "--threads-per-group: --cpus gives"},
-        Case{"auto", 4, 0, "0-1;2-3", "--threads: --cpus gives"}}) {
+        Case{"auto", 0, 1, "0-1;2-3", "--threads-per-group 1: --cpus gives group 0 2 cpu(s)"},
+        Case{"auto", 5, 0, "0-1;2-3", "--threads 5: --cpus gives 4 cpu(s) in all"},
+        Case{"2", 7, 0, "", "--threads 7 is not a multiple of --groups 2"}}) {
     PlanRequest r;
     r.groups = c.groups;
     r.threads = c.threads;
@@ -268,6 +269,14 @@ TEST(Plan, ContradictoryThreadFlagsAreRefused) {
   p = make_plan(t, r);
   ASSERT_TRUE(p.ok()) << p.status().message();
   EXPECT_EQ(p->groups.size(), 3u);
+  r = PlanRequest{};  // as tools/weak-scaling runs its one-core runs
+  r.groups = "1";
+  r.threads_per_group = 1;
+  r.threads = 1;
+  r.cpu_lists = "3";
+  p = make_plan(t, r);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->groups[0].cpus, std::vector<int>{3});
 }
 
 TEST(CpuList, Parses) {
