@@ -27,18 +27,18 @@ using nlohmann::json;
 
 bool write_atomic(const fs::path& path, const std::string& text) {
   const fs::path tmp = path.string() + ".tmp";
-  std::error_code ec;
+  std::error_code ec, ignored;
   {
     std::ofstream f(tmp, std::ios::trunc);
-    if (f) f << text;
-    if (!f || !f.flush()) {
+    if (!f) return false;  // not opened: whatever is at tmp is not ours to remove
+    if (!(f << text) || !f.flush()) {
       f.close();
-      fs::remove(tmp, ec);  // nothing half-written is left beside the file
+      fs::remove(tmp, ignored);  // our half-written file goes
       return false;
     }
   }
   fs::rename(tmp, path, ec);
-  if (ec) fs::remove(tmp, ec);
+  if (ec) fs::remove(tmp, ignored);
   return !ec;
 }
 
@@ -207,8 +207,11 @@ class Reporter final : public TrainObserver {
         // Its records past the checkpoint stay: the resumed run's records up to the last of
         // them are not appended, so that no step is logged twice.
         skip_through_ = last;
-        log_error("train", st.message() + ": its records up to step " + std::to_string(last) +
-                               " stay as they are, and this run appends only later ones");
+        log_error("train",
+                  st.message() + (last < 0 ? std::string(" (appending after it)")
+                                           : ": its records up to step " + std::to_string(last) +
+                                                 " stay as they are, and this run "
+                                                 "appends only later ones"));
         if (!ends_with_newline(metrics_path_)) std::ofstream(metrics_path_, std::ios::app) << "\n";
       }
       metrics_.open(metrics_path_, std::ios::app);

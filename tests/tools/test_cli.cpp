@@ -264,6 +264,31 @@ TEST(Cli, ResumeThatCannotTrimMetricsLogsNoStepTwice) {
   EXPECT_EQ(bad, 1);  // the half line stays, alone
 }
 
+// An output that cannot be written fails the command, and what stands at its temporary's
+// path is not ours to remove.
+TEST(Cli, UnwritableOutputsFailAndTouchNothingElse) {
+  const fs::path d = tmp_dir("unwritable");
+  const fs::path run = d / "run";
+  Out o = easel("train" + std::string(kTiny) + " --out " + run.string());
+  ASSERT_EQ(o.code, 0) << o.err;
+  fs::remove(run / "summary.json");
+  fs::create_directories(run / "summary.json" / "taken");  // the rename cannot replace it
+  o = easel("train --resume " + run.string() + " --iterations 60 --progress none");
+  EXPECT_EQ(o.code, 1) << o.err;
+  EXPECT_NE(o.err.find("summary.json"), std::string::npos) << o.err;
+  EXPECT_FALSE(fs::exists(run / "summary.json.tmp"));
+
+  fs::create_directories(d / "b.json.tmp");  // someone else's
+  o = easel(
+      "bench --nets lenet --layouts 1x1 --skip-ceilings --skip-layers --skip-exchange "
+      "--repeats 1 --warmup 1 --min-time 0.01 --json " +
+      (d / "b.json").string());
+  EXPECT_EQ(o.code, 1) << o.err;
+  EXPECT_NE(o.err.find("--json: cannot write"), std::string::npos) << o.err;
+  EXPECT_TRUE(fs::is_directory(d / "b.json.tmp"));
+  EXPECT_FALSE(fs::exists(d / "b.json"));
+}
+
 TEST(Cli, ResumeGoesOnFromTheCheckpoint) {
   const fs::path d = tmp_dir("resume");
   const fs::path run = d / "run";
