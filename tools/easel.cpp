@@ -36,20 +36,29 @@ std::vector<std::string> given_flags(int argc, char** argv) {
   return out;
 }
 
-// The first flag given twice, or given an empty value (`--out=`, `--out ""`: the flag parser
-// would take the next argument as the value, or read a number as 0), among the arguments after
-// the subcommand; an empty string when there is none. The last value would win silently.
-std::string repeated_or_empty(int argc, char** argv) {
-  std::vector<std::string> seen;
+// The first flag of subcommand `sub` given twice (under any of its names: --prefetch and
+// --no-prefetch are one), or given an empty value (`--out=`, `--out ""`: the flag parser would
+// take the next argument as the value, or read a number as 0), among the arguments after the
+// subcommand; an empty string when there is none. The last value would win silently.
+std::string repeated_or_empty(int argc, char** argv, const CLI::App& sub) {
+  std::vector<std::pair<const CLI::Option*, std::string>> seen;  // and the name it was given as
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a.empty()) return std::string(i > 2 ? argv[i - 1] : "an argument") + ": empty value";
+    if (a.empty()) {
+      const CLI::Option* prev = i > 2 ? sub.get_option_no_throw(argv[i - 1]) : nullptr;
+      if (prev != nullptr && prev->get_expected_min() > 0)
+        return std::string(argv[i - 1]) + ": empty value";
+      return "an empty argument" + (i > 2 ? " after " + std::string(argv[i - 1]) : std::string());
+    }
     if (a.rfind("--", 0) != 0 || a.size() == 2) continue;
     const size_t eq = a.find('=');
     const std::string name = a.substr(0, eq);
     if (eq != std::string::npos && eq + 1 == a.size()) return name + ": empty value";
-    if (std::find(seen.begin(), seen.end(), name) != seen.end()) return name + ": given twice";
-    seen.push_back(name);
+    const CLI::Option* o = sub.get_option_no_throw(name);
+    if (o == nullptr) continue;  // the parser names it
+    for (const auto& [earlier, as] : seen)
+      if (earlier == o) return name + (as == name ? ": given twice" : ": the same flag as " + as);
+    seen.emplace_back(o, name);
   }
   return {};
 }
@@ -90,9 +99,12 @@ int easel_main(int argc, char** argv) {
   bench::BenchFlags bench_flags;
   CLI::App* bench = cli::add_bench_flags(app, bench_flags);
 
-  if (const std::string bad = repeated_or_empty(argc, argv); !bad.empty()) {
-    std::fprintf(stderr, "easel: %s\n", bad.c_str());
-    return 2;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (argc < 2 || sub->get_name() != argv[1]) continue;
+    if (const std::string bad = repeated_or_empty(argc, argv, *sub); !bad.empty()) {
+      std::fprintf(stderr, "easel: %s (see easel %s --help)\n", bad.c_str(), argv[1]);
+      return 2;
+    }
   }
   // A config file's keys become flags placed before the real ones, so the real ones win.
   std::vector<std::string> args;

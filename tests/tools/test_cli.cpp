@@ -100,6 +100,15 @@ TEST(Cli, BadFlagsAreOneLineErrors) {
   EXPECT_NE(o.err.find("--iterations: empty value"), std::string::npos) << o.err;
   o = easel("train --batch 8 --batch 16");
   EXPECT_NE(o.err.find("--batch: given twice"), std::string::npos) << o.err;
+  o = easel("train --prefetch --no-prefetch");  // one flag, two names
+  EXPECT_NE(o.err.find("--no-prefetch: the same flag as --prefetch"), std::string::npos) << o.err;
+  o = easel("topology --groups 1 --groups 2");
+  EXPECT_NE(o.err.find("--groups: given twice (see easel topology --help)"), std::string::npos)
+      << o.err;
+  o = easel("bench --json=");
+  EXPECT_NE(o.err.find("--json: empty value"), std::string::npos) << o.err;
+  o = easel("train --overwrite ''");  // a flag without a value: the empty argument is not its
+  EXPECT_NE(o.err.find("an empty argument after --overwrite"), std::string::npos) << o.err;
   o = easel("train --alpha 0.1 --rho 1");  // alpha would win silently
   EXPECT_NE(o.err.find("--alpha and --rho: give one"), std::string::npos) << o.err;
   o = easel("train --config /");
