@@ -116,7 +116,10 @@ Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo, cons
     const int n = static_cast<int>(ordinals.size());
     if (req.groups != "auto" && req.groups != std::to_string(n))
       return invalid_argument("--groups " + req.groups + ": with --device " + cfg.device +
-                              " each GPU is one worker group (" + std::to_string(n) + " GPU(s))");
+                              " each GPU is one worker group (" + std::to_string(n) + " GPU(s)" +
+                              (algo->max_groups() == 1 && dev.ordinals.empty()
+                                   ? ": " + algo->name() + " runs on the first)"
+                                   : ")"));
     req.groups = std::to_string(n);
     if (req.threads_per_group == 0 && req.threads == 0 && req.cpu_lists.empty())
       req.threads_per_group = std::max(1, topo.core_count() / n);

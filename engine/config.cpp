@@ -50,7 +50,8 @@ Result<std::vector<std::string>> config_file_args(const std::string& path,
     std::string value;
     if (auto s = node.as_string()) {
       value = s->get();
-      if (value.empty()) return data_error(where + ": key '" + key + "' is empty");
+      if (value.empty())
+        return data_error(where + ": key '" + key + "' is empty (remove the key for its default)");
     } else if (auto i = node.as_integer()) {
       value = std::to_string(i->get());
     } else if (auto f = node.as_floating_point()) {

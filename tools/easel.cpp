@@ -86,13 +86,17 @@ int easel_main(int argc, char** argv) {
   topo->add_option("--threads-per-group", cfg.plan.threads_per_group,
                    "threads in each group (0: derive)")
       ->capture_default_str();
-  topo->add_option("--threads", cfg.plan.threads, "total threads (0: all cores)")
+  topo->add_option("--threads", cfg.plan.threads,
+                   "total threads (0: all cores; with --groups or --cpus it must agree)")
       ->capture_default_str();
-  topo->add_option("--cpus", cfg.plan.cpu_lists, "explicit cpu list per group, e.g. '0-3;4-7'");
+  topo->add_option(
+      "--cpus", cfg.plan.cpu_lists,
+      "explicit cpu list per group, e.g. '0-3;4-7' (sets the groups and their threads)");
   topo->add_flag("--oversubscribe", cfg.plan.oversubscribe, "allow more threads than cores");
   topo->add_option("--algo", cfg.algo, "algorithm (one-group algorithms plan one group)")
       ->capture_default_str();
-  topo->add_option("--device", cfg.device, "cpu, cuda or cuda:0,1,... (one group per GPU)")
+  topo->add_option("--device", cfg.device,
+                   "cpu, cuda (one group per GPU; sgd and msgd: the first) or cuda:0,1,...")
       ->capture_default_str();
 
   app.add_subcommand("list", "list the nets and algorithms");

@@ -32,8 +32,10 @@ std::vector<std::string> add_train_flags(CLI::App& app, TrainConfig& c) {
           "SEED");
   opt("--groups", c.plan.groups, "worker groups: a count, 'auto' (one per core) or 'numa'");
   opt("--threads-per-group", c.plan.threads_per_group, "threads in each group (0: derive)");
-  opt("--threads", c.plan.threads, "total threads (0: all cores)");
-  opt("--cpus", c.plan.cpu_lists, "explicit cpu list per group, e.g. '0-3;4-7'");
+  opt("--threads", c.plan.threads,
+      "total threads (0: all cores; with --groups or --cpus it must agree)");
+  opt("--cpus", c.plan.cpu_lists,
+      "explicit cpu list per group, e.g. '0-3;4-7' (sets the groups and their threads)");
   app.add_flag("--oversubscribe", c.plan.oversubscribe, "allow more threads than cores");
   opt("--placement", c.placement,
       "memory kind per buffer class: KIND or CLASS=KIND,... (classes: all, centre, weights, grads, "
