@@ -134,7 +134,8 @@ Result<BenchConfig> validate_flags(const BenchFlags& f) {
     return invalid_argument("--triad-mib: " + std::to_string(f.triad_mib) + ": 3 x " +
                             std::to_string(f.triad_mib) +
                             " MiB is more than half of this machine's " +
-                            std::to_string(static_cast<long long>(memory / 1048576.0)) + " MiB");
+                            std::to_string(static_cast<long long>(memory / 1048576.0)) +
+                            " MiB (lower it, or --skip-ceilings)");
   c.warmup = f.warmup;
   c.repeats = f.repeats;
   c.min_time = f.min_time;
