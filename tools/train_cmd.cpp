@@ -212,10 +212,11 @@ class Reporter final : public TrainObserver {
                                            : ": its records up to step " + std::to_string(last) +
                                                  " stay as they are, and this run "
                                                  "appends only later ones"));
-        if (!ends_with_newline(metrics_path_)) std::ofstream(metrics_path_, std::ios::app) << "\n";
       }
+      const bool cut = !ends_with_newline(metrics_path_);  // a half line a failed trim kept
       metrics_.open(metrics_path_, std::ios::app);
       if (!metrics_) log_error("train", "cannot append to " + metrics_path_.string());
+      if (cut) metrics_ << "\n";  // it stays alone
       resume_step_ = -1;
     }
     if (dirty_) {
@@ -346,10 +347,6 @@ json summary_json(const TrainSummary& s, const TrainConfig& cfg) {
       {"config", config_json(cfg)},
   };
 }
-
-}  // namespace
-
-namespace {
 
 // What a resumed run may change: these flags, and the config.json keys of the same names; every
 // other setting is fixed by the run's config.json and checked against its checkpoint.
