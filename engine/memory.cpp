@@ -1,6 +1,8 @@
 // Memory kinds and their allocators. This is the only file that includes <memkind.h>.
 #include "engine/memory.hpp"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -222,6 +224,11 @@ std::string placement_to_string(const Placement& p) {
     s += mem_kind_name(p[c]);
   }
   return s;
+}
+
+double physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && size > 0 ? static_cast<double>(pages) * static_cast<double>(size) : 0;
 }
 
 bool hbw_available() {

@@ -45,6 +45,10 @@ std::string placement_to_string(const Placement& p);
 // True when memkind is built in and reports high-bandwidth memory (MEMKIND_HBW_NODES honoured).
 bool hbw_available();
 
+// This machine's physical memory in bytes (0 where unknown), for refusing allocations that
+// could never fit before they take it page by page.
+double physical_memory_bytes();
+
 // Host kinds are every kind but `device`: the CPU can read and write them.
 inline bool is_host_kind(MemKind k) {
   return k != MemKind::device;

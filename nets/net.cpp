@@ -1,7 +1,5 @@
 #include "nets/net.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -60,9 +58,7 @@ Result<std::unique_ptr<Net>> Net::create(const NetSpec& spec, int64_t batch, Lay
   // The activations and their gradients, summed layer by layer before any is allocated: a net
   // that cannot fit in this machine's memory is refused up front (huge images would otherwise
   // take the machine's memory page by page).
-  const double memory = is_host_kind(activations) ? static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
-                                                        static_cast<double>(sysconf(_SC_PAGE_SIZE))
-                                                  : 0;
+  const double memory = is_host_kind(activations) ? physical_memory_bytes() : 0;
   const int copies = std::max(replicas, 1);
   double act_bytes = 0;  // of one replica
   for (const LayerSpec& ls : fuse_relu(spec.layers)) {

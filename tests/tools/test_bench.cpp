@@ -2,9 +2,9 @@
 // model of the FMA loop and of LeNet's step, the byte-count model of the exchange, and the
 // min/median/max summary. Nothing here times anything.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include "devices/device.hpp"
+#include "engine/memory.hpp"
 #include "nets/models/models.hpp"
 #include "tools/bench/bench_model.hpp"
 
@@ -63,8 +63,7 @@ TEST(BenchFlags, RefusesBadValuesNamingTheFlag) {
   add([](BenchFlags& f) { f.json = "/proc/version"; }, "--json", "exists (give --overwrite");
   // Three arrays larger than half the machine would be touched page by page (3 x 64 GiB: on
   // machines of less than 384 GiB).
-  if (static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE)) <
-      384.0 * (1 << 30))
+  if (physical_memory_bytes() < 384.0 * (1 << 30))
     add([](BenchFlags& f) { f.triad_mib = 65536; }, "--triad-mib", "more than half");
   BenchFlags over;
   over.json = "/proc/version";

@@ -1,7 +1,5 @@
 #include "tools/bench/bench_model.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -10,6 +8,7 @@
 #include <filesystem>
 
 #include "devices/device.hpp"
+#include "engine/memory.hpp"
 #include "nets/models/models.hpp"
 
 namespace easel::bench {
@@ -127,8 +126,7 @@ Result<BenchConfig> validate_flags(const BenchFlags& f) {
                               " exists (give --overwrite to replace it; it is kept otherwise)");
   }
   // The triad's three arrays are touched page by page: they must fit well within the memory.
-  const double memory =
-      static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  const double memory = physical_memory_bytes();
   if (!f.skip_ceilings && memory > 0 &&
       3.0 * static_cast<double>(f.triad_mib) * 1048576.0 > memory / 2)
     return invalid_argument("--triad-mib: " + std::to_string(f.triad_mib) + ": 3 x " +
