@@ -166,8 +166,8 @@ constexpr SettingField kSeed{
       c.seed = std::strtoull(text.c_str(), &end, 0);
       if (end != text.c_str() + text.size())
         return invalid_argument("--seed: '" + text +
-                                "' is not a whole number (a leading 0 makes "
-                                "it octal)");
+                                "' is not a whole number (a leading 0 reads "
+                                "it as octal)");
       return {};
     },
     [](const TrainConfig& c) -> std::string { return std::to_string(c.seed); }};
@@ -180,7 +180,7 @@ constexpr SettingField kPlacement{
       c.placement = *p;
       return {};
     },
-    [](const TrainConfig& c) { return placement_text(c.placement); }};
+    [](const TrainConfig& c) -> std::string { return placement_text(c.placement); }};
 
 constexpr SettingField kLayout{
     SettingType::text,
@@ -216,12 +216,13 @@ constexpr SettingField kPrecision{
     },
     [](const TrainConfig& c) -> std::string { return precision_name(c.precision); }};
 
-constexpr SettingField kDevice{SettingType::text,
-                               [](const Setting&, std::string_view t, TrainConfig& c) -> Status {
-                                 EASEL_ASSIGN_OR_RETURN(c.device, parse_device(std::string(t)));
-                                 return {};
-                               },
-                               [](const TrainConfig& c) { return device_text(c.device); }};
+constexpr SettingField kDevice{
+    SettingType::text,
+    [](const Setting&, std::string_view t, TrainConfig& c) -> Status {
+      EASEL_ASSIGN_OR_RETURN(c.device, parse_device(std::string(t)));
+      return {};
+    },
+    [](const TrainConfig& c) -> std::string { return device_text(c.device); }};
 
 // Empty: EASEL_LOG or info.
 constexpr SettingField kLogLevel{

@@ -106,7 +106,9 @@ struct Setting {
   const char* help;
   const char* negation = nullptr;  // a boolean's second flag, which sets it false
 
+  // In config.json (and, unless it may change, in a checkpoint's identity).
   bool kept() const { return on_resume == OnResume::fixed || on_resume == OnResume::changeable; }
+  // Its flag may be given with --resume.
   bool may_change() const {
     return on_resume != OnResume::fixed && on_resume != OnResume::fresh_only;
   }
