@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "algos/algorithm.hpp"
-#include "engine/config.hpp"
+#include "algos/train_config.hpp"
 
 namespace easel {
 

@@ -17,74 +17,6 @@ namespace easel {
 
 namespace {
 
-Status check_range(const char* flag, double v, double lo, double hi, bool lo_open = false) {
-  if (!std::isfinite(v) || v > hi || (lo_open ? v <= lo : v < lo)) {
-    return invalid_argument(std::string(flag) + ": " + std::to_string(v) + " is out of range " +
-                            (lo_open ? "(" : "[") + std::to_string(lo) + ", " + std::to_string(hi) +
-                            "]");
-  }
-  return {};
-}
-
-// auto: nhwc on the CPU (oneDNN's brgemm convolutions, PERF-NOTES.md), nchw on GPUs (cuDNN's
-// native fp32 layout).
-Result<Layout> parse_layout(const std::string& s, bool gpu) {
-  if (s == "auto") return gpu ? Layout::nchw : Layout::nhwc;
-  if (s == "nchw") return Layout::nchw;
-  if (s == "nhwc") return Layout::nhwc;
-  return invalid_argument("--layout: unknown layout '" + s + "' (accepted: auto, nchw, nhwc)");
-}
-
-Result<AlgoParams> make_params(const TrainConfig& c, int64_t total_iterations, int groups) {
-  AlgoParams p;
-  EASEL_ASSIGN_OR_RETURN(p.lr.policy, parse_lr_policy(c.lr_policy));
-  p.lr.base = c.lr;
-  p.lr.gamma = c.lr_gamma;
-  p.lr.power = c.lr_power;
-  p.lr.stepsize = c.lr_stepsize;
-  p.lr.max_iter = total_iterations;
-  EASEL_RETURN_IF_ERROR(validate(p.lr));
-  p.momentum = static_cast<float>(c.momentum);
-  p.weight_decay = static_cast<float>(c.weight_decay);
-  p.rho = static_cast<float>(c.rho);
-  p.alpha = static_cast<float>(c.alpha);
-  if (c.alpha < 0 && c.rho < 0) p.alpha = 0.9f / static_cast<float>(groups);  // beta = 0.9
-  p.tau = static_cast<int>(c.tau);
-  if (c.momentum_form == "nesterov") {
-    p.nesterov = true;
-  } else if (c.momentum_form == "heavy-ball") {
-    p.nesterov = false;
-  } else {
-    return invalid_argument("--momentum-form: '" + c.momentum_form +
-                            "' (accepted: nesterov, heavy-ball)");
-  }
-  if (c.reduce == "tree")
-    p.reduce = ReduceMode::tree;
-  else if (c.reduce == "serial")
-    p.reduce = ReduceMode::serial;
-  else
-    return invalid_argument("--reduce: '" + c.reduce + "' (accepted: tree, serial)");
-  if (c.pack == "single")
-    p.pack = PackMode::single;
-  else if (c.pack == "per-layer")
-    p.pack = PackMode::per_layer;
-  else
-    return invalid_argument("--pack: '" + c.pack + "' (accepted: single, per-layer)");
-  if (c.overlap == "on")
-    p.overlap = true;
-  else if (c.overlap == "off")
-    p.overlap = false;
-  else
-    return invalid_argument("--overlap: '" + c.overlap + "' (accepted: on, off)");
-  if (c.collective == "tree")
-    p.collective = CollectiveAlgo::tree;
-  else if (c.collective == "ring")
-    p.collective = CollectiveAlgo::ring;
-  else
-    return invalid_argument("--collective: '" + c.collective + "' (accepted: tree, ring)");
-  return p;
-}
-
 // P groups (over all ranks) for `algo`, or why not.
 Status check_group_count(const Algorithm& algo, int p) {
   if (p > algo.max_groups())
@@ -96,13 +28,14 @@ Status check_group_count(const Algorithm& algo, int p) {
 
 Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo, const GpuBackend& gpu) {
   EASEL_ASSIGN_OR_RETURN(std::unique_ptr<Algorithm> algo, make_algorithm(cfg.algo));
-  EASEL_ASSIGN_OR_RETURN(DeviceRequest dev, parse_device(cfg.device));
+  const DeviceRequest& dev = cfg.device;
   PlanRequest req = cfg.plan;
   if (dev.gpu) {
     // One worker group per GPU; its host thread (plus OpenMP team) gathers batches and runs
     // whatever the algorithm does on the host.
     auto gpus = gpu.list();
-    if (!gpus.ok()) return unavailable("--device " + cfg.device + ": " + gpus.status().message());
+    if (!gpus.ok())
+      return unavailable("--device " + device_text(cfg.device) + ": " + gpus.status().message());
     std::vector<int> ordinals = dev.ordinals;
     if (ordinals.empty())  // every GPU; a one-group algorithm the first
       for (const GpuInfo& g : *gpus)
@@ -110,13 +43,14 @@ Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo, cons
           ordinals.push_back(g.ordinal);
     for (int o : ordinals)
       if (o >= static_cast<int>(gpus->size()))
-        return invalid_argument("--device " + cfg.device + ": there is no GPU " +
+        return invalid_argument("--device " + device_text(cfg.device) + ": there is no GPU " +
                                 std::to_string(o) + " (this machine has " +
                                 std::to_string(gpus->size()) + ")");
     const int n = static_cast<int>(ordinals.size());
     if (req.groups != "auto" && req.groups != std::to_string(n))
-      return invalid_argument("--groups " + req.groups + ": with --device " + cfg.device +
-                              " each GPU is one worker group (" + std::to_string(n) + " GPU(s)" +
+      return invalid_argument("--groups " + req.groups + ": with --device " +
+                              device_text(cfg.device) + " each GPU is one worker group (" +
+                              std::to_string(n) + " GPU(s)" +
                               (algo->max_groups() == 1 && dev.ordinals.empty()
                                    ? ": " + algo->name() + " runs on the first)"
                                    : ")"));
@@ -139,40 +73,6 @@ Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo, cons
   // Refused here too, so that `easel topology` shows no plan that `easel train` would refuse.
   EASEL_RETURN_IF_ERROR(check_group_count(*algo, static_cast<int>(plan.groups.size())));
   return plan;
-}
-
-Status validate_config(const TrainConfig& c) {
-  if (c.batch < 1 || c.batch > 65536)
-    return invalid_argument("--batch: " + std::to_string(c.batch) + " is out of range [1, 65536]");
-  if (c.iterations < 0) return invalid_argument("--iterations: must be >= 0");
-  if (c.iterations == 0) EASEL_RETURN_IF_ERROR(check_range("--epochs", c.epochs, 0, 1e6, true));
-  EASEL_RETURN_IF_ERROR(check_range("--momentum", c.momentum, 0, 1));
-  if (c.momentum >= 1) return invalid_argument("--momentum: must be < 1");
-  EASEL_RETURN_IF_ERROR(check_range("--weight-decay", c.weight_decay, 0, 1));
-  if (c.rho != -1) EASEL_RETURN_IF_ERROR(check_range("--rho", c.rho, 0, 1e3));
-  if (c.alpha != -1) EASEL_RETURN_IF_ERROR(check_range("--alpha", c.alpha, 0, 1));
-  if (c.alpha != -1 && c.rho != -1)
-    return invalid_argument(
-        "--alpha and --rho: give one (--alpha fixes the elastic step, --rho "
-        "makes it lr * rho)");
-  if (c.tau < 1 || c.tau > 1000000) return invalid_argument("--tau: must be in [1, 1000000]");
-  EASEL_RETURN_IF_ERROR(check_range("--target-accuracy", c.target_accuracy, 0, 1));
-  if (c.eval_every < 0) return invalid_argument("--eval-every: must be >= 0");
-  EASEL_RETURN_IF_ERROR(parse_layout(c.layout, false).status());
-  EASEL_RETURN_IF_ERROR(parse_impl_choice(c.impl).status());
-  EASEL_RETURN_IF_ERROR(parse_precision(c.precision).status());
-  EASEL_RETURN_IF_ERROR(parse_placement(c.placement).status());
-  EASEL_RETURN_IF_ERROR(make_algorithm(c.algo).status());
-  EASEL_RETURN_IF_ERROR(make_params(c, 1, 1).status());
-  EASEL_ASSIGN_OR_RETURN(DeviceRequest dev, parse_device(c.device));
-  if (!dev.gpu) {
-    const Placement pl = parse_placement(c.placement).value();
-    for (MemKind k : pl.kind)
-      if (k == MemKind::pinned_host || k == MemKind::device)
-        return invalid_argument("--placement " + c.placement + ": " + mem_kind_name(k) +
-                                " memory belongs to a GPU; it needs --device cuda");
-  }
-  return {};
 }
 
 namespace {
@@ -237,13 +137,12 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
   TrainObserver null_observer;
   if (!obs) obs = &null_observer;
   const double t_setup = now_seconds();
-  EASEL_RETURN_IF_ERROR(validate_config(cfg));
   EASEL_ASSIGN_OR_RETURN(std::unique_ptr<Algorithm> algo, make_algorithm(cfg.algo));
-  EASEL_ASSIGN_OR_RETURN(DeviceRequest dev_req, parse_device(cfg.device));
-  EASEL_ASSIGN_OR_RETURN(Layout layout, parse_layout(cfg.layout, dev_req.gpu));
-  EASEL_ASSIGN_OR_RETURN(ImplChoice impl, parse_impl_choice(cfg.impl));
-  EASEL_ASSIGN_OR_RETURN(Precision precision, parse_precision(cfg.precision));
-  EASEL_ASSIGN_OR_RETURN(Placement placement, parse_placement(cfg.placement));
+  const DeviceRequest& dev_req = cfg.device;
+  const Layout layout = resolve_layout(cfg);
+  const ImplChoice impl = cfg.impl;
+  const Precision precision = cfg.precision;
+  const Placement& placement = cfg.placement;
   if (data.train.count == 0 || data.test.count == 0)
     return invalid_argument("--data: the training and test sets must not be empty");
 
@@ -301,11 +200,11 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
   run.world = world;
   run.rank = rank;
   run.ranks = ranks;
-  EASEL_ASSIGN_OR_RETURN(run.params, make_params(cfg, total, p));
+  run.params = make_params(cfg, total, p);
   // Devices: the CPU one is shared by every group; a GPU group has its own.
   if (dev_req.gpu) {
     if (world)
-      return invalid_argument("--device " + cfg.device +
+      return invalid_argument("--device " + device_text(cfg.device) +
                               ": GPU groups run within one process; run it without mpirun");
     if (placement[BufferClass::dataset] == MemKind::device)
       return invalid_argument(
@@ -316,7 +215,7 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
       if (placement[c] != MemKind::dram)
         return invalid_argument(
             std::string("--placement ") + buffer_class_name(c) + "=" + mem_kind_name(placement[c]) +
-            ": with --device " + cfg.device +
+            ": with --device " + device_text(cfg.device) +
             " the groups' buffers live on their GPUs (in pinned host memory for the staged "
             "algorithms); only dataset= can be placed");
     for (const GroupSpec& gs : plan.groups) {
@@ -365,7 +264,8 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
     for (const auto& d : gpu_devices)
       devs.push_back(d.get());
     auto nccl = gpu.make_comm(devs);
-    if (!nccl.ok()) return unavailable("--device " + cfg.device + ": " + nccl.status().message());
+    if (!nccl.ok())
+      return unavailable("--device " + device_text(cfg.device) + ": " + nccl.status().message());
     run.comm = std::move(nccl).value();
   } else {
     // One process whose threads each have a core: barrier waiters spin (engine/comm/comm.hpp).

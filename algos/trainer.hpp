@@ -9,8 +9,8 @@
 
 #include "algos/algorithm.hpp"
 #include "algos/checkpoint.hpp"
+#include "algos/train_config.hpp"
 #include "devices/cuda/cuda_device.hpp"
-#include "engine/config.hpp"
 #include "nets/data/dataset.hpp"
 
 namespace easel {
@@ -81,10 +81,6 @@ class TrainObserver {
   virtual Status on_checkpoint(const Checkpoint&) { return {}; }
 };
 
-// Checks every field (ranges, names) without touching the machine or the data. Errors name
-// the flag.
-Status validate_config(const TrainConfig& cfg);
-
 // The worker-group plan for cfg on topo: the user's request, except that a one-group
 // algorithm (sgd, msgd) on --groups auto gets one group of all the threads.
 // Where GPU worker groups come from (--device cuda): the CUDA device and NCCL. Tests pass a
@@ -101,7 +97,8 @@ struct GpuBackend {
 Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo,
                               const GpuBackend& gpu = {});
 
-// Trains. `data` is shared read-only by all groups.
+// Trains. `cfg` has passed validate_config (algos/train_config.hpp); `data` is shared read-only
+// by all groups.
 // Across MPI ranks, data.train is replaced by the images this rank's groups read (keep_shards)
 // and the rest is freed; in one process data is left as it is.
 // With `resume` (a checkpoint of a run with the same algorithm, net, data, groups and batch,

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/config.hpp"
+#include "algos/train_config.hpp"
 
 namespace easel::bench {
 struct BenchFlags;
@@ -14,27 +14,52 @@ struct BenchFlags;
 
 namespace easel::cli {
 
-// Adds every TrainConfig flag to `app`, bound to `cfg`, with its default shown in --help.
-// Returns the names of the boolean flags (for config files).
-std::vector<std::string> add_train_flags(CLI::App& app, TrainConfig& cfg);
-// All long flag names of `app` (without dashes), for config-file key checking.
-std::vector<std::string> flag_names(const CLI::App& app);
+// How a command failed: it refused the request (a flag, the config file, a resumed run's files)
+// or the run itself failed (the data, a device, training, writing the results).
+enum class Failure { request = 2, run = 1 };
+// request for invalid_argument, run for every other code: for a step that both checks the
+// request and asks the machine (a plan).
+Failure failure_of(const Status& st);
+// Prints "easel: MESSAGE" (one line) to stderr; returns the exit code of `failure` (0 when st
+// is ok, printing nothing).
+int report(const Status& st, Failure failure);
+
+// The train settings as the command line gives them: one per entry of train_settings(), its
+// text (the flag's value, else the config file's or the resumed run's config.json, else the
+// default); `on` holds a boolean's value while the flag parser runs.
+struct SettingValue {
+  std::string text;
+  bool on = false;
+};
+using SettingValues = std::vector<SettingValue>;
+
+// Defaults for every setting.
+SettingValues default_setting_values();
+// Adds the flags of the settings `command` takes (a SettingCommand) to `app`, bound to
+// `values`, each with its help and default.
+void add_setting_flags(CLI::App& app, unsigned command, SettingValues& values);
+// The names of the settings `command` takes (the config file's keys) and of its booleans.
+std::vector<std::string> setting_names(unsigned command, bool booleans_only = false);
+// After the flag parser: every setting of `command` into a TrainConfig, validated. A setting
+// that `given` (the flags on the command line) does not name came from `source` (the config
+// file or the resumed run's config.json, when not empty): its error names that file and key.
+Result<TrainConfig> parse_settings(SettingValues& values, unsigned command,
+                                   const std::vector<std::string>& given,
+                                   const std::string& source);
 
 // `easel train --resume DIR`: DIR/config.json as flags (placed before the real ones, as a
 // config file's), after checking that `given` (the flags on the command line, without dashes
-// or values) change nothing a checkpoint fixes. Every key must be one of `known_flags`.
-// Errors name the file and key, or the flag.
+// or values) change nothing a checkpoint fixes (the table's resume rule). Errors name the file
+// and key, or the flag.
 Result<std::vector<std::string>> resume_args(const std::string& dir,
-                                             const std::vector<std::string>& given,
-                                             const std::vector<std::string>& known_flags,
-                                             const std::vector<std::string>& boolean_flags);
+                                             const std::vector<std::string>& given);
 
 // Writes text to path atomically: a temporary file beside it, then a rename; on failure the
 // file is as it was and no temporary is left. False on failure.
 bool write_atomic(const std::filesystem::path& path, const std::string& text);
 
 // Subcommands. Each returns the process exit code.
-int run_train(const TrainConfig& cfg);
+int run_train(const TrainConfig& cfg, const SettingValues& values);
 int run_topology(const TrainConfig& cfg);
 int run_list();
 // `easel bench`: adds the subcommand with its flags bound to `flags` (tools/bench_cmd.cpp).

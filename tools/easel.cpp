@@ -1,5 +1,6 @@
 // easel: train, topology, list, bench. `easel --help` and `easel SUBCOMMAND --help` list every flag
-// with its default. User errors print one line and exit with 2 (flags) or 1 (run failed).
+// with its default. User errors print one line and exit with 2 (flags) or 1 (run failed):
+// cli::report.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "engine/comm/mpi_comm.hpp"
+#include "engine/config.hpp"
 #include "engine/log.hpp"
 #include "tools/bench/bench_model.hpp"
 #include "tools/cli.hpp"
@@ -63,11 +65,33 @@ std::string repeated_or_empty(int argc, char** argv, const CLI::App& sub) {
   return {};
 }
 
+// The subcommand's help when one was named, else easel's own; for a flag the parser refused.
+int parse_error(const CLI::App& app, int argc, char** argv, const CLI::ParseError& e) {
+  using easel::cli::Failure;
+  std::string commands;
+  bool sub = false;
+  for (const CLI::App* c : app.get_subcommands([](const CLI::App*) { return true; })) {
+    commands += (commands.empty() ? "" : ", ") + c->get_name();
+    sub = sub || (argc > 1 && c->get_name() == argv[1]);
+  }
+  if (argc > 1 && !sub && argv[1][0] != '-')
+    return easel::cli::report(
+        easel::invalid_argument("unknown command '" + std::string(argv[1]) +
+                                "' (commands: " + commands + "; see easel --help)"),
+        Failure::request);
+  return easel::cli::report(
+      easel::invalid_argument(std::string(e.what()) + " (see easel" +
+                              (sub ? " " + std::string(argv[1]) : "") + " --help)"),
+      Failure::request);
+}
+
 }  // namespace
 
 int easel_main(int argc, char** argv) {
   using namespace easel;
-  TrainConfig cfg;
+  using cli::Failure;
+  using cli::report;
+  cli::SettingValues values = cli::default_setting_values();
   CLI::App app{"easel: train deep networks on a node split into worker groups (SC17 algorithms)",
                "easel"};
   app.require_subcommand(1);
@@ -77,66 +101,38 @@ int easel_main(int argc, char** argv) {
   std::string config_path;
   train->add_option("--config", config_path,
                     "TOML file with any of these flags as keys (flags override it)");
-  const std::vector<std::string> bools = cli::add_train_flags(*train, cfg);
-
+  cli::add_setting_flags(*train, kTrainCommand, values);
   CLI::App* topo =
       app.add_subcommand("topology", "print the machine and the worker-group plan the flags give");
-  topo->add_option("--groups", cfg.plan.groups, "number of groups, 'auto' (one per core) or 'numa'")
-      ->capture_default_str();
-  topo->add_option("--threads-per-group", cfg.plan.threads_per_group,
-                   "threads in each group (0: derive)")
-      ->capture_default_str();
-  topo->add_option("--threads", cfg.plan.threads,
-                   "total threads (0: all cores; with --groups or --cpus it must agree)")
-      ->capture_default_str();
-  topo->add_option(
-      "--cpus", cfg.plan.cpu_lists,
-      "explicit cpu list per group, e.g. '0-3;4-7' (sets the groups and their threads)");
-  topo->add_flag("--oversubscribe", cfg.plan.oversubscribe, "allow more threads than cores");
-  topo->add_option("--algo", cfg.algo, "algorithm (one-group algorithms plan one group)")
-      ->capture_default_str();
-  topo->add_option("--device", cfg.device,
-                   "cpu, cuda (one group per GPU; sgd and msgd: the first) or cuda:0,1,...")
-      ->capture_default_str();
-
+  cli::add_setting_flags(*topo, kTopologyCommand, values);
   app.add_subcommand("list", "list the nets and algorithms");
   bench::BenchFlags bench_flags;
   CLI::App* bench = cli::add_bench_flags(app, bench_flags);
 
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
     if (argc < 2 || sub->get_name() != argv[1]) continue;
-    if (const std::string bad = repeated_or_empty(argc, argv, *sub); !bad.empty()) {
-      std::fprintf(stderr, "easel: %s (see easel %s --help)\n", bad.c_str(), argv[1]);
-      return 2;
-    }
+    if (const std::string bad = repeated_or_empty(argc, argv, *sub); !bad.empty())
+      return report(invalid_argument(bad + " (see easel " + argv[1] + " --help)"),
+                    Failure::request);
   }
-  // A config file's keys become flags placed before the real ones, so the real ones win.
+  // A config file's keys (or a resumed run's config.json) become flags placed before the real
+  // ones, so the real ones win.
   std::vector<std::string> args;
   for (int i = argc - 1; i >= 1; --i)
     args.emplace_back(argv[i]);  // CLI11 wants reverse order
   const std::string cfg_file = find_value(argc, argv, "--config").value_or("");
   const std::optional<std::string> resume_dir = find_value(argc, argv, "--resume");
   const bool is_train = argc > 1 && std::strcmp(argv[1], "train") == 0;
-  if (is_train && resume_dir) {
-    // The run's own config.json, as a config file's keys; what the command line may change
-    // is checked there.
-    auto extra =
-        cli::resume_args(*resume_dir, given_flags(argc, argv), cli::flag_names(*train), bools);
-    if (!extra.ok()) {
-      std::fprintf(stderr, "easel: %s\n", extra.status().message().c_str());
-      return 2;
-    }
-    std::vector<std::string> rev(extra.value().rbegin(), extra.value().rend());
-    args.insert(args.end() - 1, rev.begin(), rev.end());
-  } else if (!cfg_file.empty() && is_train) {
-    auto extra = config_file_args(cfg_file, cli::flag_names(*train), bools);
-    if (!extra.ok()) {
-      std::fprintf(stderr, "easel: %s\n", extra.status().message().c_str());
-      return 2;
-    }
-    // Insert just after "train" (which is last in the reversed vector).
-    std::vector<std::string> rev(extra.value().rbegin(), extra.value().rend());
-    args.insert(args.end() - 1, rev.begin(), rev.end());
+  const std::vector<std::string> given = given_flags(argc, argv);
+  std::string source;  // where the values not on the command line came from
+  if (is_train && (resume_dir || !cfg_file.empty())) {
+    auto extra = resume_dir ? cli::resume_args(*resume_dir, given)
+                            : config_file_args(cfg_file, cli::setting_names(kTrainCommand),
+                                               cli::setting_names(kTrainCommand, true));
+    if (!extra.ok()) return report(extra.status(), Failure::request);
+    // Inserted just after "train" (which is last in the reversed vector).
+    args.insert(args.end() - 1, extra.value().rbegin(), extra.value().rend());
+    source = resume_dir ? *resume_dir + "/config.json" : cfg_file;
   }
   try {
     app.parse(args);
@@ -145,58 +141,22 @@ int easel_main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    // The subcommand's help when one was named, else easel's own.
-    std::string commands;
-    bool sub = false;
-    for (const CLI::App* c : app.get_subcommands([](const CLI::App*) { return true; })) {
-      commands += (commands.empty() ? "" : ", ") + c->get_name();
-      sub = sub || (argc > 1 && c->get_name() == argv[1]);
-    }
-    if (argc > 1 && !sub && argv[1][0] != '-') {
-      std::fprintf(stderr, "easel: unknown command '%s' (commands: %s; see easel --help)\n",
-                   argv[1], commands.c_str());
-      return 2;
-    }
-    // A value that came from the config file (or the resumed run's config.json), not from the
-    // command line: name the file.
-    std::string what = e.what();
-    const std::string source = !is_train    ? ""
-                               : resume_dir ? *resume_dir + "/config.json"
-                                            : cfg_file;
-    const std::string conv = "Could not convert: --";
-    if (!source.empty() && what.rfind(conv, 0) == 0) {
-      const std::string name = what.substr(conv.size(), what.find(' ', conv.size()) - conv.size());
-      const std::vector<std::string> given = given_flags(argc, argv);
-      if (std::find(given.begin(), given.end(), name) == given.end())
-        what = source + ": key '" + name + "': " + what;
-    }
-    std::fprintf(stderr, "easel: %s (see easel%s%s --help)\n", what.c_str(), sub ? " " : "",
-                 sub ? argv[1] : "");
-    return 2;
+    return parse_error(app, argc, argv, e);
   }
-  LogLevel level;
-  if (cfg.log_level.empty()) {
-  } else if (parse_log_level(cfg.log_level, &level)) {
-    set_log_level(level);
-  } else {
-    std::fprintf(stderr,
-                 "easel: --log-level: unknown level '%s' (accepted: debug, info, warn, error)\n",
-                 cfg.log_level.c_str());
-    return 2;
-  }
-  if (train->parsed()) return cli::run_train(cfg);
-  if (topo->parsed()) return cli::run_topology(cfg);
   if (bench->parsed()) return cli::run_bench(bench_flags);
-  return cli::run_list();
+  if (!train->parsed() && !topo->parsed()) return cli::run_list();
+  const unsigned command = train->parsed() ? kTrainCommand : kTopologyCommand;
+  auto cfg = cli::parse_settings(values, command, given, source);
+  if (!cfg.ok()) return report(cfg.status(), Failure::request);
+  if (cfg->log_level) set_log_level(*cfg->log_level);
+  return train->parsed() ? cli::run_train(*cfg, values) : cli::run_topology(*cfg);
 }
 
 // Under mpirun every rank runs easel_main; only rank 0 reports (the others log only errors), and
 // a rank that fails stops the whole job (mpi_finish) instead of leaving the others waiting.
 int main(int argc, char** argv) {
-  if (easel::Status st = easel::mpi_start(&argc, &argv); !st.ok()) {
-    std::fprintf(stderr, "easel: %s\n", st.message().c_str());
-    return 1;
-  }
+  if (easel::Status st = easel::mpi_start(&argc, &argv); !st.ok())
+    return easel::cli::report(st, easel::cli::Failure::run);
   if (easel::process_rank() != 0) easel::set_log_level(easel::LogLevel::error);
   return easel::mpi_finish(easel_main(argc, argv));
 }

@@ -9,10 +9,7 @@ namespace easel::cli {
 
 int run_topology(const TrainConfig& cfg) {
   auto topo = detect_topology();
-  if (!topo.ok()) {
-    std::fprintf(stderr, "easel: %s\n", topo.status().message().c_str());
-    return 1;
-  }
+  if (!topo.ok()) return report(topo.status(), Failure::run);
   std::printf("%s", topo->to_string().c_str());
   std::printf("high-bandwidth memory (memkind): %s\n", hbw_available() ? "yes" : "no");
   if (auto gpus = list_gpus(); gpus.ok()) {
@@ -25,10 +22,7 @@ int run_topology(const TrainConfig& cfg) {
     std::printf("GPUs: none (%s)\n", gpus.status().message().c_str());
   }
   auto plan = plan_groups(cfg, topo.value());
-  if (!plan.ok()) {
-    std::fprintf(stderr, "easel: %s\n", plan.status().message().c_str());
-    return plan.status().code() == Code::invalid_argument ? 2 : 1;
-  }
+  if (!plan.ok()) return report(plan.status(), failure_of(plan.status()));
   std::printf("plan for --algo %s:\n%s", cfg.algo.c_str(), plan->to_string().c_str());
   return 0;
 }

@@ -58,43 +58,31 @@ json times_json(const GroupTimes& t) {
           {"preempted_seconds", t.preempted}};
 }
 
-json config_json(const TrainConfig& c) {
-  return {{"net", c.net},
-          {"data", c.data},
-          {"algo", c.algo},
-          {"epochs", c.epochs},
-          {"iterations", c.iterations},
-          {"batch", c.batch},
-          {"lr", c.lr},
-          {"lr-policy", c.lr_policy},
-          {"lr-gamma", c.lr_gamma},
-          {"lr-power", c.lr_power},
-          {"lr-stepsize", c.lr_stepsize},
-          {"momentum", c.momentum},
-          {"weight-decay", c.weight_decay},
-          {"seed", c.seed},
-          {"groups", c.plan.groups},
-          {"threads-per-group", c.plan.threads_per_group},
-          {"threads", c.plan.threads},
-          {"cpus", c.plan.cpu_lists},
-          {"oversubscribe", c.plan.oversubscribe},
-          {"placement", c.placement},
-          {"target-accuracy", c.target_accuracy},
-          {"eval-every", c.eval_every},
-          {"layout", c.layout},
-          {"impl", c.impl},
-          {"precision", c.precision},
-          {"device", c.device},
-          {"rho", c.rho},
-          {"alpha", c.alpha},
-          {"tau", c.tau},
-          {"momentum-form", c.momentum_form},
-          {"reduce", c.reduce},
-          {"pack", c.pack},
-          {"overlap", c.overlap},
-          {"collective", c.collective},
-          {"prefetch", c.prefetch},
-          {"checkpoint", c.checkpoint}};
+// A setting's entry in config.json: a text as given, a number or a boolean as the run uses it.
+json setting_json(const Setting& s, const TrainConfig& cfg, const std::string& text) {
+  switch (s.field.type) {
+    case SettingType::text:
+      return text;
+    case SettingType::boolean:
+      return s.field.show(cfg) == "true";
+    case SettingType::integer: {
+      const std::string shown = s.field.show(cfg);
+      if (shown.front() == '-') return std::stoll(shown);
+      return std::stoull(shown);  // the seed may pass 2^63
+    }
+    case SettingType::real:
+      return std::strtod(s.field.show(cfg).c_str(), nullptr);  // show reads back exactly
+  }
+  return nullptr;
+}
+
+// config.json: every setting a resumed run takes from it, keyed by its flag's name.
+json config_json(const TrainConfig& cfg, const SettingValues& values) {
+  json j = json::object();
+  const auto settings = train_settings();
+  for (size_t i = 0; i < settings.size(); ++i)
+    if (settings[i].kept()) j[settings[i].name] = setting_json(settings[i], cfg, values[i].text);
+  return j;
 }
 
 std::string hms(double s) {
@@ -149,15 +137,15 @@ class Reporter final : public TrainObserver {
   // appending at the first evaluation (after the trainer has accepted the checkpoint).
   // config_text: written to config.json at on_start, once the trainer has accepted the
   // checkpoint (a refused --resume leaves the run's files as they were).
-  Reporter(std::ofstream& metrics, const std::string& mode, std::string checkpoint_path,
+  Reporter(std::ofstream& metrics, Progress mode, std::string checkpoint_path,
            fs::path metrics_path, int64_t resume_step, std::string config_text)
       : metrics_(metrics),
         checkpoint_path_(std::move(checkpoint_path)),
         metrics_path_(std::move(metrics_path)),
         resume_step_(resume_step),
         config_text_(std::move(config_text)) {
-    bar_ = mode == "bar" || (mode == "auto" && isatty(STDERR_FILENO));
-    lines_ = mode == "lines" || (mode == "auto" && !bar_);
+    bar_ = mode == Progress::bar || (mode == Progress::automatic && isatty(STDERR_FILENO));
+    lines_ = mode == Progress::lines || (mode == Progress::automatic && !bar_);
     t0_ = std::chrono::steady_clock::now();
   }
 
@@ -293,7 +281,7 @@ class Reporter final : public TrainObserver {
   std::chrono::steady_clock::time_point t0_;
 };
 
-json summary_json(const TrainSummary& s, const TrainConfig& cfg) {
+json summary_json(const TrainSummary& s, json config) {
   json groups = json::array();
   for (size_t i = 0; i < s.group_times.size(); ++i) {
     json g = times_json(s.group_times[i]);
@@ -344,26 +332,43 @@ json summary_json(const TrainSummary& s, const TrainConfig& cfg) {
       {"placement", s.info.placement},
       {"group_times", groups},
       {"layers", layers},
-      {"config", config_json(cfg)},
+      {"config", std::move(config)},
   };
 }
 
-// What a resumed run may change: these flags, and the config.json keys of the same names; every
-// other setting is fixed by the run's config.json and checked against its checkpoint.
-constexpr const char* kMayChange[] = {
-    "resume",    "iterations", "epochs",      "target-accuracy", "eval-every",    "progress",
-    "log-level", "prefetch",   "no-prefetch", "checkpoint",      "no-checkpoint", "help"};
+// Whether the flag `name` (without dashes) may be given with --resume.
+bool may_change_on_resume(const std::string& name) {
+  if (name == "help") return true;
+  const Setting* s = find_setting(name);
+  return s && s->may_change();
+}
 
-bool may_change_on_resume(const std::string& key) {
-  return std::find(std::begin(kMayChange), std::end(kMayChange), key) != std::end(kMayChange);
+// config.json's value of setting s as its flag's text; errors name the file and the key.
+Result<std::string> flag_text(const Setting& s, const json& v, const std::string& file) {
+  const auto wrong = [&] {
+    return data_error("--resume: " + file + ": key '" + s.name + "' has the wrong type");
+  };
+  switch (s.field.type) {
+    case SettingType::boolean:
+      if (!v.is_boolean()) return wrong();
+      return std::string(v.get<bool>() ? "true" : "false");
+    case SettingType::text:
+      if (!v.is_string()) return wrong();
+      return v.get<std::string>();
+    case SettingType::integer:
+      if (!v.is_number_integer()) return wrong();
+      return v.dump();
+    case SettingType::real:
+      if (!v.is_number()) return wrong();
+      return v.dump();
+  }
+  return wrong();
 }
 
 }  // namespace
 
 Result<std::vector<std::string>> resume_args(const std::string& dir,
-                                             const std::vector<std::string>& given,
-                                             const std::vector<std::string>& known_flags,
-                                             const std::vector<std::string>& boolean_flags) {
+                                             const std::vector<std::string>& given) {
   for (const std::string& g : given)
     if (!may_change_on_resume(g))
       return invalid_argument("--resume: --" + g +
@@ -387,23 +392,11 @@ Result<std::vector<std::string>> resume_args(const std::string& dir,
   std::vector<std::string> args;
   for (const auto& [key, v] : j.items()) {
     if (epochs_only && key == "iterations") continue;
-    if (std::find(known_flags.begin(), known_flags.end(), key) == known_flags.end())
+    const Setting* s = find_setting(key);
+    if (!s || key != s->name || !s->takes(kTrainCommand))
       return data_error("--resume: " + path.string() + ": unknown key '" + key + "'");
-    const bool is_bool =
-        std::find(boolean_flags.begin(), boolean_flags.end(), key) != boolean_flags.end();
-    std::string value;
-    if (is_bool != v.is_boolean())
-      return data_error("--resume: " + path.string() + ": key '" + key + "' has the wrong type");
-    if (v.is_boolean())
-      value = v.get<bool>() ? "true" : "false";
-    else if (v.is_string())
-      value = v.get<std::string>();
-    else if (v.is_number())
-      value = v.dump();
-    else
-      return data_error("--resume: " + path.string() + ": key '" + key +
-                        "' must be a string, a number or a boolean");
-    if (v.is_string() && value.empty()) continue;  // an unset list (e.g. cpus)
+    EASEL_ASSIGN_OR_RETURN(std::string value, flag_text(*s, v, path.string()));
+    if (s->field.type == SettingType::text && value.empty()) continue;  // an unset list (cpus)
     args.push_back("--" + key + "=" + value);
   }
   return args;
@@ -411,8 +404,9 @@ Result<std::vector<std::string>> resume_args(const std::string& dir,
 
 namespace {
 
-json fixed_settings(const TrainConfig& c) {
-  json j = config_json(c);
+// The settings a resumed run may not change, as JSON: part of a checkpoint's identity.
+json fixed_settings(const TrainConfig& cfg, const SettingValues& values) {
+  json j = config_json(cfg, values);
   for (auto it = j.begin(); it != j.end();)
     it = may_change_on_resume(it.key()) ? j.erase(it) : std::next(it);
   return j;
@@ -420,16 +414,16 @@ json fixed_settings(const TrainConfig& c) {
 
 // A resumed run's settings against its checkpoint's: the first key that differs, named with
 // the run's config.json (an edit there would otherwise go on silently with other settings).
-Status check_settings(const Checkpoint& ck, const TrainConfig& cfg) {
+Status check_settings(const Checkpoint& ck, const TrainConfig& cfg, const SettingValues& values) {
   const size_t at = ck.identity.find(kSettingsMark);
   if (at == std::string::npos) return {};  // not written by easel train: the identity decides
   const json had = json::parse(ck.identity.substr(at + std::strlen(kSettingsMark)), nullptr, false);
   if (had.is_discarded() || !had.is_object()) return {};
-  const json now = fixed_settings(cfg);
-  const json all = config_json(cfg);
-  std::string changeable;  // the config keys kMayChange names
-  for (const char* k : kMayChange)
-    if (all.contains(k)) changeable += (changeable.empty() ? "--" : ", --") + std::string(k);
+  const json now = fixed_settings(cfg, values);
+  std::string changeable;  // the config.json keys a resumed run may change
+  for (const Setting& s : train_settings())
+    if (s.kept() && s.may_change())
+      changeable += (changeable.empty() ? "--" : ", --") + std::string(s.name);
   const std::string file = (fs::path(cfg.resume) / "config.json").string();
   for (const auto& [key, v] : now.items()) {
     if (!had.contains(key) || had[key] != v)
@@ -443,126 +437,85 @@ Status check_settings(const Checkpoint& ck, const TrainConfig& cfg) {
 
 }  // namespace
 
-int run_train(const TrainConfig& cfg_in) {
-  TrainConfig cfg = cfg_in;
-  cfg.settings = fixed_settings(cfg).dump();
-  if (Status st = validate_config(cfg); !st.ok()) {
-    std::fprintf(stderr, "easel: %s\n", st.message().c_str());
-    return 2;
-  }
-  if (cfg.progress != "auto" && cfg.progress != "bar" && cfg.progress != "lines" &&
-      cfg.progress != "none") {
-    std::fprintf(stderr, "easel: --progress: '%s' (accepted: auto, bar, lines, none)\n",
-                 cfg.progress.c_str());
-    return 2;
-  }
-  std::optional<Checkpoint> resume;
-  if (!cfg.resume.empty()) {
-    if (process_count() > 1) {
-      std::fprintf(stderr, "easel: --resume: checkpoints are for single-process runs\n");
-      return 2;
-    }
-    if (!cfg.out.empty() && fs::path(cfg.out) != fs::path(cfg.resume)) {
-      std::fprintf(stderr, "easel: --out: a resumed run goes on in its own directory (%s)\n",
-                   cfg.resume.c_str());
-      return 2;
-    }
-    cfg.out = cfg.resume;
-    auto ck = read_checkpoint((fs::path(cfg.resume) / "checkpoint.bin").string());
-    if (!ck.ok()) {
-      std::fprintf(stderr, "easel: --resume: %s\n", ck.status().message().c_str());
-      return 2;
-    }
-    resume = std::move(ck).value();
-    if (Status st = check_settings(*resume, cfg); !st.ok()) {
-      std::fprintf(stderr, "easel: %s\n", st.message().c_str());
-      return 2;
-    }
-  }
-  if (cfg.out.empty()) cfg.out = default_out(cfg.algo);
+namespace {
+
+// The text of the setting `name` among `values`.
+const std::string& text_of(const SettingValues& values, const char* name) {
+  return values[static_cast<size_t>(find_setting(name) - train_settings().data())].text;
+}
+
+// --resume: the checkpoint, after checking that the run may go on from it here; cfg.out becomes
+// the run's directory.
+Status read_resume(TrainConfig& cfg, const SettingValues& values, std::optional<Checkpoint>* ck) {
+  if (process_count() > 1)
+    return invalid_argument("--resume: checkpoints are for single-process runs");
+  if (!cfg.out.empty() && fs::path(cfg.out) != fs::path(cfg.resume))
+    return invalid_argument("--out: a resumed run goes on in its own directory (" + cfg.resume +
+                            ")");
+  cfg.out = cfg.resume;
+  auto read = read_checkpoint((fs::path(cfg.resume) / "checkpoint.bin").string());
+  if (!read.ok()) return Status(read.status().code(), "--resume: " + read.status().message());
+  *ck = std::move(read).value();
+  return check_settings(**ck, cfg, values);
+}
+
+// Whether --out may take this run's results (never an earlier run's, unless --overwrite).
+Status check_out(const TrainConfig& cfg, bool resumed) {
   const fs::path out(cfg.out);
   std::error_code ec;
-  const bool writer = process_rank() == 0;  // under mpirun only rank 0 writes results
-  if (writer && fs::exists(out, ec) && !fs::is_directory(out, ec)) {
-    std::fprintf(stderr, "easel: --out: %s exists and is not a directory\n", cfg.out.c_str());
-    return 2;
-  }
-  if (writer && !resume && !cfg.overwrite &&
-      (fs::exists(out / "summary.json", ec) || fs::exists(out / "metrics.jsonl", ec))) {
-    std::fprintf(stderr,
-                 "easel: --out: %s already holds the results of a run (pass --overwrite to replace "
-                 "them, or choose another --out)\n",
-                 cfg.out.c_str());
-    return 2;
-  }
+  if (fs::exists(out, ec) && !fs::is_directory(out, ec))
+    return invalid_argument("--out: " + cfg.out + " exists and is not a directory");
+  if (!resumed && !cfg.overwrite &&
+      (fs::exists(out / "summary.json", ec) || fs::exists(out / "metrics.jsonl", ec)))
+    return invalid_argument("--out: " + cfg.out +
+                            " already holds the results of a run (pass --overwrite to replace "
+                            "them, or choose another --out)");
+  return {};
+}
 
-  auto placement = parse_placement(cfg.placement);
-  MemKind dataset_kind = placement.value()[BufferClass::dataset];
-  if (parse_device(cfg.device).value().gpu) {
-    // GPU groups: the data set in pinned host memory unless --placement says otherwise, so
-    // that each batch is copied to the GPU asynchronously.
-    if (Status s = prepare_gpu_memory(); !s.ok()) {
-      std::fprintf(stderr, "easel: --device %s: %s\n", cfg.device.c_str(), s.message().c_str());
-      return 1;
-    }
-    if (cfg.placement == TrainConfig{}.placement) dataset_kind = MemKind::pinned_host;
+// The data set, placed as --placement says (GPU groups: in pinned host memory unless
+// --placement is given, so that each batch is copied to the GPU asynchronously).
+Result<DataSplit> load_train_data(const TrainConfig& cfg, const SettingValues& values) {
+  MemKind dataset_kind = cfg.placement[BufferClass::dataset];
+  if (cfg.device.gpu) {
+    if (Status s = prepare_gpu_memory(); !s.ok())
+      return Status(s.code(), "--device " + device_text(cfg.device) + ": " + s.message());
+    if (text_of(values, "placement") == find_setting("placement")->default_text())
+      dataset_kind = MemKind::pinned_host;
   }
-  auto data = load_data(cfg.data, dataset_kind, cfg.seed);
-  if (!data.ok()) {
-    std::fprintf(stderr, "easel: %s\n", data.status().message().c_str());
-    return 1;
-  }
-  std::ofstream metrics;
-  if (writer) {
-    fs::create_directories(out, ec);
-    if (ec) {
-      std::fprintf(stderr, "easel: --out: cannot create %s: %s\n", cfg.out.c_str(),
-                   ec.message().c_str());
-      return 1;
-    }
-    if (resume) {  // appended to at the first evaluation (Reporter)
-      if (fs::exists(out / "metrics.jsonl", ec) &&
-          !std::ofstream(out / "metrics.jsonl", std::ios::app)) {
-        std::fprintf(stderr, "easel: --resume: cannot append to %s\n",
-                     (out / "metrics.jsonl").c_str());
-        return 1;
-      }
-    } else {
-      // A fresh run here: the earlier run's checkpoint and summary go (--overwrite), so that a
-      // run that fails leaves no results of another beside its own.
-      fs::remove(out / "checkpoint.bin", ec);
-      fs::remove(out / "summary.json", ec);
-      metrics.open(out / "metrics.jsonl", std::ios::trunc);
-    }
-    if (!resume && !metrics) {
-      std::fprintf(stderr, "easel: --out: cannot write %s\n", (out / "metrics.jsonl").c_str());
-      return 1;
-    }
-    if (!resume && !write_atomic(out / "config.json", config_json(cfg).dump(2) + "\n")) {
-      std::fprintf(stderr, "easel: --out: cannot write %s\n", (out / "config.json").c_str());
-      return 1;
-    }
-    if (resume && !cfg.checkpoint)
+  return load_data(cfg.data, dataset_kind, cfg.seed);
+}
+
+// Creates --out and its files for this run: a fresh run's metrics.jsonl and config.json (the
+// earlier run's checkpoint and summary go, so that a run that fails leaves no results of
+// another beside its own); a resumed run's metrics.jsonl is appended to at the first evaluation
+// (Reporter).
+Status prepare_out(const TrainConfig& cfg, const json& config, const Checkpoint* resume,
+                   std::ofstream& metrics) {
+  const fs::path out(cfg.out);
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec) return io_error("--out: cannot create " + cfg.out + ": " + ec.message());
+  if (resume) {
+    if (fs::exists(out / "metrics.jsonl", ec) &&
+        !std::ofstream(out / "metrics.jsonl", std::ios::app))
+      return io_error("--resume: cannot append to " + (out / "metrics.jsonl").string());
+    if (!cfg.checkpoint)
       log_warn("train", "--no-checkpoint: " + (out / "checkpoint.bin").string() +
                             " stays at step " + std::to_string(resume->iterations_done) +
                             "; a later --resume goes on from there");
+    return {};
   }
+  fs::remove(out / "checkpoint.bin", ec);
+  fs::remove(out / "summary.json", ec);
+  metrics.open(out / "metrics.jsonl", std::ios::trunc);
+  if (!metrics) return io_error("--out: cannot write " + (out / "metrics.jsonl").string());
+  if (!write_atomic(out / "config.json", config.dump(2) + "\n"))
+    return io_error("--out: cannot write " + (out / "config.json").string());
+  return {};
+}
 
-  Reporter reporter(
-      metrics, cfg.progress, writer && cfg.checkpoint ? (out / "checkpoint.bin").string() : "",
-      writer ? out / "metrics.jsonl" : fs::path(), resume ? resume->iterations_done : -1,
-      resume ? config_json(cfg).dump(2) + "\n" : "");
-  auto result = train(cfg, data.value(), &reporter, {}, resume ? &*resume : nullptr);
-  if (!result.ok()) {
-    std::fprintf(stderr, "easel: %s\n", result.status().message().c_str());
-    return 1;
-  }
-  if (!writer) return 0;
-  const TrainSummary& s = result.value();
-  if (!write_atomic(out / "summary.json", summary_json(s, cfg).dump(2) + "\n")) {
-    std::fprintf(stderr, "easel: cannot write %s\n", (out / "summary.json").c_str());
-    return 1;
-  }
+void print_done(const TrainSummary& s, const std::string& out) {
   std::printf(
       "done: test accuracy %.4f (best %.4f) after %.2f epochs, %lld steps; %.1f s training "
       "(+%.1f s evaluation), %.0f img/s; compute/comm/wait %.0f%%/%.0f%%/%.0f%%",
@@ -575,7 +528,42 @@ int run_train(const TrainConfig& cfg_in) {
     else
       std::printf("; target %.3f not reached", s.target_accuracy);
   }
-  std::printf("\nresults in %s\n", cfg.out.c_str());
+  std::printf("\nresults in %s\n", out.c_str());
+}
+
+}  // namespace
+
+int run_train(const TrainConfig& cfg_in, const SettingValues& values) {
+  TrainConfig cfg = cfg_in;
+  cfg.settings = fixed_settings(cfg, values).dump();
+  std::optional<Checkpoint> resume;
+  if (!cfg.resume.empty())
+    if (Status st = read_resume(cfg, values, &resume); !st.ok())
+      return report(st, Failure::request);
+  if (cfg.out.empty()) cfg.out = default_out(cfg.algo);
+  const bool writer = process_rank() == 0;  // under mpirun only rank 0 writes results
+  if (writer)
+    if (Status st = check_out(cfg, resume.has_value()); !st.ok())
+      return report(st, Failure::request);
+  auto data = load_train_data(cfg, values);
+  if (!data.ok()) return report(data.status(), Failure::run);
+  const json config = config_json(cfg, values);
+  std::ofstream metrics;
+  if (writer)
+    if (Status st = prepare_out(cfg, config, resume ? &*resume : nullptr, metrics); !st.ok())
+      return report(st, Failure::run);
+
+  const fs::path out(cfg.out);
+  Reporter reporter(metrics, cfg.progress,
+                    writer && cfg.checkpoint ? (out / "checkpoint.bin").string() : "",
+                    writer ? out / "metrics.jsonl" : fs::path(),
+                    resume ? resume->iterations_done : -1, resume ? config.dump(2) + "\n" : "");
+  auto result = train(cfg, data.value(), &reporter, {}, resume ? &*resume : nullptr);
+  if (!result.ok()) return report(result.status(), Failure::run);
+  if (!writer) return 0;
+  if (!write_atomic(out / "summary.json", summary_json(*result, config).dump(2) + "\n"))
+    return report(io_error("cannot write " + (out / "summary.json").string()), Failure::run);
+  print_done(*result, cfg.out);
   return 0;
 }
 

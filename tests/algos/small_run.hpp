@@ -28,7 +28,7 @@ inline TrainConfig small_config(const std::string& algo, int groups) {
   c.eval_every = 60;
   c.batch = 16;
   c.lr = 0.05;
-  c.lr_policy = "fixed";
+  c.lr_policy = LrSchedule::Policy::fixed;
   c.momentum = 0.9;
   c.weight_decay = 1e-4;
   c.rho = 1.0;
@@ -36,7 +36,7 @@ inline TrainConfig small_config(const std::string& algo, int groups) {
   c.plan.groups = std::to_string(groups);
   c.plan.threads_per_group = 1;
   c.plan.oversubscribe = true;
-  c.progress = "none";
+  c.progress = Progress::none;
   return c;
 }
 

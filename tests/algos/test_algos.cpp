@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <set>
 #include <thread>
 
 #include "algos/exchange.hpp"
@@ -50,9 +51,9 @@ TEST(SyncEasgd, DeterministicWithEveryCoDesignSwitch) {
       for (const char* overlap : {"off", "on"}) {
         TrainConfig c = small_config("sync-easgd", 3);
         c.iterations = 30;
-        c.reduce = reduce;
-        c.pack = pack;
-        c.overlap = overlap;
+        ASSERT_TRUE(set_setting(c, "reduce", reduce).ok());
+        ASSERT_TRUE(set_setting(c, "pack", pack).ok());
+        ASSERT_TRUE(set_setting(c, "overlap", overlap).ok());
         const TrainSummary a = run(c), b = run(c);
         EXPECT_EQ(a.final_weights, b.final_weights) << reduce << " " << pack << " " << overlap;
       }
@@ -97,7 +98,7 @@ TEST(SyncEasgd, SingleProcessExchangeWithLaggingGroupsEqualsBarrierExchange) {
         c.momentum = momentum;
         LaggingGroups lag(true), steady(false);
         const TrainSummary a = run(c, &lag);
-        c.pack = "per-layer";
+        c.pack = PackMode::per_layer;
         const TrainSummary b = run(c, &steady);
         const std::string what = std::to_string(groups) + " groups, tau " + std::to_string(tau) +
                                  ", momentum " + std::to_string(momentum);
@@ -113,9 +114,9 @@ TEST(SyncEasgd, OverlapGivesTheSameModelAsNoOverlap) {
   // reduction may differ, so compare closely rather than bitwise).
   TrainConfig c = small_config("sync-easgd", 2);
   c.iterations = 30;
-  c.reduce = "serial";
+  c.reduce = ReduceMode::serial;
   const TrainSummary a = run(c);
-  c.overlap = "on";
+  c.overlap = true;
   const TrainSummary b = run(c);
   ASSERT_EQ(a.final_weights.size(), b.final_weights.size());
   for (size_t i = 0; i < a.final_weights.size(); ++i)
@@ -248,7 +249,7 @@ TEST(SyncEasgd, OneGroupRhoZeroEqualsSgdBitForBit) {
 TEST(SyncEasgd, OneGroupRhoZeroWithMomentumEqualsMsgdBitForBit) {
   TrainConfig e = small_config("sync-easgd", 1);
   e.rho = 0;
-  e.momentum_form = "heavy-ball";  // Caffe's momentum SGD, as msgd
+  e.momentum_form = MomentumForm::heavy_ball;  // Caffe's momentum SGD, as msgd
   TrainConfig s = small_config("msgd", 1);
   const TrainSummary a = run(e), b = run(s);
   ASSERT_FALSE(a.group0_weights.empty());
@@ -379,6 +380,43 @@ TEST(Trainer, StopsAtTargetAccuracy) {
   EXPECT_TRUE(s.stopped_at_target);
   EXPECT_LT(s.steps, 2000);
   EXPECT_GE(s.test_accuracy, 0.8);
+}
+
+// The settings table: one entry per name, and every field's text reads back to its value, so
+// that --help shows the defaults the trainer uses and config.json holds what the run used.
+TEST(TrainSettings, DefaultsAndTextsReadBack) {
+  std::set<std::string> names;
+  for (const Setting& s : train_settings()) {
+    EXPECT_TRUE(names.insert(s.name).second) << s.name;
+    if (s.negation) {
+      EXPECT_TRUE(names.insert(s.negation).second) << s.negation;
+    }
+    EXPECT_EQ(find_setting(s.name), &s);
+    TrainConfig c = small_config("sync-easgd", 2);
+    const std::string text = s.field.show(c);
+    TrainConfig d;
+    ASSERT_TRUE(s.field.parse(s, text, d).ok()) << s.name << " " << text;
+    EXPECT_EQ(s.field.show(d), text) << s.name;
+    TrainConfig e;
+    ASSERT_TRUE(s.field.parse(s, s.default_text(), e).ok()) << s.name;
+    EXPECT_EQ(s.field.show(e), s.field.show(TrainConfig{})) << s.name;
+  }
+  TrainConfig c;
+  ASSERT_TRUE(set_setting(c, "placement", "weights=hbw,all=interleave").ok());
+  EXPECT_EQ(placement_text(c.placement),
+            "centre=interleave,weights=hbw,grads=interleave,"
+            "momentum=interleave,activations=interleave,"
+            "dataset=interleave");
+  ASSERT_TRUE(set_setting(c, "device", "cuda:1,0").ok());
+  EXPECT_EQ(device_text(c.device), "cuda:1,0");
+  EXPECT_EQ(resolve_layout(c), Layout::nchw);
+  ASSERT_TRUE(set_setting(c, "lr-gamma", "1e-4").ok());
+  EXPECT_EQ(c.lr_gamma, 1e-4);
+  EXPECT_NE(set_setting(c, "batch", "1.5").message().find("--batch: '1.5'"), std::string::npos);
+  EXPECT_NE(set_setting(c, "reduce", "ring").message().find("accepted: tree, serial"),
+            std::string::npos);
+  EXPECT_NE(set_setting(c, "seed", "-1").message().find("--seed"), std::string::npos);
+  EXPECT_FALSE(set_setting(c, "no-such", "1").ok());
 }
 
 TEST(Trainer, RefusesBadConfigurations) {

@@ -26,7 +26,7 @@ TrainConfig config(const std::string& algo, int groups) {
   TrainConfig c = test::small_config(algo, groups);
   c.iterations = 45;
   c.eval_every = 9;
-  c.lr_policy = "inv";
+  c.lr_policy = LrSchedule::Policy::inv;
   return c;
 }
 
@@ -58,7 +58,7 @@ TEST_P(ResumeEqualsUninterrupted, SameBits) {
   const auto& [algo, groups, tau, overlap] = GetParam();
   TrainConfig c = config(algo, groups);
   c.tau = tau;
-  c.overlap = overlap;
+  ASSERT_TRUE(set_setting(c, "overlap", overlap).ok());
   Keeper keep(27);
   auto whole = train(c, small_data(), &keep);
   ASSERT_TRUE(whole.ok()) << whole.status().to_string();
@@ -135,7 +135,7 @@ TEST(Resume, RefusesAnotherRunsCheckpoint) {
 TEST(Resume, RefusesWhatCannotGoOnAndSurvivesAFailedWrite) {
   TrainConfig c = config("sync-easgd", 2);
   c.iterations = 18;
-  c.lr_policy = "poly";
+  c.lr_policy = LrSchedule::Policy::poly;
   c.lr_power = 1.0;
   Keeper keep(9);
   ASSERT_TRUE(train(c, small_data(), &keep).ok());

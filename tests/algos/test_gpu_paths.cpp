@@ -254,14 +254,14 @@ TrainConfig config(const std::string& algo, const std::string& device) {
   c.eval_every = 20;
   c.batch = 16;
   c.lr = 0.05;
-  c.lr_policy = "fixed";
+  c.lr_policy = LrSchedule::Policy::fixed;
   c.seed = 7;
-  c.impl = "ref";
-  c.layout = "nchw";
-  c.device = device;
+  c.impl = ImplChoice::ref;
+  c.layout = Layout::nchw;
+  c.device = parse_device(device).value();
   c.plan.threads_per_group = 1;
   c.plan.oversubscribe = true;
-  c.progress = "none";
+  c.progress = Progress::none;
   return c;
 }
 
@@ -332,7 +332,7 @@ TEST(GpuPaths, SyncEasgdOnThreeAndFourGroupsEqualsCpu) {
 TEST(GpuPaths, SyncEasgdResidentWithTauAndPerLayerMessages) {
   const Runs r = cpu_and_gpu("sync-easgd", 2, [](TrainConfig c) {
     c.tau = 3;
-    c.pack = "per-layer";
+    c.pack = PackMode::per_layer;
     c.momentum = 0;
     return c;
   });
@@ -343,7 +343,7 @@ TEST(GpuPaths, SyncEasgdOverlapWithHostCentreEqualsCpuOverlap) {
   // Sync EASGD3 on GPUs: snapshots downloaded, Wc reduced and updated on the communication
   // thread in pinned host memory, uploaded into every group's copy at its next exchange.
   const Runs r = cpu_and_gpu("sync-easgd", 2, [](TrainConfig c) {
-    c.overlap = "on";
+    c.overlap = true;
     c.tau = 2;
     return c;
   });
@@ -376,7 +376,7 @@ TEST(GpuPaths, ResumeEqualsUninterrupted) {
       if (std::string(overlap) == "on" && std::string(algo) != "sync-easgd") continue;
       g_gpu_count = 2;
       TrainConfig c = config(algo, "cuda");
-      c.overlap = overlap;
+      ASSERT_TRUE(set_setting(c, "overlap", overlap).ok());
       c.momentum = 0.9;
       Keeper keep;
       auto whole = train(c, small_data(), &keep, fake_backend());
@@ -392,7 +392,7 @@ TEST(GpuPaths, ResumeEqualsUninterrupted) {
 TEST(GpuPaths, RefusalsNameTheFlag) {
   g_gpu_count = 2;
   TrainConfig c = config("sync-easgd", "cuda");
-  c.reduce = "serial";
+  c.reduce = ReduceMode::serial;
   auto r = train(c, small_data(), nullptr, fake_backend());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("--reduce"), std::string::npos) << r.status().message();
@@ -406,7 +406,7 @@ TEST(GpuPaths, RefusalsNameTheFlag) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("no GPU 2"), std::string::npos) << r.status().message();
   c = config("sync-easgd", "cuda");
-  c.placement = "weights=hbw-preferred";
+  c.placement = parse_placement("weights=hbw-preferred").value();
   r = train(c, small_data(), nullptr, fake_backend());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("--placement weights"), std::string::npos)

@@ -147,6 +147,15 @@ TEST(Cli, ConfigFileKeysAreFlagsAndFlagsWin) {
   o = easel("train --config " + (d / "typed.toml").string());
   EXPECT_EQ(o.code, 2);
   EXPECT_NE(o.err.find("typed.toml: key 'lr'"), std::string::npos) << o.err;
+  std::ofstream(d / "named.toml") << "layout = \"chwn\"\n";  // so does a bad name
+  o = easel("train --config " + (d / "named.toml").string());
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("named.toml: key 'layout': --layout: unknown layout 'chwn'"),
+            std::string::npos)
+      << o.err;
+  o = easel("train --config " + (d / "named.toml").string() + " --layout nhwc --iterations -1");
+  EXPECT_EQ(o.code, 2);  // the flag replaced the file's value: the error is the flag's own
+  EXPECT_NE(o.err.find("easel: --iterations: must be >= 0"), std::string::npos) << o.err;
 
   std::ofstream(d / "good.toml")
       << "algo = \"sync-sgd\"\nbatch = 8\nlr = 0.02\noversubscribe = true\n";
@@ -187,6 +196,17 @@ TEST(Cli, TrainWritesMetricsAndSummaryAndNeverOverwrites) {
   EXPECT_EQ(s["groups"], 2);
   EXPECT_EQ(s["steps"], 40);
   EXPECT_TRUE(s["time_to_target_seconds"].is_null());  // no target was set
+  // config.json: the settings a resumed run takes, keyed by flag, with their JSON types; not
+  // those each run gives itself.
+  const auto c = nlohmann::json::parse(slurp(d / "run" / "config.json"));
+  for (const char* k : {"out", "overwrite", "progress", "log-level", "resume"})
+    EXPECT_FALSE(c.contains(k)) << k;
+  EXPECT_EQ(c["placement"], "dram");
+  EXPECT_EQ(c["groups"], "2");
+  EXPECT_TRUE(c["batch"].is_number_integer());
+  EXPECT_TRUE(c["epochs"].is_number_float());
+  EXPECT_EQ(c["oversubscribe"], true);
+  EXPECT_EQ(c, s["config"]);
 
   o = easel(std::string("train") + kTiny + out);
   EXPECT_EQ(o.code, 2);
@@ -327,6 +347,16 @@ TEST(Cli, ResumeGoesOnFromTheCheckpoint) {
     o = easel("train --resume " + odd.string());
     EXPECT_EQ(o.code, 2);
     EXPECT_NE(o.err.find("config.json: unknown key 'colour'"), std::string::npos) << o.err;
+    std::ofstream(odd / "config.json") << "{\"algo\": \"msgd\", \"batch\": \"16\"}";
+    o = easel("train --resume " + odd.string());
+    EXPECT_EQ(o.code, 2);
+    EXPECT_NE(o.err.find("config.json: key 'batch' has the wrong type"), std::string::npos)
+        << o.err;
+    std::ofstream(odd / "config.json") << "{\"algo\": \"msgd\", \"reduce\": \"ring\"}";
+    o = easel("train --resume " + odd.string());
+    EXPECT_EQ(o.code, 2);
+    EXPECT_NE(o.err.find("config.json: key 'reduce': --reduce: 'ring'"), std::string::npos)
+        << o.err;
   }
   {  // config.json edited in a setting the checkpoint fixes, or not a file: named, nothing run
     const fs::path edited = d / "edited";

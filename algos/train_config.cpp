@@ -1,0 +1,453 @@
+#include "algos/train_config.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+
+namespace easel {
+
+namespace {
+
+// ---- how a text becomes a field ----------------------------------------------------------
+
+// The field at the end of a member path: (cfg.*P1).*P2 ...
+template <auto... P>
+decltype(auto) at(TrainConfig& c) {
+  return (c.*....*P);
+}
+template <auto... P>
+decltype(auto) at(const TrainConfig& c) {
+  return (c.*....*P);
+}
+
+Status bad_value(const Setting& s, std::string_view text, const char* what) {
+  return invalid_argument("--" + std::string(s.name) + ": '" + std::string(text) + "' is not " +
+                          what);
+}
+
+// A number, the whole text, read as the flag parser read it before (strtold, then rounded).
+Status read_real(const Setting& s, std::string_view text, double* v) {
+  const std::string t(text);
+  char* end = nullptr;
+  *v = t.empty() ? 0 : static_cast<double>(std::strtold(t.c_str(), &end));
+  if (t.empty() || end != t.c_str() + t.size()) return bad_value(s, text, "a number");
+  return {};
+}
+
+// A whole number that fits in T, the whole text, read as the flag parser read it before
+// (strtoll with base 0: 0x1f and 017 too).
+template <typename T>
+Status read_integer(const Setting& s, std::string_view text, T* v) {
+  const std::string t(text);
+  char* end = nullptr;
+  errno = 0;
+  const long long x = t.empty() ? 0 : std::strtoll(t.c_str(), &end, 0);
+  if (t.empty() || end != t.c_str() + t.size() || errno == ERANGE ||
+      x < std::numeric_limits<T>::min() || x > std::numeric_limits<T>::max())
+    return bad_value(s, text, "a whole number in range");
+  *v = static_cast<T>(x);
+  return {};
+}
+
+// Shortest of %g (what --help showed before) and %.17g that reads back to v.
+std::string show_real(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  if (std::strtod(buf, nullptr) != v) std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+template <auto... P>
+constexpr SettingField text() {
+  return {SettingType::text,
+          [](const Setting&, std::string_view t, TrainConfig& c) -> Status {
+            at<P...>(c) = std::string(t);
+            return {};
+          },
+          [](const TrainConfig& c) -> std::string { return at<P...>(c); }};
+}
+
+template <auto... P>
+constexpr SettingField integer() {
+  return {SettingType::integer,
+          [](const Setting& s, std::string_view t, TrainConfig& c) -> Status {
+            return read_integer(s, t, &at<P...>(c));
+          },
+          [](const TrainConfig& c) -> std::string { return std::to_string(at<P...>(c)); }};
+}
+
+template <auto... P>
+constexpr SettingField real() {
+  return {SettingType::real,
+          [](const Setting& s, std::string_view t, TrainConfig& c) -> Status {
+            return read_real(s, t, &at<P...>(c));
+          },
+          [](const TrainConfig& c) -> std::string { return show_real(at<P...>(c)); }};
+}
+
+// true or false (what a flag, a config file's boolean and config.json's give).
+template <auto... P>
+constexpr SettingField boolean() {
+  return {SettingType::boolean,
+          [](const Setting& s, std::string_view t, TrainConfig& c) -> Status {
+            if (t != "true" && t != "false") return bad_value(s, t, "true or false");
+            at<P...>(c) = t == "true";
+            return {};
+          },
+          [](const TrainConfig& c) -> std::string { return at<P...>(c) ? "true" : "false"; }};
+}
+
+template <typename E>
+struct Name {
+  E value;
+  const char* name;
+};
+
+// One of a fixed list of names.
+template <const auto& kNames, auto... P>
+constexpr SettingField choice() {
+  return {SettingType::text,
+          [](const Setting& s, std::string_view t, TrainConfig& c) -> Status {
+            std::string accepted;
+            for (const auto& n : kNames) {
+              if (t == n.name) {
+                at<P...>(c) = n.value;
+                return {};
+              }
+              accepted += (accepted.empty() ? "" : ", ") + std::string(n.name);
+            }
+            return invalid_argument("--" + std::string(s.name) + ": '" + std::string(t) +
+                                    "' (accepted: " + accepted + ")");
+          },
+          [](const TrainConfig& c) -> std::string {
+            for (const auto& n : kNames)
+              if (at<P...>(c) == n.value) return n.name;
+            return "?";
+          }};
+}
+
+constexpr Name<MomentumForm> kMomentumForms[] = {{MomentumForm::nesterov, "nesterov"},
+                                                 {MomentumForm::heavy_ball, "heavy-ball"}};
+constexpr Name<ReduceMode> kReduceModes[] = {{ReduceMode::tree, "tree"},
+                                             {ReduceMode::serial, "serial"}};
+constexpr Name<PackMode> kPackModes[] = {{PackMode::single, "single"},
+                                         {PackMode::per_layer, "per-layer"}};
+constexpr Name<bool> kOnOff[] = {{true, "on"}, {false, "off"}};
+constexpr Name<CollectiveAlgo> kCollectives[] = {{CollectiveAlgo::tree, "tree"},
+                                                 {CollectiveAlgo::ring, "ring"}};
+constexpr Name<Progress> kProgress[] = {{Progress::automatic, "auto"},
+                                        {Progress::bar, "bar"},
+                                        {Progress::lines, "lines"},
+                                        {Progress::none, "none"}};
+
+// The fields whose names and messages come from the floor that owns the type.
+
+constexpr SettingField kLrPolicy{
+    SettingType::text,
+    [](const Setting&, std::string_view t, TrainConfig& c) -> Status {
+      EASEL_ASSIGN_OR_RETURN(c.lr_policy, parse_lr_policy(std::string(t)));
+      return {};
+    },
+    [](const TrainConfig& c) -> std::string { return lr_policy_name(c.lr_policy); }};
+
+// No sign, no wrap-around past 2^64 - 1.
+constexpr SettingField kSeed{
+    SettingType::integer,
+    [](const Setting&, std::string_view t, TrainConfig& c) -> Status {
+      const bool digits = !t.empty() && t.size() <= 19 &&
+                          t.find_first_not_of("0123456789") == std::string_view::npos;
+      if (!digits)
+        return invalid_argument("--seed: '" + std::string(t) +
+                                "' is not a whole number from 0 to 10^19 - 1");
+      const std::string text(t);  // as the flag parser read it before: strtoull with base 0
+      char* end = nullptr;
+      c.seed = std::strtoull(text.c_str(), &end, 0);
+      if (end != text.c_str() + text.size())
+        return invalid_argument("--seed: '" + text +
+                                "' is not a whole number (a leading 0 reads "
+                                "it as octal)");
+      return {};
+    },
+    [](const TrainConfig& c) -> std::string { return std::to_string(c.seed); }};
+
+constexpr SettingField kPlacement{
+    SettingType::text,
+    [](const Setting&, std::string_view t, TrainConfig& c) -> Status {
+      auto p = parse_placement(t);
+      if (!p.ok()) return invalid_argument("--" + p.status().message());  // "placement..."
+      c.placement = *p;
+      return {};
+    },
+    [](const TrainConfig& c) -> std::string { return placement_text(c.placement); }};
+
+constexpr SettingField kLayout{
+    SettingType::text,
+    [](const Setting&, std::string_view t, TrainConfig& c) -> Status {
+      if (t == "auto")
+        c.layout.reset();
+      else if (t == "nchw")
+        c.layout = Layout::nchw;
+      else if (t == "nhwc")
+        c.layout = Layout::nhwc;
+      else
+        return invalid_argument("--layout: unknown layout '" + std::string(t) +
+                                "' (accepted: auto, nchw, nhwc)");
+      return {};
+    },
+    [](const TrainConfig& c) -> std::string {
+      return !c.layout ? "auto" : *c.layout == Layout::nchw ? "nchw" : "nhwc";
+    }};
+
+constexpr SettingField kImpl{
+    SettingType::text,
+    [](const Setting&, std::string_view t, TrainConfig& c) -> Status {
+      EASEL_ASSIGN_OR_RETURN(c.impl, parse_impl_choice(std::string(t)));
+      return {};
+    },
+    [](const TrainConfig& c) -> std::string { return c.impl == ImplChoice::ref ? "ref" : "fast"; }};
+
+constexpr SettingField kPrecision{
+    SettingType::text,
+    [](const Setting&, std::string_view t, TrainConfig& c) -> Status {
+      EASEL_ASSIGN_OR_RETURN(c.precision, parse_precision(std::string(t)));
+      return {};
+    },
+    [](const TrainConfig& c) -> std::string { return precision_name(c.precision); }};
+
+constexpr SettingField kDevice{
+    SettingType::text,
+    [](const Setting&, std::string_view t, TrainConfig& c) -> Status {
+      EASEL_ASSIGN_OR_RETURN(c.device, parse_device(std::string(t)));
+      return {};
+    },
+    [](const TrainConfig& c) -> std::string { return device_text(c.device); }};
+
+// Empty: EASEL_LOG or info.
+constexpr SettingField kLogLevel{
+    SettingType::text,
+    [](const Setting&, std::string_view t, TrainConfig& c) -> Status {
+      LogLevel level;
+      if (t.empty()) {
+        c.log_level.reset();
+      } else if (parse_log_level(t, &level)) {
+        c.log_level = level;
+      } else {
+        return invalid_argument("--log-level: unknown level '" + std::string(t) +
+                                "' (accepted: debug, info, warn, error)");
+      }
+      return {};
+    },
+    [](const TrainConfig& c) -> std::string {
+      if (!c.log_level) return "";
+      switch (*c.log_level) {
+        case LogLevel::debug:
+          return "debug";
+        case LogLevel::info:
+          return "info";
+        case LogLevel::warn:
+          return "warn";
+        case LogLevel::error:
+          return "error";
+      }
+      return "";
+    }};
+
+// ---- the table -----------------------------------------------------------------------------
+
+using T = TrainConfig;
+using R = OnResume;
+constexpr unsigned kTrain = kTrainCommand, kBoth = kTrainCommand | kTopologyCommand;
+
+// clang-format off
+const Setting kSettings[] = {
+  {"net", text<&T::net>(), kTrain, R::fixed, "model: lenet, cifar10-quick (easel list)"},
+  {"data", text<&T::data>(), kTrain, R::fixed,
+   "fashion-mnist, mnist, a directory of IDX files, or synthetic[:N[:CxHxW[:K]]]"},
+  {"algo", text<&T::algo>(), kBoth, R::fixed,
+   "algorithm (easel list; one-group algorithms plan one group)"},
+  {"epochs", real<&T::epochs>(), kTrain, R::changeable,
+   "epochs to train (ignored when --iterations > 0)"},
+  {"iterations", integer<&T::iterations>(), kTrain, R::changeable,
+   "iterations to train (each group steps once per iteration)"},
+  {"batch", integer<&T::batch>(), kTrain, R::fixed, "mini-batch size per group"},
+  {"lr", real<&T::lr>(), kTrain, R::fixed, "base learning rate eta"},
+  {"lr-policy", kLrPolicy, kTrain, R::fixed, "fixed, step, inv, exp, poly (Caffe's definitions)"},
+  {"lr-gamma", real<&T::lr_gamma>(), kTrain, R::fixed, "gamma of the step, inv and exp policies"},
+  {"lr-power", real<&T::lr_power>(), kTrain, R::fixed, "power of the inv and poly policies"},
+  {"lr-stepsize", integer<&T::lr_stepsize>(), kTrain, R::fixed,
+   "iterations per step of the step policy"},
+  {"momentum", real<&T::momentum>(), kTrain, R::fixed,
+   "momentum mu (msgd, sync-sgd, async-msgd) or the groups' delta (async-measgd, sync-easgd)"},
+  {"weight-decay", real<&T::weight_decay>(), kTrain, R::fixed, "L2 weight decay"},
+  {"seed", kSeed, kTrain, R::fixed, "seed of the initial weights, shuffling and dropout"},
+  {"groups", text<&T::plan, &PlanRequest::groups>(), kBoth, R::fixed,
+   "worker groups: a count, 'auto' (one per core) or 'numa'"},
+  {"threads-per-group", integer<&T::plan, &PlanRequest::threads_per_group>(), kBoth, R::fixed,
+   "threads in each group (0: derive)"},
+  {"threads", integer<&T::plan, &PlanRequest::threads>(), kBoth, R::fixed,
+   "total threads (0: all cores; with --groups or --cpus it must agree)"},
+  {"cpus", text<&T::plan, &PlanRequest::cpu_lists>(), kBoth, R::fixed,
+   "explicit cpu list per group, e.g. '0-3;4-7' (sets the groups and their threads)"},
+  {"oversubscribe", boolean<&T::plan, &PlanRequest::oversubscribe>(), kBoth, R::fixed,
+   "allow more threads than cores"},
+  {"placement", kPlacement, kTrain, R::fixed,
+   "memory kind per buffer class: KIND or CLASS=KIND,... (classes: all, centre, weights, grads, "
+   "momentum, activations, dataset; kinds: dram, hbw, hbw-preferred, interleave, and with "
+   "--device cuda pinned-host for the data set)"},
+  {"target-accuracy", real<&T::target_accuracy>(), kTrain, R::changeable,
+   "stop when the test accuracy reaches it (0: never)"},
+  {"eval-every", integer<&T::eval_every>(), kTrain, R::changeable,
+   "iterations between test evaluations (0: once per epoch)"},
+  {"out", text<&T::out>(), kTrain, R::fresh_only, "output directory (default runs/DATE-TIME-ALGO)"},
+  {"overwrite", boolean<&T::overwrite>(), kTrain, R::fresh_only,
+   "allow --out to hold the results of an earlier run"},
+  {"layout", kLayout, kTrain, R::fixed,
+   "activation layout: auto (nhwc on the CPU, nchw on GPUs), nhwc or nchw"},
+  {"impl", kImpl, kTrain, R::fixed, "kernels: fast (oneDNN, reference fallback) or ref"},
+  {"precision", kPrecision, kTrain, R::fixed,
+   "fast-kernel arithmetic: fp32 or bf16 (bf16 compute; f32 master weights, gradients, "
+   "momentum)"},
+  {"device", kDevice, kBoth, R::fixed,
+   "where the groups run: cpu, cuda (one worker group per GPU; sgd and msgd: the first) or "
+   "cuda:0,1,... (those GPUs)"},
+  {"rho", real<&T::rho>(), kTrain, R::fixed,
+   "EASGD elastic coefficient rho: alpha = lr * rho (-1: unset)"},
+  {"alpha", real<&T::alpha>(), kTrain, R::fixed,
+   "fixed EASGD moving rate alpha (-1: unset; both unset: alpha = 0.9 / groups)"},
+  {"tau", integer<&T::tau>(), kTrain, R::fixed, "EASGD communication period (steps between exchanges)"},
+  {"momentum-form", choice<kMomentumForms, &T::momentum_form>(), kTrain, R::fixed,
+   "group momentum of async-measgd and sync-easgd: nesterov or heavy-ball"},
+  {"reduce", choice<kReduceModes, &T::reduce>(), kTrain, R::fixed,
+   "sync-easgd exchange: tree (collective) or serial (P exchanges)"},
+  {"pack", choice<kPackModes, &T::pack>(), kTrain, R::fixed,
+   "exchange: single (one message over the arena) or per-layer"},
+  {"overlap", choice<kOnOff, &T::overlap>(), kTrain, R::fixed,
+   "sync-easgd: overlap the centre exchange with the next step (on/off)"},
+  {"collective", choice<kCollectives, &T::collective>(), kTrain, R::fixed,
+   "shared-memory collective: tree or ring"},
+  {"progress", choice<kProgress, &T::progress>(), kTrain, R::per_run, "auto, bar, lines or none"},
+  {"prefetch", boolean<&T::prefetch>(), kTrain, R::changeable,
+   "prepare batches ahead on a helper thread", "no-prefetch"},
+  {"checkpoint", boolean<&T::checkpoint>(), kTrain, R::changeable,
+   "write checkpoint.bin to --out after every evaluation (for --resume)", "no-checkpoint"},
+  {"resume", text<&T::resume>(), kTrain, R::per_run,
+   "continue the run in this directory (an earlier --out) from its checkpoint.bin, with its "
+   "config.json; only the flags marked 'may change on --resume' may change"},
+  {"log-level", kLogLevel, kTrain, R::per_run,
+   "debug, info, warn, error (default: EASEL_LOG or info)"},
+};
+// clang-format on
+
+Status check_range(const char* flag, double v, double lo, double hi, bool lo_open = false) {
+  if (!std::isfinite(v) || v > hi || (lo_open ? v <= lo : v < lo)) {
+    return invalid_argument(std::string(flag) + ": " + std::to_string(v) + " is out of range " +
+                            (lo_open ? "(" : "[") + std::to_string(lo) + ", " + std::to_string(hi) +
+                            "]");
+  }
+  return {};
+}
+
+LrSchedule lr_schedule(const TrainConfig& c, int64_t total_iterations) {
+  LrSchedule s;
+  s.policy = c.lr_policy;
+  s.base = c.lr;
+  s.gamma = c.lr_gamma;
+  s.power = c.lr_power;
+  s.stepsize = c.lr_stepsize;
+  s.max_iter = total_iterations;
+  return s;
+}
+
+}  // namespace
+
+std::span<const Setting> train_settings() {
+  return kSettings;
+}
+
+const Setting* find_setting(std::string_view name) {
+  for (const Setting& s : kSettings)
+    if (name == s.name || (s.negation && name == s.negation)) return &s;
+  return nullptr;
+}
+
+Status set_setting(TrainConfig& cfg, std::string_view name, std::string_view text) {
+  const Setting* s = find_setting(name);
+  if (!s) return invalid_argument("--" + std::string(name) + ": no such setting");
+  return s->field.parse(*s, text, cfg);
+}
+
+Status validate_config(const TrainConfig& c) {
+  if (c.batch < 1 || c.batch > 65536)
+    return invalid_argument("--batch: " + std::to_string(c.batch) + " is out of range [1, 65536]");
+  if (c.iterations < 0) return invalid_argument("--iterations: must be >= 0");
+  if (c.iterations == 0) EASEL_RETURN_IF_ERROR(check_range("--epochs", c.epochs, 0, 1e6, true));
+  EASEL_RETURN_IF_ERROR(check_range("--momentum", c.momentum, 0, 1));
+  if (c.momentum >= 1) return invalid_argument("--momentum: must be < 1");
+  EASEL_RETURN_IF_ERROR(check_range("--weight-decay", c.weight_decay, 0, 1));
+  if (c.rho != -1) EASEL_RETURN_IF_ERROR(check_range("--rho", c.rho, 0, 1e3));
+  if (c.alpha != -1) EASEL_RETURN_IF_ERROR(check_range("--alpha", c.alpha, 0, 1));
+  if (c.alpha != -1 && c.rho != -1)
+    return invalid_argument(
+        "--alpha and --rho: give one (--alpha fixes the elastic step, --rho "
+        "makes it lr * rho)");
+  if (c.tau < 1 || c.tau > 1000000) return invalid_argument("--tau: must be in [1, 1000000]");
+  EASEL_RETURN_IF_ERROR(check_range("--target-accuracy", c.target_accuracy, 0, 1));
+  if (c.eval_every < 0) return invalid_argument("--eval-every: must be >= 0");
+  EASEL_RETURN_IF_ERROR(make_algorithm(c.algo).status());
+  EASEL_RETURN_IF_ERROR(validate(lr_schedule(c, 1)));
+  if (!c.device.gpu) {
+    for (MemKind k : c.placement.kind)
+      if (k == MemKind::pinned_host || k == MemKind::device)
+        return invalid_argument("--placement " + placement_text(c.placement) + ": " +
+                                mem_kind_name(k) +
+                                " memory belongs to a GPU; it needs --device cuda");
+  }
+  return {};
+}
+
+AlgoParams make_params(const TrainConfig& c, int64_t total_iterations, int groups) {
+  AlgoParams p;
+  p.lr = lr_schedule(c, total_iterations);
+  p.momentum = static_cast<float>(c.momentum);
+  p.weight_decay = static_cast<float>(c.weight_decay);
+  p.rho = static_cast<float>(c.rho);
+  p.alpha = static_cast<float>(c.alpha);
+  if (c.alpha < 0 && c.rho < 0) p.alpha = 0.9f / static_cast<float>(groups);  // beta = 0.9
+  p.tau = static_cast<int>(c.tau);
+  p.nesterov = c.momentum_form == MomentumForm::nesterov;
+  p.reduce = c.reduce;
+  p.pack = c.pack;
+  p.overlap = c.overlap;
+  p.collective = c.collective;
+  return p;
+}
+
+Layout resolve_layout(const TrainConfig& cfg) {
+  return cfg.layout.value_or(cfg.device.gpu ? Layout::nchw : Layout::nhwc);
+}
+
+std::string device_text(const DeviceRequest& d) {
+  if (!d.gpu) return "cpu";
+  std::string s = "cuda";
+  for (size_t i = 0; i < d.ordinals.size(); ++i)
+    s += (i == 0 ? ":" : ",") + std::to_string(d.ordinals[i]);
+  return s;
+}
+
+std::string placement_text(const Placement& p) {
+  bool uniform = true;
+  for (MemKind k : p.kind)
+    uniform = uniform && k == p.kind[0];
+  if (uniform) return mem_kind_name(p.kind[0]);
+  std::string s;
+  for (int i = 0; i < kBufferClassCount; ++i) {
+    if (p.kind[i] == MemKind::dram) continue;
+    s += (s.empty() ? "" : ",") + std::string(buffer_class_name(static_cast<BufferClass>(i))) +
+         "=" + mem_kind_name(p.kind[i]);
+  }
+  return s;
+}
+
+}  // namespace easel

@@ -1,0 +1,144 @@
+// The `train` settings: TrainConfig, the typed configuration the trainer receives, and the one
+// table that declares every setting (train_settings()). A setting's entry gives its name (the
+// flag `--NAME`, the config file's key NAME and its key in a run's config.json), the type of its
+// value, the subcommands that take it, what a resumed run may do with it and its help; the
+// field's initializer below is its default. The front end (tools/) builds the flags, reads the
+// config file and config.json, and applies the resume rule from the table alone.
+// Adding a setting: its field here, one line in the table (train_config.cpp), its use.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "algos/algorithm.hpp"
+#include "algos/schedule.hpp"
+#include "devices/device.hpp"
+#include "engine/comm/comm.hpp"
+#include "engine/log.hpp"
+#include "engine/memory.hpp"
+#include "engine/tensor.hpp"
+#include "engine/topology.hpp"
+
+namespace easel {
+
+enum class MomentumForm { nesterov, heavy_ball };
+enum class Progress { automatic, bar, lines, none };  // automatic: a bar on a terminal
+
+// Defaults are those of Caffe's LeNet solver with the paper's default algorithm on all cores.
+struct TrainConfig {
+  std::string net = "lenet";
+  std::string data = "fashion-mnist";
+  std::string algo = "sync-easgd";
+  double epochs = 10;      // used when iterations == 0
+  int64_t iterations = 0;  // iterations of the run (each group steps once per iteration)
+  int64_t batch = 64;      // per group
+  double lr = 0.01;
+  LrSchedule::Policy lr_policy = LrSchedule::Policy::inv;
+  double lr_gamma = 1e-4, lr_power = 0.75;
+  int64_t lr_stepsize = 1000;
+  double momentum = 0.9;
+  double weight_decay = 5e-4;
+  uint64_t seed = 1;
+  PlanRequest plan;            // --groups, --threads-per-group, --threads, --cpus, --oversubscribe
+  Placement placement;         // everything in dram
+  double target_accuracy = 0;  // 0: none; stop when the test accuracy reaches it
+  int64_t eval_every = 0;      // iterations between evaluations; 0: once per epoch
+  std::string out;             // output directory; empty: runs/<date>-<time>-<algo>
+  bool overwrite = false;      // allow an --out that already holds results
+  std::optional<Layout> layout;  // nullopt: auto (nhwc on the CPU, nchw on GPUs)
+  ImplChoice impl = ImplChoice::fast;
+  Precision precision = Precision::fp32;  // arithmetic of the fast kernels
+  DeviceRequest device;                   // the CPU
+  // EASGD and friends (DESIGN.md 4)
+  // The elastic moving rate: alpha = lr * rho when rho >= 0 is given, a fixed alpha when
+  // alpha >= 0 is given, else the EASGD paper's choice beta = P * alpha = 0.9.
+  double rho = -1;
+  double alpha = -1;
+  int64_t tau = 1;
+  MomentumForm momentum_form = MomentumForm::nesterov;
+  ReduceMode reduce = ReduceMode::tree;
+  PackMode pack = PackMode::single;
+  bool overlap = false;
+  CollectiveAlgo collective = CollectiveAlgo::tree;
+  Progress progress = Progress::automatic;
+  bool prefetch = true;
+  bool checkpoint = true;             // write --out/checkpoint.bin after every evaluation
+  std::string resume;                 // a run's --out to continue from
+  std::optional<LogLevel> log_level;  // nullopt: EASEL_LOG or info
+  // Every other setting that fixes the run, as its front end writes them (easel train: the
+  // config.json keys a resumed run may not change, as JSON); part of a checkpoint's identity.
+  std::string settings;
+};
+
+// The type of a setting's value in a config file and in config.json.
+enum class SettingType { text, integer, real, boolean };
+
+// The subcommands that take a setting (bits).
+enum SettingCommand : unsigned { kTrainCommand = 1, kTopologyCommand = 2 };
+
+// What `easel train --resume DIR` does with a setting.
+enum class OnResume {
+  fixed,       // kept in config.json; the run takes it from there and refuses the flag
+  changeable,  // kept in config.json; the run takes it from there unless the flag is given
+  per_run,     // not kept; every run, a resumed one too, gives its own
+  fresh_only,  // not kept; refused with --resume (only a fresh run takes it)
+};
+
+struct Setting;
+
+// How a setting's text becomes its field and back.
+struct SettingField {
+  SettingType type;
+  // Sets the field from text; errors name the flag (s.name) and the value.
+  Status (*parse)(const Setting& s, std::string_view text, TrainConfig& cfg);
+  // The field as text that parse reads back to the same value (--help's default).
+  std::string (*show)(const TrainConfig& cfg);
+};
+
+struct Setting {
+  const char* name;  // without dashes: the flag, the config file's key, config.json's key
+  SettingField field;
+  unsigned commands;  // SettingCommand bits
+  OnResume on_resume;
+  const char* help;
+  const char* negation = nullptr;  // a boolean's second flag, which sets it false
+
+  // In config.json (and, unless it may change, in a checkpoint's identity).
+  bool kept() const { return on_resume == OnResume::fixed || on_resume == OnResume::changeable; }
+  // Its flag may be given with --resume.
+  bool may_change() const {
+    return on_resume != OnResume::fixed && on_resume != OnResume::fresh_only;
+  }
+  bool takes(unsigned command) const { return (commands & command) != 0; }
+  std::string default_text() const { return field.show(TrainConfig{}); }
+};
+
+// Every setting, in --help order.
+std::span<const Setting> train_settings();
+// The setting named `name` (or whose negation it is); nullptr when there is none.
+const Setting* find_setting(std::string_view name);
+// Sets one setting of cfg from its text (as a flag would); errors name the flag.
+Status set_setting(TrainConfig& cfg, std::string_view name, std::string_view text);
+
+// Checks the ranges and the rules between fields, without touching the machine or the data
+// (train() expects a config that passed it). Errors name the flag.
+Status validate_config(const TrainConfig& cfg);
+
+// The algorithms' parameters for a run of `total_iterations` on `groups` groups (P).
+// Requires a validated cfg.
+AlgoParams make_params(const TrainConfig& cfg, int64_t total_iterations, int groups);
+
+// The layout of the activations: --layout, or auto's choice (nhwc on the CPU for oneDNN's
+// brgemm convolutions, nchw on GPUs for cuDNN's native fp32 layout).
+Layout resolve_layout(const TrainConfig& cfg);
+
+// "cpu", "cuda" or "cuda:0,1": what --device said (parse_device reads it back).
+std::string device_text(const DeviceRequest& d);
+// A kind name when every class has it ("dram"), else the classes that are not dram
+// ("weights=hbw,dataset=interleave"): what parse_placement reads back.
+std::string placement_text(const Placement& p);
+
+}  // namespace easel
