@@ -505,6 +505,8 @@ GroupPlan place_groups(const Topology& topo, const PlanShape& shape, const PlanL
 
 }  // namespace
 
+// Checks the counts, then plans the --cpus lists when given (a numeric --groups must count them),
+// else shapes the groups for --groups auto / numa / N, checks the shape fits the cores, places it.
 Result<GroupPlan> make_plan(const Topology& topo, const PlanRequest& req) {
   EASEL_ASSIGN_OR_RETURN(const PlanLimits lim, check_counts(topo, req));
   if (!trim(req.cpu_lists).empty()) return plan_cpu_lists(topo, req);
