@@ -89,49 +89,59 @@ bool parse_variant(const std::string& s, Variant& v) {
   return true;
 }
 
-int run(int argc, char** argv) {
-  std::string net_name = "lenet", layout_name_s = "nhwc";
+// The command line, parsed.
+struct Options {
+  std::string net_name = "lenet", layout_name = "nhwc";
   int64_t batch = 64, steps = 300, block = 10;
-  int cpu = 0;
+  int cpu = 0;  // pinned to it when >= 0
   bool layers = false;
-  std::vector<Variant> variants;
+  std::vector<Variant> variants;  // fp32 when none is given
+};
+
+// Fills `o` from argv; on a flag without its value or an unknown variant prints the one-line
+// error and returns false.
+bool parse_args(int argc, char** argv, Options& o) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "bench_step: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
+    const bool valued = a == "--net" || a == "--batch" || a == "--steps" || a == "--block" ||
+                        a == "--cpu" || a == "--layout";
+    if (valued && i + 1 >= argc) {
+      std::fprintf(stderr, "bench_step: %s needs a value\n", a.c_str());
+      return false;
+    }
     if (a == "--net") {
-      net_name = next();
+      o.net_name = argv[++i];
     } else if (a == "--batch") {
-      batch = std::atoll(next().c_str());
+      o.batch = std::atoll(argv[++i]);
     } else if (a == "--steps") {
-      steps = std::atoll(next().c_str());
+      o.steps = std::atoll(argv[++i]);
     } else if (a == "--block") {
-      block = std::atoll(next().c_str());
+      o.block = std::atoll(argv[++i]);
     } else if (a == "--cpu") {
-      cpu = std::atoi(next().c_str());
+      o.cpu = std::atoi(argv[++i]);
     } else if (a == "--layout") {
-      layout_name_s = next();
+      o.layout_name = argv[++i];
     } else if (a == "--layers") {
-      layers = true;
+      o.layers = true;
     } else {
       Variant v;
       if (!parse_variant(a, v)) {
         std::fprintf(stderr, "bench_step: unknown variant '%s'\n", a.c_str());
-        return 2;
+        return false;
       }
-      variants.push_back(std::move(v));
+      o.variants.push_back(std::move(v));
     }
   }
-  if (variants.empty()) {
+  if (o.variants.empty()) {
     Variant v;
     parse_variant("fp32", v);
-    variants.push_back(std::move(v));
+    o.variants.push_back(std::move(v));
   }
+  return true;
+}
+
+// This thread on `cpu` (when >= 0; a failure is reported and ignored), one OpenMP thread.
+void pin_to(int cpu) {
   if (cpu >= 0) {
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -139,23 +149,19 @@ int run(int argc, char** argv) {
     if (sched_setaffinity(0, sizeof(set), &set) != 0) std::perror("sched_setaffinity");
   }
   omp_set_num_threads(1);
-  const Layout layout = layout_name_s == "nchw" ? Layout::nchw : Layout::nhwc;
-  const bool cifar = net_name.rfind("cifar", 0) == 0;
-  ModelInput in;
-  if (cifar) in = {3, 32, 32, 10};
-  auto spec = build_model(net_name, in);
-  if (!spec.ok()) {
-    std::fprintf(stderr, "bench_step: %s\n", spec.status().to_string().c_str());
-    return 2;
-  }
+}
 
+// Gives every variant its device, net, initialised weights, zeroed arenas and loss; on a net
+// that cannot be built prints the variant and why, and returns false.
+bool build_variants(std::vector<Variant>& variants, const NetSpec& spec, const ModelInput& in,
+                    int64_t batch, Layout layout) {
   for (Variant& v : variants) {
     v.device = make_cpu_device(v.impl, v.opts);
-    auto net = Net::create(spec.value(), batch, layout, *v.device, MemKind::dram);
+    auto net = Net::create(spec, batch, layout, *v.device, MemKind::dram);
     if (!net.ok()) {
       std::fprintf(stderr, "bench_step: %s: %s\n", v.name.c_str(),
                    net.status().to_string().c_str());
-      return 1;
+      return false;
     }
     v.net = std::move(net).value();
     const int64_t n = v.net->params().total_floats();
@@ -165,39 +171,50 @@ int run(int argc, char** argv) {
     v.net->init_params(v.w.data(), 1);
     v.loss = v.device->make_loss(batch, in.classes).value();
   }
-  const Shape4 is = variants[0].net->input_shape();
-  std::vector<float> images(static_cast<size_t>(is.count()));
-  std::vector<int32_t> labels(static_cast<size_t>(batch));
-  Rng rng = Rng::stream(7, 0);
-  for (float& x : images)
-    x = rng.uniform(0.f, 1.f);
-  for (int32_t& l : labels)
-    l = static_cast<int32_t>(rng.below(static_cast<uint64_t>(in.classes)));
+  return true;
+}
 
-  const double flops = variants[0].net->flops_per_image_train();
-  std::printf("net %s batch %lld %s, %.2f MFLOP/image, %lld steps per variant (blocks of %lld)\n",
-              net_name.c_str(), static_cast<long long>(batch), layout_name(layout), flops / 1e6,
-              static_cast<long long>(steps), static_cast<long long>(block));
-  for (const Variant& v : variants) {
-    std::printf("  %s:\n", v.name.c_str());
-    for (const LayerInfo& l : v.net->describe())
-      std::printf("    %-14s %s\n", l.name.c_str(), l.impl.c_str());
-  }
-  auto step = [&](Variant& v) {
-    v.net->train_step(images.data(), labels.data(), v.w.data(), v.dw.data());
-    momentum_step(v.net->params().segments(), v.w.data(), v.dw.data(), v.v.data(), kLr, kMomentum,
-                  kDecay);
-  };
+// One synthetic batch every variant trains on: uniform [0, 1) images, then uniform labels,
+// from one fixed stream.
+struct Batch {
+  std::vector<float> images;    // the net's input shape
+  std::vector<int32_t> labels;  // [batch]
+};
+Batch synthetic_batch(const Shape4& input, int64_t batch, int64_t classes) {
+  Batch b{std::vector<float>(static_cast<size_t>(input.count())),
+          std::vector<int32_t>(static_cast<size_t>(batch))};
+  Rng rng = Rng::stream(7, 0);
+  for (float& x : b.images)
+    x = rng.uniform(0.f, 1.f);
+  for (int32_t& l : b.labels)
+    l = static_cast<int32_t>(rng.below(static_cast<uint64_t>(classes)));
+  return b;
+}
+
+// One training step of `v`: train_step then momentum_step over the arena.
+void train_once(Variant& v, const Batch& b) {
+  v.net->train_step(b.images.data(), b.labels.data(), v.w.data(), v.dw.data());
+  momentum_step(v.net->params().segments(), v.w.data(), v.dw.data(), v.v.data(), kLr, kMomentum,
+                kDecay);
+}
+
+// 20 untimed steps per variant, then `steps` timed steps each, the variants taking turns in
+// blocks of `block`; each step's seconds go to its variant's step_times.
+void time_variants(std::vector<Variant>& variants, const Batch& b, int64_t steps, int64_t block) {
   for (Variant& v : variants)  // warm-up
     for (int k = 0; k < 20; ++k)
-      step(v);
+      train_once(v, b);
   for (int64_t done = 0; done < steps; done += block)
     for (Variant& v : variants)
       for (int64_t k = 0; k < block; ++k) {
         const double t0 = now();
-        step(v);
+        train_once(v, b);
         v.step_times.push_back(now() - t0);
       }
+}
+
+// Each variant's median step time, images/s, GFLOP/s and ratio to the first variant.
+void print_steps(const std::vector<Variant>& variants, int64_t batch, double flops) {
   const double base = median(variants[0].step_times);
   std::printf("\n%-28s %10s %10s %8s %8s\n", "variant", "step ms", "img/s", "GFLOP/s", "ratio");
   for (const Variant& v : variants) {
@@ -206,49 +223,61 @@ int run(int argc, char** argv) {
                 static_cast<double>(batch) / t, flops * static_cast<double>(batch) / t / 1e9,
                 base / t);
   }
+}
 
-  if (!layers) return 0;
-  // Per layer: interleaved repeats of each layer's forward and backward, median.
-  const int reps = static_cast<int>(std::max<int64_t>(steps / 2, 20));
-  struct Times {
-    std::vector<std::vector<double>> fwd, bwd;
-    std::vector<double> loss, update;
-  };
-  std::vector<Times> times(variants.size());
-  std::vector<float> prob(static_cast<size_t>(batch * in.classes));
+// One variant's seconds per repeat: each layer's forward and backward, the loss, the update.
+struct LayerTimes {
+  std::vector<std::vector<double>> fwd, bwd;  // [layer][repeat]
+  std::vector<double> loss, update;           // [repeat]
+};
+
+// One repeat for `v`: a whole step (to set the layers' inputs), then each layer's forward in
+// order and backward in reverse, the loss on the last layer's output shape (a copy of its
+// cost) and the update, each timed alone.
+void time_layers_once(Variant& v, const Batch& b, int64_t batch, std::vector<float>& prob,
+                      std::vector<float>& dlog, LayerTimes& t) {
+  v.net->train_step(b.images.data(), b.labels.data(), v.w.data(), v.dw.data());
+  for (size_t i = 0; i < v.net->layer_count(); ++i) {
+    const double t0 = now();
+    v.net->forward_layer(i, v.w.data(), true);
+    t.fwd[i].push_back(now() - t0);
+  }
+  for (size_t i = v.net->layer_count(); i-- > 0;) {
+    const double t0 = now();
+    v.net->backward_layer(i, v.w.data(), v.dw.data());
+    t.bwd[i].push_back(now() - t0);
+  }
+  std::vector<float> logits(prob.size(), 0.5f);
+  double t0 = now();
+  int64_t correct = 0;
+  v.loss->forward(logits.data(), b.labels.data(), prob.data(), batch, &correct);
+  v.loss->backward(prob.data(), b.labels.data(), dlog.data(), batch,
+                   1.f / static_cast<float>(batch));
+  t.loss.push_back(now() - t0);
+  t0 = now();
+  momentum_step(v.net->params().segments(), v.w.data(), v.dw.data(), v.v.data(), kLr, kMomentum,
+                kDecay);
+  t.update.push_back(now() - t0);
+}
+
+// `reps` interleaved repeats of time_layers_once over the variants; one LayerTimes each.
+std::vector<LayerTimes> time_layers(std::vector<Variant>& variants, const Batch& b, int64_t batch,
+                                    int64_t classes, int reps) {
+  std::vector<LayerTimes> times(variants.size());
+  std::vector<float> prob(static_cast<size_t>(batch * classes));
   std::vector<float> dlog(prob.size());
   for (size_t vi = 0; vi < variants.size(); ++vi) {
     times[vi].fwd.resize(variants[vi].net->layer_count());
     times[vi].bwd.resize(variants[vi].net->layer_count());
   }
   for (int r = 0; r < reps; ++r)
-    for (size_t vi = 0; vi < variants.size(); ++vi) {
-      Variant& v = variants[vi];
-      Times& t = times[vi];
-      v.net->train_step(images.data(), labels.data(), v.w.data(), v.dw.data());
-      for (size_t i = 0; i < v.net->layer_count(); ++i) {
-        const double t0 = now();
-        v.net->forward_layer(i, v.w.data(), true);
-        t.fwd[i].push_back(now() - t0);
-      }
-      for (size_t i = v.net->layer_count(); i-- > 0;) {
-        const double t0 = now();
-        v.net->backward_layer(i, v.w.data(), v.dw.data());
-        t.bwd[i].push_back(now() - t0);
-      }
-      // The loss on the logits of the last layer's own output shape (a copy of its cost).
-      std::vector<float> logits(prob.size(), 0.5f);
-      double t0 = now();
-      int64_t correct = 0;
-      v.loss->forward(logits.data(), labels.data(), prob.data(), batch, &correct);
-      v.loss->backward(prob.data(), labels.data(), dlog.data(), batch,
-                       1.f / static_cast<float>(batch));
-      t.loss.push_back(now() - t0);
-      t0 = now();
-      momentum_step(v.net->params().segments(), v.w.data(), v.dw.data(), v.v.data(), kLr, kMomentum,
-                    kDecay);
-      t.update.push_back(now() - t0);
-    }
+    for (size_t vi = 0; vi < variants.size(); ++vi)
+      time_layers_once(variants[vi], b, batch, prob, dlog, times[vi]);
+  return times;
+}
+
+// The per-layer table: a column per variant, median ms of forward / backward, loss, update.
+void print_layers(const std::vector<Variant>& variants, const std::vector<LayerTimes>& times) {
   std::printf("\nper layer, median ms (forward / backward)\n%-14s", "layer");
   for (const Variant& v : variants)
     std::printf(" %22s", v.name.c_str());
@@ -268,6 +297,38 @@ int run(int argc, char** argv) {
   for (size_t vi = 0; vi < variants.size(); ++vi)
     std::printf(" %22.3f", median(times[vi].update) * 1e3);
   std::printf("\n");
+}
+
+int run(int argc, char** argv) {
+  Options o;
+  if (!parse_args(argc, argv, o)) return 2;
+  pin_to(o.cpu);
+  const Layout layout = o.layout_name == "nchw" ? Layout::nchw : Layout::nhwc;
+  ModelInput in;
+  if (o.net_name.rfind("cifar", 0) == 0) in = {3, 32, 32, 10};
+  auto spec = build_model(o.net_name, in);
+  if (!spec.ok()) {
+    std::fprintf(stderr, "bench_step: %s\n", spec.status().to_string().c_str());
+    return 2;
+  }
+  std::vector<Variant>& variants = o.variants;
+  if (!build_variants(variants, spec.value(), in, o.batch, layout)) return 1;
+  const Batch b = synthetic_batch(variants[0].net->input_shape(), o.batch, in.classes);
+
+  const double flops = variants[0].net->flops_per_image_train();
+  std::printf("net %s batch %lld %s, %.2f MFLOP/image, %lld steps per variant (blocks of %lld)\n",
+              o.net_name.c_str(), static_cast<long long>(o.batch), layout_name(layout), flops / 1e6,
+              static_cast<long long>(o.steps), static_cast<long long>(o.block));
+  for (const Variant& v : variants) {
+    std::printf("  %s:\n", v.name.c_str());
+    for (const LayerInfo& l : v.net->describe())
+      std::printf("    %-14s %s\n", l.name.c_str(), l.impl.c_str());
+  }
+  time_variants(variants, b, o.steps, o.block);
+  print_steps(variants, o.batch, flops);
+  if (!o.layers) return 0;
+  const int reps = static_cast<int>(std::max<int64_t>(o.steps / 2, 20));
+  print_layers(variants, time_layers(variants, b, o.batch, in.classes, reps));
   return 0;
 }
 
