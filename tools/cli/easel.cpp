@@ -12,7 +12,7 @@
 #include "engine/config.hpp"
 #include "engine/log.hpp"
 #include "tools/bench/bench_model.hpp"
-#include "tools/cli.hpp"
+#include "tools/cli/cli.hpp"
 
 namespace {
 

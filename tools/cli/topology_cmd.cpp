@@ -3,7 +3,7 @@
 #include "algos/trainer.hpp"
 #include "devices/cuda/cuda_device.hpp"
 #include "nets/models/models.hpp"
-#include "tools/cli.hpp"
+#include "tools/cli/cli.hpp"
 
 namespace easel::cli {
 

@@ -18,7 +18,7 @@
 #include "devices/cuda/cuda_device.hpp"
 #include "engine/comm/mpi_comm.hpp"
 #include "engine/log.hpp"
-#include "tools/cli.hpp"
+#include "tools/cli/cli.hpp"
 
 namespace easel::cli {
 

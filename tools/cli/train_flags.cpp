@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "tools/cli.hpp"
+#include "tools/cli/cli.hpp"
 
 namespace easel::cli {
 

@@ -10,7 +10,7 @@
 
 #include "nets/models/models.hpp"
 #include "tools/bench/bench.hpp"
-#include "tools/cli.hpp"
+#include "tools/cli/cli.hpp"
 
 namespace easel::cli {
 

@@ -62,7 +62,7 @@ bool write_atomic(const std::filesystem::path& path, const std::string& text);
 int run_train(const TrainConfig& cfg, const SettingValues& values);
 int run_topology(const TrainConfig& cfg);
 int run_list();
-// `easel bench`: adds the subcommand with its flags bound to `flags` (tools/bench_cmd.cpp).
+// `easel bench`: adds the subcommand with its flags bound to `flags` (tools/bench/bench_cmd.cpp).
 CLI::App* add_bench_flags(CLI::App& app, bench::BenchFlags& flags);
 int run_bench(const bench::BenchFlags& flags);
 
