@@ -77,7 +77,7 @@ class SyncEasgd final : public Algorithm {
     // S: reduced into the root (partitioned: summed chunk by chunk, never stored whole);
     // overlapped on GPUs it lives in host_scratch_.
     if (!partitioned_ && !(run.resident && run.params.overlap)) {
-      EASEL_ASSIGN_OR_RETURN(run.scratch,
+      EASEL_ASSIGN_OR_RETURN(scratch_,
                              arena_on(*run.groups[0], run.arena_floats(), run.centre.kind()));
     }
     if (run.resident) {  // a copy of Wc on every other group's GPU
@@ -302,12 +302,12 @@ class SyncEasgd final : public Algorithm {
                                        p.weight_decay, alpha, p.nesterov);
   }
 
-  // S = sum of the groups' weights into run.scratch on the root (group 0).
+  // S = sum of the groups' weights into scratch_ on the root (group 0).
   void reduce_weights(Run& run, Group& g) {
     if (run.params.reduce == ReduceMode::tree) {
       timed_collective(run, g, [&] {
         for_each_message(run, [&](int64_t off, int64_t n) {
-          run.comm->reduce_sum(g.global_id, g.weights.data() + off, run.scratch.data() + off, n, 0);
+          run.comm->reduce_sum(g.global_id, g.weights.data() + off, scratch_.data() + off, n, 0);
         });
       });
       return;
@@ -317,9 +317,9 @@ class SyncEasgd final : public Algorithm {
     if (g.id == 0) {
       ScopedTimer t(&g.times.comm);
       for_each_message(run, [&](int64_t off, int64_t n) {
-        span_copy(run.scratch.data() + off, run.groups[0]->weights.data() + off, n);
+        span_copy(scratch_.data() + off, run.groups[0]->weights.data() + off, n);
         for (int j = 1; j < run.size(); ++j)
-          span_axpy(run.scratch.data() + off, 1.f,
+          span_axpy(scratch_.data() + off, 1.f,
                     run.groups[static_cast<size_t>(j)]->weights.data() + off, n);
       });
     }
@@ -335,8 +335,8 @@ class SyncEasgd final : public Algorithm {
     timed_collective(run, g, [&] { run.comm->barrier(g.global_id); });  // everyone has read Wc
     if (g.global_id == 0) {
       ScopedTimer t(&g.times.comm);
-      g.kernels->elastic_centre_sum(run.centre.data(), run.scratch.data(), alpha,
-                                    run.total_groups(), run.arena_floats());
+      g.kernels->elastic_centre_sum(run.centre.data(), scratch_.data(), alpha, run.total_groups(),
+                                    run.arena_floats());
     }
     if (run.ranks == 1 && centre_copies_.empty()) {
       timed_collective(run, g, [&] { run.comm->barrier(g.global_id); });  // Wc is updated
@@ -371,7 +371,7 @@ class SyncEasgd final : public Algorithm {
     timed_collective(run, g, [&] { run.comm->barrier(g.global_id); });  // snapshots taken, Wc read
     if (g.id == 0) {
       float* centre = run.resident ? host_centre_.data() : run.centre.data();
-      float* scratch = run.resident ? host_scratch_.data() : run.scratch.data();
+      float* scratch = run.resident ? host_scratch_.data() : scratch_.data();
       posted_ += 1;
       pending_ = comm_thread_->post([this, centre, scratch, n, alpha, p = run.size()] {
         span_copy(scratch, send_[0].data(), n);
@@ -422,6 +422,7 @@ class SyncEasgd final : public Algorithm {
   int64_t posted_ = 0;                // overlap: jobs posted (group 0 writes, before a barrier)
   std::vector<int64_t> refreshed_;    // overlap on GPUs: [i] = jobs whose Wc group i uploaded
   std::vector<Arena> centre_copies_;  // resident on GPUs: [i] is group i's copy of Wc (i > 0)
+  Arena scratch_;                     // the Comm path: S, reduced into the root (group 0)
   std::unique_ptr<WorkerThread> comm_thread_;
   std::future<void> pending_;  // touched by group 0 only
 };

@@ -150,7 +150,7 @@ TEST(Resume, RefusesWhatCannotGoOnAndSurvivesAFailedWrite) {
   EXPECT_TRUE(train(c, small_data(), nullptr, {}, &*keep.kept).ok());
   // Counts that do not add up (a hand-made or damaged checkpoint with a valid hash).
   Checkpoint bad = *keep.kept;
-  bad.turn = 5;
+  bad.algo.turn = 5;
   r = train(c, small_data(), nullptr, {}, &bad);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("do not add up"), std::string::npos);
