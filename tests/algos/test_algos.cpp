@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "algos/exchange.hpp"
+#include "algos/sync_easgd_fast.hpp"
 #include "algos/trainer.hpp"
 #include "engine/comm/comm.hpp"
 #include "engine/span_ops.hpp"

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "algos/exchange.hpp"
+#include "algos/sync_easgd_fast.hpp"
 #include "engine/arena.hpp"
 #include "engine/comm/comm.hpp"
 #include "engine/span_ops.hpp"

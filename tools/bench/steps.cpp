@@ -9,6 +9,7 @@
 #include <span>
 
 #include "algos/exchange.hpp"
+#include "algos/sync_easgd_fast.hpp"
 #include "engine/arena.hpp"
 #include "engine/comm/comm.hpp"
 #include "engine/span_ops.hpp"
