@@ -120,15 +120,16 @@ class SyncEasgd final : public Algorithm {
     const bool fast_ok = run.ranks == 1 && !run.resident && p.reduce == ReduceMode::tree &&
                          p.pack == PackMode::single && p.collective == CollectiveAlgo::tree &&
                          !p.overlap;
-    if (which_ == SyncExchange::comm) return std::unique_ptr<FastExchange>();
-    if (which_ != SyncExchange::automatic && !fast_ok)
+    if (which_ == SyncExchange::comm || (which_ == SyncExchange::automatic && !fast_ok))
+      return std::unique_ptr<FastExchange>();
+    if (!fast_ok)
       return invalid_argument(
           "sync-easgd's fast exchanges run in one process on the CPU with --reduce tree, --pack "
           "single, --collective tree and --overlap off");
-    if (which_ == SyncExchange::partitioned || (fast_ok && run.size() > 2))
-      return make_partitioned_exchange();
-    if (which_ == SyncExchange::mirrored || fast_ok) return make_mirrored_exchange();
-    return std::unique_ptr<FastExchange>();
+    if (which_ == SyncExchange::automatic)
+      return run.size() > 2 ? make_partitioned_exchange() : make_mirrored_exchange();
+    return which_ == SyncExchange::partitioned ? make_partitioned_exchange()
+                                               : make_mirrored_exchange();
   }
 
   // The overlap path's buffers and its communication thread (on all the groups' cpus).
