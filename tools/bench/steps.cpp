@@ -90,10 +90,6 @@ std::string impl_list(const Net& net) {
   return s;
 }
 
-}  // namespace
-
-namespace {
-
 // The groups of `plan`, each built on its own thread (a worker in `workers`), with the
 // algorithm the table times prepared on them: msgd for one, sync-easgd for more (tau 1, the
 // trainer's default alpha = 0.9 / P, heavy-ball momentum as momentum_step's).
