@@ -113,7 +113,9 @@ struct Run {
   std::atomic<int64_t> centre_version{0};
   // Async algorithms: group-steps left in this round, set by the trainer before each round.
   std::atomic<int64_t> budget{0};
-  std::vector<int>* serve_log = nullptr;  // tests: group ids in the order the centre served them
+  // A test hook that several algorithms feed (easgd-rr, async-easgd): the group ids in the order
+  // the centre served them.
+  std::vector<int>* serve_log = nullptr;
   // GPU groups whose weights, gradients, momentum (and the centre) live in device memory,
   // updated by the device's kernels and exchanged over NCCL (device_resident algorithms on
   // --device cuda: the paper's Sync EASGD2). False on the CPU. Set by the trainer.
