@@ -6,10 +6,8 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -76,7 +74,8 @@ struct Group {
   Arena dev_weights, dev_diff;
   Arena eval_weights;  // a GPU group: the evaluated model, copied to its device per evaluation
   std::unique_ptr<BatchStream> data;
-  // Test seam: when set, local_gradient() calls it instead of the net (it must fill diff).
+  // Test and benchmark seam: when set, local_gradient() calls it instead of reading a batch and
+  // stepping the net (it must fill diff).
   std::function<void(Group&)> fake_gradient;
   Buffer eval_images;  // one batch of test images, for the evaluator
   std::vector<int32_t> eval_labels;
@@ -90,7 +89,9 @@ struct Group {
   int64_t centre_read_version = 0;  // async: the centre version this group's weights came from
 };
 
-// The shared state of a run that algorithms work on.
+// The shared state of a run that algorithms work on. State that one algorithm alone needs (a
+// lock, a turn, a scratch arena, a staging buffer) is a member of that algorithm; what stays
+// here is what the trainer, the checkpoint or several algorithms read.
 struct Run {
   std::vector<std::unique_ptr<Group>> groups;  // this process's groups
   // Across MPI ranks (engine/comm/mpi_comm.hpp): this process is `rank` of `ranks`, world is
@@ -103,19 +104,21 @@ struct Run {
   // How long a group spins before it sleeps when it waits for others outside the Comm
   // (wait_for_counter): kShmSpinSeconds when every thread of this process has a core, else 0.
   double spin_seconds = 0;
-  Arena centre;                            // the centre W-bar (EASGD, async-sgd); empty when unused
-  Arena centre_momentum;                   // async-msgd
-  Arena scratch;                           // e.g. the reduced sum of group weights (sync-easgd)
-  std::mutex centre_mu;                    // guards centre for the locked variants
-  std::atomic<int64_t> centre_version{0};  // centre updates so far (staleness)
-  std::atomic<int64_t> budget{0};          // async: group-steps left in this round
-  std::atomic<int> turn{0};                // easgd-rr: whose turn it is
-  std::mutex turn_mu;
-  std::condition_variable turn_cv;
-  std::vector<int>* serve_log = nullptr;  // tests: group ids in the order the centre served them
-  // GPU groups whose weights, gradients, momentum (and the centre, scratch) live in device
-  // memory, updated by the device's kernels and exchanged over NCCL (device_resident
-  // algorithms on --device cuda: the paper's Sync EASGD2). False on the CPU.
+  // The centre W-bar (EASGD, async-sgd); empty when unused. Here, not in an algorithm: the
+  // trainer allocates it with the placement's centre kind and fills it with the initial
+  // weights, and a checkpoint saves and restores it for every centre algorithm.
+  Arena centre;
+  // Centre updates so far: every centre algorithm counts them (staleness), and a checkpoint
+  // carries the count.
+  std::atomic<int64_t> centre_version{0};
+  // Async algorithms: group-steps left in this round, set by the trainer before each round.
+  std::atomic<int64_t> budget{0};
+  // A test hook that several algorithms feed (easgd-rr, async-easgd): the group ids in the order
+  // the centre served them.
+  std::vector<int>* serve_log = nullptr;
+  // GPU groups whose weights, gradients, momentum (and the centre) live in device memory,
+  // updated by the device's kernels and exchanged over NCCL (device_resident algorithms on
+  // --device cuda: the paper's Sync EASGD2). False on the CPU. Set by the trainer.
   bool resident = false;
 
   int size() const { return static_cast<int>(groups.size()); }  // groups of this process
@@ -123,6 +126,15 @@ struct Run {
   int64_t arena_floats() const { return layout->total_floats(); }
   std::span<const Segment> segments() const { return layout->segments(); }
 };
+
+// What an algorithm keeps of its own from one round to the next, beyond the groups and the
+// centre, in the form a checkpoint carries it (algos/checkpoint.hpp: one slot of each).
+struct AlgoState {
+  int32_t turn = 0;           // a group id (easgd-rr: whose turn it is); 0 when unused
+  std::vector<float> buffer;  // one arena, on the host (async-msgd: the centre's momentum)
+};
+// OK when s holds nothing (turn 0, no buffer); else the --resume error for `algo`.
+Status expect_no_state(const AlgoState& s, const std::string& algo);
 
 class Algorithm {
  public:
@@ -154,6 +166,18 @@ class Algorithm {
   // Called once after the last round (and on error exits), before the run is destroyed: stops
   // helper threads (e.g. the centre's server on rank 0).
   virtual void finish(Run& run) { (void)run; }
+  // Its own state beyond the groups and the centre, as a checkpoint carries it (called between
+  // rounds; no group running). Default: none.
+  virtual AlgoState save_state(Run& run) {
+    (void)run;
+    return {};
+  }
+  // Puts a saved state back into a run it has prepared (after prepare()). Fails, naming
+  // --resume, when the state does not fit this run. Default: accepts only no state.
+  virtual Status restore_state(Run& run, const AlgoState& s) {
+    (void)run;
+    return expect_no_state(s, name());
+  }
 };
 
 // One explicit list of the algorithms.

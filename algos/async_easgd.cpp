@@ -9,6 +9,7 @@
 // the group applies its side of the same exchange from that copy. The effect on both sides is
 // exactly the locked exchange of one process.
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "algos/exchange.hpp"
@@ -65,7 +66,7 @@ class AsyncEasgd final : public Algorithm {
         remote_exchange(run, g, lr, p.alpha_at(step));
       } else if ((step + 1) % p.tau == 0) {
         const double t0 = now_seconds();
-        std::unique_lock lock(run.centre_mu);
+        std::unique_lock lock(centre_mu_);
         const double t1 = now_seconds();
         g.times.wait += t1 - t0;
         const int64_t v = run.centre_version.fetch_add(1, std::memory_order_relaxed);
@@ -136,7 +137,7 @@ class AsyncEasgd final : public Algorithm {
       int32_t gid = 0;
       std::memcpy(&gid, &in[static_cast<size_t>(n + 1)], sizeof gid);
       {
-        std::lock_guard lock(run.centre_mu);
+        std::lock_guard lock(centre_mu_);
         const int64_t v = run.centre_version.fetch_add(1, std::memory_order_relaxed);
         std::memcpy(&out[static_cast<size_t>(n)], &v, sizeof v);
         span_copy(out.data(), run.centre.data(), n);
@@ -150,6 +151,7 @@ class AsyncEasgd final : public Algorithm {
   bool momentum_;
   std::vector<std::vector<float>> request_, reply_;  // per local group, its thread only
   std::thread server_;                               // rank 0, across ranks
+  std::mutex centre_mu_;  // guards run.centre: this process's groups and the server thread
 };
 
 }  // namespace

@@ -2,6 +2,8 @@
 // at its copy of the centre, then under the centre lock (first come, first served) the centre
 // takes the step W <- W - eta*dW (async-msgd: with momentum on the centre) and the group copies
 // the new centre back.
+#include <mutex>
+
 #include "algos/exchange.hpp"
 #include "algos/list.hpp"
 #include "engine/span_ops.hpp"
@@ -18,7 +20,7 @@ class AsyncSgd final : public Algorithm {
 
   Status prepare(Run& run) override {
     if (momentum_) {
-      EASEL_ASSIGN_OR_RETURN(run.centre_momentum,
+      EASEL_ASSIGN_OR_RETURN(centre_momentum_,
                              Arena::create(run.arena_floats(), run.centre.kind()));
     }
     return {};
@@ -31,12 +33,12 @@ class AsyncSgd final : public Algorithm {
       local_gradient(g);
       const float lr = static_cast<float>(p.lr.at(g.steps.load(std::memory_order_relaxed)));
       const double t0 = now_seconds();
-      std::unique_lock lock(run.centre_mu);
+      std::unique_lock lock(centre_mu_);
       const double t1 = now_seconds();
       g.times.wait += t1 - t0;
       if (momentum_)
-        momentum_step(run.segments(), run.centre.data(), g.diff.data(), run.centre_momentum.data(),
-                      lr, p.momentum, p.weight_decay);
+        momentum_step(run.segments(), run.centre.data(), g.diff.data(), centre_momentum_.data(), lr,
+                      p.momentum, p.weight_decay);
       else
         sgd_step(run.segments(), run.centre.data(), g.diff.data(), lr, p.weight_decay);
       const int64_t v = run.centre_version.fetch_add(1, std::memory_order_relaxed);
@@ -51,8 +53,29 @@ class AsyncSgd final : public Algorithm {
 
   const float* eval_weights(Run& run) override { return run.centre.data(); }
 
+  AlgoState save_state(Run& run) override {
+    AlgoState s;
+    if (momentum_) {
+      s.buffer.resize(static_cast<size_t>(run.arena_floats()));
+      copy_bytes(s.buffer.data(), MemKind::dram, centre_momentum_.data(), centre_momentum_.kind(),
+                 s.buffer.size() * sizeof(float));
+    }
+    return s;
+  }
+
+  Status restore_state(Run&, const AlgoState& s) override {
+    if (!momentum_) return expect_no_state(s, name());
+    if (s.turn != 0 || s.buffer.size() != static_cast<size_t>(centre_momentum_.size()))
+      return invalid_argument("--resume: the checkpoint's centre momentum does not fit " + name());
+    copy_bytes(centre_momentum_.data(), centre_momentum_.kind(), s.buffer.data(), MemKind::dram,
+               s.buffer.size() * sizeof(float));
+    return {};
+  }
+
  private:
   bool momentum_;
+  Arena centre_momentum_;  // async-msgd: the centre's momentum, beside run.centre
+  std::mutex centre_mu_;   // guards run.centre, centre_momentum_ and the version's order
 };
 
 }  // namespace

@@ -154,9 +154,9 @@ void encode_payload(const Checkpoint& ck, Writer& w) {
   w.num(ck.time_to_target_seconds);
   w.num(ck.images_before_round);
   w.num(ck.centre_version);
-  w.num(ck.turn);
+  w.num(ck.algo.turn);
   w.floats(ck.centre);
-  w.floats(ck.centre_momentum);
+  w.floats(ck.algo.buffer);
   w.num<uint64_t>(ck.groups.size());
   for (const GroupCheckpoint& g : ck.groups) {
     w.num(g.steps);
@@ -206,9 +206,9 @@ Result<Checkpoint> decode_checkpoint(std::string_view bytes, const std::string& 
   ck.time_to_target_seconds = r.num<double>("time to target");
   ck.images_before_round = r.num<int64_t>("images");
   ck.centre_version = r.num<int64_t>("centre version");
-  ck.turn = r.num<int32_t>("turn");
+  ck.algo.turn = r.num<int32_t>("turn");
   ck.centre = r.floats("centre");
-  ck.centre_momentum = r.floats("centre momentum");
+  ck.algo.buffer = r.floats("algorithm buffer");
   const uint64_t groups = r.count("groups", 8 * sizeof(int64_t));
   for (uint64_t i = 0; i < groups && r.ok(); ++i) {
     GroupCheckpoint g;
@@ -309,17 +309,16 @@ Status restore_run(const Checkpoint& ck, const std::string& identity, const Algo
     g.staleness_max = c.staleness_max;
   }
   // Every round gives the groups iterations x P steps in all (each group its share in the sync
-  // algorithms); easgd-rr's turn names a group.
+  // algorithms). The algorithm checks its own state (e.g. easgd-rr's turn) in restore_state.
   int64_t steps = 0;
   for (const GroupCheckpoint& c : ck.groups)
     steps += c.steps;
-  if (steps != ck.iterations_done * run.size() || ck.turn < 0 || ck.turn >= run.size())
-    return invalid_argument("--resume: the checkpoint's step counts or turn do not add up");
+  if (steps != ck.iterations_done * run.size())
+    return invalid_argument("--resume: the checkpoint's step counts do not add up");
   if (algo.uses_centre())
     copy_bytes(run.centre.data(), run.centre.kind(), ck.centre.data(), MemKind::dram,
                n * sizeof(float));
   run.centre_version.store(ck.centre_version);
-  run.turn.store(ck.turn);
   return {};
 }
 
@@ -335,10 +334,8 @@ Checkpoint capture_run(Run& run, Algorithm& algo, const std::string& identity) {
   };
   // The centre the algorithm reads next (sync-easgd's may be in its second buffer).
   if (algo.uses_centre()) ck.centre = host_copy(algo.eval_weights(run), run.centre.kind());
-  if (run.centre_momentum.size() > 0)
-    ck.centre_momentum = host_copy(run.centre_momentum.data(), run.centre_momentum.kind());
+  ck.algo = algo.save_state(run);
   ck.centre_version = run.centre_version.load();
-  ck.turn = run.turn.load();
   for (const auto& gp : run.groups) {
     const Group& g = *gp;
     GroupCheckpoint c;

@@ -44,8 +44,11 @@ struct Checkpoint {
   double time_to_target_seconds = -1;  // < 0: not reached
   int64_t images_before_round = 0;     // images at the last evaluation (for images/s)
   int64_t centre_version = 0;
-  int32_t turn = 0;
-  std::vector<float> centre, centre_momentum;  // empty when the algorithm has none
+  std::vector<float> centre;  // empty when the algorithm has none
+  // The algorithm's own state (Algorithm::save_state): in the file, its turn after
+  // centre_version and its buffer after the centre (where format 1 had easgd-rr's turn and
+  // async-msgd's centre momentum, the only algorithms that keep any), so older files read.
+  AlgoState algo;
   std::vector<GroupCheckpoint> groups;
 };
 
@@ -63,7 +66,8 @@ Result<Checkpoint> read_checkpoint(const std::string& path);
 Checkpoint capture_run(Run& run, Algorithm& algo, const std::string& identity);
 // Puts ck into a freshly built run (weights, momentum, centre, data positions, counters),
 // before algo.prepare(), which derives the algorithm's own buffers from them as it does from
-// the initial weights. Fails, naming --resume, when ck is of another run.
+// the initial weights; after prepare(), algo.restore_state(run, ck.algo) puts back the
+// algorithm's own state. Fails, naming --resume, when ck is of another run.
 Status restore_run(const Checkpoint& ck, const std::string& identity, const Algorithm& algo,
                    Run& run);
 

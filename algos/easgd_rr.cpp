@@ -1,6 +1,10 @@
 // easgd-rr: the original EASGD. Every tau steps a group exchanges with the master, and the
 // master serves ONE group at a time in strict round-robin order of group id:
 //   group:  W^i <- W^i - eta*dW^i - alpha*(W^i - Wc);   master: Wc <- Wc + alpha*(W^i - Wc)
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+
 #include "algos/exchange.hpp"
 #include "algos/list.hpp"
 #include "engine/span_ops.hpp"
@@ -21,10 +25,10 @@ class EasgdRoundRobin final : public Algorithm {
       const int64_t step = g.steps.load(std::memory_order_relaxed);
       const float lr = static_cast<float>(p.lr.at(step));
       if ((step + 1) % p.tau == 0) {
-        std::unique_lock lock(run.turn_mu);
+        std::unique_lock lock(turn_mu_);
         {
           ScopedTimer t(&g.times.wait);
-          run.turn_cv.wait(lock, [&] { return run.turn.load() == g.id; });
+          turn_cv_.wait(lock, [&] { return turn_.load() == g.id; });
         }
         {
           ScopedTimer t(&g.times.comm);
@@ -33,9 +37,9 @@ class EasgdRoundRobin final : public Algorithm {
           if (run.serve_log) run.serve_log->push_back(g.id);
           run.centre_version.fetch_add(1, std::memory_order_relaxed);
         }
-        run.turn.store((g.id + 1) % run.size());
+        turn_.store((g.id + 1) % run.size());
         lock.unlock();
-        run.turn_cv.notify_all();
+        turn_cv_.notify_all();
       } else {
         ScopedTimer t(&g.times.compute);
         local_step(run, g, lr, LocalRule::sgd);
@@ -45,6 +49,20 @@ class EasgdRoundRobin final : public Algorithm {
   }
 
   const float* eval_weights(Run& run) override { return run.centre.data(); }
+
+  AlgoState save_state(Run&) override { return {.turn = turn_.load(), .buffer = {}}; }
+
+  Status restore_state(Run& run, const AlgoState& s) override {
+    if (s.turn < 0 || s.turn >= run.size() || !s.buffer.empty())
+      return invalid_argument("--resume: the checkpoint's step counts or turn do not add up");
+    turn_.store(s.turn);
+    return {};
+  }
+
+ private:
+  std::atomic<int> turn_{0};  // whose turn it is (a group id); guarded by turn_mu_ for waiters
+  std::mutex turn_mu_;
+  std::condition_variable turn_cv_;
 };
 
 }  // namespace

@@ -30,30 +30,6 @@ void easgd_exchange_racy(std::span<const Segment> segs, float* w, const float* g
 // e = alpha*(w - c); c <- c + e (async-easgd's server for groups on other ranks).
 void easgd_centre_pull(float* c, const float* w, float alpha, int64_t n);
 
-// Sync EASGD's centre update over the slice [lo, hi) of the arena, in one pass, as each group
-// runs it in the partitioned single-process exchange: S = the sum of the P arenas `w` in the
-// shared-memory Comm's binomial-tree order (pairs (v, v+1), then (v, v+2), ...: equal bit for bit
-// to its reduce_sum), then c_new = c_old + alpha*(S - P*c_old) (elastic_centre_from). Works in
-// chunks of kCentreChunk floats; tmp holds P + 1 chunks (resized here, once). With P > 1 the
-// stores to c_new are streamed, since every group reads them next (stream_store).
-inline constexpr int64_t kCentreChunk = 256;
-void centre_update_slice(std::span<const float* const> w, const float* c_old, float* c_new,
-                         float alpha, int64_t lo, int64_t hi, std::vector<float>& tmp);
-// Sync EASGD's whole exchange for one group that keeps its own copy of the centre (the
-// mirrored exchange: every group updates the whole centre itself, the same bits everywhere), in
-// one pass over the arena, chunk by chunk: S = the tree-order sum of w_all (the P groups'
-// weights at this exchange; w_all[own] holds the same values as w), then the elastic step of
-// w in place from the old c (v == nullptr: SGD, else momentum delta), then c <- c +
-// alpha*(S - P*c) in place; the new w is also streamed to w_copy when it is not null (the copy
-// the other groups read at the next exchange). The same bits as centre_update_slice and the
-// elastic steps. tmp holds P chunks (resized here, once).
-void mirrored_exchange(std::span<const Segment> segs, std::span<const float* const> w_all, float* w,
-                       float* w_copy, const float* g, float* v, float* c, float lr, float delta,
-                       float wd, float alpha, bool nesterov, std::vector<float>& tmp);
-// Group `id`'s slice [first, second) of an n-float arena split among p groups, starting on
-// kArenaAlign boundaries (64 bytes); the last group takes the remainder.
-std::pair<int64_t, int64_t> centre_slice(int64_t n, int p, int id);
-
 // A group's local optimiser step, without an exchange (engine/span_ops.hpp has the rules).
 enum class LocalRule { sgd, heavy_ball, nesterov };
 // The momentum rule --momentum-form selects (async-measgd, sync-easgd).

@@ -44,6 +44,12 @@ double local_gradient(Group& g) {
   return st.loss;
 }
 
+Status expect_no_state(const AlgoState& s, const std::string& algo) {
+  if (s.turn == 0 && s.buffer.empty()) return {};
+  return invalid_argument("--resume: the checkpoint's turn and buffers do not add up for " + algo +
+                          " (it keeps none)");
+}
+
 Result<Arena> arena_on(Group& g, int64_t n, MemKind kind) {
   Result<Arena> out = internal_error("arena_on: not run");
   g.worker->run([&] { out = Arena::create(n, kind); });

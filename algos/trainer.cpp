@@ -318,13 +318,7 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
                           "'s centre never moves, so every evaluation reads the initial weights");
   FinishGuard finish_guard{*algo, run};
   EASEL_RETURN_IF_ERROR(algo->prepare(run));
-  if (resume && !resume->centre_momentum.empty()) {
-    if (static_cast<size_t>(run.centre_momentum.size()) != resume->centre_momentum.size())
-      return invalid_argument("--resume: the checkpoint's centre momentum does not fit " +
-                              algo->name());
-    copy_bytes(run.centre_momentum.data(), run.centre_momentum.kind(),
-               resume->centre_momentum.data(), MemKind::dram, arena_bytes);
-  }
+  if (resume) EASEL_RETURN_IF_ERROR(algo->restore_state(run, resume->algo));
 
   TrainSummary sum;
   RunInfo& info = sum.info;

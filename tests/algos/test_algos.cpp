@@ -11,6 +11,9 @@
 #include <thread>
 
 #include "algos/exchange.hpp"
+#include "algos/groups.hpp"
+#include "algos/sync_easgd.hpp"
+#include "algos/sync_easgd_fast.hpp"
 #include "algos/trainer.hpp"
 #include "engine/comm/comm.hpp"
 #include "engine/span_ops.hpp"
@@ -234,6 +237,96 @@ TEST(SyncEasgd, MirroredExchangeEqualsCentreUpdateThenElasticStep) {
         }
         EXPECT_NE(got_w, w[self]) << what;
       }
+}
+
+// A run built by hand, as `easel bench` builds one: p groups of one thread each (not pinned)
+// whose gradient is a fixed function of their weights (Group::fake_gradient), the centre a copy
+// of group 0's weights, sync-easgd with the exchange `which` prepared on it.
+struct HandRun {
+  std::vector<std::unique_ptr<WorkerThread>> workers;
+  ArenaLayout layout;
+  Run run;
+  std::unique_ptr<Algorithm> algo;
+
+  Status build(int p, SyncExchange which, PackMode pack) {
+    for (int64_t count : {1000, 37, 5003}) {
+      Segment s;
+      s.count = count;
+      layout.add(s);
+    }
+    const int64_t n = layout.total_floats();
+    for (int i = 0; i < p; ++i) {
+      GroupSpec spec;
+      spec.id = i;
+      spec.cpus = {0};
+      EASEL_ASSIGN_OR_RETURN(auto w, WorkerThread::start(spec, false));
+      auto g = std::make_unique<Group>();
+      g->id = g->global_id = i;
+      g->worker = w.get();
+      workers.push_back(std::move(w));
+      for (Arena* a : {&g->weights, &g->diff, &g->momentum}) {
+        EASEL_ASSIGN_OR_RETURN(*a, Arena::create(n, MemKind::dram));
+      }
+      for (const Segment& sg : layout.segments())  // the padding stays 0, as in a net's arena
+        for (int64_t j = sg.offset; j < sg.offset + sg.count; ++j)
+          g->weights.data()[j] = std::sin(0.37f * static_cast<float>(j) + static_cast<float>(i));
+      g->fake_gradient = [this](Group& gr) {
+        for (const Segment& sg : layout.segments())
+          for (int64_t j = sg.offset; j < sg.offset + sg.count; ++j)
+            gr.diff.data()[j] = 0.5f * gr.weights.data()[j] + 1e-3f * static_cast<float>(gr.id);
+      };
+      run.groups.push_back(std::move(g));
+    }
+    run.layout = &layout;
+    run.params.lr.policy = LrSchedule::Policy::fixed;
+    run.params.alpha = 0.9f / static_cast<float>(p);
+    run.params.pack = pack;
+    run.comm = make_shm_comm(p, CollectiveAlgo::tree);
+    EASEL_ASSIGN_OR_RETURN(run.centre, Arena::create(n, MemKind::dram));
+    span_copy(run.centre.data(), run.groups[0]->weights.data(), n);
+    algo = make_sync_easgd(which);
+    return algo->prepare(run);
+  }
+
+  // `rounds` rounds of `iterations` on every group's thread; returns the centre then every
+  // group's weights.
+  std::vector<float> train(int rounds, int64_t iterations) {
+    for (int r = 0; r < rounds; ++r)
+      run_on_groups(
+          run, [&](Group& g) { algo->run_round(run, g, iterations); }, [] {});
+    const float* c = algo->eval_weights(run);
+    std::vector<float> out(c, c + run.arena_floats());
+    for (auto& g : run.groups)
+      out.insert(out.end(), g->weights.data(), g->weights.data() + run.arena_floats());
+    return out;
+  }
+};
+
+// Every exchange the benchmark can force (SyncExchange) gives the bits of the Comm path, with
+// SGD and momentum, tau 1 and 2; the forced ones refuse what they cannot run.
+TEST(SyncEasgd, EveryForcedExchangeGivesTheCommPathsBits) {
+  for (int p : {2, 3})
+    for (int tau : {1, 2})
+      for (float momentum : {0.f, 0.9f}) {
+        const std::string what = std::to_string(p) + " groups, tau " + std::to_string(tau) +
+                                 ", momentum " + std::to_string(momentum);
+        auto trained = [&](SyncExchange which) {
+          HandRun h;
+          EXPECT_TRUE(h.build(p, which, PackMode::single).ok()) << what;
+          h.run.params.tau = tau;
+          h.run.params.momentum = momentum;
+          return h.train(3, 4);
+        };
+        const std::vector<float> want = trained(SyncExchange::comm);
+        EXPECT_EQ(trained(SyncExchange::automatic), want) << what;
+        EXPECT_EQ(trained(SyncExchange::partitioned), want) << what;
+        if (p == 2) {
+          EXPECT_EQ(trained(SyncExchange::mirrored), want) << what;
+        }
+      }
+  HandRun three, per_layer;
+  EXPECT_FALSE(three.build(3, SyncExchange::mirrored, PackMode::single).ok());
+  EXPECT_FALSE(per_layer.build(2, SyncExchange::partitioned, PackMode::per_layer).ok());
 }
 
 TEST(SyncEasgd, OneGroupRhoZeroEqualsSgdBitForBit) {

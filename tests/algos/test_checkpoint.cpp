@@ -107,6 +107,38 @@ TEST(Resume, AsyncAlgorithmsGoOnFromTheirCentre) {
   }
 }
 
+// An algorithm's own state goes into the checkpoint and back through the algorithm
+// (Algorithm::save_state / restore_state), which refuses a state that does not fit it.
+TEST(Resume, AlgorithmStateGoesThroughTheAlgorithm) {
+  struct Case {
+    const char* algo;
+    bool buffer;  // async-msgd: the centre's momentum
+  };
+  for (const Case& k :
+       {Case{"easgd-rr", false}, Case{"async-msgd", true}, Case{"sync-easgd", false}}) {
+    TrainConfig c = config(k.algo, 2);
+    c.iterations = 9;
+    Keeper keep(9);
+    ASSERT_TRUE(train(c, small_data(), &keep).ok()) << k.algo;
+    ASSERT_TRUE(keep.kept.has_value()) << k.algo;
+    const Checkpoint& ck = *keep.kept;
+    EXPECT_EQ(ck.algo.buffer.size(), k.buffer ? ck.centre.size() : 0u) << k.algo;
+    EXPECT_EQ(ck.algo.turn, 0) << k.algo;  // easgd-rr: 18 exchanges of 2 groups, back to 0
+    c.iterations = 18;
+    EXPECT_TRUE(train(c, small_data(), nullptr, {}, &ck).ok()) << k.algo;
+    Checkpoint bad = ck;
+    bad.algo.turn = 2;  // no such group
+    auto r = train(c, small_data(), nullptr, {}, &bad);
+    ASSERT_FALSE(r.ok()) << k.algo;
+    EXPECT_EQ(r.status().message().rfind("--resume: ", 0), 0u) << r.status().message();
+    bad = ck;
+    bad.algo.buffer.assign(3, 1.f);
+    r = train(c, small_data(), nullptr, {}, &bad);
+    ASSERT_FALSE(r.ok()) << k.algo;
+    EXPECT_EQ(r.status().message().rfind("--resume: ", 0), 0u) << r.status().message();
+  }
+}
+
 TEST(Resume, RefusesAnotherRunsCheckpoint) {
   TrainConfig c = config("sync-easgd", 2);
   c.iterations = 9;
@@ -150,7 +182,7 @@ TEST(Resume, RefusesWhatCannotGoOnAndSurvivesAFailedWrite) {
   EXPECT_TRUE(train(c, small_data(), nullptr, {}, &*keep.kept).ok());
   // Counts that do not add up (a hand-made or damaged checkpoint with a valid hash).
   Checkpoint bad = *keep.kept;
-  bad.turn = 5;
+  bad.algo.turn = 5;
   r = train(c, small_data(), nullptr, {}, &bad);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("do not add up"), std::string::npos);
@@ -186,6 +218,8 @@ TEST(CheckpointFile, DamagedFilesGiveOneErrorNamingThem) {
   ck.identity = "x";
   ck.iterations_done = 3;
   ck.centre = {1, 2, 3};
+  ck.algo.turn = 1;
+  ck.algo.buffer = {10, 11, 12};
   GroupCheckpoint g;
   g.steps = 3;
   g.weights = {4, 5, 6};
@@ -198,6 +232,8 @@ TEST(CheckpointFile, DamagedFilesGiveOneErrorNamingThem) {
   EXPECT_EQ(back->groups[0].weights, g.weights);
   EXPECT_EQ(back->groups[0].stream.rng, g.stream.rng);
   EXPECT_EQ(back->centre, ck.centre);
+  EXPECT_EQ(back->algo.turn, 1);
+  EXPECT_EQ(back->algo.buffer, ck.algo.buffer);
   for (size_t cut = 0; cut < bytes.size(); cut += 7) {
     auto r = decode_checkpoint(std::string_view(bytes).substr(0, cut), "f.bin");
     ASSERT_FALSE(r.ok()) << cut;

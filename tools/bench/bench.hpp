@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "algos/algorithm.hpp"
 #include "engine/topology.hpp"
 #include "engine/worker.hpp"
 #include "nets/net.hpp"
@@ -93,6 +94,13 @@ struct ExchangeResult {
 // Exchanges among `groups` groups of one thread each over the arena of `spec` (LeNet).
 Result<ExchangeResult> time_exchange(const Topology& topo, const BenchConfig& cfg,
                                      const NetSpec& spec, int groups);
+
+// Completes `run`, whose groups are built (worker, device, arenas, fake gradient), as the trainer
+// would for `algo` in one process: the layout (which must outlive the run), the parameters, a
+// tree shared-memory Comm among its groups spinning for `spin` seconds, the centre (when algo
+// uses one) as a copy of group 0's weights on group 0's thread, then algo.prepare(run).
+Status prepare_bench_run(Run& run, Algorithm& algo, const ArenaLayout& layout,
+                         const AlgoParams& params, double spin);
 
 // Peak resident set of this process so far, KiB (getrusage ru_maxrss).
 long peak_rss_kib();
