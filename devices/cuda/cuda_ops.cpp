@@ -7,7 +7,6 @@
 #include "devices/cuda/cublas_dyn.hpp"
 #include "devices/cuda/cuda_ops.hpp"
 #include "devices/cuda/op_kernels.hpp"
-#include "engine/log.hpp"
 
 namespace easel {
 
