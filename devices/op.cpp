@@ -31,6 +31,10 @@ const char* op_kind_name(OpKind k) {
   return op_def(k).name;
 }
 
+std::string describe_op(const OpDesc& d) {
+  return std::string(op_kind_name(d.kind)) + " " + d.src.to_string() + " " + layout_name(d.layout);
+}
+
 Shape4 dst_shape(const OpDesc& d) {
   const OpDef& def = op_def(d.kind);
   return def.dst_shape ? def.dst_shape(d) : d.src;

@@ -46,6 +46,9 @@ struct OpDesc {
   uint64_t seed = 0;
 };
 
+// "conv 8x20x12x12 nchw": the kind, src shape and layout, for log lines and refusals.
+std::string describe_op(const OpDesc& d);
+
 // Output shape; invalid descriptors are caught by validate().
 Shape4 dst_shape(const OpDesc& d);
 // Empty string when the descriptor is consistent, else what is wrong ("conv1: kernel 5x5

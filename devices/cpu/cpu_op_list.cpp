@@ -42,10 +42,6 @@ constexpr CpuOpImpl kCpuOps[] = {
     {OpKind::dropout, "ref", false, ref<make_ref_dropout>},
 };
 
-std::string describe(const OpDesc& d) {
-  return std::string(op_kind_name(d.kind)) + " " + d.src.to_string() + " " + layout_name(d.layout);
-}
-
 // Why oneDNN has no row for a kind.
 Status no_dnnl_row(OpKind k) {
   if (!dnnl_available()) return unavailable("easel was built without oneDNN");
@@ -53,7 +49,7 @@ Status no_dnnl_row(OpKind k) {
 }
 
 void log_refusal(const OpDesc& desc, const char* impl, const Status& why) {
-  const std::string msg = describe(desc) + ": " + impl + " refused (" + why.to_string() +
+  const std::string msg = describe_op(desc) + ": " + impl + " refused (" + why.to_string() +
                           "), trying the next implementation";
   const LogLevel level = why.code() == Code::unavailable ? LogLevel::info : LogLevel::warn;
   log_once(level, "cpu", std::string(impl) + ":" + why.message(), msg);
@@ -83,7 +79,7 @@ std::span<const CpuOpImpl> cpu_op_list() {
 Result<std::unique_ptr<Op>> make_cpu_op(const OpDesc& desc, ImplChoice choice,
                                         const DnnlOptions& options) {
   if (std::string why = validate(desc); !why.empty()) return invalid_argument(why);
-  Status last = internal_error("cpu: no implementation tried for " + describe(desc));
+  Status last = internal_error("cpu: no implementation tried for " + describe_op(desc));
   bool fast_listed = choice == ImplChoice::ref;  // under ref, no fast row is wanted
   for (const CpuOpImpl& impl : kCpuOps) {
     if (impl.kind != desc.kind) continue;

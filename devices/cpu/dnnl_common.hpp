@@ -143,10 +143,7 @@ class DnnlOp : public Op {
   explicit DnnlOp(const OpDesc& d) : Op(d) {}
 
   // "conv 64x20x12x12 nhwc", for refusal reasons.
-  std::string name() const {
-    return std::string(op_kind_name(desc_.kind)) + " " + desc_.src.to_string() + " " +
-           layout_name(desc_.layout);
-  }
+  std::string name() const { return describe_op(desc_); }
 
   // One scratchpad per op, as large as the largest of its steps (they run one at a time).
   void bind_scratch(std::initializer_list<Step*> steps) {

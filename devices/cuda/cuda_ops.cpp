@@ -176,8 +176,4 @@ Status make_tensor_desc(TensorDesc& t, const Shape4& s, Layout l) {
   return {};
 }
 
-std::string describe_op(const OpDesc& d) {
-  return std::string(op_kind_name(d.kind)) + " " + d.src.to_string() + " " + layout_name(d.layout);
-}
-
 }  // namespace easel

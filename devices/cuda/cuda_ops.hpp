@@ -53,9 +53,6 @@ Result<Buffer> device_array(int64_t count) {
   return Buffer::allocate(static_cast<size_t>(count) * sizeof(T), MemKind::device);
 }
 
-// "conv 8x20x12x12 nchw" for log lines and refusals.
-std::string describe_op(const OpDesc& d);
-
 // The implementations, by kind (the order of preference is make_cuda_op's list in
 // cuda_op_list.cpp).
 Result<std::unique_ptr<Op>> make_cudnn_conv(CudaContext& ctx, const OpDesc& d);
