@@ -8,18 +8,18 @@
 
 namespace easel {
 
-std::string x2(int64_t a, int64_t b) {
+std::string hxw(int64_t a, int64_t b) {
   return std::to_string(a) + "x" + std::to_string(b);
 }
 
 std::string check_window(const OpDesc& d, const std::string& n) {
-  if (d.kh <= 0 || d.kw <= 0) return n + ": kernel " + x2(d.kh, d.kw) + " must be positive";
+  if (d.kh <= 0 || d.kw <= 0) return n + ": kernel " + hxw(d.kh, d.kw) + " must be positive";
   if (d.stride_h <= 0 || d.stride_w <= 0)
-    return n + ": stride " + x2(d.stride_h, d.stride_w) + " must be positive";
-  if (d.pad_h < 0 || d.pad_w < 0) return n + ": pad " + x2(d.pad_h, d.pad_w) + " is negative";
+    return n + ": stride " + hxw(d.stride_h, d.stride_w) + " must be positive";
+  if (d.pad_h < 0 || d.pad_w < 0) return n + ": pad " + hxw(d.pad_h, d.pad_w) + " is negative";
   if (d.kh > d.src.h + 2 * d.pad_h || d.kw > d.src.w + 2 * d.pad_w)
-    return n + ": kernel " + x2(d.kh, d.kw) + " larger than padded input " +
-           x2(d.src.h + 2 * d.pad_h, d.src.w + 2 * d.pad_w);
+    return n + ": kernel " + hxw(d.kh, d.kw) + " larger than padded input " +
+           hxw(d.src.h + 2 * d.pad_h, d.src.w + 2 * d.pad_w);
   return {};
 }
 

@@ -40,8 +40,8 @@ std::span<const OpDef* const> op_list();
 // The definition of `k`; aborts when devices/ops/list.cpp has no row for it.
 const OpDef& op_def(OpKind k);
 
-// Shared by the definitions: "5x3".
-std::string x2(int64_t a, int64_t b);
+// Shared by the definitions: "5x3" (height x width).
+std::string hxw(int64_t a, int64_t b);
 // Checks shared by the windowed ops: kernel, stride and padding against the input.
 std::string check_window(const OpDesc& d, const std::string& name);
 // One operation per element of dst (the ops without multiply-adds to speak of).

@@ -18,8 +18,8 @@ int64_t pooled_size(int64_t in, int64_t k, int64_t s, int64_t p) {
 // Caffe requires this: a window lying wholly in the padding would have nothing to pool.
 std::string validate_pool(const OpDesc& d) {
   if (d.pad_h >= d.kh || d.pad_w >= d.kw)
-    return std::string(op_kind_name(d.kind)) + ": pad " + x2(d.pad_h, d.pad_w) +
-           " must be smaller than kernel " + x2(d.kh, d.kw);
+    return std::string(op_kind_name(d.kind)) + ": pad " + hxw(d.pad_h, d.pad_w) +
+           " must be smaller than kernel " + hxw(d.kh, d.kw);
   return {};
 }
 
