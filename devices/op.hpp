@@ -16,6 +16,9 @@
 
 namespace easel {
 
+// One enumerator per op kind. Everything else about a kind is its OpDef, one file each under
+// devices/ops/ with one row in devices/ops/list.cpp (in this order); see docs/DESIGN.md, "How to
+// add a layer".
 enum class OpKind { conv, max_pool, avg_pool, inner_product, relu, lrn, dropout };
 const char* op_kind_name(OpKind k);
 
@@ -43,6 +46,9 @@ struct OpDesc {
   uint64_t seed = 0;
 };
 
+// "conv 8x20x12x12 nchw": the kind, src shape and layout, for log lines and refusals.
+std::string describe_op(const OpDesc& d);
+
 // Output shape; invalid descriptors are caught by validate().
 Shape4 dst_shape(const OpDesc& d);
 // Empty string when the descriptor is consistent, else what is wrong ("conv1: kernel 5x5
@@ -57,9 +63,12 @@ std::string validate(const OpDesc& d);
 std::vector<std::vector<int64_t>> param_shapes(const OpDesc& d);
 // Fan-in and fan-out of the weights (for xavier/msra fillers), {1,1} when there are none.
 std::pair<int64_t, int64_t> fans(const OpDesc& d);
-// Multiply-adds x2 of forward and of backward (data + weights gradients), whole batch.
+// Multiply-adds x2 of forward and of backward (data + weights gradients; without the data
+// gradient when diff_src is false, as for a net's first layer), whole batch.
 double forward_flops(const OpDesc& d);
-double backward_flops(const OpDesc& d);
+double backward_flops(const OpDesc& d, bool diff_src = true);
+// A ReLU directly after an op of this kind may be fused into its dst (OpDesc::fused_relu).
+bool fuses_relu(OpKind k);
 
 class Op {
  public:

@@ -28,7 +28,7 @@ std::vector<LayerSpec> fuse_relu(const std::vector<LayerSpec>& in) {
   std::vector<LayerSpec> out;
   for (const auto& l : in) {
     if (l.op.kind == OpKind::relu && !out.empty() && !out.back().op.fused_relu &&
-        (out.back().op.kind == OpKind::conv || out.back().op.kind == OpKind::inner_product)) {
+        fuses_relu(out.back().op.kind)) {
       out.back().op.fused_relu = true;
       out.back().name += "+" + l.name;
       continue;
@@ -67,7 +67,8 @@ Result<std::unique_ptr<Net>> Net::create(const NetSpec& spec, int64_t batch, Lay
     OpDesc& d = layer->spec.op;
     d.layout = layout;
     d.src = shape;
-    if (d.kind == OpKind::dropout) d.seed ^= 0x9e3779b97f4a7c15ull * (net->layers_.size() + 1);
+    // Each layer its own random stream (read only by the kinds that draw, such as dropout).
+    d.seed ^= 0x9e3779b97f4a7c15ull * (net->layers_.size() + 1);
     if (std::string why = validate(d); !why.empty())
       return invalid_argument("net '" + spec.name + "', layer " + ls.name + ": " + why);
     act_bytes += 2.0 * static_cast<double>(dst_shape(d).count()) * sizeof(float);
@@ -236,10 +237,8 @@ double Net::flops_per_image_train() const {
   double f = 0;
   for (size_t i = 0; i < layers_.size(); ++i) {
     const OpDesc& d = layers_[i]->spec.op;
-    // The first layer computes no data gradient: only its weights gradient (as many FLOPs as
-    // its forward for conv and inner product).
-    const bool weights_only = i == 0 && (d.kind == OpKind::conv || d.kind == OpKind::inner_product);
-    f += forward_flops(d) + (weights_only ? forward_flops(d) : backward_flops(d));
+    // The first layer computes no data gradient.
+    f += forward_flops(d) + backward_flops(d, /*diff_src=*/i != 0);
   }
   return f / static_cast<double>(batch_);
 }

@@ -1,8 +1,8 @@
-// The CPU device: an explicit, ordered list of implementations (oneDNN, then the reference
-// kernels). make_op tries each in turn; every refusal is logged once with its reason.
-#include <array>
+// The CPU device: ops from its ordered list of implementations (devices/cpu/cpu_op_list.cpp:
+// oneDNN, then the reference kernels, every refusal logged once with its reason).
 #include <string>
 
+#include "devices/cpu/cpu_op_list.hpp"
 #include "devices/cpu/dnnl_ops.hpp"
 #include "devices/cpu/ref_ops.hpp"
 #include "devices/device.hpp"
@@ -11,29 +11,6 @@
 namespace easel {
 
 namespace {
-
-struct OpImpl {
-  const char* name;
-  bool fast_only;  // skipped under ImplChoice::ref
-  Result<std::unique_ptr<Op>> (*make)(const OpDesc&, const DnnlOptions&);
-};
-
-Result<std::unique_ptr<Op>> make_dnnl(const OpDesc& d, const DnnlOptions& o) {
-  return make_dnnl_op(d, o);
-}
-Result<std::unique_ptr<Op>> make_ref(const OpDesc& d, const DnnlOptions&) {
-  return make_ref_op(d);
-}
-
-// Preference order; the reference comes last and never refuses a valid descriptor.
-constexpr std::array<OpImpl, 2> kOpImpls{{
-    {"dnnl", true, make_dnnl},
-    {"ref", false, make_ref},
-}};
-
-std::string describe(const OpDesc& d) {
-  return std::string(op_kind_name(d.kind)) + " " + d.src.to_string() + " " + layout_name(d.layout);
-}
 
 class CpuDevice final : public Device {
  public:
@@ -48,20 +25,7 @@ class CpuDevice final : public Device {
   std::string name() const override { return "cpu"; }
 
   Result<std::unique_ptr<Op>> make_op(const OpDesc& desc) override {
-    if (std::string why = validate(desc); !why.empty()) return invalid_argument(why);
-    Status last = internal_error("cpu: no implementation tried for " + describe(desc));
-    for (const OpImpl& impl : kOpImpls) {
-      if (impl.fast_only && choice_ == ImplChoice::ref) continue;
-      Result<std::unique_ptr<Op>> op = impl.make(desc, options_);
-      if (op.ok()) return op;
-      last = op.status();
-      const std::string msg = describe(desc) + ": " + impl.name + " refused (" +
-                              op.status().to_string() + "), trying the next implementation";
-      const LogLevel level =
-          op.status().code() == Code::unavailable ? LogLevel::info : LogLevel::warn;
-      log_once(level, "cpu", std::string(impl.name) + ":" + op.status().message(), msg);
-    }
-    return last;
+    return make_cpu_op(desc, choice_, options_);
   }
 
   Result<std::unique_ptr<LossOp>> make_loss(int64_t batch, int64_t classes) override {

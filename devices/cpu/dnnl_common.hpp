@@ -143,10 +143,7 @@ class DnnlOp : public Op {
   explicit DnnlOp(const OpDesc& d) : Op(d) {}
 
   // "conv 64x20x12x12 nhwc", for refusal reasons.
-  std::string name() const {
-    return std::string(op_kind_name(desc_.kind)) + " " + desc_.src.to_string() + " " +
-           layout_name(desc_.layout);
-  }
+  std::string name() const { return describe_op(desc_); }
 
   // One scratchpad per op, as large as the largest of its steps (they run one at a time).
   void bind_scratch(std::initializer_list<Step*> steps) {
@@ -191,8 +188,30 @@ Result<std::unique_ptr<Op>> build(const OpDesc& d, Args... args) {
   return std::unique_ptr<Op>(std::move(op));
 }
 
-// The op families of other files.
-Result<std::unique_ptr<Op>> make_conv_op(const OpDesc& d, const DnnlOptions& o);
-Result<std::unique_ptr<Op>> make_pool_op(const OpDesc& d, const DnnlOptions& o);
+// Runs make() (an op's creation), turning a oneDNN exception into a Status naming the op. Every
+// make_dnnl_<kind> factory goes through it.
+template <typename F>
+Result<std::unique_ptr<Op>> guarded(const OpDesc& d, F make) {
+  try {
+    return make();
+  } catch (const dnnl::error& e) {
+    return internal_error(std::string(op_kind_name(d.kind)) + " " + d.src.to_string() +
+                          ": oneDNN call failed: " + e.what());
+  }
+}
+
+// make(options); under bf16, a shape without a bf16 kernel (unavailable) is built fp32 instead,
+// said once.
+template <typename F>
+Result<std::unique_ptr<Op>> with_bf16_fallback(const DnnlOptions& options, F make) {
+  if (options.precision != Precision::bf16) return make(options);
+  auto op = make(options);
+  if (op.ok() || op.status().code() != Code::unavailable) return op;
+  log_once(LogLevel::info, "dnnl", "bf16-fallback:" + op.status().message(),
+           op.status().message() + "; this layer runs fp32");
+  DnnlOptions f32 = options;
+  f32.precision = Precision::fp32;
+  return make(f32);
+}
 
 }  // namespace easel::dnnl_detail

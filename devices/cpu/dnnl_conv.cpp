@@ -405,8 +405,17 @@ class ConvOp final : public DnnlOp {
 
 }  // namespace
 
-Result<std::unique_ptr<Op>> make_conv_op(const OpDesc& d, const DnnlOptions& o) {
-  return build<ConvOp>(d, o.conv_bwd_data, o.precision == Precision::bf16);
+}  // namespace easel::dnnl_detail
+
+namespace easel {
+
+Result<std::unique_ptr<Op>> make_dnnl_conv(const OpDesc& d, const DnnlOptions& options) {
+  using namespace dnnl_detail;
+  return guarded(d, [&] {
+    return with_bf16_fallback(options, [&](const DnnlOptions& o) {
+      return build<ConvOp>(d, o.conv_bwd_data, o.precision == Precision::bf16);
+    });
+  });
 }
 
-}  // namespace easel::dnnl_detail
+}  // namespace easel

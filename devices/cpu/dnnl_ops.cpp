@@ -1,6 +1,7 @@
 // oneDNN (2.x API) implementations of the ops (see devices/cpu/dnnl_ops.hpp): inner product,
-// ReLU, LRN and the factory; convolution in dnnl_conv.cpp, pooling in dnnl_pool.cpp, the
-// shared helpers and conventions in dnnl_common.hpp.
+// ReLU and LRN, one section each, and dropout's refusal; convolution in dnnl_conv.cpp, pooling in
+// dnnl_pool.cpp, the shared helpers and conventions in dnnl_common.hpp. The CPU device picks
+// them from devices/cpu/cpu_op_list.cpp.
 #include "devices/cpu/dnnl_common.hpp"
 
 namespace easel {
@@ -291,52 +292,25 @@ bool dnnl_bf16_available() {
   return yes;
 }
 
-Result<std::unique_ptr<Op>> make_dnnl_op(const OpDesc& desc) {
-  return make_dnnl_op(desc, DnnlOptions{});
+Result<std::unique_ptr<Op>> make_dnnl_inner_product(const OpDesc& d, const DnnlOptions& options) {
+  return guarded(d, [&] {
+    return with_bf16_fallback(options, [&](const DnnlOptions& o) {
+      return build<InnerProductOp>(d, o.precision == Precision::bf16);
+    });
+  });
 }
 
-Result<std::unique_ptr<Op>> make_dnnl_op(const OpDesc& desc, DnnlConvBwdData conv_bwd_data) {
-  DnnlOptions o;
-  o.conv_bwd_data = conv_bwd_data;
-  return make_dnnl_op(desc, o);
+Result<std::unique_ptr<Op>> make_dnnl_relu(const OpDesc& d, const DnnlOptions& /*options*/) {
+  return guarded(d, [&] { return build<ReluOp>(d); });
 }
 
-Result<std::unique_ptr<Op>> make_dnnl_op(const OpDesc& desc, const DnnlOptions& options) {
-  if (std::string why = validate(desc); !why.empty()) return invalid_argument(why);
-  try {
-    switch (desc.kind) {
-      case OpKind::conv:
-      case OpKind::inner_product: {
-        const auto make = [&](const DnnlOptions& o) {
-          return desc.kind == OpKind::conv
-                     ? make_conv_op(desc, o)
-                     : build<InnerProductOp>(desc, o.precision == Precision::bf16);
-        };
-        if (options.precision != Precision::bf16) return make(options);
-        auto op = make(options);
-        if (op.ok() || op.status().code() != Code::unavailable) return op;
-        // No bf16 kernel for this shape: fp32, said once.
-        log_once(LogLevel::info, "dnnl", "bf16-fallback:" + op.status().message(),
-                 op.status().message() + "; this layer runs fp32");
-        DnnlOptions f32 = options;
-        f32.precision = Precision::fp32;
-        return make(f32);
-      }
-      case OpKind::max_pool:
-      case OpKind::avg_pool:
-        return make_pool_op(desc, options);
-      case OpKind::relu:
-        return build<ReluOp>(desc);
-      case OpKind::lrn:
-        return build<LrnOp>(desc);
-      case OpKind::dropout:
-        return unavailable("dropout: no oneDNN primitive (it needs the op's own RNG stream)");
-    }
-  } catch (const dnnl::error& e) {
-    return internal_error(std::string(op_kind_name(desc.kind)) + " " + desc.src.to_string() +
-                          ": oneDNN call failed: " + e.what());
-  }
-  return invalid_argument("unknown op kind");
+Result<std::unique_ptr<Op>> make_dnnl_lrn(const OpDesc& d, const DnnlOptions& /*options*/) {
+  return guarded(d, [&] { return build<LrnOp>(d); });
+}
+
+Result<std::unique_ptr<Op>> refuse_dnnl_dropout(const OpDesc& /*d*/,
+                                                const DnnlOptions& /*options*/) {
+  return unavailable("dropout: no oneDNN primitive (it needs the op's own RNG stream)");
 }
 
 }  // namespace easel

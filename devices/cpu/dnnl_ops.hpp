@@ -30,9 +30,22 @@ struct DnnlOptions {
 
 bool dnnl_available();       // built with oneDNN
 bool dnnl_bf16_available();  // built with oneDNN and the CPU computes bf16 natively
+// The oneDNN rows of the CPU device's list (devices/cpu/cpu_op_list.cpp) for desc.kind, in
+// order: the first that accepts desc, else the last refusal (unavailable: "easel was built
+// without oneDNN" or "<kind>: no oneDNN primitive" when no row applies).
 Result<std::unique_ptr<Op>> make_dnnl_op(const OpDesc& desc);
 Result<std::unique_ptr<Op>> make_dnnl_op(const OpDesc& desc, const DnnlOptions& options);
 Result<std::unique_ptr<Op>> make_dnnl_op(const OpDesc& desc, DnnlConvBwdData conv_bwd_data);
+
+// The oneDNN implementations, one per kind (only in builds with oneDNN; listed in
+// devices/cpu/cpu_op_list.cpp). Each takes a valid descriptor of its kind.
+Result<std::unique_ptr<Op>> make_dnnl_conv(const OpDesc& d, const DnnlOptions& options);
+Result<std::unique_ptr<Op>> make_dnnl_pool(const OpDesc& d, const DnnlOptions& options);
+Result<std::unique_ptr<Op>> make_dnnl_inner_product(const OpDesc& d, const DnnlOptions& options);
+Result<std::unique_ptr<Op>> make_dnnl_relu(const OpDesc& d, const DnnlOptions& options);
+Result<std::unique_ptr<Op>> make_dnnl_lrn(const OpDesc& d, const DnnlOptions& options);
+// Refuses, saying why oneDNN has nothing for dropout.
+Result<std::unique_ptr<Op>> refuse_dnnl_dropout(const OpDesc& d, const DnnlOptions& options);
 
 // The CPU device with explicit oneDNN options (benchmarks and tests; make_cpu_device(choice,
 // precision) is this with the default strategies).

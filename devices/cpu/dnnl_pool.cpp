@@ -238,8 +238,12 @@ class PoolOp final : public DnnlOp {
 
 }  // namespace
 
-Result<std::unique_ptr<Op>> make_pool_op(const OpDesc& d, const DnnlOptions& /*o*/) {
-  return build<PoolOp>(d);
+}  // namespace easel::dnnl_detail
+
+namespace easel {
+
+Result<std::unique_ptr<Op>> make_dnnl_pool(const OpDesc& d, const DnnlOptions& /*options*/) {
+  return dnnl_detail::guarded(d, [&] { return dnnl_detail::build<dnnl_detail::PoolOp>(d); });
 }
 
-}  // namespace easel::dnnl_detail
+}  // namespace easel

@@ -1,6 +1,7 @@
-// Reference kernels: direct loops over the OpDesc, written to be read. Every element is reached
-// through offset4(), so the same loops serve both layouts. Buffers an op keeps between forward
-// and backward (argmax, LRN scale, dropout mask) are allocated at creation.
+// Reference kernels: direct loops over the OpDesc, written to be read, one section per kind.
+// Every element is reached through offset4(), so the same loops serve both layouts. Buffers an
+// op keeps between forward and backward (argmax, LRN scale, dropout mask) are allocated at
+// creation. The CPU device's list (devices/cpu/cpu_op_list.cpp) names each factory.
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -468,25 +469,27 @@ class RefDropout final : public Op {
 
 }  // namespace
 
-Result<std::unique_ptr<Op>> make_ref_op(const OpDesc& desc) {
-  if (std::string why = validate(desc); !why.empty()) return invalid_argument(why);
-  switch (desc.kind) {
-    case OpKind::conv:
-      return std::unique_ptr<Op>(new RefConv(desc));
-    case OpKind::max_pool:
-      return std::unique_ptr<Op>(new RefMaxPool(desc));
-    case OpKind::avg_pool:
-      return std::unique_ptr<Op>(new RefAvgPool(desc));
-    case OpKind::inner_product:
-      return std::unique_ptr<Op>(new RefInnerProduct(desc));
-    case OpKind::relu:
-      return std::unique_ptr<Op>(new RefRelu(desc));
-    case OpKind::lrn:
-      return std::unique_ptr<Op>(new RefLrn(desc));
-    case OpKind::dropout:
-      return std::unique_ptr<Op>(new RefDropout(desc));
-  }
-  return internal_error(std::string("ref: no kernel for op kind ") + op_kind_name(desc.kind));
+// The factories the CPU device's list names (devices/cpu/cpu_op_list.cpp), one per kind.
+Result<std::unique_ptr<Op>> make_ref_conv(const OpDesc& d) {
+  return std::unique_ptr<Op>(new RefConv(d));
+}
+Result<std::unique_ptr<Op>> make_ref_max_pool(const OpDesc& d) {
+  return std::unique_ptr<Op>(new RefMaxPool(d));
+}
+Result<std::unique_ptr<Op>> make_ref_avg_pool(const OpDesc& d) {
+  return std::unique_ptr<Op>(new RefAvgPool(d));
+}
+Result<std::unique_ptr<Op>> make_ref_inner_product(const OpDesc& d) {
+  return std::unique_ptr<Op>(new RefInnerProduct(d));
+}
+Result<std::unique_ptr<Op>> make_ref_relu(const OpDesc& d) {
+  return std::unique_ptr<Op>(new RefRelu(d));
+}
+Result<std::unique_ptr<Op>> make_ref_lrn(const OpDesc& d) {
+  return std::unique_ptr<Op>(new RefLrn(d));
+}
+Result<std::unique_ptr<Op>> make_ref_dropout(const OpDesc& d) {
+  return std::unique_ptr<Op>(new RefDropout(d));
 }
 
 }  // namespace easel

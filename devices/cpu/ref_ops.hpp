@@ -10,8 +10,18 @@
 
 namespace easel {
 
+// The reference row of the CPU device's list for desc.kind (devices/cpu/cpu_op_list.cpp).
 // Never refuses a descriptor that validate() accepts.
 Result<std::unique_ptr<Op>> make_ref_op(const OpDesc& desc);
+
+// The reference kernels, one per kind; each takes a valid descriptor of its kind.
+Result<std::unique_ptr<Op>> make_ref_conv(const OpDesc& d);
+Result<std::unique_ptr<Op>> make_ref_max_pool(const OpDesc& d);
+Result<std::unique_ptr<Op>> make_ref_avg_pool(const OpDesc& d);
+Result<std::unique_ptr<Op>> make_ref_inner_product(const OpDesc& d);
+Result<std::unique_ptr<Op>> make_ref_relu(const OpDesc& d);
+Result<std::unique_ptr<Op>> make_ref_lrn(const OpDesc& d);
+Result<std::unique_ptr<Op>> make_ref_dropout(const OpDesc& d);
 // Softmax cross-entropy, own kernel (numerically stable: max subtracted), used by every CPU net.
 std::unique_ptr<LossOp> make_cpu_loss(int64_t batch, int64_t classes);
 

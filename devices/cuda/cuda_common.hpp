@@ -77,7 +77,7 @@ struct CudaContext {
 // The context of a device made by make_cuda_device; aborts for any other Device.
 CudaContext& cuda_context(Device& d);
 
-// Builds the op / loss on ctx (devices/cuda/cuda_ops.cpp): cuDNN or cuBLAS where it applies,
+// Builds the op / loss on ctx (cuda_op_list.cpp): cuDNN or cuBLAS where it applies,
 // else easel's own kernel; every refusal logged once with its reason. Parameters are read from
 // the arena in the user formats of devices/op.hpp; activations are in the descriptor's layout.
 Result<std::unique_ptr<Op>> make_cuda_op(CudaContext& ctx, const OpDesc& desc);

@@ -1,15 +1,12 @@
-// The CUDA device's ops: make_cuda_op walks an explicit, ordered list of implementations per op
-// kind (cuDNN or cuBLAS first where they apply, easel's own kernels after), logging each
-// refusal once with its reason. This file also holds the inner product (cuBLAS), ReLU and
-// dropout (own kernels); convolution is in cuda_conv.cpp, pooling and LRN in cuda_pool_lrn.cpp,
-// the loss in cuda_loss.cpp. There is no reference fallback here: the CPU's reference kernels
-// cannot read device memory.
+// CUDA implementations of the inner product (cuBLAS), ReLU and dropout (own kernels), one
+// section each, and the cuDNN helpers the op files share. Convolution is in cuda_conv.cpp,
+// pooling and LRN in cuda_pool_lrn.cpp, the loss in cuda_loss.cpp; the device chooses among them
+// from its ordered list in cuda_op_list.cpp.
 #include <string>
 
 #include "devices/cuda/cublas_dyn.hpp"
 #include "devices/cuda/cuda_ops.hpp"
 #include "devices/cuda/op_kernels.hpp"
-#include "engine/log.hpp"
 
 namespace easel {
 
@@ -157,6 +154,8 @@ Result<std::unique_ptr<Op>> with_init(std::unique_ptr<T> op) {
   return std::unique_ptr<Op>(std::move(op));
 }
 
+}  // namespace
+
 Result<std::unique_ptr<Op>> make_cublas_ip(CudaContext& ctx, const OpDesc& d) {
   return with_init(std::make_unique<CublasInnerProduct>(ctx, d));
 }
@@ -167,29 +166,6 @@ Result<std::unique_ptr<Op>> make_own_dropout(CudaContext& ctx, const OpDesc& d) 
   return with_init(std::make_unique<OwnDropout>(ctx, d));
 }
 
-struct CudaOpImpl {
-  OpKind kind;
-  const char* name;
-  Result<std::unique_ptr<Op>> (*make)(CudaContext&, const OpDesc&);
-};
-
-// Per kind, in order of preference.
-constexpr CudaOpImpl kOpImpls[] = {
-    {OpKind::conv, "cudnn", make_cudnn_conv},
-    {OpKind::conv, "cudnn-ohwi", make_cudnn_conv_ohwi},
-    {OpKind::max_pool, "cudnn", make_cudnn_pool},
-    {OpKind::max_pool, "own", make_own_pool},
-    {OpKind::avg_pool, "cudnn", make_cudnn_pool},
-    {OpKind::avg_pool, "own", make_own_pool},
-    {OpKind::inner_product, "cublas", make_cublas_ip},
-    {OpKind::relu, "own", make_own_relu},
-    {OpKind::lrn, "cudnn", make_cudnn_lrn},
-    {OpKind::lrn, "own", make_own_lrn},
-    {OpKind::dropout, "own", make_own_dropout},
-};
-
-}  // namespace
-
 Status make_tensor_desc(TensorDesc& t, const Shape4& s, Layout l) {
   if (!fits_int(s.n) || !fits_int(s.c) || !fits_int(s.h) || !fits_int(s.w) || !fits_int(s.count()))
     return unavailable("tensor " + s.to_string() + " is beyond cuDNN's int sizes");
@@ -198,36 +174,6 @@ Status make_tensor_desc(TensorDesc& t, const Shape4& s, Layout l) {
       t.get(), l == Layout::nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
       static_cast<int>(s.n), static_cast<int>(s.c), static_cast<int>(s.h), static_cast<int>(s.w)));
   return {};
-}
-
-std::string describe_op(const OpDesc& d) {
-  return std::string(op_kind_name(d.kind)) + " " + d.src.to_string() + " " + layout_name(d.layout);
-}
-
-Result<std::unique_ptr<Op>> make_cuda_op(CudaContext& ctx, const OpDesc& desc) {
-  if (std::string why = validate(desc); !why.empty()) return invalid_argument(why);
-  if (ctx.precision == Precision::bf16)
-    log_once(LogLevel::warn, "cuda", "bf16-ops",
-             "--precision bf16: the CUDA ops have no bf16 kernels; they compute in fp32");
-  std::string refusals;  // every reason, for the error when nothing applies
-  Code code = Code::internal;
-  for (const CudaOpImpl& impl : kOpImpls) {
-    if (impl.kind != desc.kind) continue;
-    Result<std::unique_ptr<Op>> op = impl.make(ctx, desc);
-    if (op.ok()) {
-      log_debug("cuda", describe_op(desc) + ": " + op.value()->impl());
-      return op;
-    }
-    const Status& s = op.status();
-    if (refusals.empty()) code = s.code();
-    refusals += std::string(refusals.empty() ? "" : "; ") + impl.name + ": " + s.message();
-    const LogLevel level = s.code() == Code::unavailable ? LogLevel::info : LogLevel::warn;
-    log_once(level, "cuda", std::string(impl.name) + ":" + s.message(),
-             describe_op(desc) + ": " + impl.name + " refused (" + s.to_string() +
-                 "), trying the next implementation");
-  }
-  return Status(code, describe_op(desc) + ": no CUDA implementation applies (" +
-                          (refusals.empty() ? std::string("none listed") : refusals) + ")");
 }
 
 }  // namespace easel

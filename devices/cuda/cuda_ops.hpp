@@ -1,8 +1,8 @@
 // What the CUDA op files (cuda_ops.cpp, cuda_conv.cpp, cuda_pool_lrn.cpp, cuda_loss.cpp)
 // share: owned cuDNN descriptors, the size checks of the vendor APIs' int arguments, and each
 // implementation's factory. A factory returns the op, or a Status saying why it does not apply
-// (make_cuda_op logs it once and tries the next one). Ops keep a reference to the context: they
-// must not outlive their device.
+// (make_cuda_op, cuda_op_list.cpp, logs it once and tries the next one). Ops keep a reference to
+// the context: they must not outlive their device.
 #pragma once
 
 #include <cstdint>
@@ -53,15 +53,16 @@ Result<Buffer> device_array(int64_t count) {
   return Buffer::allocate(static_cast<size_t>(count) * sizeof(T), MemKind::device);
 }
 
-// "conv 8x20x12x12 nchw" for log lines and refusals.
-std::string describe_op(const OpDesc& d);
-
-// The implementations, by kind (the order of preference is make_cuda_op's list).
+// The implementations, by kind (the order of preference is make_cuda_op's list in
+// cuda_op_list.cpp).
 Result<std::unique_ptr<Op>> make_cudnn_conv(CudaContext& ctx, const OpDesc& d);
 Result<std::unique_ptr<Op>> make_cudnn_conv_ohwi(CudaContext& ctx, const OpDesc& d);
 Result<std::unique_ptr<Op>> make_cudnn_pool(CudaContext& ctx, const OpDesc& d);
 Result<std::unique_ptr<Op>> make_own_pool(CudaContext& ctx, const OpDesc& d);
 Result<std::unique_ptr<Op>> make_cudnn_lrn(CudaContext& ctx, const OpDesc& d);
 Result<std::unique_ptr<Op>> make_own_lrn(CudaContext& ctx, const OpDesc& d);
+Result<std::unique_ptr<Op>> make_cublas_ip(CudaContext& ctx, const OpDesc& d);
+Result<std::unique_ptr<Op>> make_own_relu(CudaContext& ctx, const OpDesc& d);
+Result<std::unique_ptr<Op>> make_own_dropout(CudaContext& ctx, const OpDesc& d);
 
 }  // namespace easel

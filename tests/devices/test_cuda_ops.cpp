@@ -97,12 +97,6 @@ std::vector<T> get(const Buffer& b, size_t count) {
   return v;
 }
 
-// ---- descriptors ---------------------------------------------------------------------------
-
-std::string describe(const OpDesc& d) {
-  return std::string(op_kind_name(d.kind)) + " " + d.src.to_string() + " " + layout_name(d.layout);
-}
-
 // ---- running and comparing -----------------------------------------------------------------
 
 // |got - want| <= atol_scale * max(1, max|want|) + rtol * max(|got|, |want|), element-wise.
@@ -156,7 +150,7 @@ OpRun run_op(Op& op, Device& dev, MemKind kind, uint64_t seed, bool want_diff_sr
 }
 
 std::unique_ptr<Op> must(Result<std::unique_ptr<Op>> r, const OpDesc& d) {
-  EXPECT_TRUE(r.ok()) << describe(d) << ": " << r.status().to_string();
+  EXPECT_TRUE(r.ok()) << describe_op(d) << ": " << r.status().to_string();
   return r.ok() ? std::move(r).value() : nullptr;
 }
 
@@ -170,7 +164,7 @@ std::string expect_matches_ref(Device& gpu, Device& cpu, const OpDesc& base, Tol
   for (Layout l : layouts) {
     OpDesc d = base;
     d.layout = l;
-    SCOPED_TRACE(describe(d));
+    SCOPED_TRACE(describe_op(d));
     auto fast = must(gpu.make_op(d), d);
     auto ref = must(cpu.make_op(d), d);
     if (!fast || !ref) continue;
@@ -272,7 +266,7 @@ TEST_F(CudaPool, MaxTiesGoToFirstMaximum) {
     for (OpDesc d : {pool(OpKind::max_pool, {2, 20, 24, 24}, 2, 2),
                      pool(OpKind::max_pool, {2, 5, 10, 10}, 3, 2, 1)}) {
       d.layout = l;
-      SCOPED_TRACE(describe(d));
+      SCOPED_TRACE(describe_op(d));
       auto fast = must(gpu_->make_op(d), d);
       auto ref = must(cpu_->make_op(d), d);
       ASSERT_TRUE(fast && ref);
@@ -356,7 +350,7 @@ TEST_F(CudaDropout, TrainingMaskScaleAndBackward) {
     d.src = {2, 16, 32, 32};
     d.ratio = 0.3f;
     d.seed = 9;
-    SCOPED_TRACE(describe(d));
+    SCOPED_TRACE(describe_op(d));
     auto op = must(gpu_->make_op(d), d);
     ASSERT_TRUE(op);
     EXPECT_EQ(op->impl(), "own:dropout");

@@ -38,10 +38,6 @@ OpDesc with_layout(OpDesc d, Layout l) {
   return d;
 }
 
-std::string describe(const OpDesc& d) {
-  return std::string(op_kind_name(d.kind)) + " " + d.src.to_string() + " " + layout_name(d.layout);
-}
-
 // Relative tolerance 1e-4 with an absolute floor scaled to the tensor's magnitude (different
 // summation orders of a few thousand terms).
 ::testing::AssertionResult close(const std::vector<float>& got, const std::vector<float>& want,
@@ -79,7 +75,7 @@ OpRun run_op(Op& op, uint64_t seed, bool want_diff_src = true) {
 }
 
 std::unique_ptr<Op> must(Result<std::unique_ptr<Op>> r, const OpDesc& d) {
-  EXPECT_TRUE(r.ok()) << describe(d) << ": " << r.status().to_string();
+  EXPECT_TRUE(r.ok()) << describe_op(d) << ": " << r.status().to_string();
   return r.ok() ? std::move(r).value() : nullptr;
 }
 
@@ -88,7 +84,7 @@ void expect_matches_ref(const OpDesc& base, bool want_diff_src = true,
                         DnnlConvBwdData strategy = DnnlConvBwdData::automatic) {
   for (Layout l : kLayouts) {
     const OpDesc d = with_layout(base, l);
-    SCOPED_TRACE(describe(d));
+    SCOPED_TRACE(describe_op(d));
     auto fast = must(make_dnnl_op(d, strategy), d);
     auto ref = must(make_ref_op(d), d);
     if (!fast || !ref) continue;
@@ -172,7 +168,7 @@ TEST(DnnlConv, GemmBackwardData) {
       conv({3, 17, 7, 7}, 33, 3, 1, 1), conv({64, 20, 12, 12}, 50, 5)};
   for (const OpDesc& base : shapes) {
     const OpDesc d = with_layout(base, Layout::nhwc);
-    SCOPED_TRACE(describe(d));
+    SCOPED_TRACE(describe_op(d));
     auto fast = must(make_dnnl_op(d, DnnlConvBwdData::gemm), d);
     auto ref = must(make_ref_op(d), d);
     ASSERT_TRUE(fast && ref);
@@ -210,7 +206,7 @@ TEST(DnnlBf16, MatchesRefWithinBf16Rounding) {
   for (const OpDesc& base : shapes)
     for (Layout l : kLayouts) {
       const OpDesc d = with_layout(base, l);
-      SCOPED_TRACE(describe(d));
+      SCOPED_TRACE(describe_op(d));
       auto fast = must(make_dnnl_op(d, opts), d);
       auto ref = must(make_ref_op(d), d);
       ASSERT_TRUE(fast && ref);
@@ -287,7 +283,7 @@ TEST(DnnlPool, MaxTiesGoToFirstMaximum) {
     for (const OpDesc& base : {pool(OpKind::max_pool, {2, 20, 24, 24}, 2, 2),
                                pool(OpKind::max_pool, {2, 5, 10, 10}, 3, 2, 1)}) {
       const OpDesc d = with_layout(base, l);
-      SCOPED_TRACE(describe(d));
+      SCOPED_TRACE(describe_op(d));
       auto fast = must(make_dnnl_op(d), d);
       auto ref = must(make_ref_op(d), d);
       ASSERT_TRUE(fast && ref);
@@ -359,7 +355,7 @@ TEST(DnnlOps, GradientCheck) {
       const OpDesc d = with_layout(base, l);
       auto op = must(make_dnnl_op(d), d);
       ASSERT_TRUE(op);
-      EXPECT_TRUE(test::check_gradients(*op)) << describe(d);
+      EXPECT_TRUE(test::check_gradients(*op)) << describe_op(d);
     }
   }
 }
@@ -380,9 +376,9 @@ TEST(DnnlOps, LeNetRunsNoReferenceKernel) {
       auto op = must(make_dnnl_op(d), d);
       ASSERT_TRUE(op);
       const std::string impl = op->impl();
-      std::printf("  %-36s %s\n", describe(d).c_str(), impl.c_str());
+      std::printf("  %-36s %s\n", describe_op(d).c_str(), impl.c_str());
       EXPECT_EQ(impl.rfind("dnnl:", 0), 0u) << impl;
-      EXPECT_EQ(impl.find("ref"), std::string::npos) << describe(d) << ": " << impl;
+      EXPECT_EQ(impl.find("ref"), std::string::npos) << describe_op(d) << ": " << impl;
     }
   }
 }

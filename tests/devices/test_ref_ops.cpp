@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "devices/cpu/cpu_op_list.hpp"
 #include "devices/cpu/ref_ops.hpp"
 #include "devices/device.hpp"
+#include "devices/ops/op_def.hpp"
 #include "tests/support/grad_check.hpp"
 #include "tests/support/op_descs.hpp"
 
@@ -164,6 +166,50 @@ TEST(OpDesc, LeNetFlops) {
   EXPECT_DOUBLE_EQ(forward_flops(inner_product({1, 50, 4, 4}, 500)), 2.0 * 800 * 500);
   EXPECT_GT(forward_flops(pool(OpKind::max_pool, {1, 20, 24, 24}, 2, 2)), 0.0);
   EXPECT_GT(backward_flops(simple(OpKind::relu, {1, 20, 24, 24})), 0.0);
+}
+
+// Without the data gradient (a net's first layer) conv and inner product compute only the
+// weights gradient, as large as their forward; the other kinds cost their forward either way.
+TEST(OpDesc, FirstLayerBackwardFlops) {
+  const OpDesc c = conv({2, 3, 8, 8}, 4, 3, 3);
+  EXPECT_DOUBLE_EQ(backward_flops(c, /*diff_src=*/false), forward_flops(c));
+  const OpDesc ip = inner_product({2, 3, 4, 4}, 5);
+  EXPECT_DOUBLE_EQ(backward_flops(ip, false), forward_flops(ip));
+  EXPECT_DOUBLE_EQ(backward_flops(ip, true), 2 * forward_flops(ip));
+  const OpDesc p = pool(OpKind::avg_pool, {2, 3, 8, 8}, 2, 2);
+  EXPECT_DOUBLE_EQ(backward_flops(p, false), forward_flops(p));
+  EXPECT_DOUBLE_EQ(backward_flops(p, true), forward_flops(p));
+}
+
+TEST(OpDesc, OnlyConvAndInnerProductFuseRelu) {
+  for (const OpDef* def : op_list())
+    EXPECT_EQ(fuses_relu(def->kind),
+              def->kind == OpKind::conv || def->kind == OpKind::inner_product)
+        << def->name;
+}
+
+// devices/ops/list.cpp holds every kind once, in OpKind order; the CPU device's list gives each
+// kind its fast rows first and the reference last (so ImplChoice::ref always finds one).
+TEST(OpList, EveryKindDefinedInOrderWithTheReferenceLast) {
+  const auto defs = op_list();
+  ASSERT_EQ(defs.size(), 7u);
+  for (size_t i = 0; i < defs.size(); ++i) {
+    const OpDef& def = *defs[i];
+    EXPECT_EQ(static_cast<size_t>(def.kind), i) << def.name;
+    EXPECT_EQ(&op_def(def.kind), &def);
+    EXPECT_STREQ(op_kind_name(def.kind), def.name);
+    EXPECT_NE(def.forward_flops, nullptr) << def.name;
+    for (size_t j = 0; j < i; ++j)
+      EXPECT_STRNE(def.name, defs[j]->name);
+    std::vector<const CpuOpImpl*> rows;
+    for (const CpuOpImpl& r : cpu_op_list())
+      if (r.kind == def.kind) rows.push_back(&r);
+    ASSERT_FALSE(rows.empty()) << def.name << " has no CPU implementation";
+    EXPECT_STREQ(rows.back()->name, "ref") << def.name;
+    EXPECT_FALSE(rows.back()->fast_only) << def.name;
+    for (size_t r = 0; r + 1 < rows.size(); ++r)
+      EXPECT_TRUE(rows[r]->fast_only) << def.name << ": " << rows[r]->name;
+  }
 }
 
 // validate() names the kind and the problem.

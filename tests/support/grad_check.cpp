@@ -18,10 +18,6 @@ std::string fmt(const char* f, double a) {
   return buf;
 }
 
-std::string describe(const OpDesc& d) {
-  return std::string(op_kind_name(d.kind)) + " " + d.src.to_string() + " " + layout_name(d.layout);
-}
-
 // "n=1 c=2 h=3 w=0" for offset i of shape s in layout l.
 std::string coords(const Shape4& s, Layout l, int64_t i) {
   int64_t n, c, h, w;
@@ -135,7 +131,7 @@ template <typename NextOp>
     return project(scratch, r);
   };
   const double f0 = loss();
-  const std::string name = describe(d) + " (" + first.impl() + ")";
+  const std::string name = describe_op(d) + " (" + first.impl() + ")";
 
   if (opt.check_src) {
     Worst worst = compare(src.data(), d.src.count(), diff_src.data(), f0, loss, opt, opt.seed + 3);

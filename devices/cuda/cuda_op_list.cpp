@@ -1,0 +1,64 @@
+// The CUDA device's ordered list of op implementations, and make_cuda_op's walk over it: per
+// kind, cuDNN or cuBLAS first where they apply, easel's own kernels after, each refusal logged
+// once with its reason. There is no reference fallback here: the CPU's reference kernels cannot
+// read device memory.
+#include <string>
+
+#include "devices/cuda/cuda_ops.hpp"
+#include "engine/log.hpp"
+
+namespace easel {
+
+namespace {
+
+struct CudaOpImpl {
+  OpKind kind;
+  const char* name;  // in the refusal logs and the error when nothing applies
+  Result<std::unique_ptr<Op>> (*make)(CudaContext&, const OpDesc&);
+};
+
+// Per kind, in order of preference. Adding an implementation: its factory (one file, or one
+// section of an op file, declared in cuda_ops.hpp) and one row here.
+constexpr CudaOpImpl kOpImpls[] = {
+    {OpKind::conv, "cudnn", make_cudnn_conv},
+    {OpKind::conv, "cudnn-ohwi", make_cudnn_conv_ohwi},
+    {OpKind::max_pool, "cudnn", make_cudnn_pool},
+    {OpKind::max_pool, "own", make_own_pool},
+    {OpKind::avg_pool, "cudnn", make_cudnn_pool},
+    {OpKind::avg_pool, "own", make_own_pool},
+    {OpKind::inner_product, "cublas", make_cublas_ip},
+    {OpKind::relu, "own", make_own_relu},
+    {OpKind::lrn, "cudnn", make_cudnn_lrn},
+    {OpKind::lrn, "own", make_own_lrn},
+    {OpKind::dropout, "own", make_own_dropout},
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Op>> make_cuda_op(CudaContext& ctx, const OpDesc& desc) {
+  if (std::string why = validate(desc); !why.empty()) return invalid_argument(why);
+  if (ctx.precision == Precision::bf16)
+    log_once(LogLevel::warn, "cuda", "bf16-ops",
+             "--precision bf16: the CUDA ops have no bf16 kernels; they compute in fp32");
+  std::string refusals;  // every reason, for the error when nothing applies
+  Code code = Code::internal;
+  for (const CudaOpImpl& impl : kOpImpls) {
+    if (impl.kind != desc.kind) continue;
+    Result<std::unique_ptr<Op>> op = impl.make(ctx, desc);
+    if (op.ok()) {
+      log_debug("cuda", describe_op(desc) + ": " + op.value()->impl());
+      return op;
+    }
+    const Status& s = op.status();
+    if (refusals.empty()) code = s.code();
+    refusals += std::string(refusals.empty() ? "" : "; ") + impl.name + ": " + s.message();
+    const LogLevel level = s.code() == Code::unavailable ? LogLevel::info : LogLevel::warn;
+    log_once(level, "cuda", std::string(impl.name) + ":" + s.message(),
+             describe_op(desc) + ": " + impl.name + " refused (" + s.to_string() +
+                 "), trying the next implementation");
+  }
+  return Status(code, describe_op(desc) + ": no CUDA implementation applies (" +
+                          (refusals.empty() ? std::string("none listed") : refusals) + ")");
+}
+
+}  // namespace easel
