@@ -213,27 +213,34 @@ class FakeGpu final : public Device {
 
 int g_gpu_count = 2;
 
-GpuBackend fake_backend() {
-  GpuBackend b;
-  b.list = []() -> Result<std::vector<GpuInfo>> {
-    std::vector<GpuInfo> v;
-    for (int i = 0; i < g_gpu_count; ++i) {
-      GpuInfo g;
-      g.ordinal = i;
-      g.name = "stand-in";
-      v.push_back(g);
-    }
+// The device list with its "cuda" entry replaced by the stand-in: g_gpu_count units, each a
+// FakeGpu; host memory underneath, so the shared-memory Comm stands in for NCCL.
+Result<int> fake_gpu_count() {
+  return g_gpu_count;
+}
+Result<std::unique_ptr<Device>> make_fake_gpu(int unit, ImplChoice, Precision) {
+  return std::unique_ptr<Device>(std::make_unique<FakeGpu>(unit));
+}
+Result<std::unique_ptr<Comm>> make_fake_comm(std::span<Device* const> devs) {
+  return make_shm_comm(static_cast<int>(devs.size()), CollectiveAlgo::tree);
+}
+
+DeviceRegistry fake_backend() {
+  static const std::vector<DeviceEntry> list = [] {
+    std::vector<DeviceEntry> v(device_list().begin(), device_list().end());
+    for (DeviceEntry& e : v)
+      if (std::string(e.name) == "cuda")
+        e = DeviceEntry{"cuda",
+                        "stand-in GPUs over host memory",
+                        true,
+                        fake_gpu_count,
+                        make_fake_gpu,
+                        "stand-in NCCL",
+                        [] { return true; },
+                        make_fake_comm};
     return v;
-  };
-  b.make_device = [](int ordinal, Precision) -> Result<std::unique_ptr<Device>> {
-    return std::unique_ptr<Device>(std::make_unique<FakeGpu>(ordinal));
-  };
-  // Host memory underneath: the shared-memory Comm stands in for NCCL.
-  b.make_comm = [](std::span<Device* const> devs) -> Result<std::unique_ptr<Comm>> {
-    return make_shm_comm(static_cast<int>(devs.size()), CollectiveAlgo::tree);
-  };
-  b.comm_built = [] { return true; };
-  return b;
+  }();
+  return {list};
 }
 
 DataSplit& small_data() {
