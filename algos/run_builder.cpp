@@ -82,12 +82,14 @@ void choose_residence(TrainRun& t) {
   const Algorithm& algo = *t.algo;
   const bool may = kind.accelerator && algo.device_resident();
   t.run.resident = may && (kind.has_comm() || algo.max_groups() == 1);
-  if (may && !t.run.resident)
+  if (may && !t.run.resident) {
+    const std::string comm = kind.comm_name ? kind.comm_name : "device Comm";
     log_once(LogLevel::warn, "train", "no-nccl",
-             "--algo " + algo.name() + ": this build has no " + kind.comm_name +
+             "--algo " + algo.name() + ": this build has no " + comm +
                  ", so the groups' weights stay in pinned host memory and go through the GPUs "
                  "every step (install " +
-                 kind.comm_name + " and rebuild for the resident path)");
+                 comm + " and rebuild for the resident path)");
+  }
 }
 
 // Where a group's arenas live: as placed on the CPU; on GPUs on the device when resident, else
