@@ -428,14 +428,6 @@ Layout resolve_layout(const TrainConfig& cfg) {
   return cfg.layout.value_or(cfg.device.gpu ? Layout::nchw : Layout::nhwc);
 }
 
-std::string device_text(const DeviceRequest& d) {
-  if (!d.gpu) return "cpu";
-  std::string s = "cuda";
-  for (size_t i = 0; i < d.ordinals.size(); ++i)
-    s += (i == 0 ? ":" : ",") + std::to_string(d.ordinals[i]);
-  return s;
-}
-
 std::string placement_text(const Placement& p) {
   bool uniform = true;
   for (MemKind k : p.kind)

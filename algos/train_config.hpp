@@ -15,7 +15,7 @@
 
 #include "algos/algorithm.hpp"
 #include "algos/schedule.hpp"
-#include "devices/device.hpp"
+#include "devices/list.hpp"
 #include "engine/comm/comm.hpp"
 #include "engine/log.hpp"
 #include "engine/memory.hpp"
@@ -135,8 +135,6 @@ AlgoParams make_params(const TrainConfig& cfg, int64_t total_iterations, int gro
 // brgemm convolutions, nchw on GPUs for cuDNN's native fp32 layout).
 Layout resolve_layout(const TrainConfig& cfg);
 
-// "cpu", "cuda" or "cuda:0,1": what --device said (parse_device reads it back).
-std::string device_text(const DeviceRequest& d);
 // A kind name when every class has it ("dram"), else the classes that are not dram
 // ("weights=hbw,dataset=interleave"): what parse_placement reads back.
 std::string placement_text(const Placement& p);

@@ -10,7 +10,7 @@
 #include "algos/algorithm.hpp"
 #include "algos/checkpoint.hpp"
 #include "algos/train_config.hpp"
-#include "devices/cuda/cuda_device.hpp"
+#include "devices/list.hpp"
 #include "nets/data/dataset.hpp"
 
 namespace easel {
@@ -82,20 +82,11 @@ class TrainObserver {
 };
 
 // The worker-group plan for cfg on topo: the user's request, except that a one-group
-// algorithm (sgd, msgd) on --groups auto gets one group of all the threads.
-// Where GPU worker groups come from (--device cuda): the CUDA device and NCCL. Tests pass a
-// stand-in whose "device" memory is host memory, so that the trainer's GPU paths (staging,
-// resident arenas, centre copies, evaluation on the devices) run on any machine.
-struct GpuBackend {
-  Result<std::vector<GpuInfo>> (*list)() = list_gpus;
-  Result<std::unique_ptr<Device>> (*make_device)(int ordinal,
-                                                 Precision precision) = make_cuda_device;
-  Result<std::unique_ptr<Comm>> (*make_comm)(std::span<Device* const> devices) = make_nccl_comm;
-  bool (*comm_built)() = nccl_built;
-};
-
+// algorithm (sgd, msgd) on --groups auto gets one group of all the threads. An accelerator
+// kind (--device cuda) gives each of its units one group: `devices` says which kinds there are
+// and how many units each has (tests substitute a stand-in GPU).
 Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo,
-                              const GpuBackend& gpu = {});
+                              const DeviceRegistry& devices = {});
 
 // Trains. `cfg` has passed validate_config (algos/train_config.hpp); `data` is shared read-only
 // by all groups.
@@ -104,8 +95,10 @@ Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo,
 // With `resume` (a checkpoint of a run with the same algorithm, net, data, groups and batch,
 // single-process), it goes on from there to cfg's end: the deterministic algorithms give the
 // same numbers as a run that never stopped.
+// `devices`: the device kinds --device chooses from (the built-in list unless a test
+// substitutes its own).
 Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserver* obs,
-                           const GpuBackend& gpu = {}, const Checkpoint* resume = nullptr);
+                           const DeviceRegistry& devices = {}, const Checkpoint* resume = nullptr);
 
 // Evaluates `weights` on `ds` with this process's groups' nets in parallel: the group with
 // global id q takes batches q, q+P, ... (P = run.total_groups(), so across MPI ranks each rank

@@ -1,8 +1,11 @@
-// What every device shares: the host copies of the CPU, and the --device flag.
+// What every device shares: the host copies of the CPU, and the --device flag (read against
+// the device list, devices/list.hpp).
 #include "devices/device.hpp"
 
 #include <algorithm>
 #include <cstring>
+
+#include "devices/list.hpp"
 
 namespace easel {
 
@@ -15,19 +18,22 @@ void Device::download(void* dst, const void* src, size_t bytes) {
 }
 
 Result<DeviceRequest> parse_device(const std::string& text) {
-  DeviceRequest r;
-  if (text == "cpu") return r;
+  return parse_device(text, DeviceRegistry{});
+}
+
+Result<DeviceRequest> parse_device(const std::string& text, const DeviceRegistry& devices) {
   const auto bad = [&](const std::string& why) {
     return invalid_argument("--device: '" + text + "' " + why +
-                            " (accepted: cpu, cuda, cuda:0, cuda:0,1,...)");
+                            " (accepted: " + devices.accepted() + ")");
   };
-  if (text == "cuda") {
-    r.gpu = true;
-    return r;
-  }
-  if (text.rfind("cuda:", 0) != 0) return bad("is not a device");
-  r.gpu = true;
-  const std::string list = text.substr(5);
+  const size_t colon = text.find(':');
+  DeviceRequest r;
+  r.kind = devices.find(text.substr(0, colon));
+  if (r.kind == nullptr || (colon != std::string::npos && !r.kind->accelerator))
+    return bad("is not a device");
+  r.gpu = r.kind->accelerator;
+  if (colon == std::string::npos) return r;
+  const std::string list = text.substr(colon + 1);
   size_t pos = 0;
   while (pos <= list.size()) {
     size_t end = list.find(',', pos);

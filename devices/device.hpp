@@ -60,11 +60,15 @@ class Device {
 };
 
 // --device: "cpu", "cuda" (every GPU), or "cuda:0,2" (those GPUs); each GPU is one worker group.
+// The names are the device list's (devices/list.hpp).
+struct DeviceEntry;
 struct DeviceRequest {
-  bool gpu = false;
-  std::vector<int> ordinals;  // with gpu: the GPUs asked for, in order; empty: every GPU
+  const DeviceEntry* kind = nullptr;  // the list's entry (never null once parsed)
+  bool gpu = false;                   // kind is an accelerator: one worker group per unit
+  std::vector<int> ordinals;          // with gpu: the GPUs asked for, in order; empty: every GPU
 };
-// Errors name the flag and the bad part ("--device: 'cuda:x' ...").
+// Against the built-in device list. Errors name the flag and the bad part ("--device: 'cuda:x'
+// ..."). parse_device(text, registry) in devices/list.hpp reads it against another list.
 Result<DeviceRequest> parse_device(const std::string& text);
 
 // The CPU device: oneDNN (when built with it) then reference.

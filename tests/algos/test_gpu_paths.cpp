@@ -13,6 +13,7 @@
 #include <new>
 #include <optional>
 
+#include "algos/comm_list.hpp"
 #include "algos/trainer.hpp"
 
 namespace easel {
@@ -213,27 +214,34 @@ class FakeGpu final : public Device {
 
 int g_gpu_count = 2;
 
-GpuBackend fake_backend() {
-  GpuBackend b;
-  b.list = []() -> Result<std::vector<GpuInfo>> {
-    std::vector<GpuInfo> v;
-    for (int i = 0; i < g_gpu_count; ++i) {
-      GpuInfo g;
-      g.ordinal = i;
-      g.name = "stand-in";
-      v.push_back(g);
-    }
+// The device list with its "cuda" entry replaced by the stand-in: g_gpu_count units, each a
+// FakeGpu; host memory underneath, so the shared-memory Comm stands in for NCCL.
+Result<int> fake_gpu_count() {
+  return g_gpu_count;
+}
+Result<std::unique_ptr<Device>> make_fake_gpu(int unit, ImplChoice, Precision) {
+  return std::unique_ptr<Device>(std::make_unique<FakeGpu>(unit));
+}
+Result<std::unique_ptr<Comm>> make_fake_comm(std::span<Device* const> devs) {
+  return make_shm_comm(static_cast<int>(devs.size()), CollectiveAlgo::tree);
+}
+
+DeviceRegistry fake_backend() {
+  static const std::vector<DeviceEntry> list = [] {
+    std::vector<DeviceEntry> v(device_list().begin(), device_list().end());
+    for (DeviceEntry& e : v)
+      if (std::string(e.name) == "cuda")
+        e = DeviceEntry{"cuda",
+                        "stand-in GPUs over host memory",
+                        true,
+                        fake_gpu_count,
+                        make_fake_gpu,
+                        "stand-in NCCL",
+                        [] { return true; },
+                        make_fake_comm};
     return v;
-  };
-  b.make_device = [](int ordinal, Precision) -> Result<std::unique_ptr<Device>> {
-    return std::unique_ptr<Device>(std::make_unique<FakeGpu>(ordinal));
-  };
-  // Host memory underneath: the shared-memory Comm stands in for NCCL.
-  b.make_comm = [](std::span<Device* const> devs) -> Result<std::unique_ptr<Comm>> {
-    return make_shm_comm(static_cast<int>(devs.size()), CollectiveAlgo::tree);
-  };
-  b.comm_built = [] { return true; };
-  return b;
+  }();
+  return {list};
 }
 
 DataSplit& small_data() {
@@ -429,6 +437,72 @@ TEST(GpuPaths, OneGroupAlgorithmTakesTheFirstGpu) {
   plan = plan_groups(config("sync-easgd", "cuda"), topo, fake_backend());
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   EXPECT_EQ(plan->groups.size(), 2u);
+}
+
+// --device reads the list's names: what a list lacks is refused, and the message says what the
+// list accepts.
+TEST(DeviceList, ParseDeviceReadsTheListsNames) {
+  auto cpu = parse_device("cpu");
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_EQ(std::string(cpu->kind->name), "cpu");
+  EXPECT_FALSE(cpu->gpu);
+  auto two = parse_device("cuda:0,2");
+  ASSERT_TRUE(two.ok()) << two.status().message();
+  EXPECT_EQ(std::string(two->kind->name), "cuda");
+  EXPECT_TRUE(two->gpu);
+  EXPECT_EQ(two->ordinals, (std::vector<int>{0, 2}));
+  auto bad = parse_device("tpu");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "--device: 'tpu' is not a device (accepted: cpu, cuda, cuda:0, cuda:0,1,...)");
+  EXPECT_FALSE(parse_device("cpu:0").ok()) << "the CPU has no units to pick";
+  EXPECT_FALSE(parse_device("cuda:1,1").ok());
+
+  const DeviceEntry only_cpu[] = {device_list()[0]};
+  auto none = parse_device("cuda", DeviceRegistry{only_cpu});
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().message(), "--device: 'cuda' is not a device (accepted: cpu)");
+  // The stand-in replaces the entry the trainer asks: its units, its devices.
+  g_gpu_count = 3;
+  const DeviceRegistry fake = fake_backend();
+  const DeviceEntry* gpu = fake.find("cuda");
+  ASSERT_NE(gpu, nullptr);
+  EXPECT_EQ(gpu->unit_count().value(), 3);
+  EXPECT_TRUE(gpu->has_comm());
+  EXPECT_EQ(gpu->make_device(2, ImplChoice::ref, Precision::fp32).value()->name(), "cuda:2");
+  EXPECT_FALSE(fake.find("cpu")->has_comm()) << "the CPU's groups share host memory";
+}
+
+// The Comm comes from the list by what the run needs: the device kind's own Comm for arenas on
+// the devices, else shared memory (spinning only when every thread has a core).
+TEST(CommList, ChoosesByWhatTheRunNeeds) {
+  std::vector<std::string> names;
+  for (const CommEntry& c : comm_list())
+    names.push_back(c.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"device", "hier", "shm"}));
+  const DeviceRegistry fake = fake_backend();
+  CommNeeds needs;
+  needs.local_groups = 2;
+  needs.kind = fake.find("cpu");
+  EXPECT_EQ(std::string(choose_comm(needs).name), "shm");
+  EXPECT_EQ(choose_comm(needs).spin_seconds(needs), 0);
+  needs.has_cores = true;
+  EXPECT_EQ(choose_comm(needs).spin_seconds(needs), kShmSpinSeconds);
+  auto shm = choose_comm(needs).make(needs);
+  ASSERT_TRUE(shm.ok());
+  EXPECT_EQ((*shm)->size(), 2);
+
+  FakeGpu a(0), b(1);
+  Device* devs[] = {&a, &b};
+  needs.kind = fake.find("cuda");
+  needs.on_devices = true;
+  needs.devices = devs;
+  const CommEntry& dev = choose_comm(needs);
+  EXPECT_EQ(std::string(dev.name), "device");
+  EXPECT_EQ(dev.spin_seconds(needs), 0);
+  auto comm = dev.make(needs);
+  ASSERT_TRUE(comm.ok()) << comm.status().message();
+  EXPECT_EQ((*comm)->size(), 2);
 }
 
 }  // namespace

@@ -1,0 +1,43 @@
+// The Comms a run's groups exchange over, as an explicit list like the algorithms' (name,
+// description, factory): the first entry that serves the run is its Comm. The trainer states
+// what the run needs; it names no transport.
+#pragma once
+
+#include <memory>
+#include <span>
+
+#include "devices/list.hpp"
+#include "engine/comm/comm.hpp"
+#include "engine/comm/mpi_comm.hpp"
+
+namespace easel {
+
+// What the run asks of its Comm.
+struct CommNeeds {
+  int local_groups = 1;                              // this process's groups, one rank each
+  CollectiveAlgo collective = CollectiveAlgo::tree;  // --collective, for host-memory collectives
+  MpiComm* world = nullptr;                          // across MPI ranks; null in one process
+  bool has_cores = false;  // every thread of this process has a core of its own
+  // The groups' arenas live on their devices (Run::resident) and the algorithm exchanges: only
+  // the device kind's own Comm reaches them.
+  bool on_devices = false;
+  const DeviceEntry* kind = nullptr;  // the groups' device kind
+  std::span<Device* const> devices;   // the groups' devices, in local group order (on_devices)
+};
+
+struct CommEntry {
+  const char* name;
+  const char* description;
+  bool (*serves)(const CommNeeds&);
+  Result<std::unique_ptr<Comm>> (*make)(const CommNeeds&);
+  // How long a group spins before it sleeps when it waits outside the Comm (Run::spin_seconds).
+  double (*spin_seconds)(const CommNeeds&);
+};
+
+// In the order they are tried.
+std::span<const CommEntry> comm_list();
+
+// The first entry of comm_list() that serves `needs`; every run is served by one.
+const CommEntry& choose_comm(const CommNeeds& needs);
+
+}  // namespace easel

@@ -1,0 +1,342 @@
+// Building the run train() trains: the plan across ranks, the devices, the groups on their
+// threads, the Comm, the initial weights; restoring it from a checkpoint; describing it.
+#include <sched.h>
+#include <unistd.h>
+
+#include <cmath>
+
+#include "algos/comm_list.hpp"
+#include "algos/groups.hpp"
+#include "algos/train_run.hpp"
+#include "engine/log.hpp"
+
+namespace easel {
+
+namespace {
+
+// Across ranks on one node, `mpirun --bind-to none` leaves every rank all the cores; each rank
+// then plans on its own slice of them (ranks bound by the launcher keep what they were given).
+void share_cores_among_local_ranks(Topology& topo, const MpiComm& w, std::string* note) {
+  if (w.local_size() <= 1 || topo.core_count() == 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) < online) {
+    *note = "MPI: rank " + std::to_string(w.rank()) + " keeps the " +
+            std::to_string(topo.core_count()) + " core(s) the launcher bound it to";
+    return;
+  }
+  const int c = topo.core_count(), ls = w.local_size(), lr = w.local_rank();
+  std::vector<std::vector<int>> keep;
+  if (c >= ls) {
+    for (int i = lr * c / ls; i < (lr + 1) * c / ls; ++i)
+      keep.push_back(topo.cores[static_cast<size_t>(i)]);
+    *note = "MPI: the launcher did not bind; local rank " + std::to_string(lr) + " of " +
+            std::to_string(ls) + " on this node uses cores " + std::to_string(lr * c / ls) + "-" +
+            std::to_string((lr + 1) * c / ls - 1);
+  } else {
+    keep.push_back(topo.cores[static_cast<size_t>(lr % c)]);
+    *note = "MPI: " + std::to_string(ls) + " ranks on " + std::to_string(c) +
+            " cores: local rank " + std::to_string(lr) + " shares core " + std::to_string(lr % c);
+  }
+  topo.cores = std::move(keep);
+}
+
+// The devices: one of the kind for every group, or one per accelerator group (its unit).
+Status make_devices(TrainRun& t) {
+  const TrainConfig& cfg = t.cfg;
+  const DeviceEntry& kind = *t.dev_req.kind;
+  if (!kind.accelerator) {
+    EASEL_ASSIGN_OR_RETURN(auto d, kind.make_device(0, t.cfg.impl, t.cfg.precision));
+    t.devices.push_back(std::move(d));
+    return {};
+  }
+  const Placement& placement = t.cfg.placement;
+  if (t.world)
+    return invalid_argument("--device " + device_text(cfg.device) +
+                            ": GPU groups run within one process; run it without mpirun");
+  if (placement[BufferClass::dataset] == MemKind::device)
+    return invalid_argument(
+        "--placement dataset=device: the data set stays in host memory (pinned-host or a "
+        "host kind); only each batch is copied to the GPU");
+  for (BufferClass c : {BufferClass::centre, BufferClass::weights, BufferClass::grads,
+                        BufferClass::momentum, BufferClass::activations})
+    if (placement[c] != MemKind::dram)
+      return invalid_argument(
+          std::string("--placement ") + buffer_class_name(c) + "=" + mem_kind_name(placement[c]) +
+          ": with --device " + device_text(cfg.device) +
+          " the groups' buffers live on their GPUs (in pinned host memory for the staged "
+          "algorithms); only dataset= can be placed");
+  for (const GroupSpec& gs : t.plan.groups) {
+    EASEL_ASSIGN_OR_RETURN(auto d, kind.make_device(gs.gpu, t.cfg.impl, t.cfg.precision));
+    t.devices.push_back(std::move(d));
+  }
+  return {};
+}
+
+// GPU groups keep their arenas on the device when the algorithm allows (Sync EASGD2), else in
+// pinned host memory, staged through device copies every step. Multi-group resident runs
+// exchange over the kind's Comm (NCCL); without it they fall back to staging.
+void choose_residence(TrainRun& t) {
+  const DeviceEntry& kind = *t.dev_req.kind;
+  const Algorithm& algo = *t.algo;
+  const bool may = kind.accelerator && algo.device_resident();
+  t.run.resident = may && (kind.has_comm() || algo.max_groups() == 1);
+  if (may && !t.run.resident) {
+    const std::string comm = kind.comm_name ? kind.comm_name : "device Comm";
+    log_once(LogLevel::warn, "train", "no-nccl",
+             "--algo " + algo.name() + ": this build has no " + comm +
+                 ", so the groups' weights stay in pinned host memory and go through the GPUs "
+                 "every step (install " +
+                 comm + " and rebuild for the resident path)");
+  }
+}
+
+// Where a group's arenas live: as placed on the CPU; on GPUs on the device when resident, else
+// in pinned host memory.
+MemKind arena_kind_of(const TrainRun& t, BufferClass c) {
+  if (!t.dev_req.gpu) return t.cfg.placement[c];
+  return t.run.resident ? MemKind::device : MemKind::pinned_host;
+}
+
+// Builds every replica on its own thread (first touch puts its pages on its node, device
+// memory lands on its GPU), one group at a time (set-up logs stay ordered). Group g of rank r
+// reads data shard r*L + g of P.
+Status build_groups(TrainRun& t, const Dataset& train) {
+  const bool gpu = t.dev_req.gpu;
+  const auto arena_kind = [&](BufferClass c) { return arena_kind_of(t, c); };
+  for (int i = 0; i < t.local; ++i) {
+    EASEL_ASSIGN_OR_RETURN(auto w,
+                           WorkerThread::start(t.plan.groups[static_cast<size_t>(i)], true));
+    auto g = std::make_unique<Group>();
+    g->id = i;
+    g->global_id = t.rank * t.local + i;
+    g->worker = w.get();
+    g->device = t.devices[gpu ? static_cast<size_t>(i) : 0].get();
+    Status st;
+    w->run([&] {
+      st = build_group(*g, t.spec, t.cfg, resolve_layout(t.cfg), t.cfg.placement, arena_kind, train,
+                       t.local);
+    });
+    EASEL_RETURN_IF_ERROR(st);
+    t.workers.push_back(std::move(w));
+    t.run.groups.push_back(std::move(g));
+  }
+  t.run.layout = &t.run.groups[0]->net->params();
+  return {};
+}
+
+// The Comm among the groups, from the list (algos/comm_list.hpp). sgd and msgd never call it.
+Status make_comm(TrainRun& t) {
+  std::vector<Device*> devs;
+  for (const auto& d : t.devices)
+    devs.push_back(d.get());
+  CommNeeds needs;
+  needs.local_groups = t.local;
+  needs.collective = t.run.params.collective;
+  needs.world = t.world;
+  needs.has_cores = !t.world && !t.plan.oversubscribed;
+  needs.on_devices = t.run.resident && t.algo->max_groups() > 1;
+  needs.kind = t.dev_req.kind;
+  needs.devices = devs;
+  const CommEntry& entry = choose_comm(needs);
+  auto comm = entry.make(needs);
+  if (!comm.ok())
+    return unavailable("--device " + device_text(t.cfg.device) + ": " + comm.status().message());
+  t.run.comm = std::move(comm).value();
+  t.run.spin_seconds = entry.spin_seconds(needs);
+  return {};
+}
+
+// Same initial weights everywhere (rank 0's, broadcast), in every group and the centre.
+Status init_weights(TrainRun& t) {
+  Run& run = t.run;
+  Group& g0 = *run.groups[0];
+  t.arena_bytes = static_cast<size_t>(run.arena_floats()) * sizeof(float);
+  std::vector<float> init(static_cast<size_t>(run.arena_floats()));
+  g0.net->init_params(init.data(), t.cfg.seed);
+  if (t.world) t.world->broadcast(t.rank, init.data(), run.arena_floats(), 0);
+  for (auto& g : run.groups)
+    copy_bytes(g->weights.data(), g->weights.kind(), init.data(), MemKind::dram, t.arena_bytes);
+  if (t.algo->uses_centre()) {
+    const MemKind centre_kind = arena_kind_of(t, BufferClass::centre);
+    EASEL_ASSIGN_OR_RETURN(run.centre, arena_on(g0, run.arena_floats(), centre_kind));
+    copy_bytes(run.centre.data(), run.centre.kind(), init.data(), MemKind::dram, t.arena_bytes);
+  }
+  return {};
+}
+
+// The plan of all P groups on rank 0, each rank's cpus as that rank planned them.
+void gather_plan(const TrainRun& t, GroupPlan& all_plan) {
+  constexpr size_t kMaxCpus = 256;
+  const GroupPlan& plan = t.plan;
+  std::vector<int32_t> mine(static_cast<size_t>(t.local) * kMaxCpus, -1), all;
+  for (int i = 0; i < t.local; ++i) {
+    const auto& cpus = plan.groups[static_cast<size_t>(i)].cpus;
+    for (size_t c = 0; c < cpus.size() && c < kMaxCpus; ++c)
+      mine[static_cast<size_t>(i) * kMaxCpus + c] = cpus[c];
+  }
+  if (t.rank == 0) all.resize(mine.size() * static_cast<size_t>(t.ranks));
+  t.world->gather_bytes(mine.data(), mine.size() * sizeof(int32_t), all.data(), 0);
+  if (t.rank != 0) return;
+  all_plan.groups.clear();
+  for (int q = 0; q < t.p; ++q) {
+    GroupSpec gs = plan.groups[static_cast<size_t>(q % t.local)];
+    gs.id = q;
+    gs.cpus.clear();
+    for (size_t c = 0; c < kMaxCpus; ++c)
+      if (const int32_t cpu = all[static_cast<size_t>(q) * kMaxCpus + c]; cpu >= 0)
+        gs.cpus.push_back(cpu);
+    all_plan.groups.push_back(std::move(gs));
+  }
+  all_plan.notes.push_back("MPI: " + std::to_string(t.ranks) + " ranks x " +
+                           std::to_string(t.local) + " groups");
+}
+
+}  // namespace
+
+TrainRun::~TrainRun() {
+  if (prepared) algo->finish(run);
+  run.comm.reset();    // NCCL's communicators go before the devices' streams
+  run.groups.clear();  // nets and streams go before their threads
+  workers.clear();
+}
+
+Status check_group_count(const Algorithm& algo, int p) {
+  if (p > algo.max_groups())
+    return invalid_argument("--groups: " + algo.name() + " runs on one group, the plan has " +
+                            std::to_string(p) + " (use a multi-group algorithm, e.g. sync-easgd)");
+  return {};
+}
+
+Status plan_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices) {
+  const TrainConfig& cfg = t.cfg;
+  const Algorithm& algo = *t.algo;
+  t.world = mpi_world();
+  if (t.world && t.world->size() == 1) t.world = nullptr;
+  t.ranks = t.world ? t.world->size() : 1;
+  t.rank = t.world ? t.world->rank() : 0;
+  t.report = t.rank == 0 ? t.obs : &t.null_observer;
+  if (t.ranks > 1 && !algo.multi_process())
+    return invalid_argument("--algo " + algo.name() +
+                            " runs within one process; across MPI ranks use sync-sgd, "
+                            "sync-easgd, async-easgd or async-measgd");
+
+  EASEL_ASSIGN_OR_RETURN(Topology topo, detect_topology());
+  std::string mpi_note;
+  if (t.world) share_cores_among_local_ranks(topo, *t.world, &mpi_note);
+  EASEL_ASSIGN_OR_RETURN(t.plan, plan_groups(cfg, topo, devices));
+  if (!mpi_note.empty()) t.plan.notes.push_back(mpi_note);
+  t.local = static_cast<int>(t.plan.groups.size());
+  if (t.world) {
+    int32_t local0 = t.local;
+    t.world->broadcast_bytes(&local0, sizeof local0, 0);
+    if (local0 != t.local)
+      return invalid_argument("--groups: rank " + std::to_string(t.rank) + " planned " +
+                              std::to_string(t.local) + " groups, rank 0 planned " +
+                              std::to_string(local0) +
+                              " (give every rank the same cores, or an explicit --groups)");
+  }
+  t.p = t.local * t.ranks;
+  EASEL_RETURN_IF_ERROR(check_group_count(algo, t.p));
+
+  EASEL_ASSIGN_OR_RETURN(t.spec, build_model(cfg.net, {data.train.channels, data.train.height,
+                                                       data.train.width, data.train.classes}));
+  t.train_count = data.train.count;
+  t.per_epoch = std::max<int64_t>(1, (t.train_count + cfg.batch * t.p - 1) / (cfg.batch * t.p));
+  if (t.ranks > 1) {  // keep only this rank's shards: groups rank*L .. rank*L+L-1 of P
+    EASEL_ASSIGN_OR_RETURN(Dataset part, keep_shards(data.train, t.rank * t.local, t.local, t.p,
+                                                     t.cfg.placement[BufferClass::dataset]));
+    data.train = std::move(part);
+  }
+  t.total =
+      cfg.iterations > 0
+          ? cfg.iterations
+          : std::max<int64_t>(
+                1, static_cast<int64_t>(std::ceil(cfg.epochs * static_cast<double>(t.per_epoch))));
+  t.eval_every = cfg.eval_every > 0 ? cfg.eval_every : t.per_epoch;
+  t.run.world = t.world;
+  t.run.rank = t.rank;
+  t.run.ranks = t.ranks;
+  return {};
+}
+
+Status build_run(TrainRun& t, const Dataset& train) {
+  EASEL_RETURN_IF_ERROR(make_devices(t));
+  choose_residence(t);
+  EASEL_RETURN_IF_ERROR(build_groups(t, train));
+  if (mpi_fault_fail())
+    return internal_error("EASEL_MPI_FAULT: injected failure on rank " + std::to_string(t.rank));
+  EASEL_RETURN_IF_ERROR(make_comm(t));
+  EASEL_RETURN_IF_ERROR(init_weights(t));
+  // What a checkpoint must match (the seed and layouts may differ: the weights, the centre and
+  // the data positions come from the checkpoint).
+  const TrainConfig& cfg = t.cfg;
+  t.identity = "algo " + t.algo->name() + ", net " + t.spec.name + ", data " + cfg.data + " (" +
+               std::to_string(t.train_count) + " images), " + std::to_string(t.p) +
+               " group(s), batch " + std::to_string(cfg.batch) + ", " +
+               std::to_string(t.run.arena_floats()) + " parameters" +
+               (cfg.settings.empty() ? "" : kSettingsMark + cfg.settings);
+  if (t.world || t.run.resident) t.eval_buf.resize(static_cast<size_t>(t.run.arena_floats()));
+  return {};
+}
+
+Status restore_from(TrainRun& t, const Checkpoint& resume) {
+  const TrainConfig& cfg = t.cfg;
+  const int64_t total = t.total;
+  if (t.world) return invalid_argument("--resume: checkpoints are for single-process runs");
+  EASEL_RETURN_IF_ERROR(restore_run(resume, t.identity, *t.algo, t.run));
+  if (resume.iterations_done >= total)
+    return invalid_argument(
+        "--resume: the run already did " + std::to_string(resume.iterations_done) + " of its " +
+        std::to_string(total) + " iterations (give more with --iterations or --epochs)");
+  // poly's rate depends on the run's length: another length is another schedule.
+  if (t.run.params.lr.policy == LrSchedule::Policy::poly && resume.total_iterations != total)
+    return invalid_argument("--resume: --lr-policy poly ties the rate to the run's length (" +
+                            std::to_string(resume.total_iterations) +
+                            " iterations); it cannot change when the run continues");
+  if (cfg.target_accuracy > 0 && resume.best_accuracy >= cfg.target_accuracy)
+    return invalid_argument("--resume: the run already reached --target-accuracy " +
+                            std::to_string(cfg.target_accuracy) + " (best " +
+                            std::to_string(resume.best_accuracy) + "; give a higher one)");
+  return {};
+}
+
+Status prepare_algorithm(TrainRun& t, const Checkpoint* resume) {
+  Algorithm* algo = t.algo.get();
+  Run& run = t.run;
+  const int64_t total = t.total;
+  // The centre is what a centre algorithm evaluates: with alpha 0 it never moves.
+  if (algo->uses_centre() && run.params.alpha_at(0) == 0.f && run.params.alpha_at(total - 1) == 0.f)
+    log_warn("train", "alpha is 0 (--alpha 0 or --rho 0): " + algo->name() +
+                          "'s centre never moves, so every evaluation reads the initial weights");
+  t.prepared = true;  // finish(run) is due even when prepare fails half-way
+  EASEL_RETURN_IF_ERROR(algo->prepare(run));
+  if (resume) EASEL_RETURN_IF_ERROR(algo->restore_state(run, resume->algo));
+  return {};
+}
+
+void describe_run(TrainRun& t, RunInfo& info) {
+  const Run& run = t.run;
+  const Group& g0 = *run.groups[0];
+  info.algorithm = t.algo->name();
+  info.net = t.spec.name;
+  info.data = t.cfg.data;
+  info.layout = layout_name(resolve_layout(t.cfg));
+  for (const auto& d : t.devices)
+    info.device += (info.device.empty() ? "" : ",") + d->name();
+  info.plan = t.plan;
+  if (t.world) gather_plan(t, info.plan);
+  info.ranks = t.ranks;
+  info.params = run.layout->param_count();
+  info.total_iterations = t.total;
+  info.iterations_per_epoch = t.per_epoch;
+  info.eval_every = t.eval_every;
+  info.flops_per_image = g0.net->flops_per_image_train();
+  info.layers = g0.net->describe();
+  info.placement = placement_to_string(t.cfg.placement);
+  for (const auto& l : info.layers)
+    log_info("net", l.name + " [" + l.kind + "] " + l.impl);
+}
+
+}  // namespace easel

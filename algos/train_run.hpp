@@ -1,0 +1,95 @@
+// The pieces of train() (algos/trainer.cpp), each a step of its own: building the run
+// (run_builder.cpp), restoring it from a checkpoint, the loop of rounds (train_loop.cpp) and
+// the round's statistics and the summary (round_stats.cpp). Internal to algos/.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "algos/trainer.hpp"
+#include "engine/worker.hpp"
+#include "nets/models/models.hpp"
+
+namespace easel {
+
+// Everything a run being trained holds. Members are declared in the order they must outlive
+// each other: the devices outlive the run (its nets, arenas and Comm use their streams and
+// handles); the destructor stops the algorithm, then drops the Comm, the groups and their
+// threads, in that order.
+struct TrainRun {
+  TrainRun(const TrainConfig& config, TrainObserver* observer) : cfg(config), obs(observer) {}
+  TrainRun(const TrainRun&) = delete;
+  TrainRun& operator=(const TrainRun&) = delete;
+  ~TrainRun();
+
+  const TrainConfig& cfg;
+  TrainObserver* obs;               // the caller's (never null)
+  TrainObserver null_observer;      // what ranks other than 0 report to
+  TrainObserver* report = nullptr;  // obs on rank 0, else &null_observer
+
+  std::unique_ptr<Algorithm> algo;  // cfg.algo's
+  DeviceRequest dev_req;            // cfg.device, bound to the run's device list
+
+  // Across MPI ranks: rank 0 reports (the observer), every rank trains its groups.
+  MpiComm* world = nullptr;
+  int ranks = 1, rank = 0;
+  GroupPlan plan;  // this rank's groups
+  int local = 0;   // this rank's groups
+  int p = 0;       // P, the groups of the whole run
+  NetSpec spec;
+  int64_t train_count = 0;                           // the whole training set, on every rank
+  int64_t per_epoch = 0, total = 0, eval_every = 0;  // iterations
+  std::string identity;                              // what a checkpoint must match
+  size_t arena_bytes = 0;                            // one replica's parameters
+
+  std::vector<std::unique_ptr<Device>> devices;  // one shared, or one per accelerator group
+  Run run;
+  std::vector<std::unique_ptr<WorkerThread>> workers;
+  bool prepared = false;  // algo->prepare(run) was called: finish(run) is due
+  // The evaluated model in host memory: across ranks rank 0's, broadcast for sharded
+  // evaluation; on GPUs with resident weights, downloaded from the device.
+  std::vector<float> eval_buf;
+};
+
+// ---- building the run (run_builder.cpp) ----
+
+// P groups (over all ranks) for `algo`, or why not (names --groups).
+Status check_group_count(const Algorithm& algo, int p);
+
+// Plans the groups (across MPI ranks each rank its own), the net and the run's length; keeps
+// this rank's shards of data.train.
+Status plan_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices);
+// Makes the devices, the groups (each on its own thread), the Comm and the same initial
+// weights everywhere (rank 0's), and the centre where the algorithm has one.
+Status build_run(TrainRun& t, const Dataset& train);
+// With a checkpoint: puts its state into the run and checks that cfg may continue it.
+Status restore_from(TrainRun& t, const Checkpoint& resume);
+// The algorithm's own buffers (after the weights are in place), and from a checkpoint the
+// centre's momentum.
+Status prepare_algorithm(TrainRun& t, const Checkpoint* resume);
+// What the run is (on rank 0 with every rank's groups).
+void describe_run(TrainRun& t, RunInfo& info);
+
+// ---- the loop (train_loop.cpp) ----
+
+// Trains from the start (or from `resume`) to cfg's end or its target: rounds of eval_every
+// iterations, each followed by an evaluation on `test`, its record and, single-process, a
+// checkpoint. Fills sum's per-round fields. Fails when the training diverges.
+Status run_rounds(TrainRun& t, const Dataset& test, const Checkpoint* resume, TrainSummary& sum);
+
+// ---- the round's statistics (round_stats.cpp) ----
+
+// Every group's row of the round (its steps, losses, times, staleness and its part of the
+// evaluation), in global group order on rank 0 (other ranks: their own rows, sent to rank 0).
+std::vector<double> gather_rows(const TrainRun& t, const std::vector<EvalStats>& eval_part);
+// The round's record from all P rows (rank 0), timings aside.
+EvalRecord make_record(const TrainRun& t, const std::vector<double>& rows);
+// How a round ends the run.
+enum class Decision : int32_t { go_on = 0, target = 1, diverged = 2 };
+// Takes the round's record into the summary; whether the run reached its target or diverged.
+Decision add_round(TrainSummary& sum, const EvalRecord& rec, double target_accuracy);
+// The run's totals and shares, and the final weights (before the algorithm is finished).
+void finish_summary(TrainRun& t, TrainSummary& sum);
+
+}  // namespace easel
