@@ -205,8 +205,8 @@ Status steps_section(BenchRun& run) {
   std::printf(
       "\n== training steps (forward + loss + backward + momentum_step; synthetic "
       "inputs; every group on its own pinned thread, all at once; with G > 1 groups each step "
-      "ends with sync-easgd's exchange, tau 1, as the trainer runs it (mirrored for 2 groups, "
-      "partitioned for more), ordered by barriers)\n");
+      "ends with sync-easgd's exchange, tau 1: the algorithm's own round, as the trainer runs "
+      "it (mirrored for 2 groups, partitioned for more))\n");
   std::printf("%-14s %5s %6s %-8s %6s %9s %21s %21s %8s %7s %7s\n", "net", "batch", "layout",
               "cpus", "steps", "step ms", "group 0 img/s", "aggregate img/s", "GFLOP/s", "%peak1",
               "%peakN");
