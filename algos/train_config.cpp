@@ -398,11 +398,14 @@ Status validate_config(const TrainConfig& c) {
   EASEL_RETURN_IF_ERROR(make_algorithm(c.algo).status());
   EASEL_RETURN_IF_ERROR(validate(lr_schedule(c, 1)));
   if (!c.device.gpu) {
+    std::string accelerators;  // the device list's kinds whose units are GPUs
+    for (const DeviceEntry& e : device_list())
+      if (e.accelerator) accelerators += (accelerators.empty() ? "" : " or ") + std::string(e.name);
     for (MemKind k : c.placement.kind)
       if (k == MemKind::pinned_host || k == MemKind::device)
         return invalid_argument("--placement " + placement_text(c.placement) + ": " +
-                                mem_kind_name(k) +
-                                " memory belongs to a GPU; it needs --device cuda");
+                                mem_kind_name(k) + " memory belongs to a GPU; it needs --device " +
+                                accelerators);
   }
   return {};
 }
