@@ -380,8 +380,9 @@ Result<Buffer> Buffer::allocate(size_t bytes, MemKind kind) {
   const bool use_memkind = true;
   if (kind == MemKind::hbw && !hbw_available()) {
     return unavailable(
-        "no high-bandwidth memory on this machine (memkind found none; set MEMKIND_HBW_NODES to "
-        "name nodes, or use hbw-preferred)");
+        "no high-bandwidth memory on this machine (memkind found no high-bandwidth NUMA node: "
+        "KNL cache mode, or no MCDRAM/HBM; set MEMKIND_HBW_NODES to name nodes, or use "
+        "hbw-preferred)");
   }
   if (kind == MemKind::hbw_preferred && !hbw_available()) {
     log_once(LogLevel::warn, "memory", "hbw-preferred-fallback",

@@ -66,8 +66,10 @@ std::vector<Locality> localities(const Topology& topo);
 
 // Reads the machine through hwloc. With EASEL_TOPOLOGY_XML or HWLOC_XMLFILE set (the first
 // wins), reads the machine that hwloc XML file describes instead (described_by says which; the
-// file must exist: the error names it). On this machine MEMKIND_HBW_NODES marks nodes hbw as
-// memkind would; a described machine keeps its own kinds. Fails only if hwloc fails.
+// file must exist: the error names it), whole, without this process's binding: for planning
+// (`easel topology`); a run on it pins only where the cpus exist here (a failed pin is logged). On
+// this machine MEMKIND_HBW_NODES marks nodes hbw as memkind would; a described machine keeps its
+// own kinds. Fails only if hwloc fails.
 Result<Topology> detect_topology();
 // The machine an hwloc XML file describes (written by `lstopo --of xml`); error names the file.
 Result<Topology> load_topology_xml(const std::string& path);
