@@ -130,7 +130,11 @@ std::string Topology::to_string() const {
          ", cpus " + cpus_to_string(n.cpus) + (n.memory_only ? " (memory only)" : "") + "\n";
   }
   if (!has_hbw_node()) {
-    s += "  no high-bandwidth NUMA node (KNL cache mode, or no MCDRAM/HBM): hbw is refused\n";
+    s += std::string("  no high-bandwidth NUMA node (KNL cache mode, or no MCDRAM/HBM): ") +
+         (described_by.empty() && hbw_available()
+              ? "memkind finds high-bandwidth memory all the same"
+              : "hbw is refused") +
+         "\n";
   }
   constexpr size_t kListedCores = 32;  // a big node gets a summary line instead
   for (size_t i = 0; i < cores.size() && i < kListedCores; ++i) {
@@ -554,7 +558,10 @@ Status check_cpu_lists_agree(const GroupPlan& plan, const PlanRequest& req) {
 // straddle two, which a note then says) and counts the groups that share each hbw node.
 void assign_memory(const Topology& topo, GroupPlan& plan) {
   const std::vector<Locality> locs = localities(topo);
-  std::vector<int> loc_of_pu(static_cast<size_t>(kMaxCpu), -1);
+  int max_pu = 0;
+  for (const auto& pus : topo.cores)
+    max_pu = std::max(max_pu, *std::max_element(pus.begin(), pus.end()));
+  std::vector<int> loc_of_pu(static_cast<size_t>(max_pu) + 1, -1);
   for (size_t l = 0; l < locs.size(); ++l)
     for (int c : locs[l].cores)
       for (int pu : topo.cores[static_cast<size_t>(c)])
