@@ -464,6 +464,18 @@ TEST(Described, XeonMaxSnc4FlatIsOneGroupPerCluster) {
   expect_by_locality(plan_of(t, "16"), 16, 7, 2, 14, 0, 8, 16 * kGiB);
 }
 
+// Firmware that reports bandwidths (HMAT) but no subtype: the node with 200 GB/s against its
+// cluster's 30 GB/s DRAM is the high-bandwidth one.
+TEST(Described, BandwidthMarksHbwNodesWithoutASubtype) {
+  const Topology t = described("hbm-bandwidth-only");
+  ASSERT_EQ(t.numa.size(), 4u);
+  for (const NumaNode& n : t.numa) {
+    EXPECT_EQ(n.kind, n.os_index >= 2 ? NodeKind::hbw : NodeKind::dram) << n.os_index;
+    EXPECT_EQ(n.kind_source, n.os_index >= 2 ? "bandwidth" : "") << n.os_index;
+  }
+  expect_by_locality(plan_of(t, "numa"), 2, 8, 1, 8, 0, 2, 16 * kGiB);
+}
+
 // A two-socket box without HBM plans as it always did: one group per socket.
 TEST(Described, TwoSocketIsTwoGroups) {
   const Topology t = described("two-socket");

@@ -6,7 +6,9 @@ the real machine's firmware and kernel report and the synthetic syntax cannot sa
   - Linux's numbering: PU os index = core + cores * thread (the SMT siblings of a core are a
     whole chip's cores apart), DRAM nodes first, then the high-bandwidth nodes (KNL SNC-4 flat:
     DDR 0-3, MCDRAM 4-7);
-  - the `subtype` of a high-bandwidth node: "MCDRAM" (KNL), "HBM" (Xeon Max).
+  - the `subtype` of a high-bandwidth node: "MCDRAM" (KNL), "HBM" (Xeon Max);
+  - or, for a machine whose firmware reports bandwidths (ACPI HMAT) but no subtype, hwloc's
+    Bandwidth memory attribute of each node from its own cpus (subtype "bandwidth" below).
 Cpusets and nodesets are recomputed from the renumbered PUs and nodes.
 Run it from anywhere: python3 tests/engine/topologies/make_fixtures.py (needs lstopo-no-graphics).
 """
@@ -38,6 +40,10 @@ MACHINES = {
     "xeon-max-snc4-flat": ("pack:2 group:4 [numa(memory=%d)] [numa(memory=%d)] core:14 pu:2"
                            % (64 * GIB, 16 * GIB), "HBM",
                            "2 x Xeon Max 9480, SNC-4, flat: DDR nodes 0-7, 16 GiB HBM nodes 8-15"),
+    "hbm-bandwidth-only": ("pack:1 group:2 [numa(memory=%d)] [numa(memory=%d)] core:8 pu:2"
+                           % (32 * GIB, 16 * GIB), "bandwidth",
+                           "2 clusters of 8 cores, DDR nodes 0-1 and HBM nodes 2-3 known only "
+                           "by their HMAT bandwidth (30 vs 200 GB/s)"),
     "two-socket": ("pack:2 [numa(memory=%d)] core:16 pu:2" % (192 * GIB), None,
                    "2 x 16-core Xeon, 2 threads a core, one DDR node a socket"),
     "one-core": ("pack:1 [numa(memory=%d)] core:1 pu:1" % (8 * GIB), None,
@@ -79,7 +85,7 @@ def renumber(root, hbw_subtype):
         (dram if siblings.index(n) == 0 else hbw).append(n)
     for i, n in enumerate(dram + hbw):
         n.set("os_index", str(i))
-        if n in hbw and hbw_subtype:
+        if n in hbw and hbw_subtype and hbw_subtype != "bandwidth":
             n.set("subtype", hbw_subtype)
 
     def fill(o):
@@ -111,6 +117,12 @@ def renumber(root, hbw_subtype):
     for o in objs:
         del o.attrib["_cpus"]
         del o.attrib["_mems"]
+    if hbw_subtype == "bandwidth":  # MB/s from each node's own cpus, as hwloc reads HMAT
+        attr = ET.SubElement(root, "memattr", {"name": "Bandwidth", "flags": "5"})
+        for n in dram + hbw:
+            ET.SubElement(attr, "memattr_value", {
+                "target_obj_type": "NUMANode", "target_obj_gp_index": n.get("gp_index"),
+                "value": "200000" if n in hbw else "30000", "initiator_cpuset": n.get("cpuset")})
     for o in objs:  # the Machine's allowed sets follow the renumbered complete sets
         if o.get("allowed_cpuset") is not None:
             o.set("allowed_cpuset", o.get("complete_cpuset"))
