@@ -1,6 +1,8 @@
 // Memory kinds and their allocators. This is the only file that includes <memkind.h>.
 #include "engine/memory.hpp"
 
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -244,7 +246,78 @@ namespace {
 
 std::atomic<const ExternalMemory*> g_external{nullptr};
 
+thread_local NodeBinding t_binding;
+
+// Linux's memory policies (linux/mempolicy.h), for the raw system calls below: libnuma is not
+// a dependency.
+constexpr int kMpolPreferred = 1;
+constexpr int kMpolBind = 2;
+constexpr unsigned kMpolMfStrict = 1;
+constexpr int kMaxNode = 1024;
+
+size_t page_rounded(size_t bytes) {
+  const long page = sysconf(_SC_PAGE_SIZE);
+  const size_t ps = page > 0 ? static_cast<size_t>(page) : 4096;
+  return (bytes + ps - 1) / ps * ps;
+}
+
+// Anonymous pages bound to `node` (MPOL_BIND when `strict`, else MPOL_PREFERRED), untouched:
+// the first touch allocates them there. nullptr with `why` when the kernel refuses.
+void* bound_alloc(size_t bytes, int node, bool strict, std::string* why) {
+  if (node < 0 || node >= kMaxNode) {
+    *why = "node " + std::to_string(node) + " out of range";
+    return nullptr;
+  }
+  const size_t len = page_rounded(bytes);
+  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    *why = std::string("mmap: ") + std::strerror(errno);
+    return nullptr;
+  }
+  unsigned long mask[kMaxNode / (8 * sizeof(unsigned long))] = {};
+  mask[static_cast<size_t>(node) / (8 * sizeof(unsigned long))] |=
+      1UL << (static_cast<size_t>(node) % (8 * sizeof(unsigned long)));
+  const long rc = syscall(SYS_mbind, p, len, strict ? kMpolBind : kMpolPreferred, mask,
+                          static_cast<unsigned long>(kMaxNode), strict ? kMpolMfStrict : 0U);
+  if (rc != 0) {
+    *why = std::string("mbind to node ") + std::to_string(node) + ": " + std::strerror(errno);
+    munmap(p, len);
+    return nullptr;
+  }
+  return p;
+}
+
+// The node `kind` is bound to on this thread and how strictly; -1 for none.
+int binding_for(MemKind kind, bool* strict) {
+  *strict = kind == MemKind::hbw;
+  switch (kind) {
+    case MemKind::dram:
+      return t_binding.dram_node;
+    case MemKind::hbw:
+    case MemKind::hbw_preferred:
+      return t_binding.hbw_node;
+    default:
+      return -1;
+  }
+}
+
 }  // namespace
+
+void set_thread_node_binding(const NodeBinding& b) {
+  t_binding = b;
+}
+
+NodeBinding thread_node_binding() {
+  return t_binding;
+}
+
+int node_of_address(const void* p) {
+  if (p == nullptr) return -1;
+  void* pages[1] = {const_cast<void*>(p)};
+  int status = -1;
+  if (syscall(SYS_move_pages, 0, 1UL, pages, nullptr, &status, 0) != 0) return -1;
+  return status >= 0 ? status : -1;
+}
 
 void install_external_memory(const ExternalMemory& m) {
   static std::mutex mu;
@@ -283,14 +356,33 @@ Result<Buffer> Buffer::allocate(size_t bytes, MemKind kind) {
     b.external_ = true;
     return b;
   }
+  if (bytes > 0 && bytes <= kMaxBytes) {
+    bool strict = false;
+    if (const int node = binding_for(kind, &strict); node >= 0) {
+      std::string why;
+      if (void* p = bound_alloc(bytes, node, strict, &why); p != nullptr) {
+        Buffer b;
+        b.kind_ = kind;
+        b.bytes_ = bytes;
+        b.ptr_ = p;
+        b.mapped_ = true;
+        b.node_ = node;
+        return b;
+      }
+      log_once(LogLevel::warn, "memory", "bind-failed",
+               std::string(mem_kind_name(kind)) + " buffers of this group: " + why +
+                   "; taking them without binding");
+    }
+  }
   // Decide the kind actually used.
   MemKind got = kind;
 #if EASEL_HAVE_MEMKIND
   const bool use_memkind = true;
   if (kind == MemKind::hbw && !hbw_available()) {
     return unavailable(
-        "no high-bandwidth memory on this machine (memkind found none; set MEMKIND_HBW_NODES to "
-        "name nodes, or use hbw-preferred)");
+        "no high-bandwidth memory on this machine (memkind found no high-bandwidth NUMA node: "
+        "KNL cache mode, or no MCDRAM/HBM; set MEMKIND_HBW_NODES to name nodes, or use "
+        "hbw-preferred)");
   }
   if (kind == MemKind::hbw_preferred && !hbw_available()) {
     log_once(LogLevel::warn, "memory", "hbw-preferred-fallback",
@@ -352,6 +444,8 @@ void Buffer::release() {
   if (ptr_ != nullptr) {
     if (external_) {
       g_external.load(std::memory_order_acquire)->free(ptr_, kind_);
+    } else if (mapped_) {
+      munmap(ptr_, page_rounded(bytes_));
     } else if (from_memkind_) {
 #if EASEL_HAVE_MEMKIND
       memkind_free(memkind_of(kind_), ptr_);
@@ -364,6 +458,8 @@ void Buffer::release() {
   bytes_ = 0;
   from_memkind_ = false;
   external_ = false;
+  mapped_ = false;
+  node_ = -1;
 }
 
 Buffer::~Buffer() {
@@ -375,7 +471,9 @@ Buffer::Buffer(Buffer&& o) noexcept
       bytes_(std::exchange(o.bytes_, 0)),
       kind_(o.kind_),
       from_memkind_(std::exchange(o.from_memkind_, false)),
-      external_(std::exchange(o.external_, false)) {}
+      external_(std::exchange(o.external_, false)),
+      mapped_(std::exchange(o.mapped_, false)),
+      node_(std::exchange(o.node_, -1)) {}
 
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
   if (this != &o) {
@@ -385,6 +483,8 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
     kind_ = o.kind_;
     from_memkind_ = std::exchange(o.from_memkind_, false);
     external_ = std::exchange(o.external_, false);
+    mapped_ = std::exchange(o.mapped_, false);
+    node_ = std::exchange(o.node_, -1);
   }
   return *this;
 }

@@ -45,6 +45,26 @@ std::string placement_to_string(const Placement& p);
 // True when memkind is built in and reports high-bandwidth memory (MEMKIND_HBW_NODES honoured).
 bool hbw_available();
 
+// The NUMA nodes (os indices) that the calling thread's host buffers go to: a worker group's
+// thread takes its locality's (WorkerThread sets them on a machine of more than one node).
+// With a node set, Buffer::allocate binds the pages explicitly (mbind) rather than trusting
+// memkind: its HBW kinds pick the node nearest the cpu the calling thread runs on when an
+// arena grows, but an arena's cached pages may come from another group's node.
+//   dram          -> dram_node, preferred (the kernel may spill when it is full)
+//   hbw           -> hbw_node, bound (never elsewhere)
+//   hbw-preferred -> hbw_node, preferred
+// -1 leaves that kind to memkind (or the plain allocator) as before; interleave is never bound.
+// A refused mbind (a container's seccomp) is logged once and the buffer taken the usual way.
+struct NodeBinding {
+  int dram_node = -1;
+  int hbw_node = -1;
+};
+void set_thread_node_binding(const NodeBinding& b);
+NodeBinding thread_node_binding();
+
+// The NUMA node holding the page at `p` (move_pages), -1 where the kernel does not say.
+int node_of_address(const void* p);
+
 // This machine's physical memory in bytes (0 where unknown), for refusing allocations that
 // could never fit before they take it page by page.
 double physical_memory_bytes();
@@ -91,6 +111,7 @@ class Buffer {
   }
   size_t bytes() const { return bytes_; }
   MemKind kind() const { return kind_; }  // the kind actually obtained
+  int node() const { return node_; }      // the node it was bound to (NodeBinding), or -1
   void zero();                            // all bytes <- 0, device memory too
 
  private:
@@ -100,6 +121,8 @@ class Buffer {
   MemKind kind_ = MemKind::dram;
   bool from_memkind_ = false;
   bool external_ = false;  // from ExternalMemory
+  bool mapped_ = false;    // mmap'd and bound to node_ (NodeBinding)
+  int node_ = -1;
 };
 
 }  // namespace easel

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <set>
 #include <string>
 #include <utility>
@@ -78,22 +81,60 @@ int group_numa(const Topology& topo, const std::vector<int>& cpus) {
   return topo.numa_of_cpu(cpus.front());
 }
 
+// The os index of every NUMA node, "0 dram 24.0 GiB cpus 0-16; 4 hbw 4.0 GiB cpus 0-16; ...".
+std::string nodes_summary(const Topology& topo) {
+  std::string s;
+  for (const NumaNode& n : topo.numa) {
+    if (!s.empty()) s += "; ";
+    s += std::to_string(n.os_index) + " " + node_kind_name(n.kind) + " " + gib(n.memory_bytes) +
+         " cpus " + cpus_to_string(n.cpus);
+  }
+  return s;
+}
+
 }  // namespace
 
+const char* node_kind_name(NodeKind k) {
+  return k == NodeKind::hbw ? "hbw" : "dram";
+}
+
 int Topology::numa_of_cpu(int cpu) const {
+  int any = -1;
   for (const NumaNode& n : numa) {
-    if (std::find(n.cpus.begin(), n.cpus.end(), cpu) != n.cpus.end()) return n.os_index;
+    if (std::find(n.cpus.begin(), n.cpus.end(), cpu) == n.cpus.end()) continue;
+    if (n.kind == NodeKind::dram) return n.os_index;
+    if (any < 0) any = n.os_index;
   }
-  return -1;
+  return any;
+}
+
+const NumaNode* Topology::node(int os_index) const {
+  for (const NumaNode& n : numa)
+    if (n.os_index == os_index) return &n;
+  return nullptr;
+}
+
+bool Topology::has_hbw_node() const {
+  return std::any_of(numa.begin(), numa.end(),
+                     [](const NumaNode& n) { return n.kind == NodeKind::hbw; });
 }
 
 std::string Topology::to_string() const {
-  std::string s = "packages " + std::to_string(packages) + ", cores " +
-                  std::to_string(core_count()) + ", NUMA nodes " + std::to_string(numa.size()) +
-                  ", memory " + gib(total_memory_bytes) + "\n";
+  std::string s;
+  if (!described_by.empty()) s += "described machine: " + described_by + "\n";
+  s += "packages " + std::to_string(packages) + ", cores " + std::to_string(core_count()) +
+       ", NUMA nodes " + std::to_string(numa.size()) + ", memory " + gib(total_memory_bytes) + "\n";
   for (const NumaNode& n : numa) {
-    s += "  numa " + std::to_string(n.os_index) + ": " + gib(n.memory_bytes) + ", cpus " +
-         cpus_to_string(n.cpus) + (n.memory_only ? " (memory only)" : "") + "\n";
+    s += "  numa " + std::to_string(n.os_index) + ": " + node_kind_name(n.kind) +
+         (n.kind_source.empty() ? "" : " (" + n.kind_source + ")") + ", " + gib(n.memory_bytes) +
+         ", cpus " + cpus_to_string(n.cpus) + (n.memory_only ? " (memory only)" : "") + "\n";
+  }
+  if (!has_hbw_node()) {
+    s += std::string("  no high-bandwidth NUMA node (KNL cache mode, or no MCDRAM/HBM): ") +
+         (described_by.empty() && hbw_available()
+              ? "memkind finds high-bandwidth memory all the same"
+              : "hbw is refused") +
+         "\n";
   }
   constexpr size_t kListedCores = 32;  // a big node gets a summary line instead
   for (size_t i = 0; i < cores.size() && i < kListedCores; ++i) {
@@ -105,39 +146,46 @@ std::string Topology::to_string() const {
   return s;
 }
 
-Result<Topology> detect_topology() {
-  HwlocTopology h;
-  if (hwloc_topology_init(&h.t) != 0) return internal_error("hwloc_topology_init failed");
-  const unsigned long flags = HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM |
-                              HWLOC_TOPOLOGY_FLAG_RESTRICT_TO_CPUBINDING |
-                              HWLOC_TOPOLOGY_FLAG_DONT_CHANGE_BINDING;
-  if (hwloc_topology_set_flags(h.t, flags) != 0) {
-    return internal_error("hwloc_topology_set_flags failed");
-  }
-  if (hwloc_topology_load(h.t) != 0) return internal_error("hwloc_topology_load failed");
+namespace {
 
-  Topology topo;
-  topo.packages = std::max(1, hwloc_get_nbobjs_by_type(h.t, HWLOC_OBJ_PACKAGE));
-  hwloc_obj_t root = hwloc_get_root_obj(h.t);
-  hwloc_const_cpuset_t allowed = hwloc_topology_get_allowed_cpuset(h.t);
-
-  const int ncores = hwloc_get_nbobjs_by_type(h.t, HWLOC_OBJ_CORE);
-  const bool have_cores = ncores > 0;
+// Every usable core's PUs (cpuset restricted to `allowed`), in hwloc's order.
+std::vector<std::vector<int>> read_cores(hwloc_topology_t t, hwloc_const_cpuset_t allowed) {
+  std::vector<std::vector<int>> cores;
+  const bool have_cores = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE) > 0;
   const hwloc_obj_type_t unit = have_cores ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
-  const int nunits = hwloc_get_nbobjs_by_type(h.t, unit);
+  const int nunits = hwloc_get_nbobjs_by_type(t, unit);
   for (int i = 0; i < nunits; ++i) {
-    hwloc_obj_t obj = hwloc_get_obj_by_type(h.t, unit, static_cast<unsigned>(i));
+    hwloc_obj_t obj = hwloc_get_obj_by_type(t, unit, static_cast<unsigned>(i));
     if (obj == nullptr || obj->cpuset == nullptr) continue;
     hwloc_bitmap_t set = hwloc_bitmap_dup(obj->cpuset);
     if (allowed != nullptr) hwloc_bitmap_and(set, set, allowed);
     std::vector<int> pus = bitmap_to_vector(set);
     hwloc_bitmap_free(set);
-    if (!pus.empty()) topo.cores.push_back(std::move(pus));
+    if (!pus.empty()) cores.push_back(std::move(pus));
   }
+  return cores;
+}
 
-  const int nnodes = hwloc_get_nbobjs_by_type(h.t, HWLOC_OBJ_NUMANODE);
+// The node's bandwidth from its own cpus as hwloc's memory attributes say (firmware's HMAT, or
+// an XML that carries them); 0 when unknown.
+uint64_t node_bandwidth(hwloc_topology_t t, hwloc_obj_t obj) {
+  if (obj->cpuset == nullptr || hwloc_bitmap_iszero(obj->cpuset)) return 0;
+  hwloc_location loc;
+  loc.type = HWLOC_LOCATION_TYPE_CPUSET;
+  loc.location.cpuset = obj->cpuset;
+  hwloc_uint64_t value = 0;
+  if (hwloc_memattr_get_value(t, HWLOC_MEMATTR_ID_BANDWIDTH, obj, &loc, 0, &value) != 0) return 0;
+  return value;
+}
+
+// Every NUMA node with its kind: hwloc's subtype MCDRAM or HBM makes it hbw; so does a
+// bandwidth at least 1.5 times that of another node with the same cpus.
+std::vector<NumaNode> read_nodes(hwloc_topology_t t, hwloc_const_cpuset_t allowed) {
+  std::vector<NumaNode> nodes;
+  std::vector<uint64_t> bandwidth;
+  const int nnodes = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE);
   for (int i = 0; i < nnodes; ++i) {
-    hwloc_obj_t obj = hwloc_get_obj_by_type(h.t, HWLOC_OBJ_NUMANODE, static_cast<unsigned>(i));
+    hwloc_obj_t obj = hwloc_get_obj_by_type(t, HWLOC_OBJ_NUMANODE, static_cast<unsigned>(i));
     if (obj == nullptr) continue;
     NumaNode n;
     n.os_index = static_cast<int>(obj->os_index);
@@ -149,11 +197,138 @@ Result<Topology> detect_topology() {
       hwloc_bitmap_free(set);
     }
     n.memory_only = n.cpus.empty();
-    topo.numa.push_back(std::move(n));
+    if (obj->subtype != nullptr &&
+        (std::strcmp(obj->subtype, "MCDRAM") == 0 || std::strcmp(obj->subtype, "HBM") == 0)) {
+      n.kind = NodeKind::hbw;
+      n.kind_source = obj->subtype;
+    }
+    nodes.push_back(std::move(n));
+    bandwidth.push_back(node_bandwidth(t, obj));
   }
+  for (size_t a = 0; a < nodes.size(); ++a) {
+    for (size_t b = 0; b < nodes.size(); ++b) {
+      if (a == b || nodes[a].kind == NodeKind::hbw || nodes[a].cpus != nodes[b].cpus) continue;
+      if (bandwidth[a] > 0 && bandwidth[b] > 0 && bandwidth[a] * 2 >= bandwidth[b] * 3) {
+        nodes[a].kind = NodeKind::hbw;
+        nodes[a].kind_source = "bandwidth";
+      }
+    }
+  }
+  return nodes;
+}
+
+// On this machine, MEMKIND_HBW_NODES (a node list, "0" or "4-7") names the nodes memkind takes
+// for hbw: they count as hbw here too, so that the plan and the allocator agree.
+void apply_memkind_hbw_nodes(Topology& topo) {
+  const char* env = std::getenv("MEMKIND_HBW_NODES");
+  if (env == nullptr) return;
+  auto listed = parse_cpu_list(env);  // the same list syntax
+  if (!listed.ok()) return;           // memkind then refuses it itself
+  for (NumaNode& n : topo.numa) {
+    if (n.kind == NodeKind::dram &&
+        std::find(listed->begin(), listed->end(), n.os_index) != listed->end()) {
+      n.kind = NodeKind::hbw;
+      n.kind_source = "MEMKIND_HBW_NODES";
+    }
+  }
+}
+
+// Loads `xml` (a described machine) or, when empty, this machine restricted to this process's
+// cpu binding; reads it into a Topology.
+Result<Topology> read_topology(const std::string& xml) {
+  HwlocTopology h;
+  if (hwloc_topology_init(&h.t) != 0) return internal_error("hwloc_topology_init failed");
+  if (!xml.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(xml, ec))
+      return invalid_argument("topology file " + xml + ": no such file (an hwloc XML file, " +
+                              "as `lstopo --of xml` writes)");
+    if (hwloc_topology_set_xml(h.t, xml.c_str()) != 0)
+      return invalid_argument("topology file " + xml + ": hwloc cannot read it");
+  } else {
+    const unsigned long flags = HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM |
+                                HWLOC_TOPOLOGY_FLAG_RESTRICT_TO_CPUBINDING |
+                                HWLOC_TOPOLOGY_FLAG_DONT_CHANGE_BINDING;
+    if (hwloc_topology_set_flags(h.t, flags) != 0) {
+      return internal_error("hwloc_topology_set_flags failed");
+    }
+  }
+  if (hwloc_topology_load(h.t) != 0) {
+    if (!xml.empty()) return invalid_argument("topology file " + xml + ": hwloc cannot load it");
+    return internal_error("hwloc_topology_load failed");
+  }
+
+  Topology topo;
+  topo.described_by = xml;
+  topo.packages = std::max(1, hwloc_get_nbobjs_by_type(h.t, HWLOC_OBJ_PACKAGE));
+  hwloc_obj_t root = hwloc_get_root_obj(h.t);
+  hwloc_const_cpuset_t allowed = hwloc_topology_get_allowed_cpuset(h.t);
+  topo.cores = read_cores(h.t, allowed);
+  topo.numa = read_nodes(h.t, allowed);
   topo.total_memory_bytes = root != nullptr ? root->total_memory : 0;
-  if (topo.cores.empty()) return internal_error("hwloc found no usable cores for this process");
+  if (xml.empty()) apply_memkind_hbw_nodes(topo);
+  if (topo.cores.empty()) {
+    return xml.empty() ? internal_error("hwloc found no usable cores for this process")
+                       : invalid_argument("topology file " + xml + ": it describes no cores");
+  }
   return topo;
+}
+
+}  // namespace
+
+Result<Topology> detect_topology() {
+  const char* xml = std::getenv("EASEL_TOPOLOGY_XML");
+  if (xml == nullptr || *xml == '\0') xml = std::getenv("HWLOC_XMLFILE");
+  return read_topology(xml != nullptr ? xml : "");
+}
+
+Result<Topology> load_topology_xml(const std::string& path) {
+  if (path.empty()) return invalid_argument("topology file: the path is empty");
+  return read_topology(path);
+}
+
+std::vector<Locality> localities(const Topology& topo) {
+  const int cores = topo.core_count();
+  std::vector<Locality> out;
+  std::vector<const std::vector<int>*> seen;  // the cpusets already made localities
+  for (const NumaNode& n : topo.numa) {
+    if (n.memory_only) continue;
+    if (std::any_of(seen.begin(), seen.end(), [&](const auto* c) { return *c == n.cpus; }))
+      continue;
+    seen.push_back(&n.cpus);
+    Locality loc;
+    for (int c = 0; c < cores; ++c) {
+      const auto& pus = topo.cores[static_cast<size_t>(c)];
+      if (std::find(n.cpus.begin(), n.cpus.end(), pus.front()) != n.cpus.end())
+        loc.cores.push_back(c);
+    }
+    if (loc.cores.empty()) continue;
+    for (const NumaNode& m : topo.numa) {
+      if (m.cpus != n.cpus) continue;
+      int& node = m.kind == NodeKind::hbw ? loc.hbw_node : loc.dram_node;
+      if (node >= 0) continue;  // a second node of one kind: the first one serves
+      node = m.os_index;
+      (m.kind == NodeKind::hbw ? loc.hbw_bytes : loc.dram_bytes) = m.memory_bytes;
+    }
+    if (loc.dram_node < 0) {  // its only memory is high-bandwidth (MEMKIND_HBW_NODES=0)
+      loc.dram_node = loc.hbw_node;
+      loc.dram_bytes = loc.hbw_bytes;
+    }
+    out.push_back(std::move(loc));
+  }
+  if (out.empty()) {
+    Locality loc;
+    for (int c = 0; c < cores; ++c)
+      loc.cores.push_back(c);
+    for (const NumaNode& m : topo.numa) {
+      if (m.kind == NodeKind::dram && loc.dram_node < 0) {
+        loc.dram_node = m.os_index;
+        loc.dram_bytes = m.memory_bytes;
+      }
+    }
+    out.push_back(std::move(loc));
+  }
+  return out;
 }
 
 int GroupPlan::total_threads() const {
@@ -166,12 +341,19 @@ int GroupPlan::total_threads() const {
 std::string GroupPlan::to_string() const {
   std::string s = std::to_string(groups.size()) + " groups, " + std::to_string(total_threads()) +
                   " threads" + (oversubscribed ? " (oversubscribed)" : "") + "\n";
-  char line[128];
-  std::snprintf(line, sizeof line, "  %-6s %-8s %-5s %s\n", "group", "threads", "numa", "cpus");
+  char line[160];
+  std::snprintf(line, sizeof line, "  %-6s %-8s %-5s %-5s %-22s %s\n", "group", "threads", "numa",
+                "dram", "hbw (node, capacity)", "cpus");
   s += line;
+  const auto node = [](int n) { return n < 0 ? std::string("-") : std::to_string(n); };
   for (const GroupSpec& g : groups) {
-    const std::string numa = g.numa_node < 0 ? "-" : std::to_string(g.numa_node);
-    std::snprintf(line, sizeof line, "  %-6d %-8zu %-5s ", g.id, g.cpus.size(), numa.c_str());
+    std::string hbw = "-";
+    if (g.hbw_node >= 0) {
+      hbw = std::to_string(g.hbw_node) + ", " + gib(g.hbw_bytes);
+      if (g.hbw_sharers > 1) hbw += " / " + std::to_string(g.hbw_sharers);
+    }
+    std::snprintf(line, sizeof line, "  %-6d %-8zu %-5s %-5s %-22s ", g.id, g.cpus.size(),
+                  node(g.numa_node).c_str(), node(g.dram_node).c_str(), hbw.c_str());
     s += line;
     s += cpus_to_string(g.cpus);
     if (g.gpu >= 0) s += "  gpu cuda:" + std::to_string(g.gpu);
@@ -180,6 +362,19 @@ std::string GroupPlan::to_string() const {
   for (const std::string& n : notes)
     s += "  note: " + n + "\n";
   return s;
+}
+
+Status check_hbw_placement(const Topology& topo, const Placement& placement) {
+  if (topo.has_hbw_node() || (topo.described_by.empty() && hbw_available())) return {};
+  for (int c = 0; c < kBufferClassCount; ++c) {
+    if (placement.kind[c] != MemKind::hbw) continue;
+    return invalid_argument(std::string("--placement ") +
+                            buffer_class_name(static_cast<BufferClass>(c)) +
+                            "=hbw: this machine has no high-bandwidth NUMA node (KNL cache mode "
+                            "or no MCDRAM/HBM; nodes: " +
+                            nodes_summary(topo) + "); use hbw-preferred or dram");
+  }
+  return {};
 }
 
 Result<std::vector<int>> parse_cpu_list(const std::string& text) {
@@ -359,36 +554,62 @@ Status check_cpu_lists_agree(const GroupPlan& plan, const PlanRequest& req) {
   return Status::ok_status();
 }
 
+// Gives each group its locality's memory nodes (those of its first cpu's locality when its cpus
+// straddle two, which a note then says) and counts the groups that share each hbw node.
+void assign_memory(const Topology& topo, GroupPlan& plan) {
+  const std::vector<Locality> locs = localities(topo);
+  int max_pu = 0;
+  for (const auto& pus : topo.cores)
+    max_pu = std::max(max_pu, *std::max_element(pus.begin(), pus.end()));
+  std::vector<int> loc_of_pu(static_cast<size_t>(max_pu) + 1, -1);
+  for (size_t l = 0; l < locs.size(); ++l)
+    for (int c : locs[l].cores)
+      for (int pu : topo.cores[static_cast<size_t>(c)])
+        loc_of_pu[static_cast<size_t>(pu)] = static_cast<int>(l);
+  std::string straddle;
+  for (GroupSpec& g : plan.groups) {
+    std::set<int> seen;
+    for (int cpu : g.cpus)
+      seen.insert(loc_of_pu[static_cast<size_t>(cpu)]);
+    const int first = g.cpus.empty() ? -1 : loc_of_pu[static_cast<size_t>(g.cpus.front())];
+    g.locality = seen.size() == 1 ? first : -1;
+    if (seen.size() > 1) straddle += (straddle.empty() ? "" : ", ") + std::to_string(g.id);
+    if (first < 0) continue;
+    const Locality& l = locs[static_cast<size_t>(first)];
+    g.dram_node = l.dram_node;
+    g.dram_bytes = l.dram_bytes;
+    g.hbw_node = l.hbw_node;
+    g.hbw_bytes = l.hbw_bytes;
+  }
+  for (GroupSpec& g : plan.groups)
+    g.hbw_sharers = g.hbw_node < 0
+                        ? 0
+                        : static_cast<int>(std::count_if(
+                              plan.groups.begin(), plan.groups.end(),
+                              [&](const GroupSpec& o) { return o.hbw_node == g.hbw_node; }));
+  if (!straddle.empty())
+    plan.notes.push_back("group(s) " + straddle + " straddle localities (cores of " +
+                         std::to_string(locs.size()) +
+                         " localities that do not share their nearest memory): their buffers go "
+                         "to the nodes of their first cpu; --groups numa or a multiple of " +
+                         std::to_string(locs.size()) + " keeps each group in one");
+}
+
 // The plan for explicit --cpus lists (req.cpu_lists not blank).
 Result<GroupPlan> plan_cpu_lists(const Topology& topo, const PlanRequest& req) {
   EASEL_ASSIGN_OR_RETURN(GroupPlan plan, groups_from_cpu_lists(topo, req.cpu_lists));
   EASEL_RETURN_IF_ERROR(check_cpu_lists_agree(plan, req));
   plan.notes.push_back("explicit --cpus: " + std::to_string(plan.groups.size()) + " groups");
   if (plan.oversubscribed) plan.notes.push_back("oversubscribed: some cpus carry two threads");
+  assign_memory(topo, plan);
   return plan;
 }
 
-// The localities of the machine: for each NUMA node that has cores, in hwloc's order, the
-// indices (into topo.cores) of the cores whose first PU it holds; a single locality of every
-// core when hwloc saw no node with cores. Never empty, and no locality is empty.
+// The cores of each locality (indices into topo.cores).
 std::vector<std::vector<int>> core_localities(const Topology& topo) {
-  const int cores = topo.core_count();
   std::vector<std::vector<int>> out;
-  for (const NumaNode& n : topo.numa) {
-    if (n.memory_only) continue;
-    std::vector<int> idx;
-    for (int c = 0; c < cores; ++c) {
-      const auto& pus = topo.cores[static_cast<size_t>(c)];
-      if (std::find(n.cpus.begin(), n.cpus.end(), pus.front()) != n.cpus.end()) idx.push_back(c);
-    }
-    if (!idx.empty()) out.push_back(std::move(idx));
-  }
-  if (out.empty()) {
-    std::vector<int> idx(static_cast<size_t>(cores));
-    for (int c = 0; c < cores; ++c)
-      idx[static_cast<size_t>(c)] = c;
-    out.push_back(std::move(idx));
-  }
+  for (Locality& l : localities(topo))
+    out.push_back(std::move(l.cores));
   return out;
 }
 
@@ -434,7 +655,8 @@ Result<PlanShape> shape_numa(const Topology& topo, const PlanRequest& req) {
     if (cap > 0) idx.resize(static_cast<size_t>(cap));
     shape.sizes.push_back(static_cast<int>(idx.size()));
   }
-  shape.note = "numa: one group per NUMA node with cores (" + std::to_string(ngroups) + ")";
+  shape.note = "numa: one group per locality, the cores that share their nearest memory (" +
+               std::to_string(ngroups) + ")";
   return shape;
 }
 
@@ -458,6 +680,24 @@ Result<PlanShape> shape_count(const PlanRequest& req, int pool, const PlanLimits
   PlanShape shape;
   shape.sizes.assign(static_cast<size_t>(ngroups), k);
   return shape;
+}
+
+// --groups N on L > 1 localities with N a multiple of L: N / L groups in each locality, in
+// order, when every locality has cores for all of them; the shape is left as it is otherwise
+// (its groups then take the cores round-robin and may straddle: place_groups notes it).
+void keep_groups_in_localities(const Topology& topo, PlanShape& shape) {
+  const std::vector<std::vector<int>> locs = core_localities(topo);
+  const size_t nloc = locs.size(), ngroups = shape.sizes.size();
+  if (nloc <= 1 || ngroups % nloc != 0) return;
+  const size_t per = ngroups / nloc, k = static_cast<size_t>(shape.sizes.front());
+  for (const auto& cores : locs)
+    if (per * k > cores.size()) return;
+  for (const auto& cores : locs)
+    for (size_t j = 0; j < per; ++j)
+      shape.cores.emplace_back(cores.begin() + static_cast<ptrdiff_t>(j * k),
+                               cores.begin() + static_cast<ptrdiff_t>((j + 1) * k));
+  shape.note = std::to_string(ngroups) + " groups: " + std::to_string(per) + " in each of " +
+               std::to_string(nloc) + " localities, " + std::to_string(k) + " cores each";
 }
 
 // More threads than cores only with --oversubscribe; the error says how many of each.
@@ -500,6 +740,7 @@ GroupPlan place_groups(const Topology& topo, const PlanShape& shape, const PlanL
                          std::to_string(lim.cores) +
                          " cores (threads share cores round-robin; timings will not scale)");
   }
+  assign_memory(topo, plan);
   return plan;
 }
 
@@ -515,6 +756,7 @@ Result<GroupPlan> make_plan(const Topology& topo, const PlanRequest& req) {
                             : req.groups == "numa" ? shape_numa(topo, req)
                                                    : shape_count(req, pool, lim);
   if (!shape.ok()) return shape.status();
+  if (req.groups != "auto" && req.groups != "numa") keep_groups_in_localities(topo, *shape);
   EASEL_RETURN_IF_ERROR(check_oversubscription(shape.value(), lim, req));
   return place_groups(topo, shape.value(), lim);
 }

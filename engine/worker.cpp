@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "engine/log.hpp"
+#include "engine/memory.hpp"
 
 namespace easel {
 namespace {
@@ -103,6 +104,10 @@ void WorkerThread::loop() {
              "cannot pin worker group " + std::to_string(spec_.id) + " to cpus " +
                  list_string(spec_.cpus) + " (sched_setaffinity: " + std::strerror(errno) +
                  "); running unpinned");
+  }
+  // On a machine of more than one node, the group's buffers go to its locality's nodes.
+  if (pin_ && spec_.numa_node >= 0) {
+    set_thread_node_binding(NodeBinding{spec_.dram_node, spec_.hbw_node});
   }
   // This pthread gets its own libgomp team: size it to the group and pin each member.
   omp_set_num_threads(n);

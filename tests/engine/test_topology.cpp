@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <set>
 #include <string>
 
@@ -301,6 +302,244 @@ TEST(CpuList, RejectsBadTokens) {
   auto r = parse_cpu_list("0-3,3-1");
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(contains(r.status().message(), "'3-1'")) << r.status().message();
+}
+
+// ---- Described machines: hwloc XML files (tests/engine/topologies/, written by
+// make_fixtures.py from lstopo's synthetic descriptions), loaded through hwloc itself so that a
+// high-bandwidth node carries its cluster's cpus and its subtype, as on the real machines.
+
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+
+Topology described(const std::string& name) {
+  const char* root = std::getenv("EASEL_SOURCE_ROOT");
+  const std::string path =
+      std::string(root != nullptr ? root : ".") + "/tests/engine/topologies/" + name + ".xml";
+  auto t = load_topology_xml(path);
+  EXPECT_TRUE(t.ok()) << t.status().to_string();
+  return t.ok() ? std::move(t).value() : Topology{};
+}
+
+GroupPlan plan_of(const Topology& t, const std::string& groups, int threads_per_group = 0) {
+  PlanRequest r;
+  r.groups = groups;
+  r.threads_per_group = threads_per_group;
+  auto p = make_plan(t, r);
+  EXPECT_TRUE(p.ok()) << groups << ": " << p.status().to_string();
+  return p.ok() ? std::move(p).value() : GroupPlan{};
+}
+
+// cpus first .. first + n - 1: the first PU of n consecutive cores (PU = core + cores * thread).
+std::vector<int> run_of(int first, int n) {
+  std::vector<int> v;
+  for (int i = 0; i < n; ++i)
+    v.push_back(first + i);
+  return v;
+}
+
+bool has_note(const GroupPlan& p, const std::string& part) {
+  for (const std::string& n : p.notes)
+    if (contains(n, part)) return true;
+  return false;
+}
+
+// Checks a plan of `groups` groups of `cores` cores each, group g on locality g / per (of
+// `first_core + l * stride` onwards), with that locality's dram node `dram0 + l` and hbw node
+// `hbw0 + l` (-1: none) of `hbw_bytes`.
+void expect_by_locality(const GroupPlan& p, int groups, int cores, int per, int stride, int dram0,
+                        int hbw0, uint64_t hbw_bytes) {
+  ASSERT_EQ(static_cast<int>(p.groups.size()), groups);
+  EXPECT_FALSE(p.oversubscribed);
+  EXPECT_FALSE(has_note(p, "straddle")) << p.to_string();
+  for (int g = 0; g < groups; ++g) {
+    const GroupSpec& s = p.groups[static_cast<size_t>(g)];
+    const int l = g / per;
+    SCOPED_TRACE("group " + std::to_string(g));
+    EXPECT_EQ(s.cpus, run_of(l * stride + (g % per) * cores, cores));
+    EXPECT_EQ(s.locality, l);
+    EXPECT_EQ(s.dram_node, dram0 + l);
+    EXPECT_EQ(s.hbw_node, hbw0 < 0 ? -1 : hbw0 + l);
+    EXPECT_EQ(s.hbw_bytes, hbw0 < 0 ? 0 : hbw_bytes);
+    EXPECT_EQ(s.hbw_sharers, hbw0 < 0 ? 0 : per);
+  }
+}
+
+// The machine: KNL SNC-4 flat, 4 clusters of 17 cores x 4 threads, each with a 24 GiB
+// DDR node (0-3) and a 4 GiB MCDRAM node (4-7) that hwloc gives the cluster's cpus. --groups
+// numa once counted 8 nodes and refused 8 x 17 threads; it is one group per cluster.
+TEST(Described, KnlSnc4FlatIsOneGroupPerCluster) {
+  const Topology t = described("knl-snc4-flat");
+  EXPECT_EQ(t.core_count(), 68);
+  ASSERT_EQ(t.numa.size(), 8u);
+  for (const NumaNode& n : t.numa) {
+    const bool hbw = n.os_index >= 4;
+    EXPECT_EQ(n.kind, hbw ? NodeKind::hbw : NodeKind::dram) << n.os_index;
+    EXPECT_EQ(n.kind_source, hbw ? "MCDRAM" : "");
+    EXPECT_EQ(n.memory_bytes, (hbw ? 4 : 24) * kGiB);
+    EXPECT_EQ(n.cpus.size(), 68u) << "17 cores x 4 threads";
+    EXPECT_FALSE(n.memory_only);
+  }
+  EXPECT_EQ(t.cores[1], (std::vector<int>{1, 69, 137, 205}));
+  ASSERT_EQ(localities(t).size(), 4u);
+  expect_by_locality(plan_of(t, "numa"), 4, 17, 1, 17, 0, 4, 4 * kGiB);
+  // The paper's partitions of the chip: 4, 8 and 16 groups stay inside the clusters.
+  expect_by_locality(plan_of(t, "4"), 4, 17, 1, 17, 0, 4, 4 * kGiB);
+  expect_by_locality(plan_of(t, "8"), 8, 8, 2, 17, 0, 4, 4 * kGiB);
+  expect_by_locality(plan_of(t, "16"), 16, 4, 4, 17, 0, 4, 4 * kGiB);
+  expect_by_locality(plan_of(t, "numa", 16), 4, 16, 1, 17, 0, 4, 4 * kGiB);
+  EXPECT_TRUE(check_hbw_placement(t, *parse_placement("hbw")).ok());
+  EXPECT_TRUE(contains(t.to_string(), "numa 4: hbw (MCDRAM), 4.0 GiB")) << t.to_string();
+}
+
+// One group for the whole chip, or a count that is not a multiple of 4, straddles clusters:
+// the plan says so, and the group's memory is its first cpu's cluster's.
+TEST(Described, KnlSnc4FlatSaysWhenAGroupStraddles) {
+  const Topology t = described("knl-snc4-flat");
+  GroupPlan p = plan_of(t, "1");
+  ASSERT_EQ(p.groups.size(), 1u);
+  EXPECT_EQ(p.groups[0].cpus.size(), 68u);
+  EXPECT_EQ(p.groups[0].locality, -1);
+  EXPECT_EQ(p.groups[0].dram_node, 0);
+  EXPECT_EQ(p.groups[0].hbw_node, 4);
+  EXPECT_TRUE(has_note(p, "group(s) 0 straddle localities")) << p.to_string();
+  p = plan_of(t, "6");
+  ASSERT_EQ(p.groups.size(), 6u);
+  EXPECT_TRUE(has_note(p, "a multiple of 4 keeps each group in one")) << p.to_string();
+  EXPECT_EQ(p.groups[0].locality, 0);   // cores 0-10
+  EXPECT_EQ(p.groups[1].locality, -1);  // cores 11-21
+}
+
+TEST(Described, KnlQuadrantFlatIsOneLocalityWithItsMcdram) {
+  const Topology t = described("knl-quadrant-flat");
+  ASSERT_EQ(t.numa.size(), 2u);
+  EXPECT_EQ(t.numa[1].kind, NodeKind::hbw);
+  expect_by_locality(plan_of(t, "numa"), 1, 68, 1, 68, 0, 1, 16 * kGiB);
+  expect_by_locality(plan_of(t, "4"), 4, 17, 4, 68, 0, 1, 16 * kGiB);
+  expect_by_locality(plan_of(t, "16"), 16, 4, 16, 68, 0, 1, 16 * kGiB);
+}
+
+TEST(Described, KnlSnc2FlatIsTwoGroups) {
+  const Topology t = described("knl-snc2-flat");
+  ASSERT_EQ(t.numa.size(), 4u);
+  expect_by_locality(plan_of(t, "numa"), 2, 34, 1, 34, 0, 2, 8 * kGiB);
+  expect_by_locality(plan_of(t, "8"), 8, 8, 4, 34, 0, 2, 8 * kGiB);
+}
+
+TEST(Described, KnlSnc4HybridHasHalfTheMcdram) {
+  const Topology t = described("knl-snc4-hybrid");
+  expect_by_locality(plan_of(t, "numa"), 4, 17, 1, 17, 0, 4, 2 * kGiB);
+}
+
+// Cache mode: MCDRAM is a memory-side cache, no NUMA node is high-bandwidth. The plan is by
+// cluster all the same, and hbw is refused with that reason.
+TEST(Described, KnlCacheModePlansByClusterAndRefusesHbw) {
+  const Topology snc4 = described("knl-snc4-cache");
+  EXPECT_FALSE(snc4.has_hbw_node());
+  expect_by_locality(plan_of(snc4, "numa"), 4, 17, 1, 17, 0, -1, 0);
+  expect_by_locality(plan_of(snc4, "16"), 16, 4, 4, 17, 0, -1, 0);
+  const Topology quad = described("knl-quadrant-cache");
+  expect_by_locality(plan_of(quad, "numa"), 1, 68, 1, 68, 0, -1, 0);
+  EXPECT_TRUE(contains(quad.to_string(), "no high-bandwidth NUMA node")) << quad.to_string();
+  const Status st = check_hbw_placement(quad, *parse_placement("weights=hbw"));
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Code::invalid_argument);
+  EXPECT_EQ(st.message(),
+            "--placement weights=hbw: this machine has no high-bandwidth NUMA node (KNL cache "
+            "mode or no MCDRAM/HBM; nodes: 0 dram 96.0 GiB cpus 0-271); use hbw-preferred or "
+            "dram");
+  EXPECT_TRUE(check_hbw_placement(quad, *parse_placement("hbw-preferred")).ok());
+  EXPECT_TRUE(check_hbw_placement(quad, *parse_placement("dram")).ok());
+}
+
+// Xeon Max: two sockets in SNC-4, 8 clusters of 14 cores x 2 threads, DDR nodes 0-7 and 16 GiB
+// HBM nodes 8-15.
+TEST(Described, XeonMaxSnc4FlatIsOneGroupPerCluster) {
+  const Topology t = described("xeon-max-snc4-flat");
+  EXPECT_EQ(t.core_count(), 112);
+  EXPECT_EQ(t.packages, 2);
+  ASSERT_EQ(t.numa.size(), 16u);
+  EXPECT_EQ(t.node(8)->kind, NodeKind::hbw);
+  EXPECT_EQ(t.node(8)->kind_source, "HBM");
+  EXPECT_EQ(t.node(7)->kind, NodeKind::dram);
+  expect_by_locality(plan_of(t, "numa"), 8, 14, 1, 14, 0, 8, 16 * kGiB);
+  expect_by_locality(plan_of(t, "16"), 16, 7, 2, 14, 0, 8, 16 * kGiB);
+}
+
+// Firmware that reports bandwidths (HMAT) but no subtype: the node with 200 GB/s against its
+// cluster's 30 GB/s DRAM is the high-bandwidth one.
+TEST(Described, BandwidthMarksHbwNodesWithoutASubtype) {
+  const Topology t = described("hbm-bandwidth-only");
+  ASSERT_EQ(t.numa.size(), 4u);
+  for (const NumaNode& n : t.numa) {
+    EXPECT_EQ(n.kind, n.os_index >= 2 ? NodeKind::hbw : NodeKind::dram) << n.os_index;
+    EXPECT_EQ(n.kind_source, n.os_index >= 2 ? "bandwidth" : "") << n.os_index;
+  }
+  expect_by_locality(plan_of(t, "numa"), 2, 8, 1, 8, 0, 2, 16 * kGiB);
+}
+
+// A two-socket box without HBM plans as it always did: one group per socket.
+TEST(Described, TwoSocketIsTwoGroups) {
+  const Topology t = described("two-socket");
+  ASSERT_EQ(t.numa.size(), 2u);
+  EXPECT_EQ(t.core_count(), 32);
+  for (const char* g : {"numa", "2"}) {
+    const GroupPlan p = plan_of(t, g);
+    expect_by_locality(p, 2, 16, 1, 16, 0, -1, 0);
+    EXPECT_EQ(p.groups[0].numa_node, 0);
+    EXPECT_EQ(p.groups[1].numa_node, 1);
+  }
+  expect_by_locality(plan_of(t, "4"), 4, 8, 2, 16, 0, -1, 0);
+  EXPECT_EQ(plan_of(t, "auto").groups.size(), 32u);
+}
+
+TEST(Described, OneCoreIsOneGroup) {
+  const Topology t = described("one-core");
+  ASSERT_EQ(t.core_count(), 1);
+  for (const char* g : {"numa", "auto", "1"}) {
+    const GroupPlan p = plan_of(t, g);
+    ASSERT_EQ(p.groups.size(), 1u);
+    EXPECT_EQ(p.groups[0].cpus, std::vector<int>{0});
+    EXPECT_EQ(p.groups[0].numa_node, -1);  // one node: nothing to choose
+    EXPECT_EQ(p.groups[0].dram_node, 0);
+    EXPECT_EQ(p.groups[0].hbw_node, -1);
+  }
+  PlanRequest r;
+  r.groups = "2";
+  EXPECT_FALSE(make_plan(t, r).ok());
+}
+
+// detect_topology reads a described machine when EASEL_TOPOLOGY_XML (or HWLOC_XMLFILE) names
+// one; a missing file is one line naming it.
+TEST(Described, DetectReadsTheNamedFile) {
+  const char* root = std::getenv("EASEL_SOURCE_ROOT");
+  const std::string path =
+      std::string(root != nullptr ? root : ".") + "/tests/engine/topologies/knl-snc4-flat.xml";
+  ASSERT_EQ(setenv("EASEL_TOPOLOGY_XML", path.c_str(), 1), 0);
+  auto t = detect_topology();
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_EQ(t->described_by, path);
+  EXPECT_EQ(t->core_count(), 68);
+  EXPECT_EQ(t->node(0)->kind, NodeKind::dram) << "MEMKIND_HBW_NODES is this machine's";
+  ASSERT_EQ(setenv("EASEL_TOPOLOGY_XML", "/nonexistent/knl.xml", 1), 0);
+  t = detect_topology();
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().message(),
+            "topology file /nonexistent/knl.xml: no such file (an hwloc XML file, as `lstopo "
+            "--of xml` writes)");
+  ASSERT_EQ(unsetenv("EASEL_TOPOLOGY_XML"), 0);
+  EXPECT_TRUE(detect_topology()->described_by.empty());
+}
+
+// The made-up machine's memory-only node has no cpus: it belongs to no locality.
+TEST(Plan, MemoryWithoutCpusBelongsToNoGroup) {
+  const Topology t = fake_topology();
+  const auto locs = localities(t);
+  ASSERT_EQ(locs.size(), 2u);
+  EXPECT_EQ(locs[1].dram_node, 1);
+  EXPECT_EQ(locs[1].hbw_node, -1);
+  const GroupPlan p = plan_of(t, "numa");
+  ASSERT_EQ(p.groups.size(), 2u);
+  EXPECT_EQ(p.groups[1].dram_node, 1);
+  EXPECT_EQ(p.groups[1].hbw_node, -1);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/memory.hpp"
 #include "engine/topology.hpp"
 #include "engine/worker.hpp"
 
@@ -187,6 +188,27 @@ TEST(Worker, RunqueueSecondsSeeAThreadWaitingForItsCpu) {
   EXPECT_GE(waited[1], 0.0);
   // Sharing one cpu for 300 ms each, they wait about 150 ms each; alone they would wait ~0.
   EXPECT_GT(waited[0] + waited[1], 0.1) << waited[0] << " " << waited[1];
+}
+
+// A pinned group on a machine of several nodes (numa_node set) binds its thread's buffers to
+// its locality's nodes; on one node (numa_node -1) nothing is bound.
+TEST(WorkerThread, PinnedGroupBindsItsNodes) {
+  GroupSpec spec;
+  spec.cpus = {sched_getcpu()};
+  spec.numa_node = 0;
+  spec.dram_node = 0;
+  spec.hbw_node = 0;
+  auto w = WorkerThread::start(spec, true);
+  ASSERT_TRUE(w.ok());
+  NodeBinding seen;
+  (*w)->run([&] { seen = thread_node_binding(); });
+  EXPECT_EQ(seen.dram_node, 0);
+  EXPECT_EQ(seen.hbw_node, 0);
+  spec.numa_node = -1;
+  auto one = WorkerThread::start(spec, true);
+  ASSERT_TRUE(one.ok());
+  (*one)->run([&] { seen = thread_node_binding(); });
+  EXPECT_EQ(seen.dram_node, -1);
 }
 
 }  // namespace

@@ -60,7 +60,8 @@ bool write_atomic(const std::filesystem::path& path, const std::string& text);
 
 // Subcommands. Each returns the process exit code.
 int run_train(const TrainConfig& cfg, const SettingValues& values);
-int run_topology(const TrainConfig& cfg);
+// `easel topology [--json]`: the machine and the plan (tools/topology_cmd.cpp).
+int run_topology(const TrainConfig& cfg, bool as_json);
 int run_list();
 // `easel bench`: adds the subcommand with its flags bound to `flags` (tools/bench/bench_cmd.cpp).
 CLI::App* add_bench_flags(CLI::App& app, bench::BenchFlags& flags);

@@ -105,6 +105,9 @@ int easel_main(int argc, char** argv) {
   CLI::App* topo =
       app.add_subcommand("topology", "print the machine and the worker-group plan the flags give");
   cli::add_setting_flags(*topo, kTopologyCommand, values);
+  bool topology_json = false;
+  topo->add_flag("--json", topology_json,
+                 "print the machine and the plan as one JSON object (see docs/TOPOLOGY.md)");
   app.add_subcommand("list", "list the nets and algorithms");
   bench::BenchFlags bench_flags;
   CLI::App* bench = cli::add_bench_flags(app, bench_flags);
@@ -149,7 +152,7 @@ int easel_main(int argc, char** argv) {
   auto cfg = cli::parse_settings(values, command, given, source);
   if (!cfg.ok()) return report(cfg.status(), Failure::request);
   if (cfg->log_level) set_log_level(*cfg->log_level);
-  return train->parsed() ? cli::run_train(*cfg, values) : cli::run_topology(*cfg);
+  return train->parsed() ? cli::run_train(*cfg, values) : cli::run_topology(*cfg, topology_json);
 }
 
 // Under mpirun every rank runs easel_main; only rank 0 reports (the others log only errors), and
