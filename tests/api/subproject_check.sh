@@ -35,7 +35,7 @@ cat > "$proj/meson.build" <<'MESON'
 project('uses-easel', 'cpp', default_options: ['cpp_std=c++20', 'buildtype=release'])
 # No easel installed: dependency('easel') falls back to subprojects/easel, whose
 # meson.override_dependency('easel', ...) provides it.
-executable('train_lenet', 'train_lenet.cpp', dependencies: dependency('easel', allow_fallback: true))
+executable('train_lenet', 'train_lenet.cpp', dependencies: dependency('easel'))
 MESON
 if [ ! -f "$proj/b/build.ninja" ]; then
   meson setup "$proj/b" "$proj" -Deasel:tests=false -Deasel:cuda=disabled > "$work/setup.log" 2>&1 ||
