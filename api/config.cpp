@@ -21,17 +21,33 @@ Status unknown_setting(std::string_view name) {
                                "does)"};
 }
 
+// A boolean's negation ("no-prefetch") holds the opposite of the setting it negates.
+bool is_negation(const Setting& s, std::string_view name) {
+  return s.negation && name == s.negation;
+}
+std::string_view flip(std::string_view text) {
+  return text == "true" ? "false" : text == "false" ? "true" : text;
+}
+
 }  // namespace
 
 Status Config::set(std::string_view name, std::string_view value) {
-  if (!find_setting(name)) return unknown_setting(name);
-  return from_internal(set_setting(impl_->cfg, name, value));
+  const Setting* s = find_setting(name);
+  if (!s) return unknown_setting(name);
+  if (is_negation(*s, name)) {
+    if (value != "true" && value != "false")
+      return {Code::invalid_argument,
+              "--" + std::string(name) + ": '" + std::string(value) + "' is not true or false"};
+    value = flip(value);
+  }
+  return from_internal(set_setting(impl_->cfg, s->name, value));
 }
 
 Status Config::get(std::string_view name, std::string* value) const {
   const Setting* s = find_setting(name);
   if (!s) return unknown_setting(name);
   *value = s->field.show(impl_->cfg);
+  if (is_negation(*s, name)) *value = std::string(flip(*value));
   return {};
 }
 

@@ -23,7 +23,8 @@ class Config {
 
   // Sets one setting from its text, as `--NAME VALUE` would: set("algo", "sync-easgd"),
   // set("groups", "2"), set("iterations", "100"), set("lr", "0.01"), set("overlap", "true").
-  // A boolean's negation flag is a name too (set("no-prefetch", "true")). Errors name the
+  // A boolean's negation flag is a name too, holding the opposite (set("no-prefetch", "true")
+  // sets prefetch false; get("no-prefetch") reads "true" then). Errors name the
   // setting and the value; an unknown name is not_found. The net is a setting by name ("net":
   // lenet, cifar10-quick, mlp); descriptions of nets from files will come in through this same
   // setting.

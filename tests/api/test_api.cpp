@@ -75,6 +75,16 @@ TEST(ApiConfig, SetsByNameAndNamesTheSettingInErrors) {
   EXPECT_EQ(st.code(), Code::invalid_argument);
   EXPECT_NE(st.message().find("--lr"), std::string::npos) << st.message();
   EXPECT_FALSE(Config::setting_names().empty());
+  // A negation holds the opposite of its setting.
+  ASSERT_TRUE(cfg.set("no-prefetch", "true").ok());
+  ASSERT_TRUE(cfg.get("prefetch", &v).ok());
+  EXPECT_EQ(v, "false");
+  ASSERT_TRUE(cfg.get("no-prefetch", &v).ok());
+  EXPECT_EQ(v, "true");
+  ASSERT_TRUE(cfg.set("prefetch", "true").ok());
+  ASSERT_TRUE(cfg.get("no-prefetch", &v).ok());
+  EXPECT_EQ(v, "false");
+  EXPECT_EQ(cfg.set("no-prefetch", "maybe").code(), Code::invalid_argument);
 }
 
 TEST(ApiData, WrongShapeIsAClearStatus) {
