@@ -155,6 +155,7 @@ Status init_weights(TrainRun& t) {
   t.arena_bytes = static_cast<size_t>(run.arena_floats()) * sizeof(float);
   std::vector<float> init(static_cast<size_t>(run.arena_floats()));
   g0.net->init_params(init.data(), t.cfg.seed);
+  EASEL_RETURN_IF_ERROR(t.report->on_init_weights(init));
   if (t.world) t.world->broadcast(t.rank, init.data(), run.arena_floats(), 0);
   for (auto& g : run.groups)
     copy_bytes(g->weights.data(), g->weights.kind(), init.data(), MemKind::dram, t.arena_bytes);

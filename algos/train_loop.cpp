@@ -123,6 +123,7 @@ Status run_rounds(TrainRun& t, const Dataset& test, const Checkpoint* resume, Tr
       last_images = rec.images;
       t.report->on_eval(rec);
       decision = add_round(sum, rec, t.cfg.target_accuracy);
+      if (decision == Decision::go_on && t.report->should_stop()) decision = Decision::stopped;
     } else {
       sum.eval_seconds += now_seconds() - e0;
     }
@@ -130,7 +131,7 @@ Status run_rounds(TrainRun& t, const Dataset& test, const Checkpoint* resume, Tr
     if (checkpoints && decision != Decision::diverged)
       checkpoint(t, sum, done, rec.wall_seconds, last_images);
     if (t.world) t.world->broadcast_bytes(&decision, sizeof decision, 0);
-    if (decision == Decision::target) break;
+    if (decision == Decision::target || decision == Decision::stopped) break;
     if (decision == Decision::diverged)
       return internal_error(
           t.rank == 0 ? "training diverged: train loss is " + std::to_string(rec.train_loss) +

@@ -86,7 +86,7 @@ std::vector<double> gather_rows(const TrainRun& t, const std::vector<EvalStats>&
 // The round's record from all P rows (rank 0), timings aside.
 EvalRecord make_record(const TrainRun& t, const std::vector<double>& rows);
 // How a round ends the run.
-enum class Decision : int32_t { go_on = 0, target = 1, diverged = 2 };
+enum class Decision : int32_t { go_on = 0, target = 1, diverged = 2, stopped = 3 };
 // Takes the round's record into the summary; whether the run reached its target or diverged.
 Decision add_round(TrainSummary& sum, const EvalRecord& rec, double target_accuracy);
 // The run's totals and shares, and the final weights (before the algorithm is finished).

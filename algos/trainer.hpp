@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,15 @@ class TrainObserver {
   // last evaluation's too, none after a diverged one). An error from on_checkpoint ends the run.
   virtual bool wants_checkpoints() const { return false; }
   virtual Status on_checkpoint(const Checkpoint&) { return {}; }
+  // The initial weights, before they go to every replica and the centre (rank 0's, then
+  // broadcast): the observer may overwrite them (an embedding program's own). An error ends
+  // the run.
+  virtual Status on_init_weights(std::span<float> weights) {
+    (void)weights;
+    return {};
+  }
+  // Asked after each evaluation and its checkpoint (rank 0): true ends the run there.
+  virtual bool should_stop() { return false; }
 };
 
 // The worker-group plan for cfg on topo: the user's request, except that a one-group

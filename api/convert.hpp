@@ -1,0 +1,26 @@
+// Between the internal types and the public API's (api/ only; never installed).
+#pragma once
+
+#include "algos/train_config.hpp"
+#include "easel/config.hpp"
+#include "easel/data.hpp"
+#include "easel/status.hpp"
+#include "engine/status.hpp"
+#include "nets/data/dataset.hpp"
+
+namespace easel::api {
+
+// The same code and message.
+Status from_internal(const ::easel::Status& st);
+
+struct Config::Impl {
+  TrainConfig cfg;
+};
+
+struct Data::Impl {
+  DataSplit split;
+  bool has_train = false, has_test = false;
+  std::string name = "memory";  // what the run's info names: the spec, or "memory"
+};
+
+}  // namespace easel::api

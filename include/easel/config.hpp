@@ -1,0 +1,49 @@
+// The settings of a run: the same table as `easel train`'s flags and config file keys (every
+// flag NAME of `easel train --help` is a setting NAME here, with the same text for its value and
+// the same default). Setting by name keeps the public API free of easel's internal types.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "easel/status.hpp"
+
+namespace easel::api {
+
+class Config {
+ public:
+  Config();  // every setting at its default (easel train's)
+  ~Config();
+  Config(const Config& other);
+  Config& operator=(const Config& other);
+  Config(Config&&) noexcept;
+  Config& operator=(Config&&) noexcept;
+
+  // Sets one setting from its text, as `--NAME VALUE` would: set("algo", "sync-easgd"),
+  // set("groups", "2"), set("iterations", "100"), set("lr", "0.01"), set("overlap", "true").
+  // A boolean's negation flag is a name too, holding the opposite (set("no-prefetch", "true")
+  // sets prefetch false; get("no-prefetch") reads "true" then). Errors name the
+  // setting and the value; an unknown name is not_found. The net is a setting by name ("net":
+  // lenet, cifar10-quick, mlp); descriptions of nets from files will come in through this same
+  // setting.
+  Status set(std::string_view name, std::string_view value);
+  // The setting's value as text (what set() reads back to the same value); not_found when no
+  // setting has that name.
+  Status get(std::string_view name, std::string* value) const;
+  // Checks the ranges and the rules between settings (what `easel train` refuses before it
+  // starts); Run::train() calls it too.
+  Status validate() const;
+
+  // The names of every setting, in `easel train --help` order.
+  static std::vector<std::string> setting_names();
+
+  struct Impl;
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace easel::api

@@ -1,0 +1,41 @@
+#!/bin/sh
+# Installs this build into a temporary DESTDIR, builds examples/train_lenet.cpp against the
+# installed package with `pkg-config --cflags --libs easel` only, runs it for a few iterations
+# on Fashion-MNIST and checks what it printed and the weights file it saved.
+#   install_check.sh BUILD_ROOT SOURCE_ROOT
+set -eu
+build=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "install_check: $*" >&2; [ -f "$tmp/out.txt" ] && cat "$tmp/out.txt" >&2; exit 1; }
+
+meson install -C "$build" --no-rebuild --quiet --destdir "$tmp/root" > "$tmp/install.log" 2>&1 ||
+  { cat "$tmp/install.log" >&2; fail "meson install failed"; }
+pc=$(find "$tmp/root" -name easel.pc | head -n 1)
+[ -n "$pc" ] || fail "no easel.pc was installed"
+for h in easel.hpp status.hpp config.hpp data.hpp run.hpp; do
+  [ -n "$(find "$tmp/root" -path "*/include/easel/$h")" ] || fail "include/easel/$h was not installed"
+done
+
+# The installed package only: its .pc, relocated into the DESTDIR by the sysroot.
+export PKG_CONFIG_PATH="$(dirname "$pc")" PKG_CONFIG_SYSROOT_DIR="$tmp/root"
+flags=$(pkg-config --cflags --libs easel)
+case "$flags" in *"$src"*|*"$build"*) fail "pkg-config points into the source or build tree: $flags" ;; esac
+${CXX:-c++} -std=c++20 -O1 "$src/examples/train_lenet.cpp" $flags -o "$tmp/train_lenet" ||
+  fail "the example does not build with: $flags"
+export LD_LIBRARY_PATH="$(dirname "$(dirname "$pc")")"  # the .pc is in LIBDIR/pkgconfig
+ldd "$tmp/train_lenet" | grep -q "libeasel.so.* => $tmp/root" || fail "the example does not run on the installed libeasel"
+
+cd "$tmp"
+./train_lenet 20 centre.bin fashion-mnist > out.txt 2>&1 || fail "the example failed"
+grep -q '^data: 60000 training and 10000 test images$' out.txt || fail "no data line"
+grep -q '^step 10  epoch ' out.txt || fail "no evaluation at step 10"
+grep -q '^step 20  epoch ' out.txt || fail "no evaluation at step 20"
+grep -q '^done: sync-easgd on lenet, 2 groups, 20 steps, test accuracy ' out.txt || fail "no summary"
+n=$(sed -n 's/^saved \([0-9]*\) weights to centre.bin$/\1/p' out.txt)
+[ -n "$n" ] || fail "no saved line"
+[ "$(head -c 8 centre.bin)" = "EASELW1" ] || fail "centre.bin has no EASELW1 header"
+size=$(wc -c < centre.bin)
+[ "$size" -eq $((16 + 4 * n)) ] || fail "centre.bin holds $size bytes, expected $((16 + 4 * n))"
+echo "install_check: ok ($(grep -c '^step ' out.txt) evaluations, $n weights; flags: $flags)"
