@@ -11,8 +11,6 @@
 namespace easel {
 namespace {
 
-constexpr uint64_t kUnlimited = UINT64_MAX;
-
 // The first whitespace-separated number of the file, or nothing ("max", missing, empty).
 std::optional<uint64_t> read_number(const std::string& path) {
   std::ifstream f(path);

@@ -27,7 +27,7 @@ constexpr int64_t kMaxBytes = int64_t{1} << 34;
 constexpr int64_t kClasses = 10;
 constexpr size_t kMaxChunk = size_t{16} << 20;  // largest single read or inflate step
 constexpr size_t kMinChunk = size_t{64} << 10;  // scratch for counting what a file holds
-constexpr size_t kInChunk = size_t{1} << 20;    // compressed input read at a time
+constexpr int64_t kInChunk = int64_t{1} << 20;  // compressed input read at a time
 // Deflate's largest ratio (zlib's FAQ: 1032:1), so a gzip of n bytes inflates to at most
 // 1032 n bytes: a claim beyond that is truncated for sure.
 constexpr int64_t kMaxRatio = 1032;
@@ -109,7 +109,7 @@ Status IdxReader::open(const std::string& path) {
   const ssize_t n = ::pread(fd_, head, 2, 0);
   gzip_ = n == 2 && head[0] == 0x1f && head[1] == 0x8b;  // by content, not by name
   if (!gzip_) return {};
-  in_.resize(kInChunk);
+  in_.resize(static_cast<size_t>(std::clamp<int64_t>(file_size_, 1, kInChunk)));  // what it holds
   if (inflateInit2(&z_, 16 + MAX_WBITS) != Z_OK) return internal_error(path + ": zlib: no memory");
   z_ready_ = true;
   return {};
