@@ -17,8 +17,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (r.ok()) {
     for (const std::string& a : r.value())
       if (a.rfind("--", 0) != 0 || a.find('=') == std::string::npos) __builtin_trap();
-  } else if (r.status().message().find(file.path()) == std::string::npos) {
-    __builtin_trap();  // every error names the file
+  } else if (r.status().message().find(file.path()) == std::string::npos ||
+             r.status().message().find('\n') != std::string::npos) {
+    __builtin_trap();  // every error is one line naming the file
   }
   return 0;
 }
