@@ -56,7 +56,7 @@ TEST_F(ConfigFile, RefusalsNameTheFileLineAndKey) {
 }
 
 // A quoted key may hold any character: a newline in it is shown escaped, not as a second line
-// (found by the fuzz target tests/fuzz/fuzz_config.cpp).
+// (found writing the one-line check of the fuzz target tests/fuzz/fuzz_config.cpp).
 TEST_F(ConfigFile, KeyWithControlCharactersStaysOneLine) {
   expect_error("\"a\\nb\" = 1\n", "unknown key 'a\\x0ab'");
   expect_error("\"tab\\there\\\\\" = 1\n", "unknown key 'tab\\x09here\\x5c'");
