@@ -2,8 +2,10 @@
 
 #include <toml++/toml.h>
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <sstream>
+#include <string_view>
 
 namespace easel {
 
@@ -12,6 +14,28 @@ namespace {
 std::string line_of(const toml::node& n) {
   const auto& src = n.source();
   return src.begin.line ? ":" + std::to_string(src.begin.line) : "";
+}
+
+// Text as one line of a message: control characters (a newline in a quoted TOML key, say)
+// and backslashes escaped as \xNN.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u != 0x7f && c != '\\') {
+      out += c;
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+// A key as messages show it.
+std::string shown(const std::string& key) {
+  return "'" + printable(key) + "'";
 }
 
 }  // namespace
@@ -28,7 +52,7 @@ Result<std::vector<std::string>> config_file_args(const std::string& path,
     table = toml::parse_file(path);
   } catch (const toml::parse_error& e) {
     std::ostringstream os;
-    os << path << ":" << e.source().begin.line << ": " << e.description();
+    os << path << ":" << e.source().begin.line << ": " << printable(e.description());
     return data_error("--config: " + os.str());
   }
   std::vector<std::string> args;
@@ -37,13 +61,13 @@ Result<std::vector<std::string>> config_file_args(const std::string& path,
     const std::string where = path + line_of(node);
     if (key == "config") return data_error(where + ": 'config' cannot be set inside a config file");
     if (std::find(known_flags.begin(), known_flags.end(), key) == known_flags.end())
-      return data_error(where + ": unknown key '" + key +
-                        "' (keys are the flag names of `easel train --help`)");
+      return data_error(where + ": unknown key " + shown(key) +
+                        " (keys are the flag names of `easel train --help`)");
     const bool is_bool =
         std::find(boolean_flags.begin(), boolean_flags.end(), key) != boolean_flags.end();
     if (is_bool) {
       if (!node.is_boolean())
-        return data_error(where + ": key '" + key + "' must be true or false");
+        return data_error(where + ": key " + shown(key) + " must be true or false");
       args.push_back("--" + key + "=" + (node.as_boolean()->get() ? "true" : "false"));
       continue;
     }
@@ -51,7 +75,8 @@ Result<std::vector<std::string>> config_file_args(const std::string& path,
     if (auto s = node.as_string()) {
       value = s->get();
       if (value.empty())
-        return data_error(where + ": key '" + key + "' is empty (remove the key for its default)");
+        return data_error(where + ": key " + shown(key) +
+                          " is empty (remove the key for its default)");
     } else if (auto i = node.as_integer()) {
       value = std::to_string(i->get());
     } else if (auto f = node.as_floating_point()) {
@@ -60,9 +85,9 @@ Result<std::vector<std::string>> config_file_args(const std::string& path,
       os << f->get();
       value = os.str();
     } else if (node.is_boolean()) {
-      return data_error(where + ": key '" + key + "' takes a value, not true/false");
+      return data_error(where + ": key " + shown(key) + " takes a value, not true/false");
     } else {
-      return data_error(where + ": key '" + key + "' must be a string or a number");
+      return data_error(where + ": key " + shown(key) + " must be a string or a number");
     }
     args.push_back("--" + key + "=" + value);
   }

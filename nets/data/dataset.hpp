@@ -32,7 +32,9 @@ struct DataSplit {
 // Reads one IDX images file (magic 0x00000803, u8, 3 dims) and its labels file (0x00000801,
 // 1 dim), each gzipped or plain (detected from the content). Errors name the file and the
 // problem: missing, wrong magic, truncated, absurd dimensions, count mismatch, label out of
-// range. Nothing larger than the file's real size is ever allocated.
+// range, more than the memory available (engine/limits.hpp), junk after a gzip stream. Nothing
+// is allocated beyond what the file can hold (its size; for gzip, deflate's largest ratio
+// 1032:1 times it) or the memory available, and gzip is inflated once, into the final buffer.
 Result<Dataset> read_idx(const std::string& images_path, const std::string& labels_path,
                          const std::string& name, MemKind kind);
 

@@ -1,6 +1,6 @@
 // IDX files (the MNIST format), gzipped or plain, read without trusting the header: every
-// dimension is checked against fixed limits and against the bytes that really arrive before
-// memory for them is taken.
+// dimension is checked against fixed limits, against what the file can hold and against the
+// memory available before memory for them is taken.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/limits.hpp"
 #include "nets/data/dataset.hpp"
 
 namespace easel {
@@ -24,8 +25,12 @@ constexpr int64_t kMaxSide = 4096;
 constexpr int64_t kMaxCount = 100'000'000;
 constexpr int64_t kMaxBytes = int64_t{1} << 34;
 constexpr int64_t kClasses = 10;
-constexpr size_t kMaxChunk = size_t{16} << 20;  // largest single read and growth step
-constexpr size_t kMinChunk = size_t{64} << 10;  // first growth step of a gzip body
+constexpr size_t kMaxChunk = size_t{16} << 20;  // largest single read or inflate step
+constexpr size_t kMinChunk = size_t{64} << 10;  // scratch for counting what a file holds
+constexpr int64_t kInChunk = int64_t{1} << 20;  // compressed input read at a time
+// Deflate's largest ratio (zlib's FAQ: 1032:1), so a gzip of n bytes inflates to at most
+// 1032 n bytes: a claim beyond that is truncated for sure.
+constexpr int64_t kMaxRatio = 1032;
 
 std::string hex32(uint32_t v) {
   char b[16];
@@ -37,89 +42,169 @@ uint32_t be32(const uint8_t* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
 }
 
-// One open IDX file. zlib reads both kinds: it inflates gzip and passes plain files through.
+// One open IDX file, plain or gzip (told apart by content). Gzip is inflated with zlib's raw
+// stream interface, not gzread, so that every compressed byte is accounted for: the data is
+// inflated once, straight into its final buffer; a stream that ends short, inflates past the
+// claim, is cut short or is followed by anything but another gzip member is refused.
 class IdxReader {
  public:
   IdxReader() = default;
   IdxReader(const IdxReader&) = delete;
   IdxReader& operator=(const IdxReader&) = delete;
   ~IdxReader() {
-    if (gz_) gzclose(gz_);
+    if (z_ready_) inflateEnd(&z_);
+    if (fd_ >= 0) ::close(fd_);
   }
 
   Status open(const std::string& path);
   // Reads the magic and the dimensions that follow it (4-byte big-endian each).
   Status read_header(uint32_t magic, const char* what, std::vector<int64_t>* dims);
   // Reads the `bytes` of data the header claims (described by `claim` for messages) into a
-  // new buffer of `kind`, and checks that nothing follows them.
+  // new buffer of `kind`, and checks that nothing follows them. Before allocating: the claim
+  // must fit in what the file can hold (its size; for gzip, deflate's largest ratio) and in
+  // the memory available to the process (engine/limits.hpp).
   Result<Buffer> read_data(int64_t bytes, const std::string& claim, MemKind kind);
 
  private:
   // Reads up to n bytes; fewer only at the end of the data.
   Result<size_t> read_up_to(uint8_t* dst, size_t n);
-  Status stream_error();
+  Result<size_t> read_plain(uint8_t* dst, size_t n);
+  Result<size_t> inflate_up_to(uint8_t* dst, size_t n);
+  // After a gzip member's end: true when another member follows, false at the end of the file.
+  Result<bool> next_member();
+  Status refill();
+  // The bytes of data left (read and dropped): what a claim the file cannot hold meets.
+  Result<int64_t> count_rest();
+  Status zlib_error(int r) const;
   Status truncated(const std::string& claim, int64_t got) const {
     return data_error(path_ + ": truncated: header claims " + claim + " but only " +
                       std::to_string(got) + " bytes follow");
   }
 
   std::string path_;
-  gzFile gz_ = nullptr;
+  int fd_ = -1;
   bool gzip_ = false;
   int64_t file_size_ = 0;  // on disk (compressed size for gzip)
+  int64_t file_read_ = 0;  // bytes of the file read so far
   int64_t header_bytes_ = 0;
+  z_stream z_{};
+  bool z_ready_ = false;
+  bool member_end_ = false;  // the current gzip member has ended (its CRC and length checked)
+  std::vector<uint8_t> in_;  // compressed input; z_.next_in points into it
 };
 
 Status IdxReader::open(const std::string& path) {
   path_ = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) {
     const int e = errno;
     if (e == ENOENT || e == ENOTDIR) return not_found(path + ": no such file");
     return io_error(path + ": cannot open: " + std::strerror(e));
   }
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode))
     return io_error(path + ": not a regular file");
-  }
   file_size_ = st.st_size;
   uint8_t head[2] = {0, 0};
-  const ssize_t n = ::pread(fd, head, 2, 0);
+  const ssize_t n = ::pread(fd_, head, 2, 0);
   gzip_ = n == 2 && head[0] == 0x1f && head[1] == 0x8b;  // by content, not by name
-  gz_ = gzdopen(fd, "rb");                               // owns fd from here on
-  if (!gz_) {
-    ::close(fd);
-    return io_error(path + ": cannot open: zlib refused the file");
-  }
-  gzbuffer(gz_, 1 << 17);
+  if (!gzip_) return {};
+  in_.resize(static_cast<size_t>(std::clamp<int64_t>(file_size_, 1, kInChunk)));  // what it holds
+  if (inflateInit2(&z_, 16 + MAX_WBITS) != Z_OK) return internal_error(path + ": zlib: no memory");
+  z_ready_ = true;
   return {};
 }
 
-Status IdxReader::stream_error() {
-  int err = Z_OK;
-  const char* msg = gzerror(gz_, &err);
-  if (err == Z_ERRNO) return io_error(path_ + ": read failed: " + std::strerror(errno));
-  std::string m = path_ + ": corrupt gzip stream (zlib: " + (msg ? msg : "unknown error") + ")";
-  if (err == Z_BUF_ERROR) m += ": the compressed file is cut short";
-  return data_error(m);
+Status IdxReader::refill() {
+  for (;;) {
+    const ssize_t r = ::read(fd_, in_.data(), in_.size());
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return io_error(path_ + ": read failed: " + std::strerror(errno));
+    file_read_ += r;
+    z_.next_in = in_.data();
+    z_.avail_in = static_cast<uInt>(r);
+    return {};
+  }
 }
 
-Result<size_t> IdxReader::read_up_to(uint8_t* dst, size_t n) {
+Status IdxReader::zlib_error(int r) const {
+  if (r == Z_MEM_ERROR) return internal_error(path_ + ": zlib: out of memory");
+  return data_error(path_ + ": corrupt gzip stream (zlib: " + (z_.msg ? z_.msg : "unknown error") +
+                    ")");
+}
+
+Result<size_t> IdxReader::read_plain(uint8_t* dst, size_t n) {
   size_t got = 0;
   while (got < n) {
-    const unsigned ask = static_cast<unsigned>(std::min(n - got, kMaxChunk));
-    const int r = gzread(gz_, dst + got, ask);
-    if (r < 0) return stream_error();
-    if (r == 0) {
-      int err = Z_OK;
-      gzerror(gz_, &err);
-      if (err != Z_OK) return stream_error();
-      break;  // clean end of data
-    }
+    const ssize_t r = ::read(fd_, dst + got, std::min(n - got, kMaxChunk));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return io_error(path_ + ": read failed: " + std::strerror(errno));
+    if (r == 0) break;
     got += static_cast<size_t>(r);
   }
   return got;
+}
+
+Result<bool> IdxReader::next_member() {
+  if (z_.avail_in == 0) EASEL_RETURN_IF_ERROR(refill());
+  if (z_.avail_in == 0) return false;  // the end of the file
+  const int64_t at = file_read_ - z_.avail_in;
+  uint8_t second = 0;
+  if (z_.avail_in >= 2) {
+    second = z_.next_in[1];
+  } else if (::pread(fd_, &second, 1, file_read_) != 1) {
+    second = 0;
+  }
+  if (z_.next_in[0] != 0x1f || second != 0x8b) {
+    return data_error(path_ + ": " + std::to_string(file_size_ - at) +
+                      " bytes of trailing junk after the gzip stream");
+  }
+  inflateReset(&z_);
+  member_end_ = false;
+  return true;
+}
+
+Result<size_t> IdxReader::inflate_up_to(uint8_t* dst, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    if (member_end_) {
+      EASEL_ASSIGN_OR_RETURN(const bool more, next_member());
+      if (!more) break;
+    }
+    if (z_.avail_in == 0) EASEL_RETURN_IF_ERROR(refill());
+    if (z_.avail_in == 0) {
+      return data_error(path_ +
+                        ": corrupt gzip stream (zlib: unexpected end of file): the compressed "
+                        "file is cut short");
+    }
+    const uInt ask = static_cast<uInt>(std::min(n - got, kMaxChunk));
+    z_.next_out = dst + got;
+    z_.avail_out = ask;
+    const int r = inflate(&z_, Z_NO_FLUSH);
+    got += ask - z_.avail_out;
+    if (r == Z_STREAM_END) {
+      member_end_ = true;
+    } else if (r == Z_BUF_ERROR && z_.avail_in != 0 && z_.avail_out == ask) {
+      return internal_error(path_ + ": zlib made no progress");  // never, by zlib's contract
+    } else if (r != Z_OK && r != Z_BUF_ERROR) {
+      return zlib_error(r);
+    }
+  }
+  return got;
+}
+
+Result<size_t> IdxReader::read_up_to(uint8_t* dst, size_t n) {
+  return gzip_ ? inflate_up_to(dst, n) : read_plain(dst, n);
+}
+
+Result<int64_t> IdxReader::count_rest() {
+  std::vector<uint8_t> scratch(kMinChunk);
+  int64_t total = 0;
+  for (;;) {
+    EASEL_ASSIGN_OR_RETURN(const size_t n, read_up_to(scratch.data(), scratch.size()));
+    total += static_cast<int64_t>(n);
+    if (n < scratch.size()) return total;
+  }
 }
 
 Status IdxReader::read_header(uint32_t magic, const char* what, std::vector<int64_t>* dims) {
@@ -147,7 +232,6 @@ Status IdxReader::read_header(uint32_t magic, const char* what, std::vector<int6
 
 Result<Buffer> IdxReader::read_data(int64_t bytes, const std::string& claim, MemKind kind) {
   const size_t want = static_cast<size_t>(bytes);
-  Buffer out;
   if (!gzip_) {
     // Plain: the file size bounds the data, so the claim is checked before allocating.
     const int64_t follow = file_size_ - header_bytes_;
@@ -156,28 +240,27 @@ Result<Buffer> IdxReader::read_data(int64_t bytes, const std::string& claim, Mem
       return data_error(path_ + ": " + std::to_string(follow - bytes) +
                         " bytes of trailing data after the " + claim + " the header claims");
     }
-    EASEL_ASSIGN_OR_RETURN(out, Buffer::allocate(want, kind));
-    EASEL_ASSIGN_OR_RETURN(const size_t got, read_up_to(out.as<uint8_t>(), want));
-    if (got < want) return truncated(claim, static_cast<int64_t>(got));
-  } else {
-    // Gzip: the inflated size is unknown, so storage grows only as data arrives.
-    std::vector<uint8_t> grow;
-    size_t got = 0;
-    while (got < want) {
-      const size_t step = std::clamp(got, kMinChunk, kMaxChunk);
-      grow.resize(std::min(want, got + step));
-      EASEL_ASSIGN_OR_RETURN(const size_t n, read_up_to(grow.data() + got, grow.size() - got));
-      got += n;
-      if (got < grow.size()) return truncated(claim, static_cast<int64_t>(got));
-    }
-    EASEL_ASSIGN_OR_RETURN(out, Buffer::allocate(want, kind));
-    if (want > 0) std::memcpy(out.data(), grow.data(), want);
+  } else if (bytes / kMaxRatio > file_size_ - (file_read_ - z_.avail_in)) {
+    // More than what is left of the file can inflate to: say how much it does hold.
+    EASEL_ASSIGN_OR_RETURN(const int64_t follow, count_rest());
+    return truncated(claim, follow);
   }
-  // Nothing may follow the data (for gzip this also checks the stream's CRC and length).
+  const MemoryBound mem = available_memory();
+  if (static_cast<uint64_t>(bytes) > mem.bytes) {
+    return unavailable(path_ + ": header claims " + claim + ", more than the " +
+                       std::to_string(mem.bytes) + " bytes of memory available (" + mem.source +
+                       ")");
+  }
+  EASEL_ASSIGN_OR_RETURN(Buffer out, Buffer::allocate(want, kind));
+  EASEL_ASSIGN_OR_RETURN(const size_t got, read_up_to(out.as<uint8_t>(), want));
+  if (got < want) return truncated(claim, static_cast<int64_t>(got));
+  // Nothing may follow the data (for gzip this also checks each member's CRC and length, and
+  // that no junk follows the last member).
   uint8_t extra = 0;
   EASEL_ASSIGN_OR_RETURN(const size_t more, read_up_to(&extra, 1));
   if (more != 0) {
-    return data_error(path_ + ": trailing data after the " + claim + " the header claims");
+    return data_error(path_ + ": trailing data: the gzip stream inflates past the " + claim +
+                      " the header claims");
   }
   return out;
 }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -231,6 +232,20 @@ TEST_F(IdxTest, AbsurdDimensions) {
                {path("lab"), "absurd dimensions"});
 }
 
+// In a (forked) child: limits the address space to what the process uses plus `headroom`, as
+// `ulimit -v` does; exits 2 if it cannot.
+void limit_address_space(rlim_t headroom) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  rlim_t vm = 0;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmSize:", 0) == 0) vm = std::strtoull(line.c_str() + 7, nullptr, 10) << 10;
+  }
+  const rlim_t limit = vm + headroom;
+  rlimit rl{limit, limit};
+  if (vm == 0 || setrlimit(RLIMIT_AS, &rl) != 0) std::exit(2);
+}
+
 // A header within every limit (20M images of 28x28, 15.7 GB) over a few real bytes must fail
 // as truncated without the claimed memory ever being taken: run under an address-space limit.
 TEST_F(IdxTest, LargeClaimAllocatesNothingLarge) {
@@ -240,15 +255,7 @@ TEST_F(IdxTest, LargeClaimAllocatesNothingLarge) {
   write_gz(path("big.gz"), claim);
   write_plain(path("lab"), idx_file(kLabels, {20'000'000}, kGoodLabels));
   auto run = [&](const std::string& images) {
-    std::ifstream status("/proc/self/status");
-    std::string line;
-    rlim_t vm = 0;
-    while (std::getline(status, line)) {
-      if (line.rfind("VmSize:", 0) == 0) vm = std::strtoull(line.c_str() + 7, nullptr, 10) << 10;
-    }
-    const rlim_t limit = vm + (rlim_t{1} << 30);  // 1 GiB of headroom
-    rlimit rl{limit, limit};
-    if (vm == 0 || setrlimit(RLIMIT_AS, &rl) != 0) std::exit(2);
+    limit_address_space(rlim_t{1} << 30);  // 1 GiB of headroom
     auto r = read_idx(images, path("lab"), "t", MemKind::dram);
     const bool as_expected =
         !r.ok() && r.status().message().find(
@@ -258,6 +265,122 @@ TEST_F(IdxTest, LargeClaimAllocatesNothingLarge) {
   };
   EXPECT_EXIT(run(path("big")), ::testing::ExitedWithCode(0), "");
   EXPECT_EXIT(run(path("big.gz")), ::testing::ExitedWithCode(0), "");
+}
+
+// ---- hostile files: what a header claims against what the file holds and the memory left ----
+
+// A gzip of a few bytes whose header claims 10^12 bytes (10^8 images of 100x100) is refused
+// before anything is allocated.
+TEST_F(IdxTest, SmallGzipClaimingTerabyteIsRefused) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  write_gz(path("tb.gz"), idx_file(kImages, {100'000'000, 100, 100}, good_pixels()));
+  write_plain(path("lab"), idx_file(kLabels, {100'000'000}, kGoodLabels));
+  auto run = [&] {
+    limit_address_space(rlim_t{256} << 20);
+    auto r = read_idx(path("tb.gz"), path("lab"), "t", MemKind::dram);
+    std::exit(!r.ok() && r.status().message().find(path("tb.gz") + ": absurd dimensions") !=
+                             std::string::npos
+                  ? 0
+                  : 1);
+  };
+  EXPECT_EXIT(run(), ::testing::ExitedWithCode(0), "");
+}
+
+// n images of 28x28 whose pixels are all 7 (deflate shrinks them about 1000 times), gzipped,
+// and their labels.
+void write_big_set(const std::string& images, const std::string& labels, uint32_t n) {
+  gzFile f = gzopen(images.c_str(), "wb");
+  ASSERT_NE(f, nullptr) << images;
+  const Bytes head = idx_file(kImages, {n, 28, 28}, {});
+  ASSERT_EQ(gzwrite(f, head.data(), static_cast<unsigned>(head.size())), 16);
+  const Bytes block(size_t{784} * 1000, 7);
+  for (uint32_t done = 0; done < n;) {
+    const uint32_t k = std::min<uint32_t>(1000, n - done);
+    ASSERT_EQ(gzwrite(f, block.data(), 784 * k), static_cast<int>(784 * k));
+    done += k;
+  }
+  ASSERT_EQ(gzclose(f), Z_OK);
+  write_gz(labels, idx_file(kLabels, {n}, Bytes(n, 3)));
+}
+
+// Honest headers, a file that inflates to more than the process may take (the case: a
+// training set of 68 MB of gzip inflating to 15.7 GB under a 6 GB `ulimit -v`, scaled down to
+// 100 MB under 48 MiB of headroom): refused with the limit named, while a set that fits reads
+// under the same limit.
+TEST_F(IdxTest, HonestSetBeyondTheAddressSpaceLimitIsRefusedOneThatFitsReads) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  write_big_set(path("big.gz"), path("big-lab.gz"), 127'551);   // 99999984 bytes
+  write_big_set(path("fits.gz"), path("fits-lab.gz"), 10'204);  // 7999936 bytes
+  EXPECT_LT(fs::file_size(path("big.gz")), 200'000u);
+  auto run = [&](const char* images, const char* labels, const std::string& want) {
+    limit_address_space(rlim_t{48} << 20);
+    auto r = read_idx(path(images), path(labels), "t", MemKind::dram);
+    if (want.empty()) std::exit(r.ok() && r->count == 10'204 && r->image(10'203)[783] == 7 ? 0 : 1);
+    const bool as_expected = !r.ok() && r.status().code() == Code::unavailable &&
+                             r.status().message().find(want) != std::string::npos &&
+                             r.status().message().find("(RLIMIT_AS)") != std::string::npos;
+    std::exit(as_expected ? 0 : 1);
+  };
+  EXPECT_EXIT(run("big.gz", "big-lab.gz",
+                  path("big.gz") +
+                      ": header claims 127551 images of 28x28 (99999984 bytes), more than the "),
+              ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(run("fits.gz", "fits-lab.gz", ""), ::testing::ExitedWithCode(0), "");
+  // Without the limit both read.
+  auto r = read_idx(path("big.gz"), path("big-lab.gz"), "t", MemKind::dram);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->count, 127'551);
+}
+
+TEST_F(IdxTest, GzipInflatingPastItsHeaderIsRefused) {
+  Bytes more = good_pixels();
+  more.resize(more.size() + 100'000, 0);  // 100 kB more than claimed, a few hundred compressed
+  expect_error(read_images_gz(idx_file(kImages, {kN, kRows, kCols}, more)), Code::data_error,
+               {path("img.gz") + ": trailing data: the gzip stream inflates past the 5 images of "
+                                 "3x4 (60 bytes) the header claims"});
+}
+
+// Every cut of a valid gzip is refused with one line naming the file, none crashes.
+TEST_F(IdxTest, GzipCutAnywhereIsRefused) {
+  write_plain(path("lab"), good_labels());
+  write_gz(path("img.gz"), good_images());
+  const Bytes gz = read_all(path("img.gz"));
+  for (size_t n = 0; n < gz.size(); ++n) {
+    write_plain(path("cut.gz"), Bytes(gz.begin(), gz.begin() + static_cast<std::ptrdiff_t>(n)));
+    auto r = read_idx(path("cut.gz"), path("lab"), "t", MemKind::dram);
+    ASSERT_FALSE(r.ok()) << n;
+    EXPECT_EQ(r.status().code(), Code::data_error) << n;
+    EXPECT_EQ(r.status().message().rfind(path("cut.gz") + ": ", 0), 0u) << r.status().message();
+    EXPECT_EQ(r.status().message().find('\n'), std::string::npos);
+  }
+}
+
+TEST_F(IdxTest, JunkAfterTheGzipStreamIsRefused) {
+  write_plain(path("lab"), good_labels());
+  write_gz(path("img.gz"), good_images());
+  const Bytes gz = read_all(path("img.gz"));
+  for (const Bytes& junk :
+       {Bytes{'j', 'u', 'n', 'k'}, Bytes{0x1f}, Bytes{0x1f, 0x00, 0x00}, Bytes(512, 0)}) {
+    Bytes b = gz;
+    b.insert(b.end(), junk.begin(), junk.end());
+    write_plain(path("junk.gz"), b);
+    expect_error(read_idx(path("junk.gz"), path("lab"), "t", MemKind::dram), Code::data_error,
+                 {path("junk.gz") + ": " + std::to_string(junk.size()) +
+                  " bytes of trailing junk after the gzip stream"});
+  }
+}
+
+// Several gzip members one after the other (`cat a.gz b.gz`) are one valid stream.
+TEST_F(IdxTest, ConcatenatedGzipMembersRead) {
+  const Bytes img = good_images();
+  write_gz(path("a.gz"), Bytes(img.begin(), img.begin() + 20));
+  write_gz(path("b.gz"), Bytes(img.begin() + 20, img.end()));
+  Bytes both = read_all(path("a.gz"));
+  const Bytes b = read_all(path("b.gz"));
+  both.insert(both.end(), b.begin(), b.end());
+  write_plain(path("ab.gz"), both);
+  write_plain(path("lab"), good_labels());
+  expect_good(read_idx(path("ab.gz"), path("lab"), "t", MemKind::dram));
 }
 
 TEST_F(IdxTest, CountMismatch) {
