@@ -6,7 +6,7 @@
 #include "algos/train_config.hpp"
 #include "engine/config.hpp"
 #include "tests/fuzz/memfile.hpp"
-#include "tools/cli.hpp"
+#include "tools/cli/cli.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::vector<std::string> known = easel::cli::setting_names(easel::kTrainCommand);

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "tools/cli.hpp"
+#include "tools/cli/cli.hpp"
 
 namespace {
 
