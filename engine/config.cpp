@@ -16,8 +16,8 @@ std::string line_of(const toml::node& n) {
   return src.begin.line ? ":" + std::to_string(src.begin.line) : "";
 }
 
-// Text as one line of a message: control characters (a newline in a quoted TOML key, say)
-// and backslashes escaped as \xNN.
+}  // namespace
+
 std::string printable(std::string_view text) {
   std::string out;
   for (const char c : text) {
@@ -32,6 +32,8 @@ std::string printable(std::string_view text) {
   }
   return out;
 }
+
+namespace {
 
 // A key as messages show it.
 std::string shown(const std::string& key) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/status.hpp"
@@ -17,5 +18,9 @@ namespace easel {
 Result<std::vector<std::string>> config_file_args(const std::string& path,
                                                   const std::vector<std::string>& known_flags,
                                                   const std::vector<std::string>& boolean_flags);
+
+// Text as one line of a message: control characters (a newline in a quoted TOML key, say) and
+// backslashes escaped as \xNN.
+std::string printable(std::string_view text);
 
 }  // namespace easel

@@ -17,6 +17,7 @@
 #include "algos/trainer.hpp"
 #include "devices/cuda/cuda_device.hpp"
 #include "engine/comm/mpi_comm.hpp"
+#include "engine/config.hpp"
 #include "engine/log.hpp"
 #include "tools/cli/cli.hpp"
 
@@ -394,7 +395,7 @@ Result<std::vector<std::string>> resume_args(const std::string& dir,
     if (epochs_only && key == "iterations") continue;
     const Setting* s = find_setting(key);
     if (!s || key != s->name || !s->takes(kTrainCommand))
-      return data_error("--resume: " + path.string() + ": unknown key '" + key + "'");
+      return data_error("--resume: " + path.string() + ": unknown key '" + printable(key) + "'");
     EASEL_ASSIGN_OR_RETURN(std::string value, flag_text(*s, v, path.string()));
     if (s->field.type == SettingType::text && value.empty()) continue;  // an unset list (cpus)
     args.push_back("--" + key + "=" + value);
