@@ -21,6 +21,7 @@ class EasgdRoundRobin final : public Algorithm {
   void run_round(Run& run, Group& g, int64_t iterations) override {
     const AlgoParams& p = run.params;
     for (int64_t i = 0; i < iterations; ++i) {
+      if (stop_here(run, g)) break;  // every group at the same step
       local_gradient(g);
       const int64_t step = g.steps.load(std::memory_order_relaxed);
       const float lr = static_cast<float>(p.lr.at(step));

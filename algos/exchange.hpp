@@ -76,10 +76,10 @@ void for_each_message(const Run& run, Fn fn) {
   }
 }
 
-// Async algorithms: claims one group-step from the round's shared budget.
-inline bool claim_step(Run& run) {
-  return run.budget.fetch_sub(1, std::memory_order_relaxed) > 0;
-}
+// Async algorithms: claims one group-step from the round's shared budget. When the run stops
+// early (stop_wanted) the budget is drained to what completes the round's group-steps to a
+// multiple of the groups (fewer than P more), so that the run's iterations stay whole.
+bool claim_step(Run& run);
 
 }  // namespace easel
 

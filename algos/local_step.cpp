@@ -1,6 +1,8 @@
 #include <chrono>
+#include <cmath>
 
 #include "algos/algorithm.hpp"
+#include "algos/exchange.hpp"
 
 namespace easel {
 
@@ -10,6 +12,7 @@ double now_seconds() {
 }
 
 double local_gradient(Group& g) {
+  if (g.before_step) g.before_step(g);
   const double t0 = now_seconds();
   if (g.fake_gradient) {
     g.fake_gradient(g);
@@ -40,8 +43,33 @@ double local_gradient(Group& g) {
   }
   g.loss_sum += st.loss;
   g.loss_count += 1;
+  if (!std::isfinite(st.loss) && g.nonfinite_step < 0) {  // the run stops at this step
+    g.nonfinite_step = g.steps.load(std::memory_order_relaxed);
+    g.nonfinite_loss = st.loss;
+    if (g.diverged) g.diverged->store(true, std::memory_order_relaxed);
+  }
   g.times.compute += now_seconds() - t0;
   return st.loss;
+}
+
+bool stop_here(Run& run, const Group& g) {
+  const int64_t s = g.steps.load(std::memory_order_relaxed);
+  int64_t at = run.stop_at.load(std::memory_order_acquire);
+  if (at == kNoStop && g.id == 0 && stop_wanted(run)) {
+    run.stop_at.compare_exchange_strong(at, s + run.stop_lead, std::memory_order_acq_rel);
+    at = run.stop_at.load(std::memory_order_acquire);
+  }
+  return s >= at;
+}
+
+bool claim_step(Run& run) {
+  if (stop_wanted(run)) {
+    const int64_t p = run.size();
+    int64_t b = run.budget.load(std::memory_order_relaxed);
+    while (b >= p && !run.budget.compare_exchange_weak(b, b % p, std::memory_order_relaxed)) {
+    }
+  }
+  return run.budget.fetch_sub(1, std::memory_order_relaxed) > 0;
 }
 
 Status expect_no_state(const AlgoState& s, const std::string& algo) {

@@ -3,6 +3,7 @@
 // Algorithm in rounds, evaluating the model it names on the test set after each round.
 #pragma once
 
+#include <atomic>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,8 +43,18 @@ struct EvalRecord {
   int64_t staleness_max = 0;
 };
 
+// How a run ended: summary.json's "stopped". completed: its last iteration; target: at
+// --target-accuracy; interrupted: a signal (stop_signal) stopped every group at one step and a
+// checkpoint was handed over; diverged: a non-finite loss or weight (no checkpoint of it; the
+// last good one stays); stalled: a group waited past the stall timeout (the same).
+enum class StopReason { completed, target, interrupted, diverged, stalled };
+const char* stop_reason_name(StopReason r);
+
 struct TrainSummary {
   RunInfo info;
+  StopReason stopped = StopReason::completed;
+  int stop_signal = 0;       // interrupted: the signal's number
+  std::string stop_message;  // diverged, stalled: what happened, where (one line)
   double test_accuracy = 0, test_loss = 0;
   double best_accuracy = 0;
   double epochs = 0;
@@ -79,6 +90,11 @@ class TrainObserver {
   // last evaluation's too, none after a diverged one). An error from on_checkpoint ends the run.
   virtual bool wants_checkpoints() const { return false; }
   virtual Status on_checkpoint(const Checkpoint&) { return {}; }
+  // A flag that turns non-zero (the signal's number) when the run must stop: every group ends
+  // its current step, the checkpoint is handed over and train() returns an interrupted summary.
+  // Read at step boundaries in one process, at evaluations across MPI ranks (rank 0's). Null:
+  // none.
+  virtual const std::atomic<int>* stop_flag() const { return nullptr; }
 };
 
 // The worker-group plan for cfg on topo: the user's request, except that a one-group
