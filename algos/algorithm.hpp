@@ -95,6 +95,7 @@ struct Group {
   std::atomic<bool>* diverged = nullptr;
   int64_t nonfinite_step = -1;  // the group's first step with a non-finite loss (-1: none)
   double nonfinite_loss = 0;
+  std::string nonfinite_where;  // then, the first non-finite weight the step read (first_nonfinite)
 };
 
 // No stop decided (Run::stop_at).
@@ -228,6 +229,10 @@ inline bool stop_wanted(const Run& run) {
 // The sync algorithms' check at the boundary before each step of group g: true when g must stop
 // there (every group stops at the same step, Run::stop_at); group 0 decides it.
 bool stop_here(Run& run, const Group& g);
+
+// The first non-finite value among `segs` of the host arena w, as "SEGMENT (element I)"; empty
+// when every value is finite. Scans the whole arena: called once divergence is seen.
+std::string first_nonfinite(std::span<const Segment> segs, const float* w);
 
 // Monotonic seconds.
 double now_seconds();

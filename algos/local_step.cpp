@@ -46,10 +46,19 @@ double local_gradient(Group& g) {
   if (!std::isfinite(st.loss) && g.nonfinite_step < 0) {  // the run stops at this step
     g.nonfinite_step = g.steps.load(std::memory_order_relaxed);
     g.nonfinite_loss = st.loss;
+    if (g.weights.kind() != MemKind::device)  // the weights this step read (not yet updated)
+      g.nonfinite_where = first_nonfinite(g.net->params().segments(), g.weights.data());
     if (g.diverged) g.diverged->store(true, std::memory_order_relaxed);
   }
   g.times.compute += now_seconds() - t0;
   return st.loss;
+}
+
+std::string first_nonfinite(std::span<const Segment> segs, const float* w) {
+  for (const Segment& s : segs)
+    for (int64_t i = 0; i < s.count; ++i)
+      if (!std::isfinite(w[s.offset + i])) return s.name + " (element " + std::to_string(i) + ")";
+  return {};
 }
 
 bool stop_here(Run& run, const Group& g) {

@@ -60,18 +60,21 @@ int64_t train_round(TrainRun& t, int64_t k, bool fresh, double* seconds) {
   return group_steps / t.local;
 }
 
-// The first non-finite value among this process's groups' weights (host arenas), as "group G's
-// SEGMENT"; empty when every weight is finite (or the weights live on GPUs).
-std::string nonfinite_weights(const TrainRun& t) {
+// The first non-finite value in group g's weights (a host arena), as "group G's SEGMENT (element
+// I)"; empty when every weight is finite.
+std::string nonfinite_in(const Run& run, const Group& g) {
+  const std::string w = first_nonfinite(run.segments(), g.weights.data());
+  return w.empty() ? w : "group " + std::to_string(g.global_id) + "'s " + w;
+}
+
+// The first non-finite weight of this process's groups, `first`'s before the others'; empty when
+// every weight is finite (or the weights live on GPUs, where the loss alone is checked).
+std::string nonfinite_weights(const TrainRun& t, const Group* first = nullptr) {
   if (t.run.resident) return {};
+  if (first)
+    if (std::string w = nonfinite_in(t.run, *first); !w.empty()) return w;
   for (const auto& g : t.run.groups)
-    for (const Segment& s : t.run.segments()) {
-      const float* w = g->weights.data() + s.offset;
-      for (int64_t i = 0; i < s.count; ++i)
-        if (!std::isfinite(w[i]))
-          return "group " + std::to_string(g->global_id) + "'s " + s.name + " (element " +
-                 std::to_string(i) + ")";
-    }
+    if (std::string w = nonfinite_in(t.run, *g); !w.empty()) return w;
   return {};
 }
 
@@ -82,7 +85,10 @@ void stop_diverged(TrainRun& t, TrainSummary& sum, int64_t done) {
   for (const auto& g : t.run.groups)
     if (g->nonfinite_step >= 0 && (!first || g->nonfinite_step < first->nonfinite_step))
       first = g.get();
-  const std::string where = nonfinite_weights(t);
+  const std::string where = first && !first->nonfinite_where.empty()
+                                ? "group " + std::to_string(first->global_id) + "'s " +
+                                      first->nonfinite_where + " (at that step)"
+                                : nonfinite_weights(t, first);
   std::string m = "training diverged";
   if (first)
     m += " at step " + std::to_string(first->nonfinite_step + 1) + ": group " +

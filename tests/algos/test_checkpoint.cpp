@@ -306,6 +306,66 @@ TEST(Resume, RefusesWhatCannotGoOnAndSurvivesAFailedWrite) {
   EXPECT_EQ(failing.calls, 5);
 }
 
+// A non-finite loss stops the run at once (checked every step), naming the step, the group and
+// the first layer whose weights are no longer finite; the last good checkpoint is the one kept
+// (none is taken of the diverged round).
+TEST(Divergence, StopsAtTheStepNamingTheGroupAndTheLayer) {
+  for (const char* algo : {"sync-easgd", "easgd-rr", "async-easgd", "msgd"}) {
+    const int groups = std::string(algo) == "msgd" ? 1 : 2;
+    TrainConfig c = config(algo, groups);
+    struct Poison : Interrupter {
+      void on_setup(easel::Run& run) override {
+        Group& g = *run.groups.back();
+        segment = run.segments().back();  // the last layer's bias: the loss turns nan
+        g.before_step = [this](Group& grp) {
+          if (grp.steps.load() == 13) grp.weights.data()[segment.offset] = std::nanf("");
+        };
+      }
+      Segment segment;
+    } obs;
+    auto r = train(c, small_data(), &obs);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->stopped, StopReason::diverged) << algo;
+    const std::string& m = r->stop_message;
+    EXPECT_NE(m.find("training diverged at step 14: group " + std::to_string(groups - 1) +
+                     "'s train loss is nan"),
+              std::string::npos)
+        << algo << ": " << m;
+    EXPECT_NE(m.find(obs.segment.name), std::string::npos) << m;
+    ASSERT_TRUE(obs.last.has_value()) << algo;
+    EXPECT_EQ(obs.last->iterations_done, 9) << algo;  // the last good one
+    EXPECT_LT(r->steps, 18) << algo;                  // it stopped within the round
+  }
+  // A non-finite weight that the loss does not show (a bias behind a ReLU): found when the round
+  // ends, before its checkpoint.
+  TrainConfig masked = config("sync-easgd", 2);
+  struct Masked : Interrupter {
+    void on_setup(easel::Run& run) override {
+      segment = run.segments()[1];
+      run.groups[1]->before_step = [this](Group& g) {
+        if (g.steps.load() == 13) g.weights.data()[segment.offset] = std::nanf("");
+      };
+    }
+    Segment segment;
+  } mobs;
+  auto m = train(masked, small_data(), &mobs);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(m->stopped, StopReason::diverged);
+  EXPECT_NE(m->stop_message.find(mobs.segment.name), std::string::npos) << m->stop_message;
+  ASSERT_TRUE(mobs.last.has_value());
+  EXPECT_EQ(mobs.last->iterations_done, 9);
+  // A rate far too high: the loss itself goes non-finite.
+  TrainConfig c = config("sync-sgd", 2);
+  c.lr = 1e30;
+  c.lr_policy = LrSchedule::Policy::fixed;
+  Interrupter obs;
+  auto r = train(c, small_data(), &obs);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->stopped, StopReason::diverged);
+  EXPECT_NE(r->stop_message.find("lower --lr"), std::string::npos) << r->stop_message;
+  EXPECT_LT(r->steps, 45);
+}
+
 TEST(CheckpointFile, DamagedFilesGiveOneErrorNamingThem) {
   Checkpoint ck;
   ck.identity = "x";
