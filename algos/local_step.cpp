@@ -71,6 +71,19 @@ bool stop_here(Run& run, const Group& g) {
   return s >= at;
 }
 
+void lock_or_stall(std::unique_lock<std::timed_mutex>& lock, const Group& g,
+                   const std::string& algo) {
+  const double limit = stall_timeout_seconds();
+  const double t0 = now_seconds();
+  while (!lock.try_lock_for(std::chrono::milliseconds(100))) {
+    throw_if_stalled();
+    const double waited = now_seconds() - t0;
+    if (waited >= limit)
+      stalled("group " + std::to_string(g.global_id) + " waited " + std::to_string(waited) +
+              " s for the centre lock (" + algo + "; EASEL_STALL_TIMEOUT)");
+  }
+}
+
 bool claim_step(Run& run) {
   if (stop_wanted(run)) {
     const int64_t p = run.size();

@@ -39,7 +39,10 @@ int64_t train_round(TrainRun& t, int64_t k, bool fresh, double* seconds) {
       run,
       [&](Group& g) {
         const double q0 = thread_runqueue_seconds();
-        t.algo->run_round(run, g, k);
+        try {
+          t.algo->run_round(run, g, k);
+        } catch (const Stalled&) {  // recorded (first_stall); the round is over for g
+        }
         g.device->synchronize();  // between rounds every buffer is settled
         const double q1 = q0 >= 0 ? thread_runqueue_seconds() : -1;
         if (q1 >= q0) g.times.preempted += q1 - q0;
@@ -55,6 +58,7 @@ int64_t train_round(TrainRun& t, int64_t k, bool fresh, double* seconds) {
       });
   if (t.world) t.world->barrier(t.rank);  // every rank's round is over (async: none in flight)
   *seconds = now_seconds() - r0;
+  if (stall_declared()) return 0;  // the groups stopped where they were
   const int64_t group_steps = steps_so_far(run) - steps_before;
   EASEL_CHECK_MSG(group_steps % t.local == 0, "a round's group-steps are not whole iterations");
   return group_steps / t.local;
@@ -174,6 +178,7 @@ Status run_rounds(TrainRun& t, const Dataset& test, const Checkpoint* resume, Tr
   const std::atomic<int>* flag = t.rank == 0 ? t.report->stop_flag() : nullptr;
   const auto signalled = [&] { return flag ? flag->load() : 0; };
   arm_early_stop(t, flag);
+  clear_stall();
   while (done < t.total) {
     const int64_t k = std::min(next_evaluation(done, t.eval_every), t.total) - done;
     double round_seconds = 0;
@@ -181,6 +186,15 @@ Status run_rounds(TrainRun& t, const Dataset& test, const Checkpoint* resume, Tr
     fresh = true;
     sum.train_seconds += round_seconds;
     done += did;
+    if (stall_declared()) {  // the groups are not at one step: no checkpoint of them
+      sum.stopped = StopReason::stalled;
+      sum.stop_message = first_stall() + "; the run stopped without a checkpoint of this round (" +
+                         (done > 0 && checkpoints
+                              ? "the last good one, at step " + std::to_string(done) + ", is kept)"
+                              : std::string("there is none before it)"));
+      sum.steps = done;
+      break;
+    }
     if (t.run.diverged.load()) {  // single process: a step's loss (no checkpoint of it)
       stop_diverged(t, sum, done);
       break;
