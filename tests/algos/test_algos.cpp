@@ -31,6 +31,99 @@ TrainSummary run(const TrainConfig& c, TrainObserver* obs = nullptr) {
   return r.ok() ? std::move(r).value() : TrainSummary{};
 }
 
+// ---- the fused parameter-server kernels against their formulas (algos/exchange.hpp) ----
+
+// Two segments with their own rate and decay multipliers, the second at an aligned offset; the
+// floats between them must stay untouched.
+struct KernelCase {
+  std::vector<Segment> segs;
+  std::vector<float> w, g, v, c;
+  KernelCase() {
+    Segment a, b;
+    a.name = "a";
+    a.count = 5;
+    a.lr_mult = 1.f;
+    a.decay_mult = 1.f;
+    b.name = "b";
+    b.offset = 16;
+    b.count = 5;
+    b.lr_mult = 2.f;
+    b.decay_mult = 0.f;
+    segs = {a, b};
+    for (int i = 0; i < 21; ++i) {
+      w.push_back(0.5f + 0.1f * static_cast<float>(i));
+      g.push_back(0.3f - 0.05f * static_cast<float>(i));
+      v.push_back(0.02f * static_cast<float>(i % 7) - 0.05f);
+      c.push_back(-0.2f + 0.03f * static_cast<float>(i));
+    }
+  }
+};
+
+constexpr float kLr = 0.1f, kWd = 0.01f, kAlpha = 0.3f, kDelta = 0.9f;
+
+void expect_near_all(const std::vector<float>& got, const std::vector<double>& want,
+                     const char* what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-5 * (1 + std::fabs(want[i]))) << what << " [" << i << "]";
+}
+
+TEST(ExchangeKernels, EasgdExchangeIsTheElasticStepOnBothSides) {
+  for (const bool racy : {false, true}) {
+    KernelCase k;
+    std::vector<double> w(k.w.begin(), k.w.end()), c(k.c.begin(), k.c.end());
+    for (const Segment& s : k.segs)
+      for (int64_t j = s.offset; j < s.offset + s.count; ++j) {
+        const double e = kAlpha * (w[j] - c[j]);  // both from the values before the exchange
+        w[j] = w[j] - kLr * s.lr_mult * (k.g[j] + kWd * s.decay_mult * w[j]) - e;
+        c[j] += e;
+      }
+    if (racy)
+      easgd_exchange_racy(k.segs, k.w.data(), k.g.data(), k.c.data(), kLr, kWd, kAlpha);
+    else
+      easgd_exchange(k.segs, k.w.data(), k.g.data(), k.c.data(), kLr, kWd, kAlpha);
+    expect_near_all(k.w, w, racy ? "racy w" : "w");
+    expect_near_all(k.c, c, racy ? "racy c" : "c");
+  }
+}
+
+TEST(ExchangeKernels, EasgdMomentumExchangeNesterovAndHeavyBall) {
+  for (const bool nesterov : {true, false}) {
+    KernelCase k;
+    std::vector<double> w(k.w.begin(), k.w.end()), c(k.c.begin(), k.c.end()),
+        v(k.v.begin(), k.v.end());
+    for (const Segment& s : k.segs)
+      for (int64_t j = s.offset; j < s.offset + s.count; ++j) {
+        const double e = kAlpha * (w[j] - c[j]);
+        const double vn = kDelta * v[j] - kLr * s.lr_mult * (k.g[j] + kWd * s.decay_mult * w[j]);
+        w[j] = nesterov ? w[j] + (1 + kDelta) * vn - kDelta * v[j] - e : w[j] + vn - e;
+        v[j] = vn;
+        c[j] += e;
+      }
+    easgd_momentum_exchange(k.segs, k.w.data(), k.g.data(), k.v.data(), k.c.data(), kLr, kDelta,
+                            kWd, kAlpha, nesterov);
+    expect_near_all(k.w, w, nesterov ? "nesterov w" : "heavy-ball w");
+    expect_near_all(k.v, v, "v");
+    expect_near_all(k.c, c, "c");
+  }
+}
+
+TEST(ExchangeKernels, CentrePullAndScaledGradient) {
+  KernelCase k;
+  std::vector<double> c(k.c.begin(), k.c.end());
+  for (size_t j = 0; j < c.size(); ++j)
+    c[j] += kAlpha * (k.w[j] - c[j]);
+  easgd_centre_pull(k.c.data(), k.w.data(), kAlpha, static_cast<int64_t>(k.c.size()));
+  expect_near_all(k.c, c, "centre");
+
+  std::vector<double> g(k.g.begin(), k.g.end());
+  for (const Segment& s : k.segs)
+    for (int64_t j = s.offset; j < s.offset + s.count; ++j)
+      g[j] = kLr * s.lr_mult * (g[j] + kWd * s.decay_mult * k.w[j]);
+  scaled_gradient(k.segs, k.g.data(), k.w.data(), kLr, kWd);
+  expect_near_all(k.g, g, "scaled gradient");
+}
+
 class Deterministic : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
 TEST_P(Deterministic, SameSeedSameBits) {
