@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -543,6 +545,22 @@ Result<DataSplit> load_train_data(const TrainConfig& cfg, const SettingValues& v
   return load_data(cfg.data, dataset_kind, cfg.seed);
 }
 
+// Removes the checkpoint temporaries (checkpoint.bin.tmp.PID.RANDOM) that a killed run left in
+// `out`: those of processes that are gone.
+void remove_stale_temporaries(const fs::path& out) {
+  const std::string prefix = "checkpoint.bin.tmp.";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(out, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      std::error_code ignored;
+      fs::remove(e.path(), ignored);
+    }
+  }
+}
+
 // Creates --out and its files for this run: a fresh run's metrics.jsonl and config.json (the
 // earlier run's checkpoint and summary go, so that a run that fails leaves no results of
 // another beside its own); a resumed run's metrics.jsonl is appended to at the first evaluation
@@ -553,6 +571,7 @@ Status prepare_out(const TrainConfig& cfg, const json& config, const Checkpoint*
   std::error_code ec;
   fs::create_directories(out, ec);
   if (ec) return io_error("--out: cannot create " + cfg.out + ": " + ec.message());
+  remove_stale_temporaries(out);
   if (resume) {
     if (fs::exists(out / "metrics.jsonl", ec) &&
         !std::ofstream(out / "metrics.jsonl", std::ios::app))
