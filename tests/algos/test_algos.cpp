@@ -4,6 +4,7 @@
 // algorithm on a small problem with 2 and 4 groups.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -446,7 +447,9 @@ TEST(SyncEasgd, OneGroupRhoZeroWithMomentumEqualsMsgdBitForBit) {
 class ServeLog : public TrainObserver {
  public:
   void on_setup(Run& r) override { r.serve_log = &log; }
+  void on_eval(const EvalRecord& rec) override { steps = rec.group_steps; }
   std::vector<int> log;
+  std::vector<int64_t> steps;  // each group's, at the last evaluation
 };
 
 TEST(EasgdRoundRobin, ServesGroupsStrictlyInIdOrder) {
@@ -467,6 +470,26 @@ TEST(AsyncEasgd, ServesEveryExchangeOnceFirstComeFirstServed) {
   const TrainSummary s = run(c, &obs);
   EXPECT_EQ(obs.log.size(), 80u);  // the round's budget of 4 x 20 group-steps, each exchanging
   EXPECT_GE(s.staleness_mean, 0.0);
+  // Each group is served once per step it took...
+  ASSERT_EQ(obs.steps.size(), 4u);
+  for (int g = 0; g < 4; ++g)
+    EXPECT_EQ(std::count(obs.log.begin(), obs.log.end(), g), obs.steps[static_cast<size_t>(g)]);
+  // ...and in the order of the centre's versions: the k-th entry wrote version k, so a group's
+  // staleness at an exchange is the number of others served since its previous one. The run's
+  // staleness, recomputed from the order alone, must be the one the algorithm measured (a
+  // served order that is not the centre's order, or a group that does not read the centre it
+  // was served, gives other numbers).
+  std::vector<int64_t> read(4, 0);
+  int64_t sum = 0, most = 0;
+  for (size_t k = 0; k < obs.log.size(); ++k) {
+    const size_t g = static_cast<size_t>(obs.log[k]);
+    const int64_t st = static_cast<int64_t>(k) - read[g];
+    sum += st;
+    most = std::max(most, st);
+    read[g] = static_cast<int64_t>(k) + 1;
+  }
+  EXPECT_DOUBLE_EQ(s.staleness_mean, static_cast<double>(sum) / 80.0);
+  EXPECT_EQ(s.staleness_max, most);
 }
 
 // Every fake gradient is -1 with lr 1 and no decay, and the run starts from all-zero weights, so
