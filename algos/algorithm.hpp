@@ -77,6 +77,9 @@ struct Group {
   // Test and benchmark seam: when set, local_gradient() calls it instead of reading a batch and
   // stepping the net (it must fill diff).
   std::function<void(Group&)> fake_gradient;
+  // Test seam: when set, local_gradient() calls it first, at every step (tests raise a signal at
+  // a given step, or make one group stall).
+  std::function<void(Group&)> before_step;
   Buffer eval_images;  // one batch of test images, for the evaluator
   std::vector<int32_t> eval_labels;
 
@@ -87,7 +90,16 @@ struct Group {
   GroupTimes times;
   int64_t staleness_sum = 0, staleness_count = 0, staleness_max = 0;
   int64_t centre_read_version = 0;  // async: the centre version this group's weights came from
+  // Set by the trainer when the run stops early at step boundaries (single process): raised by
+  // local_gradient() at the group's first non-finite loss, whose step and value it records.
+  std::atomic<bool>* diverged = nullptr;
+  int64_t nonfinite_step = -1;  // the group's first step with a non-finite loss (-1: none)
+  double nonfinite_loss = 0;
+  std::string nonfinite_where;  // then, the first non-finite weight the step read (first_nonfinite)
 };
+
+// No stop decided (Run::stop_at).
+inline constexpr int64_t kNoStop = INT64_MAX;
 
 // The shared state of a run that algorithms work on. State that one algorithm alone needs (a
 // lock, a turn, a scratch arena, a staging buffer) is a member of that algorithm; what stays
@@ -120,6 +132,16 @@ struct Run {
   // updated by the device's kernels and exchanged over NCCL (device_resident algorithms on
   // --device cuda: the paper's Sync EASGD2). False on the CPU. Set by the trainer.
   bool resident = false;
+
+  // Ending a round early at the same step on every group (stop_here, claim_step). In one process
+  // the trainer points `interrupt` at the process's signal flag (non-zero: the signal asking the
+  // run to stop) and sets stop_lead; a group that sees a non-finite loss raises `diverged`.
+  // Group 0 decides, at a step boundary, stop_at = its steps + stop_lead, which is past every
+  // step another group can have begun without group 0 (sync algorithms meet every tau steps).
+  const std::atomic<int>* interrupt = nullptr;
+  std::atomic<bool> diverged{false};
+  std::atomic<int64_t> stop_at{kNoStop};
+  int64_t stop_lead = 2;
 
   int size() const { return static_cast<int>(groups.size()); }  // groups of this process
   int total_groups() const { return size() * ranks; }           // P in every formula
@@ -198,6 +220,19 @@ double local_gradient(Group& g);
 // An arena of n floats of `kind`, allocated (and zeroed) on g's own thread, so that device
 // memory lands on g's GPU.
 Result<Arena> arena_on(Group& g, int64_t n, MemKind kind);
+
+// Whether the run asks its groups to stop (a signal, a diverged group); cheap, per step.
+inline bool stop_wanted(const Run& run) {
+  return (run.interrupt != nullptr && run.interrupt->load(std::memory_order_relaxed) != 0) ||
+         run.diverged.load(std::memory_order_relaxed);
+}
+// The sync algorithms' check at the boundary before each step of group g: true when g must stop
+// there (every group stops at the same step, Run::stop_at); group 0 decides it.
+bool stop_here(Run& run, const Group& g);
+
+// The first non-finite value among `segs` of the host arena w, as "SEGMENT (element I)"; empty
+// when every value is finite. Scans the whole arena: called once divergence is seen.
+std::string first_nonfinite(std::span<const Segment> segs, const float* w);
 
 // Monotonic seconds.
 double now_seconds();

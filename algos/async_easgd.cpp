@@ -66,7 +66,8 @@ class AsyncEasgd final : public Algorithm {
         remote_exchange(run, g, lr, p.alpha_at(step));
       } else if ((step + 1) % p.tau == 0) {
         const double t0 = now_seconds();
-        std::unique_lock lock(centre_mu_);
+        std::unique_lock lock(centre_mu_, std::defer_lock);
+        lock_or_stall(lock, g, name());
         const double t1 = now_seconds();
         g.times.wait += t1 - t0;
         const int64_t v = run.centre_version.fetch_add(1, std::memory_order_relaxed);
@@ -151,7 +152,7 @@ class AsyncEasgd final : public Algorithm {
   bool momentum_;
   std::vector<std::vector<float>> request_, reply_;  // per local group, its thread only
   std::thread server_;                               // rank 0, across ranks
-  std::mutex centre_mu_;  // guards run.centre: this process's groups and the server thread
+  std::timed_mutex centre_mu_;  // guards run.centre: this process's groups and the server thread
 };
 
 }  // namespace

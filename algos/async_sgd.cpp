@@ -33,7 +33,8 @@ class AsyncSgd final : public Algorithm {
       local_gradient(g);
       const float lr = static_cast<float>(p.lr.at(g.steps.load(std::memory_order_relaxed)));
       const double t0 = now_seconds();
-      std::unique_lock lock(centre_mu_);
+      std::unique_lock lock(centre_mu_, std::defer_lock);
+      lock_or_stall(lock, g, name());
       const double t1 = now_seconds();
       g.times.wait += t1 - t0;
       if (momentum_)
@@ -74,8 +75,8 @@ class AsyncSgd final : public Algorithm {
 
  private:
   bool momentum_;
-  Arena centre_momentum_;  // async-msgd: the centre's momentum, beside run.centre
-  std::mutex centre_mu_;   // guards run.centre, centre_momentum_ and the version's order
+  Arena centre_momentum_;       // async-msgd: the centre's momentum, beside run.centre
+  std::timed_mutex centre_mu_;  // guards run.centre, centre_momentum_ and the version's order
 };
 
 }  // namespace

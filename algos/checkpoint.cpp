@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -11,13 +12,17 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <random>
 #include <type_traits>
 
 namespace easel {
 namespace {
 
-constexpr char kMagic[8] = {'E', 'A', 'S', 'E', 'L', 'C', 'K', '1'};
-constexpr size_t kHeader = sizeof kMagic + 2 * sizeof(uint64_t);
+constexpr char kMagic[8] = {'E', 'A', 'S', 'E', 'L', 'C', 'K', 'V'};
+constexpr char kMagicV1[8] = {'E', 'A', 'S', 'E', 'L', 'C', 'K', '1'};  // format 1: no version
+constexpr uint32_t kByteOrderMark = 0x01020304;
+constexpr size_t kHeaderV1 = sizeof kMagicV1 + 2 * sizeof(uint64_t);
+constexpr size_t kHeader = sizeof kMagic + 2 * sizeof(uint32_t) + 2 * sizeof(uint64_t);
 
 constexpr uint64_t kFnvStart = 0xcbf29ce484222325ull;
 
@@ -62,6 +67,8 @@ class Writer {
 
 std::string header(uint64_t n, uint64_t h) {
   std::string out(kMagic, sizeof kMagic);
+  out.append(reinterpret_cast<const char*>(&kCheckpointVersion), sizeof kCheckpointVersion);
+  out.append(reinterpret_cast<const char*>(&kByteOrderMark), sizeof kByteOrderMark);
   out.append(reinterpret_cast<const char*>(&n), sizeof n);
   out.append(reinterpret_cast<const char*>(&h), sizeof h);
   return out;
@@ -157,6 +164,7 @@ void encode_payload(const Checkpoint& ck, Writer& w) {
   w.num(ck.algo.turn);
   w.floats(ck.centre);
   w.floats(ck.algo.buffer);
+  w.num<int32_t>(ck.mid_round ? 1 : 0);
   w.num<uint64_t>(ck.groups.size());
   for (const GroupCheckpoint& g : ck.groups) {
     w.num(g.steps);
@@ -171,6 +179,8 @@ void encode_payload(const Checkpoint& ck, Writer& w) {
     w.num(g.staleness_sum);
     w.num(g.staleness_count);
     w.num(g.staleness_max);
+    w.num(g.loss_sum);
+    w.num(g.loss_count);
   }
 }
 
@@ -183,17 +193,69 @@ std::string encode_checkpoint(const Checkpoint& ck) {
   return header(w.bytes(), w.hash()) + payload;
 }
 
-Result<Checkpoint> decode_checkpoint(std::string_view bytes, const std::string& name) {
-  if (bytes.size() < kHeader || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
-    return data_error(name + ": not an easel checkpoint (no EASELCK1 header)");
+namespace {
+
+// The header's format version and payload (format 1 or 2), or why the file is not a checkpoint
+// this machine reads.
+Result<std::pair<uint32_t, std::string_view>> payload_of(std::string_view bytes,
+                                                         const std::string& name) {
+  uint32_t version = 1, mark = kByteOrderMark;
+  size_t head = kHeaderV1;
+  if (bytes.size() >= kHeader && std::memcmp(bytes.data(), kMagic, sizeof kMagic) == 0) {
+    std::memcpy(&version, bytes.data() + sizeof kMagic, sizeof version);
+    std::memcpy(&mark, bytes.data() + sizeof kMagic + sizeof version, sizeof mark);
+    head = kHeader;
+  } else if (bytes.size() < kHeaderV1 ||
+             std::memcmp(bytes.data(), kMagicV1, sizeof kMagicV1) != 0) {
+    return data_error(name + ": not an easel checkpoint (no EASELCKV or EASELCK1 header)");
+  } else if (std::endian::native != std::endian::little) {
+    mark = 0;  // format 1 is little-endian
+  }
+  if (mark != kByteOrderMark)
+    return data_error(name + ": written on a machine of the other byte order (this one reads " +
+                      (std::endian::native == std::endian::little ? "little" : "big") +
+                      "-endian checkpoints)");
+  if (version < 1 || version > kCheckpointVersion)
+    return data_error(name + ": checkpoint format " + std::to_string(version) +
+                      " (this easel reads formats 1 to " + std::to_string(kCheckpointVersion) +
+                      ")");
   uint64_t n = 0, h = 0;
-  std::memcpy(&n, bytes.data() + sizeof kMagic, sizeof n);
-  std::memcpy(&h, bytes.data() + sizeof kMagic + sizeof n, sizeof h);
-  const std::string_view payload = bytes.substr(kHeader);
+  std::memcpy(&n, bytes.data() + head - 2 * sizeof n, sizeof n);
+  std::memcpy(&h, bytes.data() + head - sizeof h, sizeof h);
+  const std::string_view payload = bytes.substr(head);
   if (payload.size() != n)
     return data_error(name + ": truncated or padded (header says " + std::to_string(n) +
                       " payload bytes, the file has " + std::to_string(payload.size()) + ")");
   if (fnv1a(payload) != h) return data_error(name + ": corrupted (checksum mismatch)");
+  return std::make_pair(version, payload);
+}
+
+GroupCheckpoint decode_group(Reader& r, uint32_t version) {
+  GroupCheckpoint g;
+  g.steps = r.num<int64_t>("group steps");
+  g.weights = r.floats("group weights");
+  g.momentum = r.floats("group momentum");
+  g.stream.epoch = r.num<int64_t>("data position");
+  g.stream.cursor = r.num<int64_t>("data position");
+  for (uint64_t& x : g.stream.rng)
+    x = r.num<uint64_t>("data position");
+  g.centre_read_version = r.num<int64_t>("group centre version");
+  g.times = get_times(r);
+  g.staleness_sum = r.num<int64_t>("staleness");
+  g.staleness_count = r.num<int64_t>("staleness");
+  g.staleness_max = r.num<int64_t>("staleness");
+  if (version >= 2) {
+    g.loss_sum = r.num<double>("group loss");
+    g.loss_count = r.num<int64_t>("group loss");
+  }
+  return g;
+}
+
+}  // namespace
+
+Result<Checkpoint> decode_checkpoint(std::string_view bytes, const std::string& name) {
+  EASEL_ASSIGN_OR_RETURN(auto found, payload_of(bytes, name));
+  const auto [version, payload] = found;
   Reader r(payload);
   Checkpoint ck;
   ck.identity = r.str("identity");
@@ -209,23 +271,10 @@ Result<Checkpoint> decode_checkpoint(std::string_view bytes, const std::string& 
   ck.algo.turn = r.num<int32_t>("turn");
   ck.centre = r.floats("centre");
   ck.algo.buffer = r.floats("algorithm buffer");
+  if (version >= 2) ck.mid_round = r.num<int32_t>("mid-round mark") != 0;
   const uint64_t groups = r.count("groups", 8 * sizeof(int64_t));
-  for (uint64_t i = 0; i < groups && r.ok(); ++i) {
-    GroupCheckpoint g;
-    g.steps = r.num<int64_t>("group steps");
-    g.weights = r.floats("group weights");
-    g.momentum = r.floats("group momentum");
-    g.stream.epoch = r.num<int64_t>("data position");
-    g.stream.cursor = r.num<int64_t>("data position");
-    for (uint64_t& x : g.stream.rng)
-      x = r.num<uint64_t>("data position");
-    g.centre_read_version = r.num<int64_t>("group centre version");
-    g.times = get_times(r);
-    g.staleness_sum = r.num<int64_t>("staleness");
-    g.staleness_count = r.num<int64_t>("staleness");
-    g.staleness_max = r.num<int64_t>("staleness");
-    ck.groups.push_back(std::move(g));
-  }
+  for (uint64_t i = 0; i < groups && r.ok(); ++i)
+    ck.groups.push_back(decode_group(r, version));
   if (!r.ok()) return data_error(name + ": truncated at the " + r.bad() + " field");
   if (r.left() != 0)
     return data_error(name + ": " + std::to_string(r.left()) + " bytes after the last field");
@@ -234,9 +283,23 @@ Result<Checkpoint> decode_checkpoint(std::string_view bytes, const std::string& 
   return ck;
 }
 
+namespace {
+
+// A temporary name beside `path` that no other writer (another process, another run in the
+// same --out) takes: path.tmp.PID.RANDOM.
+std::string temporary_name(const std::string& path) {
+  std::random_device rd;
+  const uint64_t r = (uint64_t{rd()} << 32) ^ rd();
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(r));
+  return path + ".tmp." + std::to_string(::getpid()) + "." + buf;
+}
+
+}  // namespace
+
 Status write_checkpoint(const std::string& path, const Checkpoint& ck) {
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  const std::string tmp = temporary_name(path);
+  std::FILE* f = std::fopen(tmp.c_str(), "wbx");  // never an existing file
   if (f == nullptr) return io_error("cannot write " + tmp + ": " + std::strerror(errno));
   // The payload streams to the file after a header of zeros; the header is written last.
   bool wrote = std::fwrite(header(0, 0).data(), 1, kHeader, f) == kHeader;
@@ -255,7 +318,10 @@ Status write_checkpoint(const std::string& path, const Checkpoint& ck) {
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec) return io_error("cannot rename " + tmp + " to " + path + ": " + ec.message());
+  if (ec) {
+    std::remove(tmp.c_str());  // the previous checkpoint, if any, stays
+    return io_error("cannot rename " + tmp + " to " + path + ": " + ec.message());
+  }
   // The rename itself reaches the disk with the directory.
   const std::string dir = std::filesystem::path(path).parent_path().string();
   const int d = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
@@ -307,6 +373,8 @@ Status restore_run(const Checkpoint& ck, const std::string& identity, const Algo
     g.staleness_sum = c.staleness_sum;
     g.staleness_count = c.staleness_count;
     g.staleness_max = c.staleness_max;
+    g.loss_sum = ck.mid_round ? c.loss_sum : 0;  // a cut round goes on with its sums
+    g.loss_count = ck.mid_round ? c.loss_count : 0;
   }
   // Every round gives the groups iterations x P steps in all (each group its share in the sync
   // algorithms). The algorithm checks its own state (e.g. easgd-rr's turn) in restore_state.
@@ -348,6 +416,8 @@ Checkpoint capture_run(Run& run, Algorithm& algo, const std::string& identity) {
     c.staleness_sum = g.staleness_sum;
     c.staleness_count = g.staleness_count;
     c.staleness_max = g.staleness_max;
+    c.loss_sum = g.loss_sum;
+    c.loss_count = g.loss_count;
     ck.groups.push_back(std::move(c));
   }
   return ck;

@@ -3,11 +3,15 @@
 // `easel train` writes one to --out after every evaluation (checkpoint.bin) and continues from
 // it with --resume (docs/DESIGN.md, "Checkpoints").
 //
-// File format (little-endian): the magic "EASELCK1", a u64 payload length, the payload's
-// 64-bit FNV-1a hash, then the payload: the fields below in order, each number as its bytes,
-// each string and vector as a u64 count then its elements. Reading checks the magic, the
-// length, the hash and every count against the bytes left, so a truncated or corrupted file
-// gives one error naming it, never a huge allocation.
+// File format (version 2): the magic "EASELCKV", a u32 format version (2), a u32 byte-order
+// mark 0x01020304, a u64 payload length, the payload's 64-bit FNV-1a hash, then the payload:
+// the fields below in order, each number as its bytes in the writer's byte order (which the
+// mark states: a file from a machine of the other byte order is refused, naming it), each
+// string and vector as a u64 count then its elements. Reading checks the magic, the version,
+// the mark, the length, the hash and every count against the bytes left, so a truncated or
+// corrupted file gives one error naming it, never a huge allocation. Files of format 1 (the
+// magic "EASELCK1", no version or mark, little-endian; no mid-round fields) are still read on
+// little-endian machines: they were written at evaluations.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +32,14 @@ struct GroupCheckpoint {
   int64_t centre_read_version = 0;
   GroupTimes times;
   int64_t staleness_sum = 0, staleness_count = 0, staleness_max = 0;
+  // The train loss summed over the round so far (format 2; the round goes on from it when the
+  // checkpoint was taken mid-round).
+  double loss_sum = 0;
+  int64_t loss_count = 0;
 };
+
+// The format encode_checkpoint writes; decode_checkpoint reads it and format 1.
+inline constexpr uint32_t kCheckpointVersion = 2;
 
 // In a checkpoint's identity, what precedes TrainConfig::settings (when it is set).
 inline constexpr const char* kSettingsMark = "; settings ";
@@ -43,6 +54,9 @@ struct Checkpoint {
   double best_accuracy = 0;
   double time_to_target_seconds = -1;  // < 0: not reached
   int64_t images_before_round = 0;     // images at the last evaluation (for images/s)
+  // Taken when a round was cut short (a signal): iterations_done is not an evaluation's, the
+  // groups' loss sums continue and the next evaluation is the one the round would have had.
+  bool mid_round = false;
   int64_t centre_version = 0;
   std::vector<float> centre;  // empty when the algorithm has none
   // The algorithm's own state (Algorithm::save_state): in the file, its turn after
@@ -56,8 +70,9 @@ std::string encode_checkpoint(const Checkpoint& ck);
 // `name` (the file) prefixes every error.
 Result<Checkpoint> decode_checkpoint(std::string_view bytes, const std::string& name);
 
-// Writes atomically: a temporary file beside `path`, flushed, then renamed over it, so that a
-// run killed while writing leaves the previous checkpoint whole.
+// Writes atomically: a temporary file beside `path` with a name of its own (path.tmp.PID.RANDOM),
+// flushed, then renamed over it, so that a run killed while writing (kill -9 included) leaves
+// the previous checkpoint whole; the temporary is removed when the write or the rename fails.
 Status write_checkpoint(const std::string& path, const Checkpoint& ck);
 Result<Checkpoint> read_checkpoint(const std::string& path);
 

@@ -2,8 +2,10 @@
 // master serves ONE group at a time in strict round-robin order of group id:
 //   group:  W^i <- W^i - eta*dW^i - alpha*(W^i - Wc);   master: Wc <- Wc + alpha*(W^i - Wc)
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <string>
 
 #include "algos/exchange.hpp"
 #include "algos/list.hpp"
@@ -21,6 +23,7 @@ class EasgdRoundRobin final : public Algorithm {
   void run_round(Run& run, Group& g, int64_t iterations) override {
     const AlgoParams& p = run.params;
     for (int64_t i = 0; i < iterations; ++i) {
+      if (stop_here(run, g)) break;  // every group at the same step
       local_gradient(g);
       const int64_t step = g.steps.load(std::memory_order_relaxed);
       const float lr = static_cast<float>(p.lr.at(step));
@@ -28,7 +31,7 @@ class EasgdRoundRobin final : public Algorithm {
         std::unique_lock lock(turn_mu_);
         {
           ScopedTimer t(&g.times.wait);
-          turn_cv_.wait(lock, [&] { return turn_.load() == g.id; });
+          wait_turn(lock, g);
         }
         {
           ScopedTimer t(&g.times.comm);
@@ -60,6 +63,21 @@ class EasgdRoundRobin final : public Algorithm {
   }
 
  private:
+  // Waits (holding turn_mu_ through `lock`) for g's turn; a stall after the stall timeout.
+  void wait_turn(std::unique_lock<std::mutex>& lock, const Group& g) {
+    const double limit = stall_timeout_seconds();
+    const double t0 = now_seconds();
+    while (turn_.load() != g.id) {
+      throw_if_stalled();
+      const double waited = now_seconds() - t0;
+      if (waited >= limit)
+        stalled("group " + std::to_string(g.id) + " waited " + std::to_string(waited) +
+                " s for its turn at the centre (easgd-rr: it is group " +
+                std::to_string(turn_.load()) + "'s turn; EASEL_STALL_TIMEOUT)");
+      turn_cv_.wait_for(lock, std::chrono::milliseconds(100));
+    }
+  }
+
   std::atomic<int> turn_{0};  // whose turn it is (a group id); guarded by turn_mu_ for waiters
   std::mutex turn_mu_;
   std::condition_variable turn_cv_;

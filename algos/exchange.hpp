@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -76,10 +78,15 @@ void for_each_message(const Run& run, Fn fn) {
   }
 }
 
-// Async algorithms: claims one group-step from the round's shared budget.
-inline bool claim_step(Run& run) {
-  return run.budget.fetch_sub(1, std::memory_order_relaxed) > 0;
-}
+// Locks a centre lock for group g, giving up as a stall (engine/worker.hpp) after the stall
+// timeout, naming g, the lock and its algorithm.
+void lock_or_stall(std::unique_lock<std::timed_mutex>& lock, const Group& g,
+                   const std::string& algo);
+
+// Async algorithms: claims one group-step from the round's shared budget. When the run stops
+// early (stop_wanted) the budget is drained to what completes the round's group-steps to a
+// multiple of the groups (fewer than P more), so that the run's iterations stay whole.
+bool claim_step(Run& run);
 
 }  // namespace easel
 

@@ -1,6 +1,8 @@
 #include <chrono>
+#include <cmath>
 
 #include "algos/algorithm.hpp"
+#include "algos/exchange.hpp"
 
 namespace easel {
 
@@ -10,6 +12,7 @@ double now_seconds() {
 }
 
 double local_gradient(Group& g) {
+  if (g.before_step) g.before_step(g);
   const double t0 = now_seconds();
   if (g.fake_gradient) {
     g.fake_gradient(g);
@@ -40,8 +43,55 @@ double local_gradient(Group& g) {
   }
   g.loss_sum += st.loss;
   g.loss_count += 1;
+  if (!std::isfinite(st.loss) && g.nonfinite_step < 0) {  // the run stops at this step
+    g.nonfinite_step = g.steps.load(std::memory_order_relaxed);
+    g.nonfinite_loss = st.loss;
+    if (g.weights.kind() != MemKind::device)  // the weights this step read (not yet updated)
+      g.nonfinite_where = first_nonfinite(g.net->params().segments(), g.weights.data());
+    if (g.diverged) g.diverged->store(true, std::memory_order_relaxed);
+  }
   g.times.compute += now_seconds() - t0;
   return st.loss;
+}
+
+std::string first_nonfinite(std::span<const Segment> segs, const float* w) {
+  for (const Segment& s : segs)
+    for (int64_t i = 0; i < s.count; ++i)
+      if (!std::isfinite(w[s.offset + i])) return s.name + " (element " + std::to_string(i) + ")";
+  return {};
+}
+
+bool stop_here(Run& run, const Group& g) {
+  const int64_t s = g.steps.load(std::memory_order_relaxed);
+  int64_t at = run.stop_at.load(std::memory_order_acquire);
+  if (at == kNoStop && g.id == 0 && stop_wanted(run)) {
+    run.stop_at.compare_exchange_strong(at, s + run.stop_lead, std::memory_order_acq_rel);
+    at = run.stop_at.load(std::memory_order_acquire);
+  }
+  return s >= at;
+}
+
+void lock_or_stall(std::unique_lock<std::timed_mutex>& lock, const Group& g,
+                   const std::string& algo) {
+  const double limit = stall_timeout_seconds();
+  const double t0 = now_seconds();
+  while (!lock.try_lock_for(std::chrono::milliseconds(100))) {
+    throw_if_stalled();
+    const double waited = now_seconds() - t0;
+    if (waited >= limit)
+      stalled("group " + std::to_string(g.global_id) + " waited " + std::to_string(waited) +
+              " s for the centre lock (" + algo + "; EASEL_STALL_TIMEOUT)");
+  }
+}
+
+bool claim_step(Run& run) {
+  if (stop_wanted(run)) {
+    const int64_t p = run.size();
+    int64_t b = run.budget.load(std::memory_order_relaxed);
+    while (b >= p && !run.budget.compare_exchange_weak(b, b % p, std::memory_order_relaxed)) {
+    }
+  }
+  return run.budget.fetch_sub(1, std::memory_order_relaxed) > 0;
 }
 
 Status expect_no_state(const AlgoState& s, const std::string& algo) {

@@ -29,6 +29,24 @@ enum GroupRow : int {
 
 }  // namespace
 
+const char* stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::completed:
+      return "completed";
+    case StopReason::target:
+      return "target";
+    case StopReason::interrupted:
+      return "interrupted";
+    case StopReason::diverged:
+      return "diverged";
+    case StopReason::stalled:
+      return "stalled";
+    case StopReason::requested:
+      return "requested";
+  }
+  return "completed";
+}
+
 std::vector<double> gather_rows(const TrainRun& t, const std::vector<EvalStats>& eval_part) {
   std::vector<double> rows(static_cast<size_t>(t.local * kRowSize));
   for (int i = 0; i < t.local; ++i) {

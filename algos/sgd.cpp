@@ -18,6 +18,7 @@ class Sgd final : public Algorithm {
   void run_round(Run& run, Group& g, int64_t iterations) override {
     const AlgoParams& p = run.params;
     for (int64_t i = 0; i < iterations; ++i) {
+      if (stop_here(run, g)) break;  // every group at the same step
       local_gradient(g);
       const double t0 = now_seconds();
       const int64_t it = g.steps.load(std::memory_order_relaxed);

@@ -70,6 +70,7 @@ class SyncEasgd final : public Algorithm {
   void run_round(Run& run, Group& g, int64_t iterations) override {
     const AlgoParams& p = run.params;
     for (int64_t i = 0; i < iterations; ++i) {
+      if (stop_here(run, g)) break;  // every group at the same step
       const int64_t step = g.steps.load(std::memory_order_relaxed);
       const bool exchanging = (step + 1) % p.tau == 0;
       if (fast_ && exchanging) fast_->publish(run, g);  // its weights for this exchange are final

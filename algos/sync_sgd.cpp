@@ -20,6 +20,7 @@ class SyncSgd final : public Algorithm {
     const AlgoParams& p = run.params;
     const float inv_p = 1.f / static_cast<float>(run.total_groups());
     for (int64_t i = 0; i < iterations; ++i) {
+      if (stop_here(run, g)) break;  // every group at the same step
       local_gradient(g);
       timed_collective(run, g, [&] {
         for_each_message(run, [&](int64_t off, int64_t n) {

@@ -1,6 +1,8 @@
 // The loop of train(): rounds of training, each followed by an evaluation, the round's record
 // and a checkpoint.
 #include <algorithm>
+#include <atomic>
+#include <cmath>
 
 #include "algos/groups.hpp"
 #include "algos/train_run.hpp"
@@ -18,12 +20,15 @@ int64_t steps_so_far(const Run& run) {
   return s;
 }
 
-// Every group runs k iterations of the algorithm on its own thread; the observer hears of the
-// progress meanwhile. Returns the round's seconds (every rank's round is over).
-double train_round(TrainRun& t, int64_t k) {
+// Every group runs up to k iterations of the algorithm on its own thread (fresh: the round's loss
+// sums start at zero; else they go on, after a checkpoint taken mid-round); the observer hears of
+// the progress meanwhile. Returns the iterations the round did: k, or fewer when the run stopped
+// early (Run::stop_at, the drained budget); *seconds: the round's (every rank's round is over).
+int64_t train_round(TrainRun& t, int64_t k, bool fresh, double* seconds) {
   Run& run = t.run;
   run.budget.store(k * t.local);
   for (auto& g : run.groups) {
+    if (!fresh) break;
     g->loss_sum = 0;
     g->loss_count = 0;
   }
@@ -34,7 +39,10 @@ double train_round(TrainRun& t, int64_t k) {
       run,
       [&](Group& g) {
         const double q0 = thread_runqueue_seconds();
-        t.algo->run_round(run, g, k);
+        try {
+          t.algo->run_round(run, g, k);
+        } catch (const Stalled&) {  // recorded (first_stall); the round is over for g
+        }
         g.device->synchronize();  // between rounds every buffer is settled
         const double q1 = q0 >= 0 ? thread_runqueue_seconds() : -1;
         if (q1 >= q0) g.times.preempted += q1 - q0;
@@ -49,7 +57,53 @@ double train_round(TrainRun& t, int64_t k) {
                               0, ips);
       });
   if (t.world) t.world->barrier(t.rank);  // every rank's round is over (async: none in flight)
-  return now_seconds() - r0;
+  *seconds = now_seconds() - r0;
+  if (stall_declared()) return 0;  // the groups stopped where they were
+  const int64_t group_steps = steps_so_far(run) - steps_before;
+  EASEL_CHECK_MSG(group_steps % t.local == 0, "a round's group-steps are not whole iterations");
+  return group_steps / t.local;
+}
+
+// The first non-finite value in group g's weights (a host arena), as "group G's SEGMENT (element
+// I)"; empty when every weight is finite.
+std::string nonfinite_in(const Run& run, const Group& g) {
+  const std::string w = first_nonfinite(run.segments(), g.weights.data());
+  return w.empty() ? w : "group " + std::to_string(g.global_id) + "'s " + w;
+}
+
+// The first non-finite weight of this process's groups, `first`'s before the others'; empty when
+// every weight is finite (or the weights live on GPUs, where the loss alone is checked).
+std::string nonfinite_weights(const TrainRun& t, const Group* first = nullptr) {
+  if (t.run.resident) return {};
+  if (first)
+    if (std::string w = nonfinite_in(t.run, *first); !w.empty()) return w;
+  for (const auto& g : t.run.groups)
+    if (std::string w = nonfinite_in(t.run, *g); !w.empty()) return w;
+  return {};
+}
+
+// Stops the run as diverged at `done` iterations: names the first step with a non-finite loss,
+// its group and the first layer whose weights are no longer finite.
+void stop_diverged(TrainRun& t, TrainSummary& sum, int64_t done) {
+  const Group* first = nullptr;
+  for (const auto& g : t.run.groups)
+    if (g->nonfinite_step >= 0 && (!first || g->nonfinite_step < first->nonfinite_step))
+      first = g.get();
+  const std::string where = first && !first->nonfinite_where.empty()
+                                ? "group " + std::to_string(first->global_id) + "'s " +
+                                      first->nonfinite_where + " (at that step)"
+                                : nonfinite_weights(t, first);
+  std::string m = "training diverged";
+  if (first)
+    m += " at step " + std::to_string(first->nonfinite_step + 1) + ": group " +
+         std::to_string(first->global_id) + "'s train loss is " +
+         std::to_string(first->nonfinite_loss);
+  m += where.empty() ? std::string("; the weights are finite")
+                     : "; first non-finite weight in " + where;
+  m += " (lower --lr; the last good checkpoint, if any, is kept)";
+  sum.stopped = StopReason::diverged;
+  sum.stop_message = m;
+  sum.steps = done;
 }
 
 // The evaluated model on `test`, this process's groups' shares of it.
@@ -71,8 +125,9 @@ std::vector<EvalStats> evaluate_model(TrainRun& t, const Dataset& test) {
 // Hands the observer a checkpoint after `done` iterations. A failed write (disk full, --out
 // removed) leaves the last good checkpoint; training goes on.
 void checkpoint(TrainRun& t, const TrainSummary& sum, int64_t done, double wall_seconds,
-                int64_t last_images) {
+                int64_t last_images, bool mid_round = false) {
   Checkpoint ck = capture_run(t.run, *t.algo, t.identity);
+  ck.mid_round = mid_round;
   ck.iterations_done = done;
   ck.total_iterations = t.total;
   ck.wall_seconds = wall_seconds;
@@ -86,14 +141,32 @@ void checkpoint(TrainRun& t, const TrainSummary& sum, int64_t done, double wall_
                            " (the previous one, if any, is still whole)");
 }
 
+// The first evaluation after `done` iterations: rounds end at multiples of eval_every (a round
+// cut short by a signal goes on to its own end after --resume).
+int64_t next_evaluation(int64_t done, int64_t eval_every) {
+  return (done / eval_every + 1) * eval_every;
+}
+
+// Single process: the signal flag and the divergence check reach the groups' steps.
+void arm_early_stop(TrainRun& t, const std::atomic<int>* flag) {
+  if (t.world) return;  // across ranks: at evaluations only, where the ranks meet
+  Run& run = t.run;
+  run.interrupt = flag;
+  run.stop_lead = std::max<int64_t>(2, static_cast<int64_t>(run.params.tau) + 1);
+  for (auto& g : run.groups)
+    g->diverged = &run.diverged;
+}
+
 }  // namespace
 
 Status run_rounds(TrainRun& t, const Dataset& test, const Checkpoint* resume, TrainSummary& sum) {
   double t0 = now_seconds();
   int64_t done = 0, last_images = 0;
-  if (resume) {  // checked by restore_from
+  bool fresh = true;  // the next round's loss sums start at zero
+  if (resume) {       // checked by restore_from
     done = resume->iterations_done;
     last_images = resume->images_before_round;
+    fresh = !resume->mid_round;
     t0 -= resume->wall_seconds;
     sum.train_seconds = resume->train_seconds;
     sum.eval_seconds = resume->eval_seconds;
@@ -102,11 +175,37 @@ Status run_rounds(TrainRun& t, const Dataset& test, const Checkpoint* resume, Tr
       sum.time_to_target_seconds = resume->time_to_target_seconds;
   }
   const bool checkpoints = !t.world && t.report->wants_checkpoints();
+  const std::atomic<int>* flag = t.rank == 0 ? t.report->stop_flag() : nullptr;
+  const auto signalled = [&] { return flag ? flag->load() : 0; };
+  arm_early_stop(t, flag);
+  clear_stall();
   while (done < t.total) {
-    const int64_t k = std::min(t.eval_every, t.total - done);
-    const double round_seconds = train_round(t, k);
+    const int64_t k = std::min(next_evaluation(done, t.eval_every), t.total) - done;
+    double round_seconds = 0;
+    const int64_t did = train_round(t, k, fresh, &round_seconds);
+    fresh = true;
     sum.train_seconds += round_seconds;
-    done += k;
+    done += did;
+    if (stall_declared()) {  // the groups are not at one step: no checkpoint of them
+      sum.stopped = StopReason::stalled;
+      sum.stop_message = first_stall() + "; the run stopped without a checkpoint of this round (" +
+                         (done > 0 && checkpoints
+                              ? "the last good one, at step " + std::to_string(done) + ", is kept)"
+                              : std::string("there is none before it)"));
+      sum.steps = done;
+      break;
+    }
+    if (t.run.diverged.load()) {  // single process: a step's loss (no checkpoint of it)
+      stop_diverged(t, sum, done);
+      break;
+    }
+    if (did < k) {  // a signal ended the round early, at the same step on every group
+      if (checkpoints) checkpoint(t, sum, done, now_seconds() - t0, last_images, true);
+      sum.stopped = StopReason::interrupted;
+      sum.stop_signal = signalled();
+      sum.steps = done;
+      break;
+    }
 
     const double e0 = now_seconds();
     const std::vector<double> rows = gather_rows(t, evaluate_model(t, test));
@@ -123,6 +222,10 @@ Status run_rounds(TrainRun& t, const Dataset& test, const Checkpoint* resume, Tr
       last_images = rec.images;
       t.report->on_eval(rec);
       decision = add_round(sum, rec, t.cfg.target_accuracy);
+      if (decision == Decision::go_on && !t.world && !nonfinite_weights(t).empty())
+        decision = Decision::diverged;
+      if (decision == Decision::go_on && done < t.total && signalled() != 0)
+        decision = Decision::interrupted;
       if (decision == Decision::go_on && t.report->should_stop()) decision = Decision::stopped;
     } else {
       sum.eval_seconds += now_seconds() - e0;
@@ -131,12 +234,28 @@ Status run_rounds(TrainRun& t, const Dataset& test, const Checkpoint* resume, Tr
     if (checkpoints && decision != Decision::diverged)
       checkpoint(t, sum, done, rec.wall_seconds, last_images);
     if (t.world) t.world->broadcast_bytes(&decision, sizeof decision, 0);
-    if (decision == Decision::target || decision == Decision::stopped) break;
-    if (decision == Decision::diverged)
-      return internal_error(
-          t.rank == 0 ? "training diverged: train loss is " + std::to_string(rec.train_loss) +
-                            " at step " + std::to_string(rec.step) + " (lower --lr)"
-                      : std::string("training diverged (rank 0 saw a non-finite train loss)"));
+    if (decision == Decision::target) {
+      sum.stopped = StopReason::target;
+      break;
+    }
+    if (decision == Decision::stopped) {
+      sum.stopped = StopReason::requested;
+      break;
+    }
+    if (decision == Decision::interrupted) {
+      sum.stopped = StopReason::interrupted;
+      sum.stop_signal = signalled();
+      break;
+    }
+    if (decision == Decision::diverged) {
+      stop_diverged(t, sum, done);
+      if (t.rank == 0 && !std::isfinite(rec.train_loss))
+        sum.stop_message = "training diverged: train loss is " + std::to_string(rec.train_loss) +
+                           " at step " + std::to_string(rec.step) +
+                           " (lower --lr; the last good checkpoint, if any, is kept)";
+      if (t.rank != 0) sum.stop_message = "training diverged (rank 0 saw a non-finite value)";
+      break;
+    }
   }
   sum.wall_seconds = now_seconds() - t0;
   return {};

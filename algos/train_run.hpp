@@ -75,7 +75,9 @@ void describe_run(TrainRun& t, RunInfo& info);
 
 // Trains from the start (or from `resume`) to cfg's end or its target: rounds of eval_every
 // iterations, each followed by an evaluation on `test`, its record and, single-process, a
-// checkpoint. Fills sum's per-round fields. Fails when the training diverges.
+// checkpoint. Fills sum's per-round fields and how the run stopped (sum.stopped): at its end, its
+// target, a signal (the observer's stop_flag: every group ends its step, the checkpoint is taken
+// there) or a non-finite loss or weight (named; no checkpoint of it).
 Status run_rounds(TrainRun& t, const Dataset& test, const Checkpoint* resume, TrainSummary& sum);
 
 // ---- the round's statistics (round_stats.cpp) ----
@@ -86,7 +88,7 @@ std::vector<double> gather_rows(const TrainRun& t, const std::vector<EvalStats>&
 // The round's record from all P rows (rank 0), timings aside.
 EvalRecord make_record(const TrainRun& t, const std::vector<double>& rows);
 // How a round ends the run.
-enum class Decision : int32_t { go_on = 0, target = 1, diverged = 2, stopped = 3 };
+enum class Decision : int32_t { go_on = 0, target = 1, diverged = 2, interrupted = 3, stopped = 4 };
 // Takes the round's record into the summary; whether the run reached its target or diverged.
 Decision add_round(TrainSummary& sum, const EvalRecord& rec, double target_accuracy);
 // The run's totals and shares, and the final weights (before the algorithm is finished).

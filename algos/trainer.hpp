@@ -3,6 +3,7 @@
 // Algorithm in rounds, evaluating the model it names on the test set after each round.
 #pragma once
 
+#include <atomic>
 #include <optional>
 #include <span>
 #include <string>
@@ -43,8 +44,20 @@ struct EvalRecord {
   int64_t staleness_max = 0;
 };
 
+// How a run ended: summary.json's "stopped". completed: its last iteration; target: at
+// --target-accuracy; interrupted: a signal (stop_signal) stopped every group at one step and a
+// checkpoint was handed over; diverged: a non-finite loss or weight (no checkpoint of it; the
+// last good one stays); stalled: a group waited past the stall timeout (the same).
+// How a run ended (summary.json's "stopped"); requested: the observer asked it to stop
+// (should_stop, an embedding program's callback), which the CLI never does.
+enum class StopReason { completed, target, interrupted, diverged, stalled, requested };
+const char* stop_reason_name(StopReason r);
+
 struct TrainSummary {
   RunInfo info;
+  StopReason stopped = StopReason::completed;
+  int stop_signal = 0;       // interrupted: the signal's number
+  std::string stop_message;  // diverged, stalled: what happened, where (one line)
   double test_accuracy = 0, test_loss = 0;
   double best_accuracy = 0;
   double epochs = 0;
@@ -89,6 +102,11 @@ class TrainObserver {
   }
   // Asked after each evaluation and its checkpoint (rank 0): true ends the run there.
   virtual bool should_stop() { return false; }
+  // A flag that turns non-zero (the signal's number) when the run must stop: every group ends
+  // its current step, the checkpoint is handed over and train() returns an interrupted summary.
+  // Read at step boundaries in one process, at evaluations across MPI ranks (rank 0's). Null:
+  // none.
+  virtual const std::atomic<int>* stop_flag() const { return nullptr; }
 };
 
 // The worker-group plan for cfg on topo: the user's request, except that a one-group

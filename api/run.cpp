@@ -145,8 +145,12 @@ Status Run::train(const Config& config, Data& data) {
   try {
     auto result = ::easel::train(cfg, data.impl().split, &obs);
     if (!result.ok()) return from_internal(result.status());
+    // A run that diverged or stalled ended with a summary (the CLI writes it); here it is the
+    // failure it was before, with its message.
+    if (result->stopped == StopReason::diverged || result->stopped == StopReason::stalled)
+      return {Code::internal, result->stop_message};
     fill_summary(*result, summary_);
-    summary_.stopped = stop_.load() && summary_.steps < obs.total();
+    summary_.stopped = result->stopped == StopReason::requested;
     weights_ = std::move(result->final_weights);
   } catch (const std::exception& e) {  // nothing crosses the API
     return {Code::internal, std::string("training failed: ") + e.what()};

@@ -4,8 +4,10 @@
 #include <omp.h>
 #include <sched.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <system_error>
@@ -28,7 +30,72 @@ std::string list_string(const std::vector<int>& cpus) {
   return s;
 }
 
+struct StallState {
+  std::mutex mu;
+  std::string first;  // guarded by mu
+  std::atomic<bool> declared{false};
+  std::atomic<double> timeout{0};  // 0: not read yet
+};
+
+StallState& stall_state() {
+  static StallState s;
+  return s;
+}
+
 }  // namespace
+
+double stall_timeout_seconds() {
+  StallState& s = stall_state();
+  double t = s.timeout.load(std::memory_order_relaxed);
+  if (t > 0) return t;
+  t = 300;
+  if (const char* env = std::getenv("EASEL_STALL_TIMEOUT")) {
+    char* end = nullptr;
+    const double v = std::strtod(env, &end);
+    if (end != env && *end == '\0' && v > 0)
+      t = v;
+    else
+      log_warn("worker", std::string("EASEL_STALL_TIMEOUT=") + env +
+                             ": not a positive number of seconds; the stall timeout is 300 s");
+  }
+  s.timeout.store(t, std::memory_order_relaxed);
+  return t;
+}
+
+void set_stall_timeout_seconds(double seconds) {
+  stall_state().timeout.store(seconds, std::memory_order_relaxed);
+}
+
+void stalled(const std::string& what) {
+  StallState& s = stall_state();
+  {
+    std::lock_guard lock(s.mu);
+    if (s.first.empty()) s.first = what;
+  }
+  s.declared.store(true, std::memory_order_release);
+  throw Stalled(what);
+}
+
+bool stall_declared() {
+  return stall_state().declared.load(std::memory_order_acquire);
+}
+
+std::string first_stall() {
+  StallState& s = stall_state();
+  std::lock_guard lock(s.mu);
+  return s.first;
+}
+
+void clear_stall() {
+  StallState& s = stall_state();
+  std::lock_guard lock(s.mu);
+  s.first.clear();
+  s.declared.store(false, std::memory_order_release);
+}
+
+void throw_if_stalled() {
+  if (stall_declared()) throw Stalled(first_stall());
+}
 
 bool pin_current_thread(const std::vector<int>& cpus) {
   if (cpus.empty()) return false;

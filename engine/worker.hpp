@@ -12,6 +12,8 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "engine/topology.hpp"
@@ -50,6 +52,26 @@ class WorkerThread {
   bool stop_ = false;                             // guarded by mu_
   std::thread thread_;
 };
+
+// ---- stalls: a named timeout on the waits of a group ----
+// The waits that may never end when a group stalls (the shared-memory Comm's barrier, a centre
+// lock, easgd-rr's turn) give up after stall_timeout_seconds() and call stalled(), which records
+// the first such message for the process and throws Stalled. Once one wait has stalled, every
+// bounded wait throws at once (stall_declared), so that all groups unwind from their round.
+struct Stalled : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// EASEL_STALL_TIMEOUT (seconds, > 0) when set and valid, else 300; set_stall_timeout_seconds
+// overrides it (tests). Read once.
+double stall_timeout_seconds();
+void set_stall_timeout_seconds(double seconds);
+// Records `what` ("group 1 waited 300 s at ... for ...") if it is the first stall, and throws.
+[[noreturn]] void stalled(const std::string& what);
+bool stall_declared();
+std::string first_stall();  // empty when none
+void clear_stall();         // before a run
+// Throws Stalled when a stall is declared (a bounded wait's check while it sleeps).
+void throw_if_stalled();
 
 // Pins the calling thread to `cpus` (sched_setaffinity); false if the OS refused.
 bool pin_current_thread(const std::vector<int>& cpus);

@@ -7,15 +7,22 @@
 // ring:  reduce-scatter over P chunks along the ring (chunk j summed in rank order j, j+1, ...,
 //        j-1, ending at its owner j-1), then a ring allgather; reduce gathers the chunks to the
 //        root; broadcast is a chunk-pipelined chain from the root.
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "engine/comm/comm.hpp"
+#include "engine/worker.hpp"
 
 namespace easel {
 
@@ -74,22 +81,38 @@ bool spin_until(Done done, double spin) {
   }
 }
 
+// Sleeps on the futex of `a` while it holds `old`, for at most `seconds`.
+void futex_wait_for(const std::atomic<uint32_t>& a, uint32_t old, double seconds) {
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(seconds);
+  ts.tv_nsec = static_cast<long>((seconds - static_cast<double>(ts.tv_sec)) * 1e9);
+  ::syscall(SYS_futex, reinterpret_cast<const uint32_t*>(&a), FUTEX_WAIT_PRIVATE, old, &ts, nullptr,
+            0);
+}
+
+void futex_wake_all(std::atomic<uint32_t>& a) {
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&a), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr,
+            nullptr, 0);
+}
+
 // A reusable barrier: arrivals counted in `count_`, released by bumping `gen_`. A waiter first
 // spins (pause) for up to `spin` seconds, offering its core to any other runnable thread every
-// ~20 us, then sleeps on the futex behind std::atomic::wait. Spinning suits one rank per core:
-// the release is seen within a cache-line transfer, and the last arrival needs no wake-up system
-// call (libstdc++ skips the futex call when nobody sleeps). With more ranks than cores (spin 0)
-// the waiters yield a few times and sleep, so that 8 ranks on 2 cores make progress.
+// ~20 us, then sleeps on the futex of gen_. Spinning suits one rank per core: the release is
+// seen within a cache-line transfer, and the last arrival needs no wake-up system call when
+// nobody sleeps (`sleepers_`). With more ranks than cores (spin 0) the waiters yield a few
+// times and sleep, so that 8 ranks on 2 cores make progress. A sleeper gives up after the stall
+// timeout (engine/worker.hpp), naming the ranks that have not arrived.
 class Barrier {
  public:
-  Barrier(int size, double spin) : size_(size), spin_(spin) {}
+  Barrier(int size, double spin) : size_(size), spin_(spin), arrived_(static_cast<size_t>(size)) {}
 
-  void arrive_and_wait() {
+  void arrive_and_wait(int rank) {
     const uint32_t gen = gen_.load(std::memory_order_acquire);
+    arrived_[static_cast<size_t>(rank)].store(gen + 1, std::memory_order_relaxed);
     if (count_.fetch_add(1, std::memory_order_acq_rel) + 1 == size_) {
       count_.store(0, std::memory_order_relaxed);
-      gen_.fetch_add(1, std::memory_order_release);
-      gen_.notify_all();
+      gen_.fetch_add(1, std::memory_order_seq_cst);
+      if (sleepers_.load(std::memory_order_seq_cst) > 0) futex_wake_all(gen_);
       return;
     }
     for (int i = 0; i < 256; ++i) {
@@ -101,15 +124,43 @@ class Barrier {
       if (gen_.load(std::memory_order_acquire) != gen) return;
       std::this_thread::yield();
     }
-    while (gen_.load(std::memory_order_acquire) == gen)
-      gen_.wait(gen, std::memory_order_acquire);
+    sleep_until_released(rank, gen);
   }
 
  private:
+  void sleep_until_released(int rank, uint32_t gen) {
+    using clock = std::chrono::steady_clock;
+    const double limit = stall_timeout_seconds();
+    const auto t0 = clock::now();
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    struct Leave {
+      std::atomic<int>& n;
+      ~Leave() { n.fetch_sub(1, std::memory_order_relaxed); }
+    } leave{sleepers_};
+    while (gen_.load(std::memory_order_acquire) == gen) {
+      throw_if_stalled();
+      const double waited = std::chrono::duration<double>(clock::now() - t0).count();
+      if (waited >= limit) stalled(stall_message(rank, gen, waited));
+      futex_wait_for(gen_, gen, std::min(0.1, limit - waited));
+    }
+  }
+
+  std::string stall_message(int rank, uint32_t gen, double waited) const {
+    std::string missing;
+    for (size_t r = 0; r < arrived_.size(); ++r)
+      if (arrived_[r].load(std::memory_order_relaxed) != gen + 1)
+        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    return "group " + std::to_string(rank) + " waited " + std::to_string(waited) +
+           " s at the shared-memory Comm's barrier for group(s) " + missing +
+           " (EASEL_STALL_TIMEOUT)";
+  }
+
   const int size_;
   const double spin_;
+  std::vector<std::atomic<uint32_t>> arrived_;  // [rank] = the generation it arrived in + 1
   alignas(64) std::atomic<int> count_{0};
   alignas(64) std::atomic<uint32_t> gen_{0};
+  alignas(64) std::atomic<int> sleepers_{0};
 };
 
 // What each rank publishes for the current collective; written by its rank before a barrier,
@@ -188,7 +239,7 @@ class ShmComm final : public Comm {
   // Barrier wait, timed into the rank's wait seconds.
   void wait(int rank) {
     const auto t0 = std::chrono::steady_clock::now();
-    barrier_.arrive_and_wait();
+    barrier_.arrive_and_wait(rank);
     const auto t1 = std::chrono::steady_clock::now();
     slot(rank).wait_s += std::chrono::duration<double>(t1 - t0).count();
   }

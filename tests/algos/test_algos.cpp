@@ -4,6 +4,7 @@
 // algorithm on a small problem with 2 and 4 groups.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -29,6 +30,99 @@ TrainSummary run(const TrainConfig& c, TrainObserver* obs = nullptr) {
   auto r = train(c, small_data(), obs);
   EXPECT_TRUE(r.ok()) << c.algo << ": " << r.status().to_string();
   return r.ok() ? std::move(r).value() : TrainSummary{};
+}
+
+// ---- the fused parameter-server kernels against their formulas (algos/exchange.hpp) ----
+
+// Two segments with their own rate and decay multipliers, the second at an aligned offset; the
+// floats between them must stay untouched.
+struct KernelCase {
+  std::vector<Segment> segs;
+  std::vector<float> w, g, v, c;
+  KernelCase() {
+    Segment a, b;
+    a.name = "a";
+    a.count = 5;
+    a.lr_mult = 1.f;
+    a.decay_mult = 1.f;
+    b.name = "b";
+    b.offset = 16;
+    b.count = 5;
+    b.lr_mult = 2.f;
+    b.decay_mult = 0.f;
+    segs = {a, b};
+    for (int i = 0; i < 21; ++i) {
+      w.push_back(0.5f + 0.1f * static_cast<float>(i));
+      g.push_back(0.3f - 0.05f * static_cast<float>(i));
+      v.push_back(0.02f * static_cast<float>(i % 7) - 0.05f);
+      c.push_back(-0.2f + 0.03f * static_cast<float>(i));
+    }
+  }
+};
+
+constexpr float kLr = 0.1f, kWd = 0.01f, kAlpha = 0.3f, kDelta = 0.9f;
+
+void expect_near_all(const std::vector<float>& got, const std::vector<double>& want,
+                     const char* what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-5 * (1 + std::fabs(want[i]))) << what << " [" << i << "]";
+}
+
+TEST(ExchangeKernels, EasgdExchangeIsTheElasticStepOnBothSides) {
+  for (const bool racy : {false, true}) {
+    KernelCase k;
+    std::vector<double> w(k.w.begin(), k.w.end()), c(k.c.begin(), k.c.end());
+    for (const Segment& s : k.segs)
+      for (int64_t j = s.offset; j < s.offset + s.count; ++j) {
+        const double e = kAlpha * (w[j] - c[j]);  // both from the values before the exchange
+        w[j] = w[j] - kLr * s.lr_mult * (k.g[j] + kWd * s.decay_mult * w[j]) - e;
+        c[j] += e;
+      }
+    if (racy)
+      easgd_exchange_racy(k.segs, k.w.data(), k.g.data(), k.c.data(), kLr, kWd, kAlpha);
+    else
+      easgd_exchange(k.segs, k.w.data(), k.g.data(), k.c.data(), kLr, kWd, kAlpha);
+    expect_near_all(k.w, w, racy ? "racy w" : "w");
+    expect_near_all(k.c, c, racy ? "racy c" : "c");
+  }
+}
+
+TEST(ExchangeKernels, EasgdMomentumExchangeNesterovAndHeavyBall) {
+  for (const bool nesterov : {true, false}) {
+    KernelCase k;
+    std::vector<double> w(k.w.begin(), k.w.end()), c(k.c.begin(), k.c.end()),
+        v(k.v.begin(), k.v.end());
+    for (const Segment& s : k.segs)
+      for (int64_t j = s.offset; j < s.offset + s.count; ++j) {
+        const double e = kAlpha * (w[j] - c[j]);
+        const double vn = kDelta * v[j] - kLr * s.lr_mult * (k.g[j] + kWd * s.decay_mult * w[j]);
+        w[j] = nesterov ? w[j] + (1 + kDelta) * vn - kDelta * v[j] - e : w[j] + vn - e;
+        v[j] = vn;
+        c[j] += e;
+      }
+    easgd_momentum_exchange(k.segs, k.w.data(), k.g.data(), k.v.data(), k.c.data(), kLr, kDelta,
+                            kWd, kAlpha, nesterov);
+    expect_near_all(k.w, w, nesterov ? "nesterov w" : "heavy-ball w");
+    expect_near_all(k.v, v, "v");
+    expect_near_all(k.c, c, "c");
+  }
+}
+
+TEST(ExchangeKernels, CentrePullAndScaledGradient) {
+  KernelCase k;
+  std::vector<double> c(k.c.begin(), k.c.end());
+  for (size_t j = 0; j < c.size(); ++j)
+    c[j] += kAlpha * (k.w[j] - c[j]);
+  easgd_centre_pull(k.c.data(), k.w.data(), kAlpha, static_cast<int64_t>(k.c.size()));
+  expect_near_all(k.c, c, "centre");
+
+  std::vector<double> g(k.g.begin(), k.g.end());
+  for (const Segment& s : k.segs)
+    for (int64_t j = s.offset; j < s.offset + s.count; ++j)
+      g[j] = kLr * s.lr_mult * (g[j] + kWd * s.decay_mult * k.w[j]);
+  scaled_gradient(k.segs, k.g.data(), k.w.data(), kLr, kWd);
+  expect_near_all(k.g, g, "scaled gradient");
 }
 
 class Deterministic : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
@@ -353,7 +447,9 @@ TEST(SyncEasgd, OneGroupRhoZeroWithMomentumEqualsMsgdBitForBit) {
 class ServeLog : public TrainObserver {
  public:
   void on_setup(Run& r) override { r.serve_log = &log; }
+  void on_eval(const EvalRecord& rec) override { steps = rec.group_steps; }
   std::vector<int> log;
+  std::vector<int64_t> steps;  // each group's, at the last evaluation
 };
 
 TEST(EasgdRoundRobin, ServesGroupsStrictlyInIdOrder) {
@@ -374,6 +470,26 @@ TEST(AsyncEasgd, ServesEveryExchangeOnceFirstComeFirstServed) {
   const TrainSummary s = run(c, &obs);
   EXPECT_EQ(obs.log.size(), 80u);  // the round's budget of 4 x 20 group-steps, each exchanging
   EXPECT_GE(s.staleness_mean, 0.0);
+  // Each group is served once per step it took...
+  ASSERT_EQ(obs.steps.size(), 4u);
+  for (int g = 0; g < 4; ++g)
+    EXPECT_EQ(std::count(obs.log.begin(), obs.log.end(), g), obs.steps[static_cast<size_t>(g)]);
+  // ...and in the order of the centre's versions: the k-th entry wrote version k, so a group's
+  // staleness at an exchange is the number of others served since its previous one. The run's
+  // staleness, recomputed from the order alone, must be the one the algorithm measured (a
+  // served order that is not the centre's order, or a group that does not read the centre it
+  // was served, gives other numbers).
+  std::vector<int64_t> read(4, 0);
+  int64_t sum = 0, most = 0;
+  for (size_t k = 0; k < obs.log.size(); ++k) {
+    const size_t g = static_cast<size_t>(obs.log[k]);
+    const int64_t st = static_cast<int64_t>(k) - read[g];
+    sum += st;
+    most = std::max(most, st);
+    read[g] = static_cast<int64_t>(k) + 1;
+  }
+  EXPECT_DOUBLE_EQ(s.staleness_mean, static_cast<double>(sum) / 80.0);
+  EXPECT_EQ(s.staleness_max, most);
 }
 
 // Every fake gradient is -1 with lr 1 and no decay, and the run starts from all-zero weights, so

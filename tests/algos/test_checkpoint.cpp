@@ -5,11 +5,14 @@
 // one clear error.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <thread>
 
 #include "algos/checkpoint.hpp"
 #include "algos/trainer.hpp"
@@ -87,6 +90,75 @@ INSTANTIATE_TEST_SUITE_P(Algorithms, ResumeEqualsUninterrupted,
                                            std::make_tuple("sync-easgd", 2, 1, "on"),
                                            std::make_tuple("easgd-rr", 2, 1, "off")));
 
+// A signal (the observer's stop flag, raised at the first evaluation) ends the next round early
+// at the same step on every group; the checkpoint taken there, resumed, gives the numbers of the
+// run that never stopped: every later evaluation, bit for bit.
+class Interrupter : public TrainObserver {
+ public:
+  bool wants_checkpoints() const override { return true; }
+  Status on_checkpoint(const Checkpoint& ck) override {
+    last = ck;
+    return {};
+  }
+  void on_eval(const EvalRecord& r) override { records.push_back(r); }
+  // Group 0 raises the flag as it begins step raise_at.
+  void on_setup(Run& run) override {
+    if (raise_at >= 0)
+      run.groups[0]->before_step = [this](Group& g) {
+        if (g.steps.load() == raise_at) flag.store(SIGTERM);
+      };
+  }
+  const std::atomic<int>* stop_flag() const override { return &flag; }
+  std::atomic<int> flag{0};
+  int64_t raise_at = -1;
+  std::optional<Checkpoint> last;
+  std::vector<EvalRecord> records;
+};
+
+TEST_P(ResumeEqualsUninterrupted, AfterASignalMidRound) {
+  const auto& [algo, groups, tau, overlap] = GetParam();
+  TrainConfig c = config(algo, groups);
+  c.tau = tau;
+  ASSERT_TRUE(set_setting(c, "overlap", overlap).ok());
+  Interrupter whole_obs;
+  auto whole = train(c, small_data(), &whole_obs);
+  ASSERT_TRUE(whole.ok()) << whole.status().to_string();
+  EXPECT_EQ(whole->stopped, StopReason::completed);
+
+  Interrupter cut;
+  cut.raise_at = 11;
+  auto stopped = train(c, small_data(), &cut);
+  ASSERT_TRUE(stopped.ok()) << stopped.status().to_string();
+  EXPECT_EQ(stopped->stopped, StopReason::interrupted);
+  EXPECT_EQ(stopped->stop_signal, SIGTERM);
+  ASSERT_TRUE(cut.last.has_value());
+  EXPECT_TRUE(cut.last->mid_round);
+  const int64_t at = cut.last->iterations_done;
+  EXPECT_GT(at, 11) << algo;  // within the second round (9 to 18), not at its end
+  EXPECT_LT(at, 18) << algo;
+  EXPECT_EQ(stopped->steps, at);
+  for (const GroupCheckpoint& g : cut.last->groups)
+    EXPECT_EQ(g.steps, at);
+  ASSERT_EQ(cut.records.size(), 1u);
+
+  const Checkpoint ck = decode_checkpoint(encode_checkpoint(*cut.last), "mem").value();
+  Interrupter resumed_obs;
+  auto resumed = train(c, small_data(), &resumed_obs, {}, &ck);
+  ASSERT_TRUE(resumed.ok()) << resumed.status().to_string();
+  EXPECT_EQ(resumed->stopped, StopReason::completed);
+  ASSERT_EQ(resumed_obs.records.size(), whole_obs.records.size() - 1);
+  for (size_t i = 0; i < resumed_obs.records.size(); ++i) {
+    const EvalRecord& a = resumed_obs.records[i];
+    const EvalRecord& b = whole_obs.records[i + 1];
+    EXPECT_EQ(a.step, b.step);
+    EXPECT_EQ(a.train_loss, b.train_loss) << algo << " at step " << a.step;
+    EXPECT_EQ(a.test_loss, b.test_loss) << algo << " at step " << a.step;
+    EXPECT_EQ(a.test_accuracy, b.test_accuracy);
+  }
+  EXPECT_TRUE(same_bits(resumed->final_weights, whole->final_weights)) << algo;
+  EXPECT_TRUE(same_bits(resumed->group0_weights, whole->group0_weights)) << algo;
+}
+
 // The asynchronous algorithms are not deterministic; they go on from the centre, its version
 // and every group's counters.
 TEST(Resume, AsyncAlgorithmsGoOnFromTheirCentre) {
@@ -104,6 +176,28 @@ TEST(Resume, AsyncAlgorithmsGoOnFromTheirCentre) {
     EXPECT_EQ(second->steps, 36) << algo;
     EXPECT_GE(second->train_seconds, first->train_seconds) << algo;
     EXPECT_TRUE(std::isfinite(second->test_loss)) << algo;
+  }
+}
+
+// Interrupted, the asynchronous algorithms drain the round's shared budget: the groups stop
+// within a step each, their steps add up to whole iterations, and the run goes on from there.
+TEST(Resume, AsyncAlgorithmsStopWithinAStepOnASignal) {
+  for (const char* algo : {"async-sgd", "async-measgd", "hogwild-sgd", "hogwild-easgd"}) {
+    TrainConfig c = config(algo, 3);
+    Interrupter cut;
+    cut.raise_at = 4;
+    auto stopped = train(c, small_data(), &cut);
+    ASSERT_TRUE(stopped.ok()) << algo << ": " << stopped.status().to_string();
+    EXPECT_EQ(stopped->stopped, StopReason::interrupted) << algo;
+    ASSERT_TRUE(cut.last.has_value()) << algo;
+    EXPECT_LT(cut.last->iterations_done, 45) << algo;
+    int64_t steps = 0;
+    for (const GroupCheckpoint& g : cut.last->groups)
+      steps += g.steps;
+    EXPECT_EQ(steps, cut.last->iterations_done * 3) << algo;
+    auto resumed = train(c, small_data(), nullptr, {}, &*cut.last);
+    ASSERT_TRUE(resumed.ok()) << algo << ": " << resumed.status().to_string();
+    EXPECT_EQ(resumed->steps, 45) << algo;
   }
 }
 
@@ -213,6 +307,109 @@ TEST(Resume, RefusesWhatCannotGoOnAndSurvivesAFailedWrite) {
   EXPECT_EQ(failing.calls, 5);
 }
 
+// A non-finite loss stops the run at once (checked every step), naming the step, the group and
+// the first layer whose weights are no longer finite; the last good checkpoint is the one kept
+// (none is taken of the diverged round).
+TEST(Divergence, StopsAtTheStepNamingTheGroupAndTheLayer) {
+  for (const char* algo : {"sync-easgd", "easgd-rr", "async-easgd", "msgd"}) {
+    const int groups = std::string(algo) == "msgd" ? 1 : 2;
+    TrainConfig c = config(algo, groups);
+    struct Poison : Interrupter {
+      void on_setup(easel::Run& run) override {
+        Group& g = *run.groups.back();
+        segment = run.segments().back();  // the last layer's bias: the loss turns nan
+        g.before_step = [this](Group& grp) {
+          if (grp.steps.load() == 13) grp.weights.data()[segment.offset] = std::nanf("");
+        };
+      }
+      Segment segment;
+    } obs;
+    auto r = train(c, small_data(), &obs);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->stopped, StopReason::diverged) << algo;
+    const std::string& m = r->stop_message;
+    EXPECT_NE(m.find("training diverged at step 14: group " + std::to_string(groups - 1) +
+                     "'s train loss is nan"),
+              std::string::npos)
+        << algo << ": " << m;
+    EXPECT_NE(m.find(obs.segment.name), std::string::npos) << m;
+    ASSERT_TRUE(obs.last.has_value()) << algo;
+    // The last good checkpoint is the evaluation's before the diverged round; none of that round.
+    EXPECT_EQ(obs.last->iterations_done, (r->steps - 1) / 9 * 9) << algo;
+    // The sync algorithms stop within the round of step 14 (async-easgd's group 1 may reach its
+    // 14th step in a later round).
+    if (std::string(algo) != "async-easgd") {
+      EXPECT_LT(r->steps, 18) << algo;
+    }
+  }
+  // A non-finite weight that the loss does not show (a bias behind a ReLU): found when the round
+  // ends, before its checkpoint.
+  TrainConfig masked = config("sync-easgd", 2);
+  struct Masked : Interrupter {
+    void on_setup(easel::Run& run) override {
+      segment = run.segments()[1];
+      run.groups[1]->before_step = [this](Group& g) {
+        if (g.steps.load() == 13) g.weights.data()[segment.offset] = std::nanf("");
+      };
+    }
+    Segment segment;
+  } mobs;
+  auto m = train(masked, small_data(), &mobs);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(m->stopped, StopReason::diverged);
+  EXPECT_NE(m->stop_message.find(mobs.segment.name), std::string::npos) << m->stop_message;
+  ASSERT_TRUE(mobs.last.has_value());
+  EXPECT_EQ(mobs.last->iterations_done, 9);
+  // A rate far too high: the loss itself goes non-finite.
+  TrainConfig c = config("sync-sgd", 2);
+  c.lr = 1e30;
+  c.lr_policy = LrSchedule::Policy::fixed;
+  Interrupter obs;
+  auto r = train(c, small_data(), &obs);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->stopped, StopReason::diverged);
+  EXPECT_NE(r->stop_message.find("lower --lr"), std::string::npos) << r->stop_message;
+  EXPECT_LT(r->steps, 45);
+}
+
+// A group that stalls (an injected sleep past the stall timeout) is named by the group that waits
+// for it, with what it waits for; the run stops as stalled with the last good checkpoint.
+TEST(Stall, AWaitingGroupNamesTheStalledOneAndTheRunStops) {
+  set_stall_timeout_seconds(0.3);
+  struct Case {
+    const char* algo;
+    const char* says;
+  };
+  for (const Case& k :
+       {Case{"sync-sgd", "at the shared-memory Comm's barrier for group(s) 1"},
+        Case{"easgd-rr", "for its turn at the centre (easgd-rr: it is group 1's"}}) {
+    TrainConfig c = config(k.algo, 2);
+    struct Sleepy : Interrupter {
+      void on_setup(easel::Run& run) override {
+        run.groups[1]->before_step = [](Group& g) {
+          if (g.steps.load() == 12) std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+        };
+      }
+    } obs;
+    const double t0 = now_seconds();
+    auto r = train(c, small_data(), &obs);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->stopped, StopReason::stalled) << k.algo;
+    EXPECT_NE(r->stop_message.find("group 0 waited"), std::string::npos) << r->stop_message;
+    EXPECT_NE(r->stop_message.find(k.says), std::string::npos) << r->stop_message;
+    EXPECT_NE(r->stop_message.find("the last good one, at step 9, is kept"), std::string::npos)
+        << r->stop_message;
+    ASSERT_TRUE(obs.last.has_value());
+    EXPECT_EQ(obs.last->iterations_done, 9);
+    EXPECT_LT(now_seconds() - t0, 10.0);
+  }
+  set_stall_timeout_seconds(300);
+  // The next run starts clean.
+  auto ok = train(config("sync-sgd", 2), small_data(), nullptr);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->stopped, StopReason::completed);
+}
+
 TEST(CheckpointFile, DamagedFilesGiveOneErrorNamingThem) {
   Checkpoint ck;
   ck.identity = "x";
@@ -248,7 +445,7 @@ TEST(CheckpointFile, DamagedFilesGiveOneErrorNamingThem) {
   Checkpoint huge = ck;
   huge.identity = std::string(8, 'x');
   std::string h = encode_checkpoint(huge);
-  const size_t id_count = 8 + 16;  // magic, length, hash
+  const size_t id_count = 8 + 8 + 16;  // magic, version and byte order, length, hash
   const uint64_t big = uint64_t{1} << 60;
   std::memcpy(&h[id_count], &big, sizeof big);
   // Re-hash the payload so that only the count is wrong.
@@ -257,7 +454,7 @@ TEST(CheckpointFile, DamagedFilesGiveOneErrorNamingThem) {
     fnv ^= static_cast<unsigned char>(h[i]);
     fnv *= 0x100000001b3ull;
   }
-  std::memcpy(&h[16], &fnv, sizeof fnv);
+  std::memcpy(&h[24], &fnv, sizeof fnv);
   auto r = decode_checkpoint(h, "f.bin");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("truncated at the identity field"), std::string::npos)
@@ -270,9 +467,89 @@ TEST(CheckpointFile, DamagedFilesGiveOneErrorNamingThem) {
   auto read = read_checkpoint(path);
   ASSERT_TRUE(read.ok()) << read.status().to_string();
   EXPECT_EQ(read->groups[0].momentum, g.momentum);
-  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  // No temporary is left beside it.
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir),
+                          std::filesystem::directory_iterator()),
+            1);
   EXPECT_EQ(read_checkpoint((dir / "none.bin").string()).status().code(), Code::not_found);
+  // A rename that fails (the path is a directory that holds a file) removes the temporary.
+  const auto blocked = dir / "blocked";
+  std::filesystem::create_directories(blocked / "inside");
+  const Status st = write_checkpoint(blocked.string(), ck);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("cannot rename"), std::string::npos) << st.message();
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir),
+                          std::filesystem::directory_iterator()),
+            2);  // checkpoint.bin and the directory
   std::filesystem::remove_all(dir);
+}
+
+// The header states the format version and the byte order; both are checked, and format 1 (no
+// version, the magic EASELCK1, written at evaluations) is still read.
+TEST(CheckpointFile, VersionAndByteOrderAreStatedAndChecked) {
+  Checkpoint ck;
+  ck.identity = "x";
+  ck.iterations_done = 3;
+  ck.mid_round = true;
+  GroupCheckpoint g;
+  g.steps = 3;
+  g.weights = {4, 5};
+  g.momentum = {7, 8};
+  g.loss_sum = 1.25;
+  g.loss_count = 2;
+  ck.groups.push_back(g);
+  const std::string bytes = encode_checkpoint(ck);
+  ASSERT_EQ(bytes.substr(0, 8), "EASELCKV");
+  uint32_t version = 0, mark = 0;
+  std::memcpy(&version, &bytes[8], 4);
+  std::memcpy(&mark, &bytes[12], 4);
+  EXPECT_EQ(version, kCheckpointVersion);
+  EXPECT_EQ(mark, 0x01020304u);
+  auto back = decode_checkpoint(bytes, "f.bin");
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_TRUE(back->mid_round);
+  EXPECT_EQ(back->groups[0].loss_sum, 1.25);
+  EXPECT_EQ(back->groups[0].loss_count, 2);
+
+  std::string other = bytes;  // the other byte order (the mark is outside the hash)
+  std::swap(other[12], other[15]);
+  std::swap(other[13], other[14]);
+  auto r = decode_checkpoint(other, "f.bin");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("f.bin: written on a machine of the other byte order"),
+            std::string::npos)
+      << r.status().message();
+  std::string later = bytes;
+  later[8] = 9;
+  r = decode_checkpoint(later, "f.bin");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("f.bin: checkpoint format 9 (this easel reads formats 1 to"),
+            std::string::npos)
+      << r.status().message();
+
+  // Format 1: "EASELCK1", the length and the hash, then the payload without the mid-round mark
+  // and the groups' loss sums.
+  std::string payload = bytes.substr(32);
+  const size_t group_bytes = 8 + (8 + 2 * 4) + (8 + 2 * 4) + 8 + 8 + 4 * 8 + 8 + 4 * 8 + 3 * 8 + 8 +
+                             8;  // the one group, with its loss sums
+  const size_t groups_at = payload.size() - group_bytes - 8 - 4;  // the mark, then the count
+  payload.erase(groups_at, 4);
+  payload.erase(payload.size() - 16);
+  uint64_t fnv = 0xcbf29ce484222325ull;
+  for (unsigned char c : payload) {
+    fnv ^= c;
+    fnv *= 0x100000001b3ull;
+  }
+  const uint64_t n = payload.size();
+  std::string v1 = "EASELCK1";
+  v1.append(reinterpret_cast<const char*>(&n), 8);
+  v1.append(reinterpret_cast<const char*>(&fnv), 8);
+  v1 += payload;
+  auto old = decode_checkpoint(v1, "old.bin");
+  ASSERT_TRUE(old.ok()) << old.status().to_string();
+  EXPECT_FALSE(old->mid_round);
+  EXPECT_EQ(old->groups[0].weights, g.weights);
+  EXPECT_EQ(old->groups[0].loss_count, 0);
 }
 
 }  // namespace

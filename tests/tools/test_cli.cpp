@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -190,9 +191,10 @@ TEST(Cli, TrainWritesMetricsAndSummaryAndNeverOverwrites) {
   const std::string before = slurp(d / "run" / "summary.json");
   const auto s = nlohmann::json::parse(before);
   for (const char* k :
-       {"test_accuracy", "epochs", "steps", "wall_seconds", "images_per_second",
+       {"stopped", "test_accuracy", "epochs", "steps", "wall_seconds", "images_per_second",
         "time_to_target_seconds", "algorithm", "groups", "comm_share", "preempted_share"})
     EXPECT_TRUE(s.contains(k)) << k;
+  EXPECT_EQ(s["stopped"], "completed");
   EXPECT_EQ(s["groups"], 2);
   EXPECT_EQ(s["steps"], 40);
   EXPECT_TRUE(s["time_to_target_seconds"].is_null());  // no target was set
@@ -214,12 +216,15 @@ TEST(Cli, TrainWritesMetricsAndSummaryAndNeverOverwrites) {
   EXPECT_EQ(slurp(d / "run" / "summary.json"), before);
   o = easel(std::string("train") + kTiny + out + " --overwrite");
   EXPECT_EQ(o.code, 0) << o.err;
-  // An --overwrite run that fails (diverges) leaves no summary of the run it replaced beside
-  // its own config and metrics.
+  // An --overwrite run that fails (diverges: exit 3) leaves no summary of the run it replaced
+  // beside its own config and metrics: only its own, marked diverged.
   o = easel(std::string("train") + kTiny + out + " --overwrite --lr 10 --alpha 1");
-  EXPECT_EQ(o.code, 1) << o.err;
+  EXPECT_EQ(o.code, 3) << o.err;
   EXPECT_NE(o.err.find("diverged"), std::string::npos) << o.err;
-  EXPECT_FALSE(fs::exists(d / "run" / "summary.json"));
+  ASSERT_TRUE(fs::exists(d / "run" / "summary.json"));
+  const auto own = nlohmann::json::parse(slurp(d / "run" / "summary.json"));
+  EXPECT_EQ(own["stopped"], "diverged");
+  EXPECT_EQ(own["config"]["alpha"], 1.0);
   EXPECT_EQ(nlohmann::json::parse(slurp(d / "run" / "config.json"))["alpha"], 1.0);
 }
 
@@ -230,6 +235,7 @@ TEST(Cli, StopsAtTargetAndRecordsTheTime) {
   ASSERT_EQ(o.code, 0) << o.err;
   const auto s = nlohmann::json::parse(slurp(d / "run" / "summary.json"));
   ASSERT_TRUE(s["time_to_target_seconds"].is_number());
+  EXPECT_EQ(s["stopped"], "target");
   EXPECT_GE(s["test_accuracy"].get<double>(), 0.5);
   EXPECT_NE(o.out.find("target 0.500 reached"), std::string::npos) << o.out;
 }
@@ -425,6 +431,114 @@ TEST(Cli, ResumeGoesOnFromTheCheckpoint) {
 }
 
 }  // namespace
+
+namespace {
+
+// Starts `easel ARGS` (fork and exec, stdout and stderr into files of d); returns its pid.
+pid_t start_easel(const std::vector<std::string>& args, const fs::path& d) {
+  const char* root = std::getenv("EASEL_BUILD_ROOT");
+  const std::string exe = std::string(root ? root : ".") + "/tools/easel";
+  fs::remove(d / "out");  // an earlier run's lines are not this one's
+  fs::remove(d / "err");
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::vector<char*> argv{const_cast<char*>(exe.c_str())};
+    for (const std::string& a : args)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    if (!std::freopen((d / "out").c_str(), "w", stdout) ||
+        !std::freopen((d / "err").c_str(), "w", stderr))
+      ::_exit(126);
+    ::execv(exe.c_str(), argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Waits (at most ~60 s) until `file` holds at least `lines` lines.
+bool wait_for_lines(const fs::path& file, int lines) {
+  for (int i = 0; i < 6000; ++i) {
+    const std::string text = fs::exists(file) ? slurp(file) : std::string();
+    if (std::count(text.begin(), text.end(), '\n') >= lines) return true;
+    ::usleep(10000);
+  }
+  return false;
+}
+
+// The exit code, or 128 + the signal that ended it.
+int wait_exit(pid_t pid) {
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// metrics.jsonl's records without their timings: what a resumed run must repeat exactly.
+std::vector<nlohmann::json> metric_values(const fs::path& file) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(slurp(file));
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    out.push_back({j["step"], j["train_loss"], j["test_loss"], j["test_accuracy"]});
+  }
+  return out;
+}
+
+std::vector<std::string> split_args(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<std::string> out;
+  for (std::string a; in >> a;)
+    out.push_back(a);
+  return out;
+}
+
+}  // namespace
+
+// SIGTERM, SIGINT and SIGUSR1 sent after the first evaluation: every group ends its step, the
+// run writes its checkpoint and a summary marked interrupted and exits with 128 + the signal;
+// --resume then gives the metrics of the run that never stopped. A second signal exits at once
+// and leaves the last checkpoint whole.
+TEST(Cli, SignalsStopWithACheckpointAndResumeExactly) {
+  const fs::path d = tmp_dir("signals");
+  const std::string common =
+      "train --net mlp --data synthetic:512:1x8x8:4 --batch 16 --groups 2 --threads-per-group 1"
+      " --oversubscribe --progress none --log-level warn --algo sync-easgd --iterations 2000"
+      " --eval-every 40";
+  Out o = easel(common + " --out " + (d / "whole").string());
+  ASSERT_EQ(o.code, 0) << o.err;
+  const auto whole = metric_values(d / "whole" / "metrics.jsonl");
+  ASSERT_EQ(whole.size(), 50u);
+  for (const int sig : {SIGTERM, SIGINT, SIGUSR1}) {
+    const fs::path run = d / ("run" + std::to_string(sig));
+    auto args = split_args(common + " --out " + run.string());
+    const pid_t pid = start_easel(args, d);
+    ASSERT_GT(pid, 0);
+    ASSERT_TRUE(wait_for_lines(d / "out", 2)) << slurp(d / "err");  // the start, an evaluation
+    ::kill(pid, sig);
+    EXPECT_EQ(wait_exit(pid), 128 + sig) << slurp(d / "err");
+    EXPECT_NE(slurp(d / "out").find("interrupted by SIG"), std::string::npos) << slurp(d / "out");
+    const auto s = nlohmann::json::parse(slurp(run / "summary.json"));
+    EXPECT_EQ(s["stopped"], "interrupted");
+    ASSERT_TRUE(fs::exists(run / "checkpoint.bin"));
+    o = easel("train --resume " + run.string() + " --progress none");
+    ASSERT_EQ(o.code, 0) << o.err;
+    EXPECT_EQ(nlohmann::json::parse(slurp(run / "summary.json"))["stopped"], "completed");
+    EXPECT_EQ(metric_values(run / "metrics.jsonl"), whole) << sig;
+  }
+  // Two signals: the second ends the process at once; the checkpoint stays whole (or absent,
+  // if none had been written yet), never half-written.
+  const fs::path twice = d / "twice";
+  const pid_t pid = start_easel(split_args(common + " --out " + twice.string()), d);
+  ASSERT_TRUE(wait_for_lines(d / "out", 2));
+  ::kill(pid, SIGTERM);
+  ::kill(pid, SIGTERM);
+  const int code = wait_exit(pid);
+  EXPECT_EQ(code, 143);
+  if (fs::exists(twice / "checkpoint.bin")) {
+    o = easel("train --resume " + twice.string() + " --progress none --iterations 2040");
+    EXPECT_EQ(o.code, 0) << o.err;
+  }
+}
 
 TEST(Cli, DeviceFlagErrorsAreOneLine) {
   for (const char* args : {"train --device gpu", "train --device cuda:", "train --device cuda:x",

@@ -1,12 +1,16 @@
 // `easel train`: validates everything first, then loads the data, prepares the output
 // directory (never overwriting an earlier run's results unless --overwrite), trains with a
 // progress bar (terminal) or periodic lines, and writes metrics.jsonl and summary.json.
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -44,6 +48,60 @@ bool write_atomic(const fs::path& path, const std::string& text) {
 }
 
 namespace {
+
+// The signal that asks the run to stop (0: none). The handler only stores into it (a lock-free
+// atomic, async-signal-safe); a second signal ends the process at once with _exit, which leaves
+// the last checkpoint whole (checkpoints are renamed into place).
+std::atomic<int> g_stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
+
+extern "C" void on_stop_signal(int sig) {
+  int none = 0;
+  if (!g_stop_signal.compare_exchange_strong(none, sig)) ::_exit(128 + sig);
+}
+
+// SIGINT, SIGTERM and SIGUSR1 (which batch systems send before a time limit) end the run at the
+// next step of every group, with a checkpoint and a summary marked interrupted.
+void catch_stop_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int sig : {SIGINT, SIGTERM, SIGUSR1})
+    sigaction(sig, &sa, nullptr);
+}
+
+// The exit code of a train run that ran to a summary (summary.json's "stopped"); the one place
+// that maps them: 0 completed or at its target, 128 + the signal when interrupted (130 SIGINT,
+// 143 SIGTERM, 138 SIGUSR1: as a shell reports a process that signal killed), 3 diverged,
+// 4 stalled. Anything that fails before or outside training exits with Failure's 1 or 2.
+int exit_code(StopReason stopped, int signal) {
+  switch (stopped) {
+    case StopReason::completed:
+    case StopReason::target:
+    case StopReason::requested:  // an observer's request; the CLI's never makes one
+      return 0;
+    case StopReason::interrupted:
+      return 128 + signal;
+    case StopReason::diverged:
+      return 3;
+    case StopReason::stalled:
+      return 4;
+  }
+  return static_cast<int>(Failure::run);
+}
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGUSR1:
+      return "SIGUSR1";
+  }
+  return "a signal";
+}
 
 std::string default_out(const std::string& algo) {
   const std::time_t t = std::time(nullptr);
@@ -255,6 +313,7 @@ class Reporter final : public TrainObserver {
   }
 
   bool wants_checkpoints() const override { return !checkpoint_path_.empty(); }
+  const std::atomic<int>* stop_flag() const override { return &g_stop_signal; }
   Status on_checkpoint(const Checkpoint& ck) override {
     const auto t = std::chrono::steady_clock::now();
     Status st = write_checkpoint(checkpoint_path_, ck);
@@ -298,6 +357,7 @@ json summary_json(const TrainSummary& s, json config) {
                       {"params", l.params},
                       {"dst", l.dst.to_string()}});
   return {
+      {"stopped", stop_reason_name(s.stopped)},
       {"test_accuracy", s.test_accuracy},
       {"test_loss", s.test_loss},
       {"best_accuracy", s.best_accuracy},
@@ -487,6 +547,22 @@ Result<DataSplit> load_train_data(const TrainConfig& cfg, const SettingValues& v
   return load_data(cfg.data, dataset_kind, cfg.seed);
 }
 
+// Removes the checkpoint temporaries (checkpoint.bin.tmp.PID.RANDOM) that a killed run left in
+// `out`: those of processes that are gone.
+void remove_stale_temporaries(const fs::path& out) {
+  const std::string prefix = "checkpoint.bin.tmp.";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(out, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      std::error_code ignored;
+      fs::remove(e.path(), ignored);
+    }
+  }
+}
+
 // Creates --out and its files for this run: a fresh run's metrics.jsonl and config.json (the
 // earlier run's checkpoint and summary go, so that a run that fails leaves no results of
 // another beside its own); a resumed run's metrics.jsonl is appended to at the first evaluation
@@ -497,6 +573,7 @@ Status prepare_out(const TrainConfig& cfg, const json& config, const Checkpoint*
   std::error_code ec;
   fs::create_directories(out, ec);
   if (ec) return io_error("--out: cannot create " + cfg.out + ": " + ec.message());
+  remove_stale_temporaries(out);
   if (resume) {
     if (fs::exists(out / "metrics.jsonl", ec) &&
         !std::ofstream(out / "metrics.jsonl", std::ios::app))
@@ -516,7 +593,22 @@ Status prepare_out(const TrainConfig& cfg, const json& config, const Checkpoint*
   return {};
 }
 
-void print_done(const TrainSummary& s, const std::string& out) {
+// The run's last line(s): how it stopped, where its results are.
+void print_done(const TrainSummary& s, const std::string& out, bool checkpoint) {
+  if (s.stopped == StopReason::interrupted) {
+    std::printf("interrupted by %s at step %lld; %s\nresults in %s\n", signal_name(s.stop_signal),
+                static_cast<long long>(s.steps),
+                checkpoint
+                    ? ("checkpoint taken there: go on with easel train --resume " + out).c_str()
+                    : "no checkpoint (--no-checkpoint)",
+                out.c_str());
+    return;
+  }
+  if (s.stopped == StopReason::diverged || s.stopped == StopReason::stalled) {
+    std::fprintf(stderr, "easel: %s\n", s.stop_message.c_str());
+    std::printf("results in %s\n", out.c_str());
+    return;
+  }
   std::printf(
       "done: test accuracy %.4f (best %.4f) after %.2f epochs, %lld steps; %.1f s training "
       "(+%.1f s evaluation), %.0f img/s; compute/comm/wait %.0f%%/%.0f%%/%.0f%%",
@@ -559,13 +651,15 @@ int run_train(const TrainConfig& cfg_in, const SettingValues& values) {
                     writer && cfg.checkpoint ? (out / "checkpoint.bin").string() : "",
                     writer ? out / "metrics.jsonl" : fs::path(),
                     resume ? resume->iterations_done : -1, resume ? config.dump(2) + "\n" : "");
+  catch_stop_signals();
   auto result = train(cfg, data.value(), &reporter, {}, resume ? &*resume : nullptr);
   if (!result.ok()) return report(result.status(), Failure::run);
-  if (!writer) return 0;
+  const int code = exit_code(result->stopped, result->stop_signal);
+  if (!writer) return code;
   if (!write_atomic(out / "summary.json", summary_json(*result, config).dump(2) + "\n"))
     return report(io_error("cannot write " + (out / "summary.json").string()), Failure::run);
-  print_done(*result, cfg.out);
-  return 0;
+  print_done(*result, cfg.out, cfg.checkpoint);
+  return code;
 }
 
 }  // namespace easel::cli
