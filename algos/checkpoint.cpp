@@ -95,7 +95,7 @@ class Reader {
     const uint64_t n = num<uint64_t>(field);
     if (!ok() || !fits(n, sizeof(float), field)) return {};
     std::vector<float> v(n);
-    std::memcpy(v.data(), in_.data(), n * sizeof(float));
+    if (n != 0) std::memcpy(v.data(), in_.data(), n * sizeof(float));  // data() may be null
     in_.remove_prefix(n * sizeof(float));
     return v;
   }

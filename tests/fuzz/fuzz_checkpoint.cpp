@@ -1,7 +1,8 @@
 // libFuzzer target: decode_checkpoint (algos/checkpoint.cpp), what read_checkpoint does with a
 // checkpoint.bin's bytes. Each input is decoded twice: as it is (the header's checks), and with
 // its header's payload length and FNV-1a hash made right (so that mutations reach the fields
-// behind the checksum). A checkpoint that decodes must encode back to the same bytes.
+// behind the checksum). A checkpoint of today's format that decodes must encode back to the same
+// bytes; one of format 1 must encode to a checkpoint that decodes to the same encoding.
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -11,7 +12,9 @@
 
 namespace {
 
-constexpr size_t kMagic = 8, kHeader = kMagic + 16;  // "EASELCK1", u64 length, u64 hash
+// Format 1: "EASELCK1", u64 length, u64 hash. Format 2: "EASELCKV", u32 version, u32 byte-order
+// mark, u64 length, u64 hash.
+constexpr size_t kMagic = 8, kHeaderV1 = kMagic + 16, kHeaderV2 = kMagic + 8 + 16;
 
 uint64_t fnv1a(std::string_view s) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -23,7 +26,13 @@ uint64_t fnv1a(std::string_view s) {
 void check(std::string_view bytes) {
   auto r = easel::decode_checkpoint(bytes, "fuzz.bin");
   if (r.ok()) {
-    if (easel::encode_checkpoint(r.value()) != bytes) __builtin_trap();
+    const std::string again = easel::encode_checkpoint(r.value());
+    if (bytes.substr(0, kMagic) == "EASELCKV") {
+      if (again != bytes) __builtin_trap();
+    } else {  // format 1, written as format 2
+      auto r2 = easel::decode_checkpoint(again, "again.bin");
+      if (!r2.ok() || easel::encode_checkpoint(r2.value()) != again) __builtin_trap();
+    }
   } else if (r.status().message().rfind("fuzz.bin: ", 0) != 0 ||
              r.status().message().find('\n') != std::string::npos) {
     __builtin_trap();  // one line, starting with the file's name
@@ -35,11 +44,12 @@ void check(std::string_view bytes) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
   check(bytes);
-  if (size >= kHeader) {
+  const size_t head = bytes.substr(0, kMagic) == "EASELCKV" ? kHeaderV2 : kHeaderV1;
+  if (size >= head) {
     std::string sealed(bytes);
-    const uint64_t n = size - kHeader, h = fnv1a(bytes.substr(kHeader));
-    std::memcpy(sealed.data() + kMagic, &n, sizeof n);
-    std::memcpy(sealed.data() + kMagic + sizeof n, &h, sizeof h);
+    const uint64_t n = size - head, h = fnv1a(bytes.substr(head));
+    std::memcpy(sealed.data() + head - 16, &n, sizeof n);
+    std::memcpy(sealed.data() + head - 8, &h, sizeof h);
     check(sealed);
   }
   return 0;
