@@ -271,7 +271,12 @@ Result<Checkpoint> decode_checkpoint(std::string_view bytes, const std::string& 
   ck.algo.turn = r.num<int32_t>("turn");
   ck.centre = r.floats("centre");
   ck.algo.buffer = r.floats("algorithm buffer");
-  if (version >= 2) ck.mid_round = r.num<int32_t>("mid-round mark") != 0;
+  if (version >= 2) {
+    const int32_t mark = r.num<int32_t>("mid-round mark");
+    if (r.ok() && mark != 0 && mark != 1)
+      return data_error(name + ": mid-round mark " + std::to_string(mark) + " is not 0 or 1");
+    ck.mid_round = mark == 1;
+  }
   const uint64_t groups = r.count("groups", 8 * sizeof(int64_t));
   for (uint64_t i = 0; i < groups && r.ok(); ++i)
     ck.groups.push_back(decode_group(r, version));
