@@ -3,6 +3,8 @@
 // overwritten by accident.
 #include <gtest/gtest.h>
 
+#include "tests/tools/run_easel.hpp"
+
 #include <sys/wait.h>
 #include <unistd.h>
 #include <algorithm>
@@ -19,17 +21,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Out {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using easel_test::Out;
+using easel_test::slurp;
 
 fs::path tmp_dir(const std::string& name) {
   // Per process: two test runs on one machine (a CI clone beside a checkout) must not share.
@@ -41,17 +34,7 @@ fs::path tmp_dir(const std::string& name) {
 }
 
 Out easel(const std::string& args) {
-  const char* root = std::getenv("EASEL_BUILD_ROOT");
-  const std::string exe = std::string(root ? root : ".") + "/tools/easel";
-  const fs::path d = tmp_dir("io");
-  const std::string cmd =
-      exe + " " + args + " >" + (d / "out").string() + " 2>" + (d / "err").string() + " </dev/null";
-  const int rc = std::system(cmd.c_str());
-  Out o;
-  o.code = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
-  o.out = slurp(d / "out");
-  o.err = slurp(d / "err");
-  return o;
+  return easel_test::run_easel(args);
 }
 
 const char* kTiny =

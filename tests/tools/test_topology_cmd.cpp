@@ -3,6 +3,8 @@
 // refused in cache mode.
 #include <gtest/gtest.h>
 
+#include "tests/tools/run_easel.hpp"
+
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cstdlib>
@@ -16,17 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Out {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using easel_test::Out;
 
 std::string fixture(const std::string& name) {
   const char* root = std::getenv("EASEL_SOURCE_ROOT");
@@ -35,20 +27,8 @@ std::string fixture(const std::string& name) {
 
 // Runs `easel ARGS` on the machine `xml` describes ("" for this machine).
 Out easel_on(const std::string& xml, const std::string& args) {
-  const char* root = std::getenv("EASEL_BUILD_ROOT");
-  const std::string exe = std::string(root != nullptr ? root : ".") + "/tools/easel";
-  const fs::path d =
-      fs::path(::testing::TempDir()) / ("easel_topology_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  const std::string cmd = (xml.empty() ? "" : "EASEL_TOPOLOGY_XML='" + xml + "' ") + exe + " " +
-                          args + " >" + (d / "out").string() + " 2>" + (d / "err").string() +
-                          " </dev/null";
-  const int rc = std::system(cmd.c_str());
-  Out o;
-  o.code = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
-  o.out = slurp(d / "out");
-  o.err = slurp(d / "err");
-  return o;
+  return easel_test::run_easel(args, xml.empty() ? "" : "EASEL_TOPOLOGY_XML='" + xml + "' ",
+                               "topology");
 }
 
 constexpr uint64_t kGiB = uint64_t{1} << 30;
