@@ -240,18 +240,7 @@ constexpr SettingField kLogLevel{
       return {};
     },
     [](const TrainConfig& c) -> std::string {
-      if (!c.log_level) return "";
-      switch (*c.log_level) {
-        case LogLevel::debug:
-          return "debug";
-        case LogLevel::info:
-          return "info";
-        case LogLevel::warn:
-          return "warn";
-        case LogLevel::error:
-          return "error";
-      }
-      return "";
+      return c.log_level ? log_level_name(*c.log_level) : "";
     }};
 
 // ---- the table -----------------------------------------------------------------------------
@@ -429,20 +418,6 @@ AlgoParams make_params(const TrainConfig& c, int64_t total_iterations, int group
 
 Layout resolve_layout(const TrainConfig& cfg) {
   return cfg.layout.value_or(cfg.device.gpu ? Layout::nchw : Layout::nhwc);
-}
-
-std::string placement_text(const Placement& p) {
-  bool uniform = true;
-  for (MemKind k : p.kind)
-    uniform = uniform && k == p.kind[0];
-  if (uniform) return mem_kind_name(p.kind[0]);
-  std::string s;
-  for (int i = 0; i < kBufferClassCount; ++i) {
-    if (p.kind[i] == MemKind::dram) continue;
-    s += (s.empty() ? "" : ",") + std::string(buffer_class_name(static_cast<BufferClass>(i))) +
-         "=" + mem_kind_name(p.kind[i]);
-  }
-  return s;
 }
 
 }  // namespace easel

@@ -135,8 +135,4 @@ AlgoParams make_params(const TrainConfig& cfg, int64_t total_iterations, int gro
 // brgemm convolutions, nchw on GPUs for cuDNN's native fp32 layout).
 Layout resolve_layout(const TrainConfig& cfg);
 
-// A kind name when every class has it ("dram"), else the classes that are not dram
-// ("weights=hbw,dataset=interleave"): what parse_placement reads back.
-std::string placement_text(const Placement& p);
-
 }  // namespace easel

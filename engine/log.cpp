@@ -73,6 +73,20 @@ bool parse_log_level(std::string_view name, LogLevel* out) {
   return true;
 }
 
+const char* log_level_name(LogLevel level) {
+  switch (level) {
+    case LogLevel::error:
+      return "error";
+    case LogLevel::warn:
+      return "warn";
+    case LogLevel::info:
+      return "info";
+    case LogLevel::debug:
+      return "debug";
+  }
+  return "info";
+}
+
 void log(LogLevel level, std::string_view subsystem, std::string_view message) {
   if (static_cast<int>(level) > threshold().load(std::memory_order_relaxed)) return;
   std::string line;

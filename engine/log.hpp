@@ -14,6 +14,8 @@ void set_log_level(LogLevel level);
 LogLevel log_level();
 // Parses "debug", "info", "warn", "error"; false when the name is unknown.
 bool parse_log_level(std::string_view name, LogLevel* out);
+// The name parse_log_level reads back: "error", "warn", "info", "debug".
+const char* log_level_name(LogLevel level);
 
 void log(LogLevel level, std::string_view subsystem, std::string_view message);
 // Logs `message` at `level` only the first time `key` is seen in this process.

@@ -228,6 +228,20 @@ std::string placement_to_string(const Placement& p) {
   return s;
 }
 
+std::string placement_text(const Placement& p) {
+  bool uniform = true;
+  for (MemKind k : p.kind)
+    uniform = uniform && k == p.kind[0];
+  if (uniform) return mem_kind_name(p.kind[0]);
+  std::string s;
+  for (int i = 0; i < kBufferClassCount; ++i) {
+    if (p.kind[i] == MemKind::dram) continue;
+    s += (s.empty() ? "" : ",") + std::string(buffer_class_name(static_cast<BufferClass>(i))) +
+         "=" + mem_kind_name(p.kind[i]);
+  }
+  return s;
+}
+
 double physical_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
   return pages > 0 && size > 0 ? static_cast<double>(pages) * static_cast<double>(size) : 0;

@@ -40,7 +40,11 @@ struct Placement {
 // Parses "all=hbw-preferred" or "weights=hbw,dataset=dram,..." (comma-separated class=kind;
 // "all" sets every class first). A plain kind name ("hbw") means all=kind.
 Result<Placement> parse_placement(std::string_view spec);
+// Every class spelled out ("all=dram", or "centre=dram,weights=hbw,..."), as summaries show it.
 std::string placement_to_string(const Placement& p);
+// The short form parse_placement reads back: a kind name when every class has it ("dram"), else
+// the classes that are not dram ("weights=hbw,dataset=interleave"), as --placement takes it.
+std::string placement_text(const Placement& p);
 
 // True when memkind is built in and reports high-bandwidth memory (MEMKIND_HBW_NODES honoured).
 bool hbw_available();
