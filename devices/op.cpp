@@ -44,12 +44,35 @@ std::string validate(const OpDesc& d) {
   const OpDef& def = op_def(d.kind);
   const std::string name = def.name;
   const Shape4& s = d.src;
+  const int inputs = 1 + static_cast<int>(d.more_src.size());
+  if (inputs < def.min_inputs || inputs > def.max_inputs)
+    return name + ": takes " +
+           (def.min_inputs == def.max_inputs
+                ? std::to_string(def.min_inputs)
+                : std::to_string(def.min_inputs) + " to " + std::to_string(def.max_inputs)) +
+           " input(s), got " + std::to_string(inputs);
   if (s.n <= 0 || s.c <= 0 || s.h <= 0 || s.w <= 0)
     return name + ": input " + s.to_string() + " has a non-positive size";
   if (def.windowed) {
     if (std::string why = check_window(d, name); !why.empty()) return why;
   }
   return def.validate ? def.validate(d) : std::string();
+}
+
+std::pair<int, int> input_range(OpKind k) {
+  const OpDef& def = op_def(k);
+  return {def.min_inputs, def.max_inputs};
+}
+
+int state_params(const OpDesc& d) {
+  return op_def(d.kind).state_params;
+}
+
+std::string param_name(const OpDesc& d, size_t i) {
+  const OpDef& def = op_def(d.kind);
+  if (def.param_names) return def.param_names[i];
+  static const char* kDefault[] = {"weights", "bias"};
+  return i < 2 ? kDefault[i] : std::to_string(i);
 }
 
 std::vector<std::vector<int64_t>> param_shapes(const OpDesc& d) {
@@ -62,6 +85,7 @@ std::pair<int64_t, int64_t> fans(const OpDesc& d) {
   if (shapes.empty()) return {1, 1};
   // Caffe's fillers: fan_in = count / dims[0], fan_out = count / dims[1].
   const std::vector<int64_t>& w = shapes[0];
+  if (w.size() < 2) return {1, 1};  // a per-channel vector (batch norm's scale)
   int64_t count = 1;
   for (int64_t x : w)
     count *= x;

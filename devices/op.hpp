@@ -19,26 +19,57 @@ namespace easel {
 // One enumerator per op kind. Everything else about a kind is its OpDef, one file each under
 // devices/ops/ with one row in devices/ops/list.cpp (in this order); see docs/DESIGN.md, "How to
 // add a layer".
-enum class OpKind { conv, max_pool, avg_pool, inner_product, relu, lrn, dropout };
+enum class OpKind {
+  conv,
+  max_pool,
+  avg_pool,
+  inner_product,
+  relu,
+  lrn,
+  dropout,
+  batch_norm,
+  add,
+  concat,
+  global_avg_pool,
+};
 const char* op_kind_name(OpKind k);
 
 struct OpDesc {
   OpKind kind = OpKind::relu;
   Layout layout = Layout::nchw;
-  Shape4 src;  // includes the batch size N
+  Shape4 src;  // the first (or only) input; includes the batch size N
+  // Kinds of several inputs (OpDef::max_inputs > 1: element-wise add, concatenation): the
+  // shapes of the inputs after the first, in order. Empty for the one-input kinds.
+  std::vector<Shape4> more_src;
 
   // conv (kernel kh x kw) and pooling (window kh x kw); stride and padding for both.
-  // Pooling rounds its output size up as Caffe does: out = ceil((in + 2p - k) / s) + 1, clipped
-  // so that the last window starts inside the input (plus padding).
   int64_t oc = 0;  // conv and inner_product: output channels
   int64_t kh = 1, kw = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
   int64_t group = 1;        // conv: groups (AlexNet's conv2/4/5)
   bool bias = true;         // conv and inner_product
-  bool fused_relu = false;  // conv and inner_product: ReLU applied to dst (a post-op)
+  bool fused_relu = false;  // conv, inner_product, batch_norm: ReLU applied to dst (a post-op)
+  // Pooling's output size. ceil_mode (Caffe's rule): out = ceil((in + 2p - k) / s) + 1, clipped
+  // so that the last window starts inside the input (plus padding). Otherwise floor (PyTorch's
+  // default): out = floor((in + 2p - k) / s) + 1.
+  bool ceil_mode = true;
 
-  // lrn across channels, Caffe's definition: dst = src / (k + alpha/n * sum_{window} src^2)^beta
+  // lrn, Caffe's definitions (n = local_size, odd): across channels (the default),
+  //   dst = src / (k + alpha/n * sum_{n channels centred on c} src^2)^beta;
+  // within channel (lrn_within_channel, Caffe's WITHIN_CHANNEL region),
+  //   dst = src / (k + alpha/n^2 * sum_{n x n window centred on (h, w), zero padded} src^2)^beta
+  // (Caffe fixes k at 1 there: a net mirroring Caffe leaves k = 1).
   int64_t local_size = 5;
   float alpha = 1e-4f, beta = 0.75f, k = 1.f;
+  bool lrn_within_channel = false;
+
+  // batch_norm, PyTorch's definition, per channel c over the N x H x W values of the batch:
+  //   dst = scale[c] * (src - mean[c]) / sqrt(var[c] + eps) + shift[c]
+  // In training mean and var are the batch's (var biased), and the running statistics move:
+  //   running = (1 - bn_momentum) * running + bn_momentum * batch_stat
+  // with the batch variance unbiased there (times m / (m - 1), m = N*H*W; m = 1 counts as 1).
+  // Not training: mean and var are the running statistics.
+  float eps = 1e-5f;
+  float bn_momentum = 0.1f;
 
   // dropout: in training, each element kept with probability 1-ratio and scaled by 1/(1-ratio);
   // identity when not training.
@@ -55,10 +86,22 @@ Shape4 dst_shape(const OpDesc& d);
 // larger than padded input 3x3").
 std::string validate(const OpDesc& d);
 
+// How many inputs a node of this kind takes: 1 + d.more_src.size() must lie in [min, max].
+std::pair<int, int> input_range(OpKind k);
+// The trailing parameters of param_shapes() that are state, not trained (batch norm's running
+// mean and variance): a training forward() updates them in place through its `weights` (which
+// the caller owns and may write: a replica's own arena), backward() writes their diff_weights as
+// 0, and the update rules leave them (lr and decay multipliers 0). Averaging algorithms average
+// them with the weights.
+int state_params(const OpDesc& d);
+// The name of parameter i ("weights", "bias", "scale", ...), for the arena's segment names.
+std::string param_name(const OpDesc& d, size_t i);
+
 // Parameter shapes in user format, in order:
 //   conv:          weights {oc, ic/group, kh, kw} (oihw / goihw flattened), bias {oc}
 //   inner_product: weights {oc, ic_total} where ic_total = C*H*W flattened in the src layout's
 //                  own order (chw for nchw, hwc for nhwc), bias {oc}
+//   batch_norm:    scale {c}, shift {c}, running_mean {c}, running_var {c} (the last two state)
 //   others:        none
 std::vector<std::vector<int64_t>> param_shapes(const OpDesc& d);
 // Fan-in and fan-out of the weights (for xavier/msra fillers), {1,1} when there are none.
@@ -77,7 +120,9 @@ class Op {
   virtual std::string impl() const = 0;
   const OpDesc& desc() const { return desc_; }
 
-  // dst <- op(src). `weights` holds one pointer per param_shapes entry.
+  // dst <- op(src). `weights` holds one pointer per param_shapes entry. A training forward of a
+  // kind with state parameters (state_params() > 0: batch norm) writes those in place through
+  // the const pointers (const_cast): the caller's buffers must be writable.
   virtual void forward(const float* src, float* dst, std::span<const float* const> weights,
                        bool training) = 0;
   // After forward() on the same src/dst: diff_src <- d loss/d src (skipped when nullptr) and
@@ -86,6 +131,21 @@ class Op {
   virtual void backward(const float* src, const float* dst, const float* diff_dst, float* diff_src,
                         std::span<const float* const> weights,
                         std::span<float* const> diff_weights) = 0;
+
+  // The same for every kind, with all inputs: srcs[0] is src, srcs[1..] match desc().more_src;
+  // diff_srcs has one entry per input (nullptr: skipped). Net calls these. The one-input kinds
+  // need not override them; the kinds of several inputs override both (and forward/backward
+  // then see only the first input).
+  virtual void forward_n(std::span<const float* const> srcs, float* dst,
+                         std::span<const float* const> weights, bool training) {
+    forward(srcs[0], dst, weights, training);
+  }
+  virtual void backward_n(std::span<const float* const> srcs, const float* dst,
+                          const float* diff_dst, std::span<float* const> diff_srcs,
+                          std::span<const float* const> weights,
+                          std::span<float* const> diff_weights) {
+    backward(srcs[0], dst, diff_dst, diff_srcs[0], weights, diff_weights);
+  }
 
  protected:
   explicit Op(const OpDesc& d) : desc_(d) {}

@@ -40,6 +40,10 @@ constexpr CpuOpImpl kCpuOps[] = {
     {OpKind::relu, "ref", false, ref<make_ref_relu>},
     {OpKind::lrn, "ref", false, ref<make_ref_lrn>},
     {OpKind::dropout, "ref", false, ref<make_ref_dropout>},
+    {OpKind::batch_norm, "ref", false, ref<make_ref_batch_norm>},
+    {OpKind::add, "ref", false, ref<make_ref_add>},
+    {OpKind::concat, "ref", false, ref<make_ref_concat>},
+    {OpKind::global_avg_pool, "ref", false, ref<make_ref_global_avg_pool>},
 };
 
 // Why oneDNN has no row for a kind.

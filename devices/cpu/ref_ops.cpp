@@ -1,4 +1,5 @@
-// Reference kernels: direct loops over the OpDesc, written to be read, one section per kind.
+// Reference kernels: direct loops over the OpDesc, written to be read, one section per kind
+// (batch norm in ref_batch_norm.cpp, add and concat in ref_join.cpp).
 // Every element is reached through offset4(), so the same loops serve both layouts. Buffers an
 // op keeps between forward and backward (argmax, LRN scale, dropout mask) are allocated at
 // creation. The CPU device's list (devices/cpu/cpu_op_list.cpp) names each factory.
@@ -347,11 +348,13 @@ class RefRelu final : public Op {
 };
 
 // ---------------------------------------------------------------------------------------------
-// LRN across channels, Caffe's definition:
-//   scale[c] = k + alpha/n * sum_{c' = c-(n-1)/2 .. c+(n-1)/2} src[c']^2,  dst = src * scale^-beta
-//   diff_src[c] = diff_dst[c] * scale[c]^-beta
-//               - 2 alpha beta / n * src[c] * sum_{c' in window(c)} diff_dst[c'] dst[c'] /
-//               scale[c']
+// LRN, Caffe's definitions. Each element's window W(i): across channels, the local_size channels
+// centred on its own (at its h, w); within channel, the local_size x local_size positions
+// centred on its own (in its channel); both clipped to the tensor (zero padding) and symmetric
+// (j in W(i) exactly when i in W(j)). With m = local_size (across) or local_size^2 (within):
+//   scale[i] = k + alpha/m * sum_{j in W(i)} src[j]^2,  dst[i] = src[i] * scale[i]^-beta
+//   diff_src[i] = diff_dst[i] * scale[i]^-beta
+//               - 2 alpha beta / m * src[i] * sum_{j in W(i)} diff_dst[j] dst[j] / scale[j]
 class RefLrn final : public Op {
  public:
   explicit RefLrn(const OpDesc& d) : Op(d), scale_(static_cast<size_t>(d.src.count())) {}
@@ -361,21 +364,16 @@ class RefLrn final : public Op {
                bool /*training*/) override {
     const OpDesc& d = desc_;
     const Shape4& s = d.src;
-    const int64_t half = (d.local_size - 1) / 2;
-    const float alpha_n = d.alpha / static_cast<float>(d.local_size);
+    const float alpha_m = d.alpha / summands();
 #pragma omp parallel for
     for (int64_t n = 0; n < s.n; ++n) {
       for (int64_t h = 0; h < s.h; ++h) {
         for (int64_t w = 0; w < s.w; ++w) {
           for (int64_t c = 0; c < s.c; ++c) {
             float sum = 0.f;
-            const int64_t c0 = std::max<int64_t>(c - half, 0), c1 = std::min(c + half, s.c - 1);
-            for (int64_t j = c0; j <= c1; ++j) {
-              const float x = src[offset4(s, d.layout, n, j, h, w)];
-              sum += x * x;
-            }
+            for_window(n, c, h, w, [&](int64_t j) { sum += src[j] * src[j]; });
             const int64_t i = offset4(s, d.layout, n, c, h, w);
-            const float scale = d.k + alpha_n * sum;
+            const float scale = d.k + alpha_m * sum;
             scale_[static_cast<size_t>(i)] = scale;
             dst[i] = src[i] * std::pow(scale, -d.beta);
           }
@@ -390,19 +388,16 @@ class RefLrn final : public Op {
     if (!diff_src) return;
     const OpDesc& d = desc_;
     const Shape4& s = d.src;
-    const int64_t half = (d.local_size - 1) / 2;
-    const float ratio = 2.f * d.alpha * d.beta / static_cast<float>(d.local_size);
+    const float ratio = 2.f * d.alpha * d.beta / summands();
 #pragma omp parallel for
     for (int64_t n = 0; n < s.n; ++n) {
       for (int64_t h = 0; h < s.h; ++h) {
         for (int64_t w = 0; w < s.w; ++w) {
           for (int64_t c = 0; c < s.c; ++c) {
             float accum = 0.f;
-            const int64_t c0 = std::max<int64_t>(c - half, 0), c1 = std::min(c + half, s.c - 1);
-            for (int64_t j = c0; j <= c1; ++j) {
-              const int64_t i = offset4(s, d.layout, n, j, h, w);
-              accum += diff_dst[i] * dst[i] / scale_[static_cast<size_t>(i)];
-            }
+            for_window(n, c, h, w, [&](int64_t j) {
+              accum += diff_dst[j] * dst[j] / scale_[static_cast<size_t>(j)];
+            });
             const int64_t i = offset4(s, d.layout, n, c, h, w);
             diff_src[i] = diff_dst[i] * std::pow(scale_[static_cast<size_t>(i)], -d.beta) -
                           ratio * src[i] * accum;
@@ -413,6 +408,25 @@ class RefLrn final : public Op {
   }
 
  private:
+  float summands() const {
+    const int64_t m = desc_.local_size;
+    return static_cast<float>(desc_.lrn_within_channel ? m * m : m);
+  }
+  // f(offset of j) for every j in the window of element (n, c, h, w).
+  template <typename F>
+  void for_window(int64_t n, int64_t c, int64_t h, int64_t w, F f) const {
+    const Shape4& s = desc_.src;
+    const int64_t half = (desc_.local_size - 1) / 2;
+    if (!desc_.lrn_within_channel) {
+      for (int64_t j = std::max<int64_t>(c - half, 0); j <= std::min(c + half, s.c - 1); ++j)
+        f(offset4(s, desc_.layout, n, j, h, w));
+      return;
+    }
+    for (int64_t y = std::max<int64_t>(h - half, 0); y <= std::min(h + half, s.h - 1); ++y)
+      for (int64_t x = std::max<int64_t>(w - half, 0); x <= std::min(w + half, s.w - 1); ++x)
+        f(offset4(s, desc_.layout, n, c, y, x));
+  }
+
   std::vector<float> scale_;  // per src element, kept from forward for backward
 };
 
@@ -467,6 +481,47 @@ class RefDropout final : public Op {
   bool last_training_ = false;
 };
 
+// ---------------------------------------------------------------------------------------------
+// Global average pooling: dst[n, c] = the mean of src[n, c, :, :]; each src element gets
+// diff_dst[n, c] / (H*W). dst {N, C, 1, 1} has one memory order in both layouts.
+class RefGlobalAvgPool final : public Op {
+ public:
+  explicit RefGlobalAvgPool(const OpDesc& d) : Op(d) {}
+  std::string impl() const override { return "ref"; }
+
+  void forward(const float* src, float* dst, std::span<const float* const> /*weights*/,
+               bool /*training*/) override {
+    const OpDesc& d = desc_;
+    const Shape4& s = d.src;
+    const float area = static_cast<float>(s.h * s.w);
+#pragma omp parallel for
+    for (int64_t n = 0; n < s.n; ++n) {
+      for (int64_t c = 0; c < s.c; ++c) {
+        float sum = 0.f;
+        for (int64_t h = 0; h < s.h; ++h)
+          for (int64_t w = 0; w < s.w; ++w)
+            sum += src[offset4(s, d.layout, n, c, h, w)];
+        dst[n * s.c + c] = sum / area;
+      }
+    }
+  }
+
+  void backward(const float* /*src*/, const float* /*dst*/, const float* diff_dst, float* diff_src,
+                std::span<const float* const> /*weights*/,
+                std::span<float* const> /*diff_weights*/) override {
+    if (!diff_src) return;
+    const OpDesc& d = desc_;
+    const Shape4& s = d.src;
+    const float area = static_cast<float>(s.h * s.w);
+#pragma omp parallel for
+    for (int64_t n = 0; n < s.n; ++n)
+      for (int64_t c = 0; c < s.c; ++c)
+        for (int64_t h = 0; h < s.h; ++h)
+          for (int64_t w = 0; w < s.w; ++w)
+            diff_src[offset4(s, d.layout, n, c, h, w)] = diff_dst[n * s.c + c] / area;
+  }
+};
+
 }  // namespace
 
 // The factories the CPU device's list names (devices/cpu/cpu_op_list.cpp), one per kind.
@@ -490,6 +545,9 @@ Result<std::unique_ptr<Op>> make_ref_lrn(const OpDesc& d) {
 }
 Result<std::unique_ptr<Op>> make_ref_dropout(const OpDesc& d) {
   return std::unique_ptr<Op>(new RefDropout(d));
+}
+Result<std::unique_ptr<Op>> make_ref_global_avg_pool(const OpDesc& d) {
+  return std::unique_ptr<Op>(new RefGlobalAvgPool(d));
 }
 
 }  // namespace easel

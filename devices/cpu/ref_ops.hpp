@@ -22,6 +22,10 @@ Result<std::unique_ptr<Op>> make_ref_inner_product(const OpDesc& d);
 Result<std::unique_ptr<Op>> make_ref_relu(const OpDesc& d);
 Result<std::unique_ptr<Op>> make_ref_lrn(const OpDesc& d);
 Result<std::unique_ptr<Op>> make_ref_dropout(const OpDesc& d);
+Result<std::unique_ptr<Op>> make_ref_batch_norm(const OpDesc& d);  // ref_batch_norm.cpp
+Result<std::unique_ptr<Op>> make_ref_add(const OpDesc& d);         // ref_join.cpp
+Result<std::unique_ptr<Op>> make_ref_concat(const OpDesc& d);      // ref_join.cpp
+Result<std::unique_ptr<Op>> make_ref_global_avg_pool(const OpDesc& d);
 // Softmax cross-entropy, own kernel (numerically stable: max subtracted), used by every CPU net.
 std::unique_ptr<LossOp> make_cpu_loss(int64_t batch, int64_t classes);
 

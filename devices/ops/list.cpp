@@ -9,7 +9,8 @@ namespace easel {
 
 namespace {
 constexpr const OpDef* kOps[] = {
-    &kConvDef, &kMaxPoolDef, &kAvgPoolDef, &kInnerProductDef, &kReluDef, &kLrnDef, &kDropoutDef,
+    &kConvDef,    &kMaxPoolDef,   &kAvgPoolDef, &kInnerProductDef, &kReluDef,          &kLrnDef,
+    &kDropoutDef, &kBatchNormDef, &kAddDef,     &kConcatDef,       &kGlobalAvgPoolDef,
 };
 }  // namespace
 

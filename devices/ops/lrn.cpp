@@ -1,5 +1,7 @@
-// LRN across channels, Caffe's definition: dst = src / (k + alpha/n * sum_{window} src^2)^beta,
-// the window local_size channels wide (odd), centred on the channel.
+// LRN, Caffe's definitions: across channels, dst = src / (k + alpha/n * sum_{window} src^2)^beta
+// with the window local_size channels wide (odd), centred on the channel; within channel
+// (lrn_within_channel), alpha/n^2 over an n x n spatial window centred on the element, zero
+// padded (see OpDesc in devices/op.hpp).
 #include "devices/ops/op_def.hpp"
 
 namespace easel {
@@ -15,9 +17,10 @@ std::string validate_lrn(const OpDesc& d) {
   return {};
 }
 
-// Per element: a square and an add per window channel, the scale and the power.
+// Per element: a square and an add per window element, the scale and the power.
 double lrn_flops(const OpDesc& d) {
-  return static_cast<double>(d.src.count()) * static_cast<double>(2 * d.local_size + 2);
+  const int64_t window = d.lrn_within_channel ? d.local_size * d.local_size : d.local_size;
+  return static_cast<double>(d.src.count()) * static_cast<double>(2 * window + 2);
 }
 
 }  // namespace

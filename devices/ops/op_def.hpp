@@ -21,6 +21,12 @@ struct OpDef {
   bool windowed = false;
   // A ReLU that directly follows may be fused into dst as a post-op (Net does so).
   bool fuses_relu = false;
+  // How many inputs it takes (Net wires them; validate() checks 1 + more_src.size()).
+  int min_inputs = 1, max_inputs = 1;
+  // The trailing parameters that are state (see state_params() in devices/op.hpp).
+  int state_params = 0;
+  // Names of the parameters in order; nullptr: "weights", "bias".
+  const char* const* param_names = nullptr;
   // The kind's own checks, after the shared ones (positive src, then the window when
   // `windowed`): empty when consistent, else "name: what is wrong". nullptr: none.
   std::string (*validate)(const OpDesc& d) = nullptr;
@@ -55,5 +61,9 @@ extern const OpDef kInnerProductDef;
 extern const OpDef kReluDef;
 extern const OpDef kLrnDef;
 extern const OpDef kDropoutDef;
+extern const OpDef kBatchNormDef;
+extern const OpDef kAddDef;
+extern const OpDef kConcatDef;
+extern const OpDef kGlobalAvgPoolDef;
 
 }  // namespace easel

@@ -1,5 +1,6 @@
-// Max and average pooling over a kh x kw window, Caffe's output size (rounded up, the last
-// window starting inside the input plus padding). Two kinds, one shape rule.
+// Max and average pooling over a kh x kw window. Output size: Caffe's by default (rounded up,
+// the last window starting inside the input plus padding), or rounded down (ceil_mode false,
+// PyTorch's default). Two kinds, one shape rule.
 #include "devices/ops/op_def.hpp"
 
 namespace easel {
@@ -7,9 +8,11 @@ namespace easel {
 namespace {
 
 // Caffe's pooling output size: ceil rounding, then the last window must start inside the input
-// (plus the leading padding).
-int64_t pooled_size(int64_t in, int64_t k, int64_t s, int64_t p) {
+// (plus the leading padding). Floor rounding needs no clip: the last window starts at most at
+// in + p - k < in (pad < kernel).
+int64_t pooled_size(int64_t in, int64_t k, int64_t s, int64_t p, bool ceil_mode) {
   const int64_t span = in + 2 * p - k;  // >= 0 once validated
+  if (!ceil_mode) return span / s + 1;
   int64_t out = (span + s - 1) / s + 1;
   if (p > 0 && (out - 1) * s >= in + p) --out;
   return out;
@@ -25,8 +28,8 @@ std::string validate_pool(const OpDesc& d) {
 
 Shape4 pool_dst(const OpDesc& d) {
   const Shape4& s = d.src;
-  return {s.n, s.c, pooled_size(s.h, d.kh, d.stride_h, d.pad_h),
-          pooled_size(s.w, d.kw, d.stride_w, d.pad_w)};
+  return {s.n, s.c, pooled_size(s.h, d.kh, d.stride_h, d.pad_h, d.ceil_mode),
+          pooled_size(s.w, d.kw, d.stride_w, d.pad_w, d.ceil_mode)};
 }
 
 // One operation per window element per output.

@@ -56,6 +56,37 @@ OpDesc inner_product(Shape4 src, int64_t oc) {
   return d;
 }
 
+// A kind of several inputs: src is the first, more_src the rest.
+OpDesc joined(OpKind kind, std::vector<Shape4> inputs) {
+  OpDesc d = simple(kind, inputs.front());
+  d.more_src.assign(inputs.begin() + 1, inputs.end());
+  return d;
+}
+
+OpDesc floor_pool(OpKind kind, Shape4 src, int64_t k, int64_t stride, int64_t pad = 0) {
+  OpDesc d = pool(kind, src, k, stride, pad);
+  d.ceil_mode = false;
+  return d;
+}
+
+OpDesc within_lrn(Shape4 src, int64_t local_size, float alpha) {
+  OpDesc d = simple(OpKind::lrn, src);
+  d.lrn_within_channel = true;
+  d.local_size = local_size;
+  d.alpha = alpha;
+  return d;
+}
+
+// Batch norm: parameters positive (running_var must be): scale, shift, mean, var; a smaller
+// step, since in training dst is curved in src through the batch statistics.
+GradCheckOptions bn_options(bool training = true) {
+  GradCheckOptions opt;
+  opt.weight_lo = 0.5f, opt.weight_hi = 1.5f;
+  opt.step = 1e-3f;
+  opt.training = training;
+  return opt;
+}
+
 // Gradient check of `d` in both layouts.
 void expect_gradients(OpDesc d, const GradCheckOptions& opt = {}) {
   for (Layout l : kLayouts) {
@@ -119,6 +150,10 @@ TEST(OpDesc, KindNames) {
   EXPECT_STREQ(op_kind_name(OpKind::relu), "relu");
   EXPECT_STREQ(op_kind_name(OpKind::lrn), "lrn");
   EXPECT_STREQ(op_kind_name(OpKind::dropout), "dropout");
+  EXPECT_STREQ(op_kind_name(OpKind::batch_norm), "batch_norm");
+  EXPECT_STREQ(op_kind_name(OpKind::add), "add");
+  EXPECT_STREQ(op_kind_name(OpKind::concat), "concat");
+  EXPECT_STREQ(op_kind_name(OpKind::global_avg_pool), "global_avg_pool");
 }
 
 TEST(OpDesc, ConvShape) {
@@ -134,6 +169,44 @@ TEST(OpDesc, PoolShapeRoundsUpLikeCaffe) {
   EXPECT_EQ(dst_shape(pool(OpKind::avg_pool, {1, 1, 4, 4}, 3, 2, 1)), (Shape4{1, 1, 3, 3}));
   // ceil gives 3, but the third window would start at 6 >= 5 + 1: clipped to 2
   EXPECT_EQ(dst_shape(pool(OpKind::max_pool, {1, 1, 5, 5}, 2, 3, 1)), (Shape4{1, 1, 2, 2}));
+}
+
+TEST(OpDesc, PoolShapeFloorMode) {
+  // torchvision ResNet's maxpool 3x3/2 pad 1: 112 -> 56 (ceil would give 57)
+  EXPECT_EQ(dst_shape(floor_pool(OpKind::max_pool, {1, 64, 112, 112}, 3, 2, 1)),
+            (Shape4{1, 64, 56, 56}));
+  EXPECT_EQ(dst_shape(pool(OpKind::max_pool, {1, 64, 112, 112}, 3, 2, 1)), (Shape4{1, 64, 57, 57}));
+  EXPECT_EQ(dst_shape(floor_pool(OpKind::max_pool, {1, 1, 6, 6}, 3, 2)), (Shape4{1, 1, 2, 2}));
+  EXPECT_EQ(dst_shape(floor_pool(OpKind::avg_pool, {1, 1, 7, 7}, 3, 2)), (Shape4{1, 1, 3, 3}));
+  EXPECT_EQ(dst_shape(floor_pool(OpKind::max_pool, {1, 1, 5, 5}, 2, 3, 1)), (Shape4{1, 1, 2, 2}));
+}
+
+TEST(OpDesc, NewKindsShapesParamsAndInputs) {
+  EXPECT_EQ(dst_shape(joined(OpKind::concat, {{2, 3, 4, 5}, {2, 7, 4, 5}, {2, 1, 4, 5}})),
+            (Shape4{2, 11, 4, 5}));
+  EXPECT_EQ(dst_shape(joined(OpKind::add, {{2, 3, 4, 5}, {2, 3, 4, 5}})), (Shape4{2, 3, 4, 5}));
+  EXPECT_EQ(dst_shape(simple(OpKind::global_avg_pool, {2, 3, 7, 5})), (Shape4{2, 3, 1, 1}));
+  EXPECT_EQ(input_range(OpKind::add), (std::pair<int, int>{2, 16}));
+  EXPECT_EQ(input_range(OpKind::concat), (std::pair<int, int>{2, 16}));
+  EXPECT_EQ(input_range(OpKind::batch_norm), (std::pair<int, int>{1, 1}));
+  const OpDesc bn = simple(OpKind::batch_norm, {2, 6, 3, 3});
+  EXPECT_EQ(param_shapes(bn), (std::vector<std::vector<int64_t>>{{6}, {6}, {6}, {6}}));
+  EXPECT_EQ(state_params(bn), 2);
+  EXPECT_EQ(param_name(bn, 0), "scale");
+  EXPECT_EQ(param_name(bn, 1), "shift");
+  EXPECT_EQ(param_name(bn, 2), "running_mean");
+  EXPECT_EQ(param_name(bn, 3), "running_var");
+  EXPECT_EQ(fans(bn), (std::pair<int64_t, int64_t>{1, 1}));
+  for (OpKind k : {OpKind::add, OpKind::concat, OpKind::global_avg_pool}) {
+    EXPECT_TRUE(param_shapes(simple(k, {1, 2, 3, 3})).empty()) << op_kind_name(k);
+    EXPECT_EQ(state_params(simple(k, {1, 2, 3, 3})), 0) << op_kind_name(k);
+  }
+  EXPECT_GT(forward_flops(bn), 0.0);
+  EXPECT_GT(forward_flops(joined(OpKind::add, {{2, 3, 4, 5}, {2, 3, 4, 5}})), 0.0);
+  EXPECT_GT(forward_flops(joined(OpKind::concat, {{2, 3, 4, 5}, {2, 3, 4, 5}})), 0.0);
+  EXPECT_GT(forward_flops(simple(OpKind::global_avg_pool, {2, 3, 4, 5})), 0.0);
+  EXPECT_GT(forward_flops(within_lrn({2, 3, 4, 5}, 3, 1.f)),
+            forward_flops(simple(OpKind::lrn, {2, 3, 4, 5})) / 5 * 3);
 }
 
 TEST(OpDesc, ParamShapesAndFans) {
@@ -181,10 +254,11 @@ TEST(OpDesc, FirstLayerBackwardFlops) {
   EXPECT_DOUBLE_EQ(backward_flops(p, true), forward_flops(p));
 }
 
-TEST(OpDesc, OnlyConvAndInnerProductFuseRelu) {
+TEST(OpDesc, OnlyConvInnerProductAndBatchNormFuseRelu) {
   for (const OpDef* def : op_list())
-    EXPECT_EQ(fuses_relu(def->kind),
-              def->kind == OpKind::conv || def->kind == OpKind::inner_product)
+    EXPECT_EQ(fuses_relu(def->kind), def->kind == OpKind::conv ||
+                                         def->kind == OpKind::inner_product ||
+                                         def->kind == OpKind::batch_norm)
         << def->name;
 }
 
@@ -192,7 +266,8 @@ TEST(OpDesc, OnlyConvAndInnerProductFuseRelu) {
 // kind its fast rows first and the reference last (so ImplChoice::ref always finds one).
 TEST(OpList, EveryKindDefinedInOrderWithTheReferenceLast) {
   const auto defs = op_list();
-  ASSERT_EQ(defs.size(), 7u);
+  ASSERT_EQ(defs.size(), 11u);
+  EXPECT_EQ(defs.back()->kind, OpKind::global_avg_pool);
   for (size_t i = 0; i < defs.size(); ++i) {
     const OpDef& def = *defs[i];
     EXPECT_EQ(static_cast<size_t>(def.kind), i) << def.name;
@@ -249,6 +324,20 @@ TEST(OpDesc, ValidateMessages) {
   drop.ratio = -0.1f;
   expect_invalid(drop, "ratio");
   expect_invalid(simple(OpKind::relu, {1, 0, 2, 2}), "non-positive");
+  expect_invalid(simple(OpKind::add, {1, 2, 2, 2}), "takes 2 to 16 input(s), got 1");
+  expect_invalid(joined(OpKind::add, {{1, 2, 2, 2}, {1, 3, 2, 2}}), "input 1 1x3x2x2 differs");
+  expect_invalid(joined(OpKind::concat, std::vector<Shape4>(17, {1, 2, 2, 2})), "got 17");
+  expect_invalid(joined(OpKind::concat, {{1, 2, 2, 2}, {1, 3, 2, 3}}), "in n, h or w");
+  expect_invalid(joined(OpKind::concat, {{1, 2, 2, 2}, {1, 0, 2, 2}}), "non-positive");
+  OpDesc two = joined(OpKind::relu, {{1, 2, 2, 2}, {1, 2, 2, 2}});
+  expect_invalid(two, "takes 1 input(s), got 2");
+  OpDesc bn = simple(OpKind::batch_norm, {1, 2, 2, 2});
+  bn.eps = 0.f;
+  expect_invalid(bn, "eps");
+  bn.eps = 1e-5f;
+  bn.bn_momentum = 1.5f;
+  expect_invalid(bn, "momentum");
+  EXPECT_EQ(validate(joined(OpKind::concat, {{1, 2, 2, 2}, {1, 5, 2, 2}})), "");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -366,6 +455,101 @@ TEST(RefForward, LrnMatchesTheFormula) {
   }
 }
 
+// LRN within channel, written as Caffe computes it: the squares average-pooled over a
+// local_size window, stride 1, padding (local_size - 1)/2 (the divisor local_size^2, padding
+// counted), then dst = src * (1 + alpha * pooled)^-beta.
+TEST(RefForward, LrnWithinChannelIsCaffesPoolingOfSquares) {
+  for (int64_t size : {3, 5}) {
+    OpDesc d = within_lrn({2, 3, 6, 5}, size, 0.7f);
+    d.beta = 0.75f;
+    const Shape4 s = d.src;
+    const auto src = random_vector(s.count(), 8, -2.f, 2.f);
+    std::vector<float> sq(src.size());
+    for (size_t i = 0; i < src.size(); ++i)
+      sq[i] = src[i] * src[i];
+    for (Layout l : kLayouts) {
+      d.layout = l;
+      const auto x = relayout(src.data(), s, Layout::nchw, l);
+      const auto x2 = relayout(sq.data(), s, Layout::nchw, l);
+      OpDesc avg = pool(OpKind::avg_pool, s, size, 1, (size - 1) / 2);
+      avg.layout = l;
+      ASSERT_EQ(dst_shape(avg), s);
+      std::vector<float> pooled(src.size()), dst(src.size()), want(src.size());
+      make(avg)->forward(x2.data(), pooled.data(), {}, false);
+      for (size_t i = 0; i < src.size(); ++i)
+        want[i] = x[i] * std::pow(1.f + 0.7f * pooled[i], -0.75f);
+      make(d)->forward(x.data(), dst.data(), {}, false);
+      EXPECT_TRUE(near_all(dst.data(), want.data(), s.count(), 1e-5f, 1e-6f, "lrn within dst"))
+          << layout_name(l) << " size " << size;
+    }
+  }
+}
+
+// Batch norm, training: per channel the batch mean and biased variance normalise; the running
+// statistics move by the momentum, the variance unbiased. Eval: the running statistics.
+TEST(RefForward, BatchNormTrainingAndEval) {
+  OpDesc d = simple(OpKind::batch_norm, {2, 2, 1, 2});
+  d.bn_momentum = 0.25f;
+  d.eps = 1e-3f;
+  // nchw: channel 0 = {1, 2, 3, 6}, channel 1 = {-1, -1, 1, 1}
+  const std::vector<float> src{1, 2, -1, -1, 3, 6, 1, 1};
+  const std::vector<float> scale{2, 1}, shift{0.5f, -1};
+  std::vector<float> rmean{1, 0}, rvar{1, 2};
+  const std::vector<const float*> w{scale.data(), shift.data(), rmean.data(), rvar.data()};
+  std::vector<float> dst(8);
+  auto op = make(d);
+  op->forward(src.data(), dst.data(), w, /*training=*/true);
+  // channel 0: mean 3, biased var (4 + 1 + 0 + 9) / 4 = 3.5, unbiased 14/3
+  const float inv0 = 1.f / std::sqrt(3.5f + 1e-3f), inv1 = 1.f / std::sqrt(1.f + 1e-3f);
+  const std::vector<float> want{
+      2 * (1 - 3.f) * inv0 + 0.5f, 2 * (2 - 3.f) * inv0 + 0.5f, -inv1 - 1, -inv1 - 1,
+      2 * (3 - 3.f) * inv0 + 0.5f, 2 * (6 - 3.f) * inv0 + 0.5f, inv1 - 1,  inv1 - 1};
+  EXPECT_TRUE(near_all(dst.data(), want.data(), 8, 1e-6f, 1e-6f, "bn training dst"));
+  EXPECT_FLOAT_EQ(rmean[0], 0.75f * 1 + 0.25f * 3);
+  EXPECT_FLOAT_EQ(rmean[1], 0.75f * 0 + 0.25f * 0);
+  EXPECT_FLOAT_EQ(rvar[0], 0.75f * 1 + 0.25f * 14.f / 3);
+  EXPECT_FLOAT_EQ(rvar[1], 0.75f * 2 + 0.25f * 4.f / 3);
+  // eval: the running statistics, which stay
+  const std::vector<float> rm = rmean, rv = rvar;
+  op->forward(src.data(), dst.data(), w, /*training=*/false);
+  EXPECT_EQ(rmean, rm);
+  EXPECT_EQ(rvar, rv);
+  for (int64_t c = 0; c < 2; ++c)
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t n = 0; n < 2; ++n) {
+        const int64_t o = offset4(d.src, d.layout, n, c, 0, i);
+        EXPECT_NEAR(dst[o], scale[c] * (src[o] - rm[c]) / std::sqrt(rv[c] + 1e-3f) + shift[c],
+                    1e-6f)
+            << o;
+      }
+  // fused ReLU
+  d.fused_relu = true;
+  make(d)->forward(src.data(), dst.data(), w, false);
+  for (float v : dst)
+    EXPECT_GE(v, 0.f);
+}
+
+TEST(RefForward, AddConcatGlobalAvgPool) {
+  const std::vector<float> a{1, 2, 3, 4}, b{10, 20, 30, 40}, c{100, 200, 300, 400};
+  const std::vector<const float*> abc{a.data(), b.data(), c.data()};
+  std::vector<float> dst(4);
+  make(joined(OpKind::add, {{1, 1, 2, 2}, {1, 1, 2, 2}, {1, 1, 2, 2}}))
+      ->forward_n(abc, dst.data(), {}, true);
+  EXPECT_EQ(dst, (std::vector<float>{111, 222, 333, 444}));
+  // concat of 1x1x2x2, 1x2x1x2 would be invalid; 2 images x {1, 1} channels x 1x2:
+  // nchw a = [n0: 1 2 | n1: 3 4], b = [n0: 10 20 | n1: 30 40]
+  std::vector<float> cat(8);
+  OpDesc d = joined(OpKind::concat, {{2, 1, 1, 2}, {2, 1, 1, 2}});
+  make(d)->forward_n(std::vector<const float*>{a.data(), b.data()}, cat.data(), {}, true);
+  EXPECT_EQ(cat, (std::vector<float>{1, 2, 10, 20, 3, 4, 30, 40}));
+  d.layout = Layout::nhwc;  // the same bytes read as n, w, c
+  make(d)->forward_n(std::vector<const float*>{a.data(), b.data()}, cat.data(), {}, true);
+  EXPECT_EQ(cat, (std::vector<float>{1, 10, 2, 20, 3, 30, 4, 40}));
+  std::vector<float> g(2);
+  make(simple(OpKind::global_avg_pool, {1, 2, 1, 2}))->forward(a.data(), g.data(), {}, true);
+  EXPECT_EQ(g, (std::vector<float>{1.5f, 3.5f}));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Gradient checks, every kind, both layouts
 
@@ -439,6 +623,44 @@ TEST(RefGrad, Lrn) {
   expect_gradients(narrow);
   d = simple(OpKind::lrn, {2, 4, 2, 2});  // Caffe's defaults
   expect_gradients(d);
+}
+
+TEST(RefGrad, PoolFloorMode) {
+  GradCheckOptions opt;
+  opt.src_lo = -5.f, opt.src_hi = 5.f;
+  expect_gradients(floor_pool(OpKind::max_pool, {2, 2, 8, 8}, 3, 2, 1), opt);
+  expect_gradients(floor_pool(OpKind::max_pool, {2, 2, 6, 6}, 3, 2), opt);
+  expect_gradients(floor_pool(OpKind::avg_pool, {2, 2, 8, 7}, 3, 2, 1));
+  expect_gradients(floor_pool(OpKind::avg_pool, {2, 2, 6, 6}, 3, 2));
+}
+
+TEST(RefGrad, LrnWithinChannel) {
+  expect_gradients(within_lrn({2, 3, 5, 4}, 3, 2.f));
+  expect_gradients(within_lrn({1, 2, 6, 6}, 5, 1.f));
+  OpDesc cifar = within_lrn({2, 3, 4, 4}, 3, 5e-05f);  // cifar10_full's norm1
+  expect_gradients(cifar);
+}
+
+TEST(RefGrad, BatchNorm) {
+  OpDesc d = simple(OpKind::batch_norm, {3, 4, 3, 2});
+  expect_gradients(d, bn_options(/*training=*/true));  // through the batch statistics
+  expect_gradients(d, bn_options(false));              // the running statistics
+  d.fused_relu = true;
+  expect_gradients(d, bn_options(false));
+  expect_gradients(d, bn_options(true));
+  expect_gradients(simple(OpKind::batch_norm, {4, 3, 1, 1}), bn_options());  // after a fc
+}
+
+TEST(RefGrad, AddAndConcat) {
+  expect_gradients(joined(OpKind::add, {{2, 3, 4, 5}, {2, 3, 4, 5}}));
+  expect_gradients(joined(OpKind::add, {{2, 3, 2, 2}, {2, 3, 2, 2}, {2, 3, 2, 2}}));
+  expect_gradients(joined(OpKind::concat, {{2, 3, 4, 5}, {2, 2, 4, 5}}));
+  expect_gradients(joined(OpKind::concat, {{2, 1, 3, 2}, {2, 4, 3, 2}, {2, 2, 3, 2}}));
+}
+
+TEST(RefGrad, GlobalAvgPool) {
+  expect_gradients(simple(OpKind::global_avg_pool, {2, 3, 4, 5}));
+  expect_gradients(simple(OpKind::global_avg_pool, {3, 2, 1, 1}));
 }
 
 TEST(RefGrad, DropoutTrainingAndInference) {
@@ -524,6 +746,8 @@ TEST(RefLayout, SameNumbersInBothLayouts) {
   lrn.alpha = 0.5f;
   OpDesc drop = simple(OpKind::dropout, {2, 3, 4, 3});
   drop.seed = 9;
+  OpDesc bn = simple(OpKind::batch_norm, {2, 3, 4, 3});
+  bn.fused_relu = true;
   const std::vector<OpDesc> descs{
       conv({2, 3, 6, 5}, 4, 3, 3, 1, 1),
       g,
@@ -533,12 +757,16 @@ TEST(RefLayout, SameNumbersInBothLayouts) {
       simple(OpKind::relu, {2, 3, 4, 5}),
       lrn,
       drop,
+      bn,
+      simple(OpKind::global_avg_pool, {2, 3, 4, 5}),
+      within_lrn({2, 3, 5, 4}, 3, 2.f),
+      floor_pool(OpKind::avg_pool, {2, 3, 8, 7}, 3, 2, 1),
   };
   for (const OpDesc& d : descs) {
     SCOPED_TRACE(op_kind_name(d.kind));
     const auto src = random_vector(d.src.count(), 1, -2.f, 2.f);
     const auto r = random_vector(dst_shape(d).count(), 2);
-    const auto w = test::random_params(d, 3);
+    const auto w = test::random_params(d, 3, 0.5f, 1.5f);  // batch norm's var positive
     const LayoutRun a = run_in_layout(d, Layout::nchw, src, w, r);
     const LayoutRun b = run_in_layout(d, Layout::nhwc, src, w, r);
     EXPECT_TRUE(near_all(a.dst.data(), b.dst.data(), a.dst.size(), 1e-5f, 1e-6f, "dst"));

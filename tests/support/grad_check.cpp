@@ -105,45 +105,75 @@ double project(const std::vector<float>& dst, const std::vector<float>& r) {
   return l;
 }
 
+// The shape of input i of `d` (0: src, then more_src).
+const Shape4& input_shape(const OpDesc& d, size_t i) {
+  return i == 0 ? d.src : d.more_src[i - 1];
+}
+
 // `op_for_forward()` yields the op each perturbed forward runs on; `first` is the one whose
-// forward + backward gives the analytic gradients.
+// forward + backward gives the analytic gradients. Every input (forward_n/backward_n) and every
+// trained parameter is checked numerically; the state parameters' diff_weights must be 0.
 template <typename NextOp>
 ::testing::AssertionResult run_check(Op& first, const NextOp& op_for_forward,
                                      const GradCheckOptions& opt) {
   const OpDesc& d = first.desc();
   const Shape4 so = dst_shape(d);
-  std::vector<float> src = random_vector(d.src.count(), opt.seed, opt.src_lo, opt.src_hi);
+  const size_t inputs = 1 + d.more_src.size();
+  std::vector<std::vector<float>> srcs, diff_srcs;
+  for (size_t i = 0; i < inputs; ++i) {
+    const int64_t count = input_shape(d, i).count();
+    // input 0 seeded as before the kinds of several inputs; the others apart from every seed
+    srcs.push_back(
+        random_vector(count, i == 0 ? opt.seed : opt.seed + 1000 + i, opt.src_lo, opt.src_hi));
+    diff_srcs.emplace_back(static_cast<size_t>(count), NAN);
+  }
   std::vector<std::vector<float>> w = random_params(d, opt.seed + 1, opt.weight_lo, opt.weight_hi);
   const std::vector<float> r = random_vector(so.count(), opt.seed + 2);
   std::vector<float> dst(static_cast<size_t>(so.count()));
-  std::vector<float> diff_src(static_cast<size_t>(d.src.count()), NAN);
   std::vector<std::vector<float>> dw = w;
   for (auto& v : dw)
     std::fill(v.begin(), v.end(), NAN);  // backward must overwrite
 
   const std::vector<const float*> wp = const_ptrs(w);
-  first.forward(src.data(), dst.data(), wp, opt.training);
-  first.backward(src.data(), dst.data(), r.data(), diff_src.data(), wp, mut_ptrs(dw));
+  const std::vector<const float*> sp = const_ptrs(srcs);
+  first.forward_n(sp, dst.data(), wp, opt.training);
+  first.backward_n(sp, dst.data(), r.data(), mut_ptrs(diff_srcs), wp, mut_ptrs(dw));
 
   std::vector<float> scratch(dst.size());
   auto loss = [&] {
-    op_for_forward().forward(src.data(), scratch.data(), wp, opt.training);
+    op_for_forward().forward_n(sp, scratch.data(), wp, opt.training);
     return project(scratch, r);
   };
   const double f0 = loss();
   const std::string name = describe_op(d) + " (" + first.impl() + ")";
 
   if (opt.check_src) {
-    Worst worst = compare(src.data(), d.src.count(), diff_src.data(), f0, loss, opt, opt.seed + 3);
-    auto res = verdict(worst, "diff_src", opt);
-    if (!res && worst.ratio > 1.0) res << " at " << coords(d.src, d.layout, worst.index);
-    if (!res) return res << "; op " << name;
+    for (size_t i = 0; i < inputs; ++i) {
+      const Shape4& s = input_shape(d, i);
+      Worst worst =
+          compare(srcs[i].data(), s.count(), diff_srcs[i].data(), f0, loss, opt, opt.seed + 3 + i);
+      const std::string what = inputs == 1 ? "diff_src" : "diff_src" + std::to_string(i);
+      auto res = verdict(worst, what, opt);
+      if (!res && worst.ratio > 1.0) res << " at " << coords(s, d.layout, worst.index);
+      if (!res) return res << "; op " << name;
+    }
   }
   if (opt.check_weights) {
+    const size_t trained = w.size() - static_cast<size_t>(state_params(d));
     for (size_t p = 0; p < w.size(); ++p) {
+      const std::string what = "diff_weights[" + std::to_string(p) + "]";
+      if (p >= trained) {
+        for (size_t i = 0; i < dw[p].size(); ++i)
+          if (dw[p][i] != 0.f)
+            return ::testing::AssertionFailure()
+                   << what << "[" << i << "] = " << dw[p][i]
+                   << ", a state parameter's (" + param_name(d, p) + ") gradient must be 0; op "
+                   << name;
+        continue;
+      }
       Worst worst = compare(w[p].data(), static_cast<int64_t>(w[p].size()), dw[p].data(), f0, loss,
                             opt, opt.seed + 4 + p);
-      auto res = verdict(worst, "diff_weights[" + std::to_string(p) + "]", opt);
+      auto res = verdict(worst, what, opt);
       if (!res) return res << "; op " << name;
     }
   }

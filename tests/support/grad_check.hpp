@@ -1,13 +1,15 @@
 // The one gradient checker every op test uses (Caffe's GradientChecker idea), plus the helpers
 // that compare one implementation with another.
 //
-// check_gradients() fills src and the weights with seeded uniform values, takes the loss
-// L = sum_i dst[i] * r[i] for a random projection r (so diff_dst = r), runs forward + backward
-// once for the analytic gradients, and compares them with central differences
+// check_gradients() fills every input (src, then desc.more_src's) and the weights with seeded
+// uniform values, takes the loss L = sum_i dst[i] * r[i] for a random projection r (so
+// diff_dst = r), runs forward_n + backward_n once for the analytic gradients, and compares the
+// gradients of every input and every trained parameter with central differences
 // (L(x+h) - L(x-h)) / 2h, L summed in double. Large tensors are checked on a seeded sample.
 // Elements whose two one-sided differences disagree sit on a kink (ReLU at 0, a max-pool tie
 // within h) and are skipped; the check fails if more than max_skip_fraction are skipped. The
-// failure message names the worst element, its coordinates and both values.
+// failure message names the worst element, its coordinates and both values. The state
+// parameters (state_params(): batch norm's running statistics) must get a gradient of 0.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -31,7 +33,7 @@ struct GradCheckOptions {
   int64_t max_checks = 150;                 // per tensor; a seeded sample beyond that
   float max_skip_fraction = 0.25f;          // of the checked elements, at kinks
   bool training = true;                     // passed to forward()
-  bool check_src = true;                    // diff_src
+  bool check_src = true;                    // diff_src of every input
   bool check_weights = true;                // every diff_weights[i]
 };
 
