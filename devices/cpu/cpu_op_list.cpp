@@ -31,6 +31,10 @@ constexpr CpuOpImpl kCpuOps[] = {
     {OpKind::relu, "dnnl", true, make_dnnl_relu},
     {OpKind::lrn, "dnnl", true, make_dnnl_lrn},
     {OpKind::dropout, "dnnl", true, refuse_dnnl_dropout},
+    {OpKind::batch_norm, "dnnl", true, make_dnnl_batch_norm},
+    {OpKind::add, "dnnl", true, make_dnnl_add},
+    {OpKind::concat, "dnnl", true, make_dnnl_concat},
+    {OpKind::global_avg_pool, "dnnl", true, make_dnnl_global_avg_pool},
 #endif
     // The reference kernels (devices/cpu/ref_ops.cpp), last: they accept every valid descriptor.
     {OpKind::conv, "ref", false, ref<make_ref_conv>},

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -147,6 +148,9 @@ class DnnlOp : public Op {
 
   // One scratchpad per op, as large as the largest of its steps (they run one at a time).
   void bind_scratch(std::initializer_list<Step*> steps) {
+    bind_scratch(std::span<Step* const>(steps.begin(), steps.size()));
+  }
+  void bind_scratch(std::span<Step* const> steps) {
     size_t bytes = 0;
     for (const Step* s : steps)
       if (!s->empty()) bytes = std::max(bytes, s->scratch_md.get_size());

@@ -173,9 +173,13 @@ class ReluOp final : public DnnlOp {
 
 // ---------------------------------------------------------------------------------------------
 // LRN across channels: Caffe's dst = src / (k + alpha/n * sum src^2)^beta is oneDNN's
-// definition too. The forward's workspace is kept for backward. oneDNN 2.6 has no jit kernel
-// for some nchw cases (local size 3, backward); those run in nhwc between reorders, the
-// reordered src kept from forward for backward.
+// definition too; within channel, Caffe's alpha/n^2 over the zero-padded n x n window is
+// oneDNN's lrn_within_channel (its kernels divide by n^2 as well, whatever the documentation's
+// formula says; tests/devices/test_dnnl_ops.cpp checks it against the reference). The forward's
+// workspace is kept for backward. oneDNN 2.6 has no jit kernel for some nchw cases (local size
+// 3, backward; every within-channel one); those run in nhwc between reorders, the reordered src
+// kept from forward for backward. Its within-channel jit kernels need channels a multiple of 8
+// (avx2) or 16 (avx512); other channel counts are refused (its reference kernel would run).
 class LrnOp final : public DnnlOp {
  public:
   explicit LrnOp(const OpDesc& d) : DnnlOp(d) {}
@@ -225,7 +229,8 @@ class LrnOp final : public DnnlOp {
   std::string try_layout(Layout inner) {
     const OpDesc& d = desc_;
     const md_t md = act_md(d.src, inner);
-    const algorithm alg = algorithm::lrn_across_channels;
+    const algorithm alg =
+        d.lrn_within_channel ? algorithm::lrn_within_channel : algorithm::lrn_across_channels;
     dnnl::lrn_forward::primitive_desc fpd(
         {prop_kind::forward_training, alg, md, d.local_size, d.alpha, d.beta, d.k}, base_attr(),
         cpu_engine(), true);

@@ -44,6 +44,10 @@ Result<std::unique_ptr<Op>> make_dnnl_pool(const OpDesc& d, const DnnlOptions& o
 Result<std::unique_ptr<Op>> make_dnnl_inner_product(const OpDesc& d, const DnnlOptions& options);
 Result<std::unique_ptr<Op>> make_dnnl_relu(const OpDesc& d, const DnnlOptions& options);
 Result<std::unique_ptr<Op>> make_dnnl_lrn(const OpDesc& d, const DnnlOptions& options);
+Result<std::unique_ptr<Op>> make_dnnl_batch_norm(const OpDesc& d, const DnnlOptions& options);
+Result<std::unique_ptr<Op>> make_dnnl_add(const OpDesc& d, const DnnlOptions& options);
+Result<std::unique_ptr<Op>> make_dnnl_concat(const OpDesc& d, const DnnlOptions& options);
+Result<std::unique_ptr<Op>> make_dnnl_global_avg_pool(const OpDesc& d, const DnnlOptions& options);
 // Refuses, saying why oneDNN has nothing for dropout.
 Result<std::unique_ptr<Op>> refuse_dnnl_dropout(const OpDesc& d, const DnnlOptions& options);
 

@@ -1,4 +1,5 @@
-// oneDNN pooling and the own max-pooling backward (conventions: devices/cpu/dnnl_common.hpp).
+// oneDNN pooling (max, average, global average) and the own max-pooling backward (conventions:
+// devices/cpu/dnnl_common.hpp).
 #include "devices/cpu/dnnl_common.hpp"
 
 #if defined(__AVX512F__)
@@ -10,14 +11,16 @@ namespace easel::dnnl_detail {
 namespace {
 
 // Max and average pooling with Caffe's ceil-mode output size, expressed as extra padding on the
-// bottom/right. Max pooling: oneDNN's forward_inference kernel, and an own backward that sends
-// each gradient to the first position (row-major in the window) where src equals dst, the
-// argmax Caffe picks. Measured on this machine's kind (oneDNN 2.6.3, one core, LeNet pool1
-// nhwc): forward_training with its workspace 1.17 ms against forward_inference 0.30 ms, and
-// oneDNN's backward 1.17 ms; the own backward is a single pass over src.
-// Average pooling: Caffe divides by the window clipped to [-pad, in + pad). That is oneDNN's
-// exclude_padding when pad is 0, and its include_padding when no window reaches past in + pad
-// (the ceil-mode extra padding is at most pad); other shapes are refused (the reference runs).
+// bottom/right; in floor mode (ceil_mode false) the bottom/right padding is the top/left one
+// (oneDNN's output size rounds down too, and no window reaches past in + pad). Max pooling:
+// oneDNN's forward_inference kernel, and an own backward that sends each gradient to the first
+// position (row-major in the window) where src equals dst, the argmax Caffe picks. Measured on this
+// machine's kind (oneDNN 2.6.3, one core, LeNet pool1 nhwc): forward_training with its
+// workspace 1.17 ms against forward_inference 0.30 ms, and oneDNN's backward 1.17 ms; the own
+// backward is a single pass over src. Average pooling: Caffe divides by the window clipped to
+// [-pad, in + pad). That is oneDNN's exclude_padding when pad is 0, and its include_padding when no
+// window reaches past in + pad (the ceil-mode extra padding is at most pad); other shapes are
+// refused (the reference runs).
 class PoolOp final : public DnnlOp {
  public:
   explicit PoolOp(const OpDesc& d) : DnnlOp(d) {}
@@ -26,8 +29,8 @@ class PoolOp final : public DnnlOp {
     const OpDesc& d = desc_;
     const Shape4 o = dst_shape(d);
     const memory::desc src_md = act_md(d.src, d.layout), dst_md = act_md(o, d.layout);
-    const int64_t pr_h = (o.h - 1) * d.stride_h + d.kh - d.src.h - d.pad_h;
-    const int64_t pr_w = (o.w - 1) * d.stride_w + d.kw - d.src.w - d.pad_w;
+    const int64_t pr_h = d.ceil_mode ? (o.h - 1) * d.stride_h + d.kh - d.src.h - d.pad_h : d.pad_h;
+    const int64_t pr_w = d.ceil_mode ? (o.w - 1) * d.stride_w + d.kw - d.src.w - d.pad_w : d.pad_w;
     if (pr_h < 0 || pr_w < 0)
       return unavailable(name() + ": ceil-mode output needs negative bottom/right padding");
     const Dims strides{d.stride_h, d.stride_w}, kernel{d.kh, d.kw}, pad_l{d.pad_h, d.pad_w},
@@ -236,6 +239,57 @@ class PoolOp final : public DnnlOp {
   TiledFn tiled_ = nullptr;
 };
 
+// ---------------------------------------------------------------------------------------------
+// Global average pooling: oneDNN's average pooling with one H x W window (no padding, so
+// exclude_padding divides by H*W).
+class GlobalAvgPoolOp final : public DnnlOp {
+ public:
+  explicit GlobalAvgPoolOp(const OpDesc& d) : DnnlOp(d) {}
+
+  Status init() {
+    const OpDesc& d = desc_;
+    const memory::desc src_md = act_md(d.src, d.layout), dst_md = act_md(dst_shape(d), d.layout);
+    const Dims strides{1, 1}, kernel{d.src.h, d.src.w}, pad{0, 0};
+    const algorithm alg = algorithm::pooling_avg_exclude_padding;
+    dnnl::pooling_forward::primitive_desc fpd(
+        {prop_kind::forward_training, alg, src_md, dst_md, strides, kernel, pad, pad}, base_attr(),
+        cpu_engine(), true);
+    if (std::string why = why_not(fpd, name() + ": forward"); !why.empty()) return unavailable(why);
+    dnnl::pooling_backward::primitive_desc bpd({alg, src_md, dst_md, strides, kernel, pad, pad},
+                                               base_attr(), cpu_engine(), fpd, true);
+    if (std::string why = why_not(bpd, name() + ": backward"); !why.empty())
+      return unavailable(why);
+    src_ = user_mem(src_md);
+    dst_ = user_mem(dst_md);
+    diff_dst_ = user_mem(dst_md);
+    diff_src_ = user_mem(src_md);
+    fwd_ = make_step<dnnl::pooling_forward>(fpd, {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}});
+    bwd_ = make_step<dnnl::pooling_backward>(
+        bpd, {{DNNL_ARG_DIFF_DST, diff_dst_}, {DNNL_ARG_DIFF_SRC, diff_src_}});
+    impl_ = std::string("dnnl:") + fpd.impl_info_str() + "/bwd=" + bpd.impl_info_str();
+    bind_scratch({&fwd_, &bwd_});
+    return {};
+  }
+
+  void forward(const float* src, float* dst, std::span<const float* const>, bool) override {
+    point(src_, src);
+    point(dst_, dst);
+    fwd_.run();
+  }
+
+  void backward(const float*, const float*, const float* diff_dst, float* diff_src,
+                std::span<const float* const>, std::span<float* const>) override {
+    if (diff_src == nullptr) return;
+    point(diff_dst_, diff_dst);
+    point(diff_src_, diff_src);
+    bwd_.run();
+  }
+
+ private:
+  memory src_, dst_, diff_dst_, diff_src_;
+  Step fwd_, bwd_;
+};
+
 }  // namespace
 
 }  // namespace easel::dnnl_detail
@@ -244,6 +298,12 @@ namespace easel {
 
 Result<std::unique_ptr<Op>> make_dnnl_pool(const OpDesc& d, const DnnlOptions& /*options*/) {
   return dnnl_detail::guarded(d, [&] { return dnnl_detail::build<dnnl_detail::PoolOp>(d); });
+}
+
+Result<std::unique_ptr<Op>> make_dnnl_global_avg_pool(const OpDesc& d,
+                                                      const DnnlOptions& /*options*/) {
+  return dnnl_detail::guarded(d,
+                              [&] { return dnnl_detail::build<dnnl_detail::GlobalAvgPoolOp>(d); });
 }
 
 }  // namespace easel

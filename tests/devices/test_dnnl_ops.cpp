@@ -48,29 +48,41 @@ OpDesc with_layout(OpDesc d, Layout l) {
 // Everything one forward + backward of an op produces.
 struct OpRun {
   std::vector<float> dst, diff_src;
+  std::vector<std::vector<float>> more_diff_src;  // of the inputs after the first
   std::vector<std::vector<float>> diff_weights;
+  std::vector<std::vector<float>> weights;  // after forward: batch norm's running statistics
 };
 
-// One forward and backward of `op` on inputs seeded by `seed` (identical for every op of the
-// same descriptor).
-OpRun run_op(Op& op, uint64_t seed, bool want_diff_src = true) {
+// One forward and backward of `op` (all its inputs) on inputs seeded by `seed` (identical for
+// every op of the same descriptor). Batch norm's parameters are positive (its running variance
+// must be).
+OpRun run_op(Op& op, uint64_t seed, bool want_diff_src = true, bool training = true) {
   const OpDesc& d = op.desc();
   const Shape4 o = dst_shape(d);
-  const std::vector<float> src = random_vector(d.src.count(), seed);
+  std::vector<std::vector<float>> srcs{random_vector(d.src.count(), seed)};
+  for (size_t i = 0; i < d.more_src.size(); ++i)
+    srcs.push_back(random_vector(d.more_src[i].count(), seed + 10 + i));
   const std::vector<float> diff_dst = random_vector(o.count(), seed + 1);
-  const auto params = random_params(d, seed + 2);
+  const bool bn = d.kind == OpKind::batch_norm;
+  auto params = random_params(d, seed + 2, bn ? 0.5f : -1.f, bn ? 1.5f : 1.f);
   auto diff_params = params;  // same shapes; overwritten by backward
   for (auto& v : diff_params)
     std::fill(v.begin(), v.end(), 123.f);
   OpRun r;
   r.dst.assign(static_cast<size_t>(o.count()), -7.f);
-  r.diff_src.assign(static_cast<size_t>(d.src.count()), -7.f);
+  std::vector<std::vector<float>> diff_srcs;
+  for (const auto& x : srcs)
+    diff_srcs.emplace_back(x.size(), -7.f);
   const auto w = const_ptrs(params);
-  op.forward(src.data(), r.dst.data(), w, /*training=*/true);
+  op.forward_n(const_ptrs(srcs), r.dst.data(), w, training);
   const auto dw = mut_ptrs(diff_params);
-  op.backward(src.data(), r.dst.data(), diff_dst.data(),
-              want_diff_src ? r.diff_src.data() : nullptr, w, dw);
+  std::vector<float*> ds = mut_ptrs(diff_srcs);
+  if (!want_diff_src) ds[0] = nullptr;
+  op.backward_n(const_ptrs(srcs), r.dst.data(), diff_dst.data(), ds, w, dw);
+  r.diff_src = std::move(diff_srcs[0]);
+  r.more_diff_src.assign(diff_srcs.begin() + 1, diff_srcs.end());
   r.diff_weights = std::move(diff_params);
+  r.weights = std::move(params);
   return r;
 }
 
@@ -79,27 +91,46 @@ std::unique_ptr<Op> must(Result<std::unique_ptr<Op>> r, const OpDesc& d) {
   return r.ok() ? std::move(r).value() : nullptr;
 }
 
-// dnnl against ref for `d` in both layouts.
+// dnnl against ref for `d` in both layouts: dst, every diff_src, every diff_weights, and the
+// parameters after forward (batch norm's running statistics).
 void expect_matches_ref(const OpDesc& base, bool want_diff_src = true,
-                        DnnlConvBwdData strategy = DnnlConvBwdData::automatic) {
+                        DnnlConvBwdData strategy = DnnlConvBwdData::automatic,
+                        bool training = true) {
   for (Layout l : kLayouts) {
     const OpDesc d = with_layout(base, l);
-    SCOPED_TRACE(describe_op(d));
+    SCOPED_TRACE(describe_op(d) + (training ? " training" : " inference"));
     auto fast = must(make_dnnl_op(d, strategy), d);
     auto ref = must(make_ref_op(d), d);
     if (!fast || !ref) continue;
     SCOPED_TRACE(fast->impl());
-    const OpRun a = run_op(*fast, 42, want_diff_src);
-    const OpRun b = run_op(*ref, 42, want_diff_src);
+    EXPECT_EQ(fast->impl().find("ref"), std::string::npos) << fast->impl();
+    const OpRun a = run_op(*fast, 42, want_diff_src, training);
+    const OpRun b = run_op(*ref, 42, want_diff_src, training);
     EXPECT_TRUE(close(a.dst, b.dst, "dst"));
     if (want_diff_src) {
       EXPECT_TRUE(close(a.diff_src, b.diff_src, "diff_src"));
     }
+    ASSERT_EQ(a.more_diff_src.size(), b.more_diff_src.size());
+    for (size_t i = 0; i < a.more_diff_src.size(); ++i)
+      EXPECT_TRUE(
+          close(a.more_diff_src[i], b.more_diff_src[i], "diff_src" + std::to_string(i + 1)));
     ASSERT_EQ(a.diff_weights.size(), b.diff_weights.size());
-    for (size_t i = 0; i < a.diff_weights.size(); ++i)
+    for (size_t i = 0; i < a.diff_weights.size(); ++i) {
       EXPECT_TRUE(
           close(a.diff_weights[i], b.diff_weights[i], "diff_weights[" + std::to_string(i) + "]"));
+      EXPECT_TRUE(close(a.weights[i], b.weights[i], "weights[" + std::to_string(i) + "]"));
+    }
   }
+}
+
+OpDesc batch_norm(Shape4 src, bool fused_relu = false) {
+  return OpDesc{.kind = OpKind::batch_norm, .src = src, .fused_relu = fused_relu};
+}
+
+OpDesc joined(OpKind kind, std::vector<Shape4> inputs) {
+  OpDesc d{.kind = kind, .src = inputs.front()};
+  d.more_src.assign(inputs.begin() + 1, inputs.end());
+  return d;
 }
 
 TEST(DnnlOps, Available) {
@@ -340,6 +371,112 @@ TEST(DnnlLrn, AcrossChannels) {
   expect_matches_ref(lrn({2, 96, 13, 13}, 5, 1e-4f, 0.75f, 1.f));  // AlexNet's
 }
 
+TEST(DnnlLrn, WithinChannel) {
+  // alpha large enough that alpha/n and alpha/n^2 differ far beyond the tolerance
+  for (const Shape4& s : {Shape4{2, 16, 7, 7}, Shape4{2, 32, 8, 8}}) {
+    for (int64_t size : {3, 5}) {
+      OpDesc d = lrn(s, size, 2.f, 0.75f, 1.f);
+      d.lrn_within_channel = true;
+      expect_matches_ref(d);
+    }
+  }
+  OpDesc cifar = lrn({4, 32, 16, 16}, 3, 5e-05f, 0.75f, 1.f);  // cifar10_full's norm1
+  cifar.lrn_within_channel = true;
+  expect_matches_ref(cifar);
+}
+
+// Only oneDNN's reference kernel computes within-channel LRN on 17 channels: refused.
+TEST(DnnlLrn, WithinChannelRefusesAReferenceKernel) {
+  OpDesc d = lrn({2, 17, 6, 6}, 3, 1.f, 0.75f, 1.f);
+  d.lrn_within_channel = true;
+  for (Layout l : kLayouts) {
+    auto r = make_dnnl_op(with_layout(d, l));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Code::unavailable);
+    EXPECT_NE(r.status().message().find("ref"), std::string::npos) << r.status().message();
+  }
+}
+
+// Floor rounding: the bottom/right padding is the top/left one (ResNet's stem maxpool, and
+// shapes whose ceil-mode remainder floor mode drops).
+TEST(DnnlPool, FloorMode) {
+  for (OpDesc d :
+       {pool(OpKind::max_pool, {2, 16, 28, 28}, 3, 2, 1),
+        pool(OpKind::max_pool, {2, 5, 6, 6}, 3, 2), pool(OpKind::avg_pool, {2, 4, 9, 9}, 3, 2, 1),
+        pool(OpKind::avg_pool, {2, 17, 6, 7}, 3, 2),
+        pool(OpKind::avg_pool, {2, 4, 10, 10}, 3, 2, 1)}) {
+    d.ceil_mode = false;
+    expect_matches_ref(d);
+  }
+  OpDesc stem = pool(OpKind::max_pool, {1, 64, 112, 112}, 3, 2, 1);
+  stem.ceil_mode = false;
+  ASSERT_EQ(dst_shape(stem).h, 56);
+  expect_matches_ref(stem);
+}
+
+TEST(DnnlGlobalAvgPool, MatchesRef) {
+  expect_matches_ref(OpDesc{.kind = OpKind::global_avg_pool, .src = {4, 64, 7, 7}});
+  expect_matches_ref(OpDesc{.kind = OpKind::global_avg_pool, .src = {2, 17, 5, 3}});
+  expect_matches_ref(OpDesc{.kind = OpKind::global_avg_pool, .src = {3, 8, 1, 1}});
+}
+
+// Training (batch statistics, running-statistics update) and inference (running statistics),
+// with and without the fused ReLU, channel counts on and off oneDNN's jit kernel (16-wide).
+TEST(DnnlBatchNorm, MatchesRef) {
+  for (const Shape4& s :
+       {Shape4{4, 16, 7, 7}, Shape4{4, 17, 5, 5}, Shape4{2, 64, 8, 8}, Shape4{8, 3, 6, 6}}) {
+    for (bool relu : {false, true}) {
+      for (bool training : {true, false})
+        expect_matches_ref(batch_norm(s, relu), true, DnnlConvBwdData::automatic, training);
+    }
+  }
+  expect_matches_ref(batch_norm({4, 32, 1, 1}), true);  // after an inner product
+}
+
+// Without diff_src (a net's first layer) the parameter gradients still match.
+TEST(DnnlBatchNorm, WithoutDiffSrc) {
+  for (const Shape4& s : {Shape4{4, 16, 7, 7}, Shape4{4, 17, 5, 5}}) {
+    for (bool training : {true, false}) {
+      expect_matches_ref(batch_norm(s, true), false, DnnlConvBwdData::automatic, training);
+      expect_matches_ref(batch_norm(s, false), false, DnnlConvBwdData::automatic, training);
+    }
+  }
+}
+
+TEST(DnnlAdd, MatchesRef) {
+  expect_matches_ref(joined(OpKind::add, {{4, 64, 7, 7}, {4, 64, 7, 7}}));
+  expect_matches_ref(joined(OpKind::add, {{2, 17, 5, 5}, {2, 17, 5, 5}, {2, 17, 5, 5}}));
+}
+
+TEST(DnnlConcat, MatchesRef) {
+  expect_matches_ref(joined(OpKind::concat, {{2, 16, 7, 7}, {2, 17, 7, 7}, {2, 5, 7, 7}}));
+  // an inception module's four branches
+  expect_matches_ref(
+      joined(OpKind::concat, {{2, 64, 4, 4}, {2, 128, 4, 4}, {2, 32, 4, 4}, {2, 32, 4, 4}}));
+}
+
+// The multi-input ops skip a diff_src given as nullptr and still write the others.
+TEST(DnnlJoin, SkipsANullDiffSrc) {
+  for (OpKind k : {OpKind::add, OpKind::concat}) {
+    const OpDesc d = joined(k, {{2, 3, 4, 4}, {2, 3, 4, 4}});
+    SCOPED_TRACE(describe_op(d));
+    auto fast = must(make_dnnl_op(d), d);
+    auto ref = must(make_ref_op(d), d);
+    ASSERT_TRUE(fast && ref);
+    const auto a = random_vector(d.src.count(), 1), b = random_vector(d.src.count(), 2);
+    const auto dd = random_vector(dst_shape(d).count(), 3);
+    const std::vector<const float*> srcs{a.data(), b.data()};
+    std::vector<float> dst(dd.size()), db_fast(a.size(), 5.f), db_ref(a.size(), 6.f);
+    fast->forward_n(srcs, dst.data(), {}, true);
+    fast->backward_n(srcs, dst.data(), dd.data(), std::vector<float*>{nullptr, db_fast.data()}, {},
+                     {});
+    ref->forward_n(srcs, dst.data(), {}, true);
+    ref->backward_n(srcs, dst.data(), dd.data(), std::vector<float*>{nullptr, db_ref.data()}, {},
+                    {});
+    EXPECT_EQ(db_fast, db_ref);
+  }
+}
+
 TEST(DnnlOps, RefusesDropout) {
   OpDesc d{.kind = OpKind::dropout, .src = {2, 3, 4, 4}};
   auto r = make_dnnl_op(d);
@@ -349,13 +486,49 @@ TEST(DnnlOps, RefusesDropout) {
 }
 
 TEST(DnnlOps, GradientCheck) {
-  for (const OpDesc& base : {conv({2, 3, 6, 6}, 4, 3, 1, 1, 1, true), ip({2, 4, 3, 3}, 5, true),
-                             lrn({2, 6, 3, 3}, 3, 0.5f, 0.75f, 1.f)}) {
+  OpDesc within = lrn({2, 16, 4, 4}, 3, 2.f, 0.75f, 1.f);
+  within.lrn_within_channel = true;
+  for (const OpDesc& base :
+       {conv({2, 3, 6, 6}, 4, 3, 1, 1, 1, true), ip({2, 4, 3, 3}, 5, true),
+        lrn({2, 6, 3, 3}, 3, 0.5f, 0.75f, 1.f), within, batch_norm({3, 5, 3, 2}, true),
+        joined(OpKind::add, {{2, 3, 3, 3}, {2, 3, 3, 3}}),
+        joined(OpKind::concat, {{2, 3, 3, 3}, {2, 2, 3, 3}}),
+        OpDesc{.kind = OpKind::global_avg_pool, .src = {2, 3, 3, 4}}}) {
     for (Layout l : kLayouts) {
       const OpDesc d = with_layout(base, l);
       auto op = must(make_dnnl_op(d), d);
       ASSERT_TRUE(op);
-      EXPECT_TRUE(test::check_gradients(*op)) << describe_op(d);
+      test::GradCheckOptions opt;
+      if (d.kind == OpKind::batch_norm) {  // running_var positive; dst curved in src
+        opt.weight_lo = 0.5f, opt.weight_hi = 1.5f;
+        opt.step = 1e-3f;
+      }
+      EXPECT_TRUE(test::check_gradients(*op, opt)) << describe_op(d);
+    }
+  }
+}
+
+// ResNet's and GoogLeNet's new kinds at batch 32: no oneDNN reference kernel.
+TEST(DnnlOps, ResNetKindsRunNoReferenceKernel) {
+  OpDesc stem = pool(OpKind::max_pool, {32, 64, 112, 112}, 3, 2, 1);
+  stem.ceil_mode = false;
+  for (Layout l : kLayouts) {
+    for (const OpDesc& d :
+         {with_layout(batch_norm({32, 64, 56, 56}, true), l),
+          with_layout(batch_norm({32, 256, 14, 14}), l),
+          with_layout(joined(OpKind::add, {{32, 256, 14, 14}, {32, 256, 14, 14}}), l),
+          with_layout(
+              joined(OpKind::concat,
+                     {{32, 64, 28, 28}, {32, 128, 28, 28}, {32, 32, 28, 28}, {32, 32, 28, 28}}),
+              l),
+          with_layout(OpDesc{.kind = OpKind::global_avg_pool, .src = {32, 512, 7, 7}}, l),
+          with_layout(stem, l)}) {
+      auto op = must(make_dnnl_op(d), d);
+      ASSERT_TRUE(op);
+      const std::string impl = op->impl();
+      std::printf("  %-36s %s\n", describe_op(d).c_str(), impl.c_str());
+      EXPECT_EQ(impl.rfind("dnnl:", 0), 0u) << impl;
+      EXPECT_EQ(impl.find("ref"), std::string::npos) << describe_op(d) << ": " << impl;
     }
   }
 }
