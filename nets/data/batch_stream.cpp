@@ -10,7 +10,8 @@ namespace easel {
 Result<std::unique_ptr<BatchStream>> BatchStream::create(const Dataset& ds, int64_t batch,
                                                          Layout layout, int shard, int shards,
                                                          uint64_t seed, bool prefetch, MemKind kind,
-                                                         int64_t rng_stream) {
+                                                         int64_t rng_stream,
+                                                         const Augment& augment) {
   if (batch <= 0) {
     return invalid_argument("batch size must be positive, got " + std::to_string(batch));
   }
@@ -27,10 +28,17 @@ Result<std::unique_ptr<BatchStream>> BatchStream::create(const Dataset& ds, int6
                             " holds no images: data set '" + ds.name + "' has only " +
                             std::to_string(ds.count));
   }
+  EASEL_RETURN_IF_ERROR(check_augment(augment, ds));
   std::unique_ptr<BatchStream> s(new BatchStream());
   s->ds_ = &ds;
   s->batch_ = batch;
   s->layout_ = layout;
+  s->augment_ = augment;
+  s->seed_ = seed;
+  s->stream_ = static_cast<uint64_t>(rng_stream >= 0 ? rng_stream : shard);
+  s->shard_id_ = shard;
+  s->shards_ = shards;
+  if (augment.moves()) s->draws_.resize(static_cast<size_t>(batch));
   for (int64_t i = shard; i < ds.count; i += shards)
     s->shard_.push_back(i);
   s->idx_.resize(static_cast<size_t>(batch));
@@ -39,7 +47,7 @@ Result<std::unique_ptr<BatchStream>> BatchStream::create(const Dataset& ds, int6
     EASEL_ASSIGN_OR_RETURN(b.images, Buffer::allocate(bytes, kind));
     b.labels.resize(static_cast<size_t>(batch));
   }
-  s->rng_ = Rng::stream(seed, static_cast<uint64_t>(rng_stream >= 0 ? rng_stream : shard));
+  s->rng_ = Rng::stream(seed, s->stream_);
   s->start_epoch();
   s->start_state_ = {s->epoch_, s->cursor_, s->epoch_rng_};
   s->prefetch_ = prefetch;
@@ -69,15 +77,26 @@ void BatchStream::start_epoch() {
 void BatchStream::fill(Batch& b, StreamState* end) {
   b.epoch = epoch_;
   const int64_t n = static_cast<int64_t>(order_.size());
+  const bool moves = augment_.moves();
   for (int64_t k = 0; k < batch_; ++k) {
-    idx_[static_cast<size_t>(k)] = order_[static_cast<size_t>(cursor_)];
+    const int64_t image = order_[static_cast<size_t>(cursor_)];
+    idx_[static_cast<size_t>(k)] = image;
+    if (moves) {
+      draws_[static_cast<size_t>(k)] =
+          draw_augment(augment_, seed_, stream_, epoch_, (image - shard_id_) / shards_);
+    }
     if (++cursor_ == n) {
       cursor_ = 0;
       ++epoch_;
       start_epoch();
     }
   }
-  gather_batch(*ds_, idx_.data(), batch_, layout_, b.images.as<float>(), b.labels.data());
+  if (augment_.none()) {
+    gather_batch(*ds_, idx_.data(), batch_, layout_, b.images.as<float>(), b.labels.data());
+  } else {
+    gather_batch(*ds_, idx_.data(), batch_, layout_, b.images.as<float>(), b.labels.data(),
+                 augment_, moves ? draws_.data() : nullptr);
+  }
   *end = {epoch_, cursor_, epoch_rng_};
 }
 

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "nets/data/augment.hpp"
 #include "nets/data/dataset.hpp"
 
 namespace easel {
@@ -37,10 +38,15 @@ class BatchStream {
   // The shuffling RNG is Rng::stream(seed, rng_stream), rng_stream = shard unless given: a
   // rank that keeps only its groups' shards (keep_shards) passes the global group id, so the
   // batches are those of the same group in a single process.
+  // `augment` (default none: the bytes scaled by kPixelScale, nothing drawn) crops, flips and
+  // normalises each image; an image's draws come from (seed, the RNG stream, its shard epoch,
+  // its position in the shard) (draw_augment), so seek() needs no more state. It must fit ds
+  // (check_augment).
   static Result<std::unique_ptr<BatchStream>> create(const Dataset& ds, int64_t batch,
                                                      Layout layout, int shard, int shards,
                                                      uint64_t seed, bool prefetch, MemKind kind,
-                                                     int64_t rng_stream = -1);
+                                                     int64_t rng_stream = -1,
+                                                     const Augment& augment = Augment());
   ~BatchStream();
 
   // The next batch; valid until the following call. Batches wrap across epochs (a batch may
@@ -62,6 +68,10 @@ class BatchStream {
   const Dataset* ds_ = nullptr;
   int64_t batch_ = 0;
   Layout layout_ = Layout::nchw;
+  Augment augment_;
+  uint64_t seed_ = 0, stream_ = 0;  // the draws' key (with the epoch and the position)
+  int64_t shard_id_ = 0, shards_ = 1;
+  std::vector<AugmentDraw> draws_;  // of the batch being filled (when augment_.moves())
   // Producer side (the helper thread with prefetch, else the caller): the position.
   std::vector<int64_t> shard_;  // the shard's images, ascending
   std::vector<int64_t> order_;  // this epoch's permutation of shard_

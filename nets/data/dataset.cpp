@@ -1,5 +1,5 @@
-// Data set specs (named sets, directories of IDX files, synthetic sets) and the per-batch
-// conversion of bytes to floats.
+// Data set specs (named sets, directories told apart by content, synthetic sets) and the
+// per-batch conversion of bytes to floats.
 #include "nets/data/dataset.hpp"
 
 #include <algorithm>
@@ -33,7 +33,7 @@ Result<std::string> find_idx(const fs::path& dir, const std::string& stem) {
   return not_found(dir.string() + ": missing " + stem + " (or " + stem + ".gz)");
 }
 
-Result<DataSplit> load_dir(const fs::path& dir, const std::string& name, MemKind kind) {
+Result<DataSplit> load_idx_dir(const fs::path& dir, const std::string& name, MemKind kind) {
   EASEL_ASSIGN_OR_RETURN(const std::string train_images, find_idx(dir, "train-images-idx3-ubyte"));
   EASEL_ASSIGN_OR_RETURN(const std::string train_labels, find_idx(dir, "train-labels-idx1-ubyte"));
   EASEL_ASSIGN_OR_RETURN(const std::string test_images, find_idx(dir, "t10k-images-idx3-ubyte"));
@@ -54,6 +54,40 @@ Result<DataSplit> load_dir(const fs::path& dir, const std::string& name, MemKind
 bool is_dir(const std::string& p) {
   std::error_code ec;
   return fs::is_directory(p, ec);
+}
+
+// Any of the four IDX files, in any of find_idx's spellings.
+bool has_idx(const fs::path& dir) {
+  for (const char* stem : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                           "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"})
+    if (find_idx(dir, stem).ok()) return true;
+  return false;
+}
+
+// A directory's format, told by what it holds. `side` > 0: the spec gave DIR:SIDE, which only
+// an image folder takes.
+Result<DataSplit> load_dir(const std::string& spec, const fs::path& dir, int64_t side,
+                           MemKind kind) {
+  std::string name = dir.lexically_normal().filename().string();
+  if (name.empty()) name = dir.lexically_normal().parent_path().filename().string();
+  if (name.empty()) name = dir.string();
+  const bool idx = has_idx(dir), cifar = !idx && has_cifar(dir.string());
+  if ((idx || cifar) && side > 0) {
+    return invalid_argument("data set '" + spec + "': a :SIDE suffix is for image folders, and " +
+                            dir.string() + " holds " +
+                            (idx ? "IDX files" : "CIFAR binary batches"));
+  }
+  if (idx) return load_idx_dir(dir, name, kind);
+  if (cifar) return load_cifar(dir.string(), name, kind);
+  if (has_image_folder(dir.string())) {
+    return load_image_folder(dir.string(), name, side > 0 ? side : kDefaultImageSide, kind);
+  }
+  return not_found("data directory " + dir.string() +
+                   ": found neither IDX files (train-images-idx3-ubyte[.gz], "
+                   "train-labels-idx1-ubyte[.gz], t10k-images-idx3-ubyte[.gz], "
+                   "t10k-labels-idx1-ubyte[.gz]), CIFAR binary batches (data_batch_1.bin .. "
+                   "data_batch_5.bin and test_batch.bin / train.bin and test.bin) nor an image "
+                   "folder (train/CLASS/*.jpg|png and val/CLASS/*)");
 }
 
 // Strict positive integer: the whole field, no sign, no spaces.
@@ -170,7 +204,7 @@ Result<DataSplit> load_data(const std::string& spec, MemKind kind, uint64_t seed
       return not_found(std::string("data set 'fashion-mnist': ") + kFashionDir +
                        " not found: apt-get install dataset-fashion-mnist");
     }
-    return load_dir(kFashionDir, "fashion-mnist", kind);
+    return load_idx_dir(kFashionDir, "fashion-mnist", kind);
   }
   if (spec == "mnist") {
     if (!is_dir(kMnistDir)) {
@@ -179,7 +213,7 @@ Result<DataSplit> load_data(const std::string& spec, MemKind kind, uint64_t seed
                        "directory holding train-images-idx3-ubyte, train-labels-idx1-ubyte, "
                        "t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte (each may be .gz)");
     }
-    return load_dir(kMnistDir, "mnist", kind);
+    return load_idx_dir(kMnistDir, "mnist", kind);
   }
   if (spec == "synthetic" || spec.starts_with("synthetic:")) {
     EASEL_ASSIGN_OR_RETURN(const SyntheticSpec s, parse_synthetic(spec));
@@ -191,23 +225,29 @@ Result<DataSplit> load_data(const std::string& spec, MemKind kind, uint64_t seed
     EASEL_RETURN_IF_ERROR(place(&split.test, kind));
     return split;
   }
-  if (is_dir(spec)) {
-    fs::path dir(spec);
-    std::string name = dir.lexically_normal().filename().string();
-    if (name.empty()) name = fs::path(spec).lexically_normal().parent_path().filename().string();
-    if (name.empty()) name = spec;
-    return load_dir(dir, name, kind);
+  if (is_dir(spec)) return load_dir(spec, spec, 0, kind);
+  // DIR:SIDE, an image folder's images resized to SIDE x SIDE.
+  if (const size_t colon = spec.rfind(':');
+      colon != std::string::npos && colon > 0 && is_dir(spec.substr(0, colon))) {
+    int64_t side = 0;
+    if (!parse_positive(std::string_view(spec).substr(colon + 1), &side) || side > 4096) {
+      return invalid_argument("data set '" + spec +
+                              "': the image side after ':' must be an integer in [1, 4096]");
+    }
+    return load_dir(spec, spec.substr(0, colon), side, kind);
   }
   std::error_code ec;
   if (fs::exists(spec, ec)) {
     return invalid_argument("data set '" + spec +
-                            "' is a file: pass the directory holding the four IDX files");
+                            "' is a file: pass the directory holding the data set's files");
   }
   if (spec.find('/') != std::string::npos) {
     return not_found("data set directory '" + spec + "' does not exist");
   }
   return invalid_argument("unknown data set '" + spec + "': expected fashion-mnist, mnist, " +
-                          kSyntheticForm + ", or a directory holding the four IDX files");
+                          kSyntheticForm +
+                          ", or a directory (IDX files, CIFAR binary batches or an image "
+                          "folder; DIR:SIDE for an image folder's side)");
 }
 
 void gather_batch(const Dataset& ds, const int64_t* idx, int64_t n, Layout layout, float* images,

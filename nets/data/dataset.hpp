@@ -38,10 +38,48 @@ struct DataSplit {
 Result<Dataset> read_idx(const std::string& images_path, const std::string& labels_path,
                          const std::string& name, MemKind kind);
 
+// CIFAR binary batches (nets/data/cifar.cpp): records of `label_bytes` label bytes then 3072
+// pixel bytes (3x32x32, chw), no header. CIFAR-10: 1 label byte in [0, 10); CIFAR-100: 2, the
+// coarse label in [0, 20) then the fine one in [0, 100), of which the fine is kept. The files
+// are read in order into one set of 3x32x32 images. Errors name the file: missing or not
+// openable, empty, a size that is not a whole number of records (truncated), a label out of
+// range, more than the memory available (engine/limits.hpp; checked before allocating).
+enum class CifarKind { cifar10, cifar100 };
+Result<Dataset> read_cifar(const std::vector<std::string>& paths, CifarKind cifar,
+                           const std::string& name, MemKind kind);
+
+// A directory in CIFAR-10's binary layout (data_batch_1.bin .. data_batch_5.bin, those
+// present, at least one; test_batch.bin) or CIFAR-100's (train.bin, test.bin).
+bool has_cifar(const std::string& dir);
+Result<DataSplit> load_cifar(const std::string& dir, const std::string& name, MemKind kind);
+
+// An image folder (nets/data/image_folder.cpp), torchvision's ImageFolder layout: dir/train/CLASS/*
+// and dir/val/CLASS/*. The classes are the sorted names of train's sub-directories, a class's
+// label its index; val's sub-directories must be among them. Files ending in .jpg, .jpeg or
+// .png (any case) are images, told apart by content; others are skipped. Every image is decoded
+// (grey, RGB, RGBA, palette; 8 or 16 bits per sample, 16 stripped to 8; alpha dropped) to RGB,
+// then resized so that its shorter side is `side` (bilinear, antialiased when shrinking, as
+// torchvision's Resize and PIL) and centre-cropped to side x side (torchvision's CenterCrop),
+// into bytes [count, 3, side, side]. A JPEG at least twice the side is decoded at 1/2, 1/4 or
+// 1/8 of its size by libjpeg's DCT scaling (as PIL's draft mode), its shorter side kept >= side.
+// Decoding runs in parallel (OpenMP). Errors name the file or directory: a missing train/ or
+// val/, a split with no class directories, a class directory with no images, a val class not
+// in train, an unreadable, corrupt, truncated or unsupported image (one line each, never a
+// crash), a set larger than the memory available (checked before decoding).
+bool has_image_folder(const std::string& dir);
+Result<DataSplit> load_image_folder(const std::string& dir, const std::string& name, int64_t side,
+                                    MemKind kind);
+constexpr int64_t kDefaultImageSide = 224;
+
 // `spec`: "fashion-mnist" (/usr/share/datasets/fashion-mnist), "mnist" (/usr/share/datasets/mnist),
-// a directory with train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz],
-// t10k-images-idx3-ubyte[.gz], t10k-labels-idx1-ubyte[.gz], or
-// "synthetic[:N[:CxHxW[:classes]]]" (generated, learnable, deterministic from seed).
+// "synthetic[:N[:CxHxW[:classes]]]" (generated, learnable, deterministic from seed), or a
+// directory, whose format is told by what it holds (in this order):
+//   IDX:          train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz],
+//                 t10k-images-idx3-ubyte[.gz], t10k-labels-idx1-ubyte[.gz];
+//   CIFAR binary: data_batch_N.bin + test_batch.bin (CIFAR-10) or train.bin + test.bin (-100);
+//   image folder: train/CLASS/*.jpg|png and val/CLASS/*, as images of side x side where
+//                 "DIR:SIDE" gives the side (default kDefaultImageSide: "DIR" is "DIR:224").
+// A directory holding none of them is refused in one line that names it and what was looked for.
 Result<DataSplit> load_data(const std::string& spec, MemKind kind, uint64_t seed);
 
 // Generates a learnable synthetic set: each class has a fixed random prototype image; samples

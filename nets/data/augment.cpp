@@ -1,0 +1,218 @@
+// Augmentation specs, per-image draws and the augmenting byte-to-float conversion.
+#include "nets/data/augment.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+namespace easel {
+namespace {
+
+struct Preset {
+  const char* name;
+  std::vector<float> mean, std;
+};
+
+// Per-channel statistics of the training sets' pixels / 255 (torchvision's ImageNet values).
+const std::vector<Preset>& presets() {
+  static const std::vector<Preset> p = {
+      {"cifar10", {0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f}},
+      {"cifar100", {0.5071f, 0.4865f, 0.4409f}, {0.2673f, 0.2564f, 0.2762f}},
+      {"imagenet", {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}},
+      {"mnist", {0.1307f}, {0.3081f}},
+      {"fashion-mnist", {0.2860f}, {0.3530f}},
+  };
+  return p;
+}
+
+// A float list "a/b/c" (1 to 64 finite values).
+bool parse_floats(std::string_view s, std::vector<float>* out) {
+  out->clear();
+  for (;;) {
+    const size_t slash = s.find('/');
+    const std::string_view f = s.substr(0, slash);
+    float v = 0;
+    const auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
+    if (f.empty() || ec != std::errc() || end != f.data() + f.size() || !std::isfinite(v))
+      return false;
+    out->push_back(v);
+    if (out->size() > 64) return false;
+    if (slash == std::string_view::npos) return true;
+    s.remove_prefix(slash + 1);
+  }
+}
+
+std::string float_list(const std::vector<float>& v) {
+  std::string s;
+  for (float x : v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.9g", static_cast<double>(x));  // reads back to the same float
+    s += (s.empty() ? "" : "/") + std::string(b);
+  }
+  return s;
+}
+
+uint64_t mix(uint64_t z) {  // splitmix64's finaliser
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+Result<Augment> parse_augment(std::string_view text) {
+  Augment a;
+  const auto bad = [&](const std::string& why) {
+    return invalid_argument("augment '" + std::string(text) + "': " + why +
+                            " (expected none or fields crop-pad=N, flip, normalize=NAME, "
+                            "mean=M/M/M and std=S/S/S, e.g. crop-pad=4,flip,normalize=cifar10)");
+  };
+  if (text.empty() || text == "none") return a;
+  std::set<std::string> seen;
+  bool has_mean = false, has_std = false, has_preset = false;
+  std::string_view rest = text;
+  for (;;) {
+    const size_t comma = rest.find(',');
+    const std::string_view field = rest.substr(0, comma);
+    const size_t eq = field.find('=');
+    const std::string key(field.substr(0, eq));
+    const std::string_view value =
+        eq == std::string_view::npos ? std::string_view() : field.substr(eq + 1);
+    if (key.empty()) return bad("an empty field");
+    if (!seen.insert(key).second) return bad(key + " given twice");
+    if (key == "crop-pad") {
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), a.crop_pad);
+      if (value.empty() || ec != std::errc() || end != value.data() + value.size() ||
+          a.crop_pad < 1 || a.crop_pad > kMaxCropPad) {
+        return bad("crop-pad must be an integer in [1, 256], not '" + std::string(value) + "'");
+      }
+    } else if (key == "flip") {
+      if (eq != std::string_view::npos) return bad("flip takes no value");
+      a.flip = true;
+    } else if (key == "normalize") {
+      const std::string name(value == "cifar" ? "cifar10" : value);
+      std::string names;
+      for (const Preset& p : presets()) {
+        names += (names.empty() ? "" : ", ") + std::string(p.name);
+        if (name == p.name) {
+          a.mean = p.mean;
+          a.std = p.std;
+        }
+      }
+      if (a.mean.empty()) {
+        return bad("normalize must be one of " + names + ", not '" + std::string(value) + "'");
+      }
+      has_preset = true;
+    } else if (key == "mean" || key == "std") {
+      std::vector<float>& v = key == "mean" ? a.mean : a.std;
+      if (!parse_floats(value, &v)) {
+        return bad(key + " must be 1 to 64 numbers separated by '/', not '" + std::string(value) +
+                   "'");
+      }
+      if (key == "std") {
+        for (float s : v)
+          if (!(s > 0)) return bad("std must be positive, not '" + std::string(value) + "'");
+      }
+      (key == "mean" ? has_mean : has_std) = true;
+    } else if (key == "none") {
+      return bad("none cannot be combined with other fields");
+    } else {
+      return bad("unknown field '" + key + "'");
+    }
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  if (has_preset && (has_mean || has_std)) return bad("normalize and mean/std both given");
+  if (has_mean != has_std) return bad(has_mean ? "mean without std" : "std without mean");
+  if (a.mean.size() != a.std.size()) {
+    return bad("mean has " + std::to_string(a.mean.size()) + " values but std " +
+               std::to_string(a.std.size()));
+  }
+  return a;
+}
+
+std::string augment_text(const Augment& a) {
+  std::string s;
+  const auto add = [&s](const std::string& f) { s += (s.empty() ? "" : ",") + f; };
+  if (a.crop_pad > 0) add("crop-pad=" + std::to_string(a.crop_pad));
+  if (a.flip) add("flip");
+  if (a.normalizes()) add("mean=" + float_list(a.mean) + ",std=" + float_list(a.std));
+  return s.empty() ? "none" : s;
+}
+
+Status check_augment(const Augment& a, const Dataset& ds) {
+  if (a.mean.size() != a.std.size() || (a.normalizes() && a.std.empty()))
+    return invalid_argument("augment: mean and std must have as many values");
+  const size_t n = a.mean.size();
+  if (n > 1 && static_cast<int64_t>(n) != ds.channels) {
+    return invalid_argument("augment '" + augment_text(a) + "': mean and std have " +
+                            std::to_string(n) + " values but data set '" + ds.name + "' has " +
+                            std::to_string(ds.channels) + " channel" +
+                            (ds.channels == 1 ? "" : "s") + " (give one value or one per channel)");
+  }
+  if (a.crop_pad < 0 || a.crop_pad > kMaxCropPad)
+    return invalid_argument("augment: crop-pad must be in [0, 256]");
+  return {};
+}
+
+AugmentDraw draw_augment(const Augment& a, uint64_t seed, uint64_t stream, int64_t epoch,
+                         int64_t position) {
+  constexpr uint64_t kDomain = 0x61756731ull;  // "aug1": apart from the shuffling streams
+  Rng rng(mix(mix(mix(mix(seed ^ kDomain) ^ stream) ^ static_cast<uint64_t>(epoch)) ^
+              static_cast<uint64_t>(position)));
+  AugmentDraw d;
+  if (a.crop_pad > 0) {
+    const uint64_t span = static_cast<uint64_t>(2 * a.crop_pad + 1);
+    d.dy = static_cast<int64_t>(rng.below(span));
+    d.dx = static_cast<int64_t>(rng.below(span));
+  }
+  if (a.flip) d.flip = (rng.next_u64() >> 63) != 0;
+  return d;
+}
+
+void gather_batch(const Dataset& ds, const int64_t* idx, int64_t n, Layout layout, float* images,
+                  int32_t* labels, const Augment& a, const AugmentDraw* draws) {
+  if (!a.normalizes() && (!a.moves() || draws == nullptr)) {
+    gather_batch(ds, idx, n, layout, images, labels);  // the same bits as without augmentation
+    return;
+  }
+  const int64_t c = ds.channels, h = ds.height, w = ds.width, hw = h * w, chw = c * hw;
+  // Each channel's float for each byte value.
+  std::vector<float> lut(static_cast<size_t>(c * 256));
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const size_t m = a.mean.size() == 1 ? 0 : static_cast<size_t>(ch);
+    for (int v = 0; v < 256; ++v) {
+      lut[static_cast<size_t>(ch * 256 + v)] =
+          a.normalizes() ? (static_cast<float>(v) / 255.f - a.mean[m]) / a.std[m]
+                         : static_cast<float>(v) * kPixelScale;
+    }
+  }
+  const bool nhwc = layout == Layout::nhwc;
+  const int64_t pad = draws != nullptr ? a.crop_pad : 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t k = idx[i];
+    EASEL_CHECK(k >= 0 && k < ds.count);
+    labels[i] = ds.labels[static_cast<size_t>(k)];
+    const AugmentDraw d = draws != nullptr ? draws[i] : AugmentDraw{};
+    EASEL_CHECK(d.dy >= 0 && d.dy <= 2 * pad && d.dx >= 0 && d.dx <= 2 * pad);
+    const uint8_t* src = ds.image(k);
+    float* dst = images + i * chw;
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const float* L = lut.data() + ch * 256;
+      const uint8_t* s = src + ch * hw;
+      for (int64_t y = 0; y < h; ++y) {
+        const int64_t sy = y + d.dy - pad;  // the source row; outside: padding
+        for (int64_t x = 0; x < w; ++x) {
+          const int64_t sx = (d.flip ? w - 1 - x : x) + d.dx - pad;
+          const bool inside = sy >= 0 && sy < h && sx >= 0 && sx < w;
+          const float v = L[inside ? s[sy * w + sx] : 0];
+          dst[nhwc ? (y * w + x) * c + ch : ch * hw + y * w + x] = v;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace easel

@@ -1,0 +1,68 @@
+// Training-time augmentation (random crop with zero padding, horizontal flip) and per-channel
+// normalisation, applied while a batch's bytes become floats. An image's random draws depend
+// only on (seed, the group's RNG stream, the shard epoch, the image's position in the shard),
+// so a stream that seeks to a checkpoint's position draws them again without saved state, and
+// a rank that keeps only its shards (keep_shards) draws what a single process draws.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nets/data/dataset.hpp"
+
+namespace easel {
+
+struct Augment {
+  // Random crop: the image padded with crop_pad zero pixels on every side (pixel value 0,
+  // before normalisation), then a window of the original size at a uniform offset. 0: none.
+  int64_t crop_pad = 0;
+  bool flip = false;  // mirror left-right with probability 1/2 (after the crop)
+  // Per channel (one value: every channel): floats = (pixel / 255 - mean[c]) / std[c].
+  // Empty: floats = pixel * kPixelScale, as without augmentation.
+  std::vector<float> mean, std;
+
+  bool normalizes() const { return !mean.empty(); }
+  bool moves() const { return crop_pad > 0 || flip; }
+  bool none() const { return !normalizes() && !moves(); }
+};
+
+// Largest crop_pad parse_augment takes.
+constexpr int64_t kMaxCropPad = 256;
+
+// Comma-separated fields, any order, each at most once:
+//   none                 no augmentation (also the empty text)
+//   crop-pad=N           random crop after padding by N pixels, N in [1, 256]
+//   flip                 random horizontal flip
+//   normalize=NAME       NAME's mean and std: cifar10 (or cifar), cifar100, imagenet, mnist,
+//                        fashion-mnist
+//   mean=M[/M...]        explicit per-channel mean and std (both or neither; std > 0), e.g.
+//   std=S[/S...]           mean=0.5/0.5/0.5,std=0.25/0.25/0.25
+// e.g. "crop-pad=4,flip,normalize=cifar10". Errors (invalid_argument) quote the text and name
+// the field.
+Result<Augment> parse_augment(std::string_view text);
+
+// The text parse_augment reads back to `a` ("none" for no augmentation; means and stds as
+// explicit lists).
+std::string augment_text(const Augment& a);
+
+// Whether `a` fits `ds`: mean and std have one value or one per channel of ds.
+Status check_augment(const Augment& a, const Dataset& ds);
+
+// One image's random draws: the crop window's offset (dy, dx) in the padded image, each in
+// [0, 2 crop_pad], and whether it is mirrored. Deterministic in its arguments.
+struct AugmentDraw {
+  int64_t dy = 0, dx = 0;
+  bool flip = false;
+};
+AugmentDraw draw_augment(const Augment& a, uint64_t seed, uint64_t stream, int64_t epoch,
+                         int64_t position);
+
+// gather_batch (dataset.hpp) with augmentation: image i of the batch is cropped and flipped as
+// draws[i] says (draws null: neither, as for a test set) and normalised as `a` says. With
+// a.none() (or nothing to do) the floats are exactly gather_batch's.
+void gather_batch(const Dataset& ds, const int64_t* idx, int64_t n, Layout layout, float* images,
+                  int32_t* labels, const Augment& a, const AugmentDraw* draws);
+
+}  // namespace easel

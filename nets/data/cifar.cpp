@@ -1,0 +1,220 @@
+// CIFAR-10 and CIFAR-100 in their binary versions (https://www.cs.toronto.edu/~kriz/cifar.html):
+// headerless files of fixed-size records, so every file's size must be a whole number of
+// records; the sizes bound what is allocated, and the total is checked against the memory
+// available before the pixels are read straight into their final buffer.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "engine/limits.hpp"
+#include "nets/data/dataset.hpp"
+
+namespace easel {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kSide = 32;
+constexpr int64_t kImageBytes = 3 * kSide * kSide;  // chw
+constexpr int64_t kMaxBytes = int64_t{1} << 34;
+constexpr int64_t kChunkRecords = 2048;  // records read at a time (about 6 MB)
+constexpr int kDataBatches = 5;          // CIFAR-10's data_batch_1.bin .. data_batch_5.bin
+
+// One open file; closes it.
+class File {
+ public:
+  File() = default;
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+  ~File() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  // Opens path, a regular file, and reads its size.
+  Status open(const std::string& path) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) {
+      const int e = errno;
+      if (e == ENOENT || e == ENOTDIR) return not_found(path + ": no such file");
+      return io_error(path + ": cannot open: " + std::strerror(e));
+    }
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode))
+      return io_error(path + ": cannot open: not a regular file");
+    size_ = st.st_size;
+    return {};
+  }
+  // Reads up to n bytes; fewer only at the end of the file.
+  Result<size_t> read(uint8_t* dst, size_t n, const std::string& path) {
+    size_t got = 0;
+    while (got < n) {
+      const ssize_t r = ::read(fd_, dst + got, n - got);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return io_error(path + ": read failed: " + std::strerror(errno));
+      if (r == 0) break;
+      got += static_cast<size_t>(r);
+    }
+    return got;
+  }
+  int64_t size() const { return size_; }
+
+ private:
+  int fd_ = -1;
+  int64_t size_ = 0;
+};
+
+struct RecordFormat {
+  const char* what;  // "CIFAR-10"
+  int64_t label_bytes;
+  int64_t classes;         // of the label kept (the last label byte)
+  int64_t coarse_classes;  // of the first label byte when there are two
+  int64_t record() const { return label_bytes + kImageBytes; }
+};
+
+RecordFormat format_of(CifarKind cifar) {
+  if (cifar == CifarKind::cifar10) return {"CIFAR-10", 1, 10, 0};
+  return {"CIFAR-100", 2, 100, 20};
+}
+
+std::string plural(int64_t n, const char* one) {
+  return std::to_string(n) + " " + one + (n == 1 ? "" : "s");
+}
+
+bool present(const fs::path& p) {
+  std::error_code ec;
+  return fs::exists(p, ec);
+}
+
+}  // namespace
+
+Result<Dataset> read_cifar(const std::vector<std::string>& paths, CifarKind cifar,
+                           const std::string& name, MemKind kind) {
+  EASEL_CHECK(!paths.empty());
+  const RecordFormat L = format_of(cifar);
+  const int64_t record = L.record();
+  // Sizes first: each a whole number of records, and all of them within the memory available.
+  std::vector<File> files(paths.size());
+  std::vector<int64_t> records(paths.size());
+  int64_t count = 0;
+  for (size_t f = 0; f < paths.size(); ++f) {
+    EASEL_RETURN_IF_ERROR(files[f].open(paths[f]));
+    const int64_t size = files[f].size();
+    if (size == 0) {
+      return data_error(paths[f] + ": empty file (a " + L.what + " binary batch holds records of " +
+                        std::to_string(record) + " bytes)");
+    }
+    if (size % record != 0) {
+      return data_error(paths[f] + ": truncated or not a " + L.what + " binary batch: its " +
+                        std::to_string(size) + " bytes are not a whole number of " +
+                        std::to_string(record) + "-byte records (" +
+                        plural(size / record, "record") + " and " + plural(size % record, "byte") +
+                        " over)");
+    }
+    records[f] = size / record;
+    count += records[f];
+  }
+  const int64_t bytes = count * kImageBytes;  // <= the files' total size
+  if (bytes > kMaxBytes) {
+    return data_error(paths.back() + ": the " + L.what + " files hold " + plural(count, "image") +
+                      " (" + std::to_string(bytes) + " bytes), more than 2^34 bytes");
+  }
+  const MemoryBound mem = available_memory();
+  const uint64_t need = static_cast<uint64_t>(bytes) + static_cast<uint64_t>(count) * 4;
+  if (need > mem.bytes) {
+    return unavailable(paths.back() + ": the " + L.what + " files hold " + plural(count, "image") +
+                       " (" + std::to_string(need) + " bytes with their labels), more than the " +
+                       std::to_string(mem.bytes) + " bytes of memory available (" + mem.source +
+                       ")");
+  }
+
+  Dataset ds;
+  ds.name = name;
+  ds.count = count;
+  ds.channels = 3;
+  ds.height = kSide;
+  ds.width = kSide;
+  ds.classes = L.classes;
+  EASEL_ASSIGN_OR_RETURN(ds.pixels, Buffer::allocate(static_cast<size_t>(bytes), kind));
+  ds.labels.resize(static_cast<size_t>(count));
+  std::vector<uint8_t> chunk(static_cast<size_t>(std::min(count, kChunkRecords) * record));
+  int64_t image = 0;  // the next image of ds
+  for (size_t f = 0; f < paths.size(); ++f) {
+    for (int64_t r = 0; r < records[f]; r += kChunkRecords) {
+      const int64_t n = std::min(kChunkRecords, records[f] - r);
+      EASEL_ASSIGN_OR_RETURN(
+          const size_t got, files[f].read(chunk.data(), static_cast<size_t>(n * record), paths[f]));
+      if (got < static_cast<size_t>(n * record)) {  // shrank since its size was read
+        return data_error(paths[f] + ": truncated while reading: " +
+                          std::to_string(r * record + static_cast<int64_t>(got)) + " of " +
+                          std::to_string(files[f].size()) + " bytes");
+      }
+      for (int64_t k = 0; k < n; ++k) {
+        const uint8_t* rec = chunk.data() + k * record;
+        const int64_t at = r + k;  // record index within the file
+        if (L.label_bytes == 2 && rec[0] >= L.coarse_classes) {
+          return data_error(paths[f] + ": coarse label " + std::to_string(rec[0]) + " of record " +
+                            std::to_string(at) + " is out of range [0, " +
+                            std::to_string(L.coarse_classes) + ")");
+        }
+        const int label = rec[L.label_bytes - 1];
+        if (label >= L.classes) {
+          return data_error(paths[f] + ": " + (L.label_bytes == 2 ? "fine label " : "label ") +
+                            std::to_string(label) + " of record " + std::to_string(at) +
+                            " is out of range [0, " + std::to_string(L.classes) + ")");
+        }
+        ds.labels[static_cast<size_t>(image)] = label;
+        std::memcpy(ds.pixels.as<uint8_t>() + image * kImageBytes, rec + L.label_bytes,
+                    static_cast<size_t>(kImageBytes));
+        ++image;
+      }
+    }
+  }
+  return ds;
+}
+
+bool has_cifar(const std::string& dir) {
+  const fs::path d(dir);
+  for (const char* f : {"test_batch.bin", "train.bin", "test.bin"})
+    if (present(d / f)) return true;
+  for (int i = 1; i <= kDataBatches; ++i)
+    if (present(d / ("data_batch_" + std::to_string(i) + ".bin"))) return true;
+  return false;
+}
+
+Result<DataSplit> load_cifar(const std::string& dir, const std::string& name, MemKind kind) {
+  const fs::path d(dir);
+  std::vector<std::string> train;
+  for (int i = 1; i <= kDataBatches; ++i) {
+    const fs::path p = d / ("data_batch_" + std::to_string(i) + ".bin");
+    if (present(p)) train.push_back(p.string());
+  }
+  CifarKind cifar = CifarKind::cifar10;
+  std::string test = (d / "test_batch.bin").string();
+  if (train.empty() && !present(test)) {  // CIFAR-100's names
+    cifar = CifarKind::cifar100;
+    if (!present(d / "train.bin"))
+      return not_found(dir + ": missing train.bin (CIFAR-100 binary: train.bin and test.bin)");
+    if (!present(d / "test.bin"))
+      return not_found(dir + ": missing test.bin (CIFAR-100 binary: train.bin and test.bin)");
+    train.push_back((d / "train.bin").string());
+    test = (d / "test.bin").string();
+  } else if (train.empty()) {
+    return not_found(dir + ": test_batch.bin but no data_batch_N.bin (CIFAR-10 binary: " +
+                     "data_batch_1.bin .. data_batch_5.bin, at least one, and test_batch.bin)");
+  } else if (!present(test)) {
+    return not_found(dir + ": missing test_batch.bin (CIFAR-10 binary: data_batch_1.bin .. " +
+                     "data_batch_5.bin, at least one, and test_batch.bin)");
+  }
+  DataSplit split;
+  EASEL_ASSIGN_OR_RETURN(split.train, read_cifar(train, cifar, name + "/train", kind));
+  EASEL_ASSIGN_OR_RETURN(split.test, read_cifar({test}, cifar, name + "/test", kind));
+  return split;
+}
+
+}  // namespace easel

@@ -1,0 +1,299 @@
+// JPEG (libjpeg-turbo) and PNG (libpng) decoding to RGB, and the resize + centre crop of image
+// folders. Both libraries report errors by calling a handler that must not return (libjpeg's
+// default one calls exit()): ours record the message and longjmp back to the decoding
+// function, whose frame holds no object with a destructor, so the jump skips nothing.
+#include "nets/data/image_decode.hpp"
+
+// clang-format off
+#include <cstdio>  // before jpeglib.h, which uses FILE
+#include <jpeglib.h>
+#include <jerror.h>
+// clang-format on
+#include <png.h>
+
+#include <algorithm>
+#include <cmath>
+#include <csetjmp>
+#include <cstring>
+
+#include "engine/status.hpp"
+
+namespace easel {
+namespace {
+
+constexpr size_t kWhy = 320;  // room for one library message and our words around it
+
+// ---- JPEG ----
+
+struct JpegErrors {
+  jpeg_error_mgr mgr;  // first, so that libjpeg's cinfo->err points at the whole struct
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+  bool truncated;
+};
+
+[[noreturn]] void jpeg_fail(j_common_ptr cinfo) {
+  auto* e = reinterpret_cast<JpegErrors*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, e->message);
+  std::longjmp(e->jump, 1);
+}
+
+// Warnings (level -1) are counted, not printed; the one for a file that ends early makes the
+// image an error (as PIL refuses a truncated image). Trace messages are dropped.
+void jpeg_note(j_common_ptr cinfo, int level) {
+  if (level >= 0) return;
+  ++cinfo->err->num_warnings;
+  if (cinfo->err->msg_code == JWRN_JPEG_EOF)
+    reinterpret_cast<JpegErrors*>(cinfo->err)->truncated = true;
+}
+
+// 0 on success, else 1 and the reason in why[kWhy].
+int decode_jpeg(const uint8_t* data, size_t size, int64_t min_side, RgbImage* out, char* why) {
+  jpeg_decompress_struct cinfo;
+  JpegErrors err;
+  std::memset(&cinfo, 0, sizeof cinfo);
+  std::memset(&err, 0, sizeof err);
+  cinfo.err = jpeg_std_error(&err.mgr);
+  err.mgr.error_exit = jpeg_fail;
+  err.mgr.emit_message = jpeg_note;
+  if (setjmp(err.jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    std::snprintf(why, kWhy, "corrupt JPEG (libjpeg: %s)", err.message);
+    return 1;
+  }
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&cinfo, TRUE);
+  if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
+    jpeg_destroy_decompress(&cinfo);
+    std::snprintf(why, kWhy, "unsupported JPEG colour space (CMYK): convert the image to RGB");
+    return 1;
+  }
+  cinfo.out_color_space = JCS_RGB;
+  const int64_t shorter = std::min(cinfo.image_width, cinfo.image_height);
+  unsigned denom = 1;
+  while (denom < 8 && min_side > 0 && (shorter + 2 * denom - 1) / (2 * denom) >= min_side)
+    denom *= 2;
+  cinfo.scale_num = 1;
+  cinfo.scale_denom = denom;
+  jpeg_calc_output_dimensions(&cinfo);
+  const int64_t w = cinfo.output_width, h = cinfo.output_height;
+  if (w * h > kMaxImagePixels) {
+    jpeg_destroy_decompress(&cinfo);
+    std::snprintf(why, kWhy, "a JPEG of %lldx%lld pixels, more than the %lld-pixel limit",
+                  static_cast<long long>(w), static_cast<long long>(h),
+                  static_cast<long long>(kMaxImagePixels));
+    return 1;
+  }
+  jpeg_start_decompress(&cinfo);
+  if (cinfo.output_components != 3) {  // libjpeg converts every 1- and 3-channel space to RGB
+    jpeg_destroy_decompress(&cinfo);
+    std::snprintf(why, kWhy, "JPEG decodes to %d channels, not RGB", cinfo.output_components);
+    return 1;
+  }
+  out->width = w;
+  out->height = h;
+  out->rgb.resize(static_cast<size_t>(w * h * 3));
+  while (cinfo.output_scanline < cinfo.output_height) {
+    JSAMPROW row = out->rgb.data() + int64_t{cinfo.output_scanline} * w * 3;
+    jpeg_read_scanlines(&cinfo, &row, 1);
+  }
+  jpeg_finish_decompress(&cinfo);
+  jpeg_destroy_decompress(&cinfo);
+  if (err.truncated) {
+    std::snprintf(why, kWhy, "truncated JPEG (libjpeg: Premature end of JPEG file)");
+    return 1;
+  }
+  return 0;
+}
+
+// ---- PNG ----
+
+struct PngSource {
+  const uint8_t* data;
+  size_t size, at;
+};
+
+struct PngErrors {
+  char message[kWhy / 2];
+};
+
+[[noreturn]] void png_fail(png_structp png, png_const_charp message) {
+  auto* e = static_cast<PngErrors*>(png_get_error_ptr(png));
+  std::snprintf(e->message, sizeof e->message, "%s", message);
+  png_longjmp(png, 1);
+}
+
+void png_ignore(png_structp, png_const_charp) {}  // warnings (bad ancillary chunks)
+
+void png_source(png_structp png, png_bytep dst, size_t n) {
+  auto* s = static_cast<PngSource*>(png_get_io_ptr(png));
+  if (n > s->size - s->at) png_error(png, "the file ends early (truncated)");
+  std::memcpy(dst, s->data + s->at, n);
+  s->at += n;
+}
+
+int decode_png(const uint8_t* data, size_t size, RgbImage* out, char* why) {
+  PngErrors err;
+  err.message[0] = '\0';
+  PngSource src{data, size, 0};
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &err, png_fail, png_ignore);
+  png_infop info = png ? png_create_info_struct(png) : nullptr;
+  if (info == nullptr) {
+    png_destroy_read_struct(&png, nullptr, nullptr);
+    std::snprintf(why, kWhy, "libpng: out of memory");
+    return 1;
+  }
+  if (setjmp(png_jmpbuf(png))) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    std::snprintf(why, kWhy, "corrupt PNG (libpng: %s)", err.message);
+    return 1;
+  }
+  png_set_read_fn(png, &src, png_source);
+  png_read_info(png, info);
+  const int64_t w = png_get_image_width(png, info), h = png_get_image_height(png, info);
+  const int depth = png_get_bit_depth(png, info), type = png_get_color_type(png, info);
+  if (w * h > kMaxImagePixels) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    std::snprintf(why, kWhy, "a PNG of %lldx%lld pixels, more than the %lld-pixel limit",
+                  static_cast<long long>(w), static_cast<long long>(h),
+                  static_cast<long long>(kMaxImagePixels));
+    return 1;
+  }
+  // To 8-bit RGB: 16 -> 8 bits, palette -> RGB, 1/2/4-bit grey -> 8, alpha (and the alpha a
+  // palette's transparency expands to) dropped, grey -> RGB.
+  if (depth == 16) png_set_strip_16(png);
+  if (type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+  if (type == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+  png_set_strip_alpha(png);
+  if (type == PNG_COLOR_TYPE_GRAY || type == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
+  const int passes = png_set_interlace_handling(png);
+  png_read_update_info(png, info);
+  if (png_get_channels(png, info) != 3 || png_get_bit_depth(png, info) != 8 ||
+      png_get_rowbytes(png, info) != static_cast<size_t>(w * 3)) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    std::snprintf(why, kWhy, "unsupported PNG (colour type %d, %d bits) after conversion", type,
+                  depth);
+    return 1;
+  }
+  out->width = w;
+  out->height = h;
+  out->rgb.resize(static_cast<size_t>(w * h * 3));
+  for (int pass = 0; pass < passes; ++pass)  // an interlaced image fills each row in passes
+    for (int64_t y = 0; y < h; ++y)
+      png_read_row(png, out->rgb.data() + y * w * 3, nullptr);
+  png_read_end(png, nullptr);
+  png_destroy_read_struct(&png, &info, nullptr);
+  return 0;
+}
+
+// ---- resize ----
+
+// The taps of one output coordinate: weights of input pixels first .. first + w.size() - 1.
+struct Taps {
+  int64_t first = 0;
+  std::vector<float> w;
+};
+
+// PIL's precompute_coeffs for its bilinear (triangle) filter: output coordinate j of `out`
+// samples input `in` around (j + 0.5) * in / out, over a support widened by the scale when
+// shrinking; weights normalised to sum 1. Only j in [from, from + n).
+std::vector<Taps> taps(int64_t in, int64_t out, int64_t from, int64_t n) {
+  const double scale = static_cast<double>(in) / static_cast<double>(out);
+  const double filter_scale = std::max(scale, 1.0);
+  const double support = filter_scale;  // the triangle's support is 1
+  std::vector<Taps> t(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) {
+    const double center = (static_cast<double>(from + j) + 0.5) * scale;
+    const int64_t lo = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5), 0);
+    const int64_t hi = std::min<int64_t>(static_cast<int64_t>(center + support + 0.5), in);
+    Taps& tj = t[static_cast<size_t>(j)];
+    tj.first = lo;
+    double sum = 0;
+    std::vector<double> w;
+    for (int64_t k = lo; k < hi; ++k) {
+      const double x = (static_cast<double>(k) - center + 0.5) / filter_scale;
+      w.push_back(std::max(0.0, 1.0 - std::abs(x)));
+      sum += w.back();
+    }
+    if (w.empty() || sum <= 0) {  // cannot happen for in, out >= 1; nearest pixel then
+      tj.first = std::clamp<int64_t>(static_cast<int64_t>(center), 0, in - 1);
+      tj.w = {1.f};
+      continue;
+    }
+    for (double v : w)
+      tj.w.push_back(static_cast<float>(v / sum));
+  }
+  return t;
+}
+
+}  // namespace
+
+Status decode_image(const uint8_t* data, size_t size, const std::string& path, int64_t min_side,
+                    RgbImage* out) {
+  static constexpr uint8_t kPng[8] = {0x89, 'P', 'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a};
+  char why[kWhy] = "";
+  int failed = 0;
+  if (size >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff) {
+    failed = decode_jpeg(data, size, min_side, out, why);
+  } else if (size >= 8 && std::memcmp(data, kPng, 8) == 0) {
+    failed = decode_png(data, size, out, why);
+  } else {
+    if (size == 0) return data_error(path + ": empty file");
+    return data_error(path + ": neither a JPEG nor a PNG image (by its first bytes)");
+  }
+  if (failed) return data_error(path + ": " + why);
+  return {};
+}
+
+void resize_center_crop(const RgbImage& src, int64_t side, uint8_t* dst) {
+  EASEL_CHECK(src.width > 0 && src.height > 0 && side > 0);
+  const int64_t w = src.width, h = src.height;
+  // torchvision's Resize(side): the shorter side becomes side, the longer int(side * long /
+  // short); CenterCrop(side): offsets int(round((resized - side) / 2.0)).
+  int64_t rw = side, rh = side;
+  if (w < h) rh = side * h / w;
+  if (h < w) rw = side * w / h;
+  const auto offset = [side](int64_t resized) {
+    return static_cast<int64_t>(std::nearbyint(static_cast<double>(resized - side) / 2.0));
+  };
+  const std::vector<Taps> tx = taps(w, rw, offset(rw), side);
+  const std::vector<Taps> ty = taps(h, rh, offset(rh), side);
+  // Horizontal pass over the input rows the vertical pass reads: tmp [rows, side, 3].
+  const int64_t row0 = ty.front().first;
+  const int64_t row1 = ty.back().first + static_cast<int64_t>(ty.back().w.size());
+  std::vector<float> tmp(static_cast<size_t>((row1 - row0) * side * 3));
+  for (int64_t y = row0; y < row1; ++y) {
+    const uint8_t* s = src.rgb.data() + y * w * 3;
+    float* t = tmp.data() + (y - row0) * side * 3;
+    for (int64_t x = 0; x < side; ++x) {
+      const Taps& k = tx[static_cast<size_t>(x)];
+      float acc[3] = {0, 0, 0};
+      for (size_t i = 0; i < k.w.size(); ++i) {
+        const uint8_t* p = s + (k.first + static_cast<int64_t>(i)) * 3;
+        for (int c = 0; c < 3; ++c)
+          acc[c] += k.w[i] * static_cast<float>(p[c]);
+      }
+      for (int c = 0; c < 3; ++c)
+        t[x * 3 + c] = acc[c];
+    }
+  }
+  // Vertical pass, rounded to bytes, chw.
+  const int64_t plane = side * side;
+  for (int64_t y = 0; y < side; ++y) {
+    const Taps& k = ty[static_cast<size_t>(y)];
+    for (int64_t x = 0; x < side; ++x) {
+      float acc[3] = {0, 0, 0};
+      for (size_t i = 0; i < k.w.size(); ++i) {
+        const float* p = tmp.data() + ((k.first - row0 + static_cast<int64_t>(i)) * side + x) * 3;
+        for (int c = 0; c < 3; ++c)
+          acc[c] += k.w[i] * p[c];
+      }
+      for (int c = 0; c < 3; ++c)
+        dst[c * plane + y * side + x] =
+            static_cast<uint8_t>(std::clamp(std::lround(acc[c]), 0l, 255l));
+    }
+  }
+}
+
+}  // namespace easel

@@ -1,0 +1,239 @@
+// Image folders (torchvision's ImageFolder layout): listed, checked against the memory
+// available, then every image decoded and resized to side x side in parallel, straight into
+// the data set's buffer.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "engine/limits.hpp"
+#include "engine/log.hpp"
+#include "nets/data/dataset.hpp"
+#include "nets/data/image_decode.hpp"
+
+namespace easel {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kMaxSide = 4096;
+constexpr int64_t kMaxCount = 100'000'000;
+constexpr int64_t kMaxFileBytes = int64_t{1} << 30;  // one image file
+constexpr const char* kLayout = "an image folder holds train/CLASS/*.jpg|png and val/CLASS/*";
+
+struct Item {
+  std::string path;
+  int32_t label = 0;
+};
+
+bool is_image_name(const fs::path& p) {
+  std::string ext = p.extension().string();
+  for (char& c : ext)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return ext == ".jpg" || ext == ".jpeg" || ext == ".png";
+}
+
+bool is_dir(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_directory(p, ec);
+}
+
+// The sorted names of split's sub-directories (symbolic links followed, as torchvision does).
+Result<std::vector<std::string>> class_dirs(const fs::path& split) {
+  std::error_code ec;
+  fs::directory_iterator it(split, ec);
+  if (ec) return io_error(split.string() + ": cannot list: " + ec.message());
+  std::vector<std::string> names;
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) return io_error(split.string() + ": cannot list: " + ec.message());
+    if (is_dir(it->path())) names.push_back(it->path().filename().string());
+  }
+  if (ec) return io_error(split.string() + ": cannot list: " + ec.message());
+  if (names.empty()) return data_error(split.string() + ": no class directories (" + kLayout + ")");
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// The images under class directory `dir` (recursively, as torchvision's os.walk), sorted by
+// path; *skipped counts the files of other extensions.
+Result<std::vector<std::string>> class_images(const fs::path& dir, int64_t* skipped) {
+  std::error_code ec;
+  fs::recursive_directory_iterator it(dir, fs::directory_options::follow_directory_symlink, ec);
+  if (ec) return io_error(dir.string() + ": cannot list: " + ec.message());
+  std::vector<std::string> files;
+  for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) return io_error(dir.string() + ": cannot list: " + ec.message());
+    if (is_dir(it->path())) continue;
+    if (is_image_name(it->path())) {
+      files.push_back(it->path().string());
+    } else {
+      ++*skipped;
+    }
+  }
+  if (ec) return io_error(dir.string() + ": cannot list: " + ec.message());
+  if (files.empty()) {
+    return data_error(dir.string() + ": no images (.jpg, .jpeg or .png) in this class directory");
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// Every image of split (train/ or val/). The classes are `classes` (train's, sorted); a class
+// directory of split that is not among them is an error.
+Result<std::vector<Item>> list_split(const fs::path& split, const std::vector<std::string>& classes,
+                                     int64_t* skipped) {
+  EASEL_ASSIGN_OR_RETURN(const std::vector<std::string> names, class_dirs(split));
+  std::vector<Item> items;
+  for (const std::string& name : names) {
+    const auto at = std::lower_bound(classes.begin(), classes.end(), name);
+    if (at == classes.end() || *at != name) {
+      return data_error((split / name).string() + ": class '" + name + "' is not among the " +
+                        std::to_string(classes.size()) + " classes of " +
+                        (split.parent_path() / "train").string());
+    }
+    const int32_t label = static_cast<int32_t>(at - classes.begin());
+    EASEL_ASSIGN_OR_RETURN(const std::vector<std::string> files,
+                           class_images(split / name, skipped));
+    for (const std::string& f : files)
+      items.push_back({f, label});
+  }
+  if (static_cast<int64_t>(items.size()) > kMaxCount) {
+    return data_error(split.string() + ": " + std::to_string(items.size()) +
+                      " images, more than 100000000");
+  }
+  return items;
+}
+
+Status read_file(const std::string& path, std::vector<uint8_t>* out) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return io_error(path + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  Status s;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    s = io_error(path + ": cannot open: not a regular file");
+  } else if (st.st_size > kMaxFileBytes) {
+    s = data_error(path + ": " + std::to_string(st.st_size) + " bytes, more than 1 GiB");
+  } else {
+    out->resize(static_cast<size_t>(st.st_size));
+    size_t got = 0;
+    while (got < out->size()) {
+      const ssize_t r = ::read(fd, out->data() + got, out->size() - got);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) {
+        s = io_error(path + ": read failed: " + std::strerror(errno));
+        break;
+      }
+      if (r == 0) break;
+      got += static_cast<size_t>(r);
+    }
+    out->resize(got);
+  }
+  ::close(fd);
+  return s;
+}
+
+// Reads, decodes and resizes one image into dst[3 * side * side].
+Status load_image(const std::string& path, int64_t side, uint8_t* dst) {
+  try {
+    std::vector<uint8_t> file;
+    EASEL_RETURN_IF_ERROR(read_file(path, &file));
+    RgbImage image;
+    EASEL_RETURN_IF_ERROR(decode_image(file.data(), file.size(), path, side, &image));
+    resize_center_crop(image, side, dst);
+    return {};
+  } catch (const std::bad_alloc&) {
+    return unavailable(path + ": out of memory while decoding");
+  }
+}
+
+Result<Dataset> decode_split(const fs::path& split, const std::vector<Item>& items, int64_t side,
+                             int64_t classes, const std::string& name, MemKind kind) {
+  const int64_t count = static_cast<int64_t>(items.size());
+  const int64_t image_bytes = 3 * side * side;
+  // The set and its labels: known before any file is decoded.
+  const uint64_t need = static_cast<uint64_t>(count) * static_cast<uint64_t>(image_bytes + 4);
+  const MemoryBound mem = available_memory();
+  if (need > mem.bytes) {
+    return unavailable(split.string() + ": " + std::to_string(count) + " images of 3x" +
+                       std::to_string(side) + "x" + std::to_string(side) + " need " +
+                       std::to_string(need) + " bytes, more than the " + std::to_string(mem.bytes) +
+                       " bytes of memory available (" + mem.source +
+                       "): pass a smaller side (DIR:SIDE)");
+  }
+  Dataset ds;
+  ds.name = name;
+  ds.count = count;
+  ds.channels = 3;
+  ds.height = side;
+  ds.width = side;
+  ds.classes = classes;
+  EASEL_ASSIGN_OR_RETURN(ds.pixels,
+                         Buffer::allocate(static_cast<size_t>(count * image_bytes), kind));
+  ds.labels.resize(items.size());
+  for (size_t i = 0; i < items.size(); ++i)
+    ds.labels[i] = items[i].label;
+  // The first failure by index among the images tried; the others stop early.
+  std::mutex mu;
+  int64_t failed_at = count;
+  Status failure;
+  std::atomic<bool> failed{false};
+  uint8_t* pixels = ds.pixels.as<uint8_t>();
+#pragma omp parallel for schedule(dynamic, 4)
+  for (int64_t i = 0; i < count; ++i) {
+    if (failed.load(std::memory_order_relaxed)) continue;
+    Status s = load_image(items[static_cast<size_t>(i)].path, side, pixels + i * image_bytes);
+    if (!s.ok()) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (i < failed_at) {
+        failed_at = i;
+        failure = std::move(s);
+      }
+      failed.store(true, std::memory_order_relaxed);
+    }
+  }
+  if (!failure.ok()) return failure;
+  return ds;
+}
+
+}  // namespace
+
+bool has_image_folder(const std::string& dir) {
+  return is_dir(fs::path(dir) / "train") || is_dir(fs::path(dir) / "val");
+}
+
+Result<DataSplit> load_image_folder(const std::string& dir, const std::string& name, int64_t side,
+                                    MemKind kind) {
+  if (side < 1 || side > kMaxSide) {
+    return invalid_argument(dir + ": image side " + std::to_string(side) +
+                            " is out of range [1, 4096]");
+  }
+  const fs::path train = fs::path(dir) / "train", val = fs::path(dir) / "val";
+  if (!is_dir(train)) return not_found(dir + ": missing train/ (" + kLayout + ")");
+  if (!is_dir(val)) return not_found(dir + ": missing val/ (" + kLayout + ")");
+  int64_t skipped = 0;
+  EASEL_ASSIGN_OR_RETURN(const std::vector<std::string> classes, class_dirs(train));
+  EASEL_ASSIGN_OR_RETURN(const std::vector<Item> train_items, list_split(train, classes, &skipped));
+  EASEL_ASSIGN_OR_RETURN(const std::vector<Item> val_items, list_split(val, classes, &skipped));
+  if (skipped > 0) {
+    log_info("data", dir + ": skipped " + std::to_string(skipped) +
+                         " files that are not .jpg, .jpeg or .png");
+  }
+  const int64_t n = static_cast<int64_t>(classes.size());
+  DataSplit split;
+  EASEL_ASSIGN_OR_RETURN(split.train,
+                         decode_split(train, train_items, side, n, name + "/train", kind));
+  EASEL_ASSIGN_OR_RETURN(split.test, decode_split(val, val_items, side, n, name + "/val", kind));
+  return split;
+}
+
+}  // namespace easel
