@@ -1,7 +1,8 @@
 // async-sgd and async-msgd: a parameter server in shared memory. A group computes its gradient
 // at its copy of the centre, then under the centre lock (first come, first served) the centre
 // takes the step W <- W - eta*dW (async-msgd: with momentum on the centre) and the group copies
-// the new centre back.
+// the new centre back. State the step updated (batch norm's running statistics) is copied into
+// the centre, so the centre's statistics follow the latest groups' batches.
 #include <mutex>
 
 #include "algos/exchange.hpp"
@@ -42,6 +43,8 @@ class AsyncSgd final : public Algorithm {
                       p.momentum, p.weight_decay);
       else
         sgd_step(run.segments(), run.centre.data(), g.diff.data(), lr, p.weight_decay);
+      // The running statistics the step updated (batch norm) go to the centre as they are.
+      copy_state(run.segments(), run.centre.data(), g.weights.data());
       const int64_t v = run.centre_version.fetch_add(1, std::memory_order_relaxed);
       note_staleness(g, read_version, v);
       span_copy(g.weights.data(), run.centre.data(), run.arena_floats());

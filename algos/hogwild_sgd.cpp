@@ -23,6 +23,7 @@ class HogwildSgd final : public Algorithm {
       const float lr = static_cast<float>(p.lr.at(g.steps.load(std::memory_order_relaxed)));
       scaled_gradient(run.segments(), g.diff.data(), g.weights.data(), lr, p.weight_decay);
       racy_axpy(run.centre.data(), -1.f, g.diff.data(), run.arena_floats());
+      racy_copy_state(run.segments(), run.centre.data(), g.weights.data());  // batch norm's
       const int64_t v = run.centre_version.fetch_add(1, std::memory_order_relaxed);
       note_staleness(g, read_version, v);
       racy_copy_from(g.weights.data(), run.centre.data(), run.arena_floats());

@@ -1,5 +1,7 @@
 #include "algos/train_config.hpp"
 
+#include "nets/models/models.hpp"
+
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -251,7 +253,9 @@ constexpr unsigned kTrain = kTrainCommand, kBoth = kTrainCommand | kTopologyComm
 
 // clang-format off
 const Setting kSettings[] = {
-  {"net", text<&T::net>(), kTrain, R::fixed, "model: lenet, cifar10-quick (easel list)"},
+  {"net", text<&T::net>(), kTrain, R::fixed,
+   "a built-in net (easel list: lenet, resnet18, ...) or a net description file (a path with a "
+   "'/' or ending in .toml; docs/NETS.md)"},
   {"data", text<&T::data>(), kTrain, R::fixed,
    "fashion-mnist, mnist, a directory of IDX files, or synthetic[:N[:CxHxW[:K]]]"},
   {"algo", text<&T::algo>(), kBoth, R::fixed,
@@ -385,6 +389,9 @@ Status validate_config(const TrainConfig& c) {
   EASEL_RETURN_IF_ERROR(check_range("--target-accuracy", c.target_accuracy, 0, 1));
   if (c.eval_every < 0) return invalid_argument("--eval-every: must be >= 0");
   EASEL_RETURN_IF_ERROR(make_algorithm(c.algo).status());
+  // A net description is checked whole (but its shapes, which follow the data) before the data
+  // is read.
+  EASEL_RETURN_IF_ERROR(check_model(c.net));
   EASEL_RETURN_IF_ERROR(validate(lr_schedule(c, 1)));
   if (!c.device.gpu) {
     std::string accelerators;  // the device list's kinds whose units are GPUs

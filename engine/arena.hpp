@@ -30,6 +30,11 @@ struct Segment {
   int64_t fan_in = 1, fan_out = 1;  // for xavier/msra
   Filler filler;
   float lr_mult = 1.f, decay_mult = 1.f;
+  // State, not a trained parameter (batch norm's running mean and variance): the training
+  // forward pass writes it in place, its gradient is 0, its multipliers are 0, and the
+  // parameter-server algorithms copy it from the group into the centre (devices/op.hpp,
+  // state_params()).
+  bool state = false;
 };
 
 constexpr int64_t kArenaAlign = 16;  // floats: each segment starts on a 64-byte boundary

@@ -96,4 +96,78 @@ Result<std::vector<std::string>> config_file_args(const std::string& path,
   return args;
 }
 
+const TomlValue* TomlValue::find(std::string_view key) const {
+  for (const auto& [k, v] : fields)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+const char* toml_type_name(TomlValue::Type t) {
+  switch (t) {
+    case TomlValue::Type::string:
+      return "a string";
+    case TomlValue::Type::integer:
+      return "an integer";
+    case TomlValue::Type::floating:
+      return "a number";
+    case TomlValue::Type::boolean:
+      return "true or false";
+    case TomlValue::Type::array:
+      return "an array";
+    case TomlValue::Type::table:
+      return "a table";
+  }
+  return "?";
+}
+
+namespace {
+
+Result<TomlValue> convert(const toml::node& n, const std::string& origin) {
+  TomlValue v;
+  v.line = static_cast<int>(n.source().begin.line);
+  if (auto s = n.as_string()) {
+    v.type = TomlValue::Type::string;
+    v.str = s->get();
+  } else if (auto i = n.as_integer()) {
+    v.type = TomlValue::Type::integer;
+    v.integer = i->get();
+  } else if (auto f = n.as_floating_point()) {
+    v.type = TomlValue::Type::floating;
+    v.floating = f->get();
+  } else if (auto b = n.as_boolean()) {
+    v.type = TomlValue::Type::boolean;
+    v.boolean = b->get();
+  } else if (auto a = n.as_array()) {
+    v.type = TomlValue::Type::array;
+    for (const toml::node& item : *a) {
+      EASEL_ASSIGN_OR_RETURN(TomlValue x, convert(item, origin));
+      v.items.push_back(std::move(x));
+    }
+  } else if (auto t = n.as_table()) {
+    v.type = TomlValue::Type::table;
+    for (const auto& [key, node] : *t) {
+      EASEL_ASSIGN_OR_RETURN(TomlValue x, convert(node, origin));
+      v.fields.emplace_back(std::string(key.str()), std::move(x));
+    }
+  } else {
+    return data_error(origin + ":" + std::to_string(v.line) +
+                      ": dates and times are not values easel reads");
+  }
+  return v;
+}
+
+}  // namespace
+
+Result<TomlValue> parse_toml(std::string_view text, const std::string& origin) {
+  toml::table table;
+  try {
+    table = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream os;
+    os << origin << ":" << e.source().begin.line << ": " << printable(e.description());
+    return data_error(os.str());
+  }
+  return convert(table, origin);
+}
+
 }  // namespace easel

@@ -2,8 +2,10 @@
 // (`lr-policy = "inv"` for --lr-policy). The engine knows no flag: the caller names them.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "engine/status.hpp"
@@ -18,6 +20,27 @@ namespace easel {
 Result<std::vector<std::string>> config_file_args(const std::string& path,
                                                   const std::vector<std::string>& known_flags,
                                                   const std::vector<std::string>& boolean_flags);
+
+// A TOML document as plain values, for readers other than the flag lists (net descriptions).
+// Every value carries the line it starts on (0 when unknown).
+struct TomlValue {
+  enum class Type { string, integer, floating, boolean, array, table };
+  Type type = Type::table;
+  int line = 0;
+  std::string str;
+  int64_t integer = 0;
+  double floating = 0;
+  bool boolean = false;
+  std::vector<TomlValue> items;                           // array
+  std::vector<std::pair<std::string, TomlValue>> fields;  // table, keys in sorted order
+
+  const TomlValue* find(std::string_view key) const;  // a table's field, or nullptr
+};
+const char* toml_type_name(TomlValue::Type t);  // "a string", "an integer", ...
+
+// Parses TOML text; `origin` (a file's path, or "built-in net lenet") prefixes a syntax error
+// with its line: "origin:12: expected ...". Dates and times are refused as values.
+Result<TomlValue> parse_toml(std::string_view text, const std::string& origin);
 
 // Text as one line of a message: control characters (a newline in a quoted TOML key, say) and
 // backslashes escaped as \xNN.

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #if defined(__SSE__)
 #include <immintrin.h>
 #endif
@@ -319,6 +320,20 @@ void racy_elastic_centre(float* shared, const float* w, float alpha, int64_t n) 
     std::atomic_ref<float> s(shared[i]);
     const float c = s.load(std::memory_order_relaxed);
     s.store(c + alpha * (w[i] - c), std::memory_order_relaxed);
+  }
+}
+
+void copy_state(std::span<const Segment> segs, float* dst, const float* src) {
+  for (const Segment& s : segs)
+    if (s.state) std::memcpy(dst + s.offset, src + s.offset, sizeof(float) * s.count);
+}
+
+void racy_copy_state(std::span<const Segment> segs, float* shared, const float* src) {
+  for (const Segment& s : segs) {
+    if (!s.state) continue;
+    for (int64_t i = 0; i < s.count; ++i)
+      std::atomic_ref<float>(shared[s.offset + i])
+          .store(src[s.offset + i], std::memory_order_relaxed);
   }
 }
 

@@ -87,6 +87,13 @@ void elastic_momentum_step_streamed(std::span<const Segment> segs, const float* 
                                     float delta, float wd, float alpha, bool nesterov,
                                     int64_t keep_lo, int64_t keep_hi);
 
+// The state segments (Segment::state: batch norm's running statistics) of src copied into dst:
+// what a parameter-server step hands the centre besides its update, whose rule leaves state
+// alone. Nothing happens for an arena without state.
+void copy_state(std::span<const Segment> segs, float* dst, const float* src);
+// The same into a centre that others read and write without a lock (hogwild-sgd).
+void racy_copy_state(std::span<const Segment> segs, float* shared, const float* src);
+
 // Hogwild's intended races: element-wise relaxed atomic loads/stores through
 // std::atomic_ref<float>, never a bare racy float pointer. `shared` may be written
 // concurrently by other threads; each element is read and written whole (not torn).

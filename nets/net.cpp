@@ -6,6 +6,7 @@
 
 #include "engine/log.hpp"
 #include "engine/span_ops.hpp"
+#include "nets/graph.hpp"
 
 namespace easel {
 
@@ -13,30 +14,18 @@ struct Net::Layer {
   LayerSpec spec;
   std::unique_ptr<Op> op;
   std::vector<int> segments;  // arena segment index per param
-  // Pointers into the arena for the current call (rebuilt per call: the arena may change).
-  std::vector<const float*> w;
-  std::vector<float*> dw;
+  std::vector<int> in;        // per input: the layer it reads, -1 the images
+  // Per input: its data gradient is written straight into the tensor's (this layer is the
+  // first, in backward order, to write it) rather than into scratch_[j] and then added.
+  std::vector<bool> direct;
+  // Pointers for the current call (rebuilt per call: the arena may change).
+  std::vector<const float*> w, srcs;
+  std::vector<float*> dw, diff_srcs;
 };
 
 Net::~Net() = default;
 
 namespace {
-
-// Fuses a ReLU that directly follows a conv or inner product into it (a post-op). The result
-// is identical; it saves one pass over the activations and one buffer.
-std::vector<LayerSpec> fuse_relu(const std::vector<LayerSpec>& in) {
-  std::vector<LayerSpec> out;
-  for (const auto& l : in) {
-    if (l.op.kind == OpKind::relu && !out.empty() && !out.back().op.fused_relu &&
-        fuses_relu(out.back().op.kind)) {
-      out.back().op.fused_relu = true;
-      out.back().name += "+" + l.name;
-      continue;
-    }
-    out.push_back(l);
-  }
-  return out;
-}
 
 Result<Buffer> alloc_floats(int64_t n, MemKind kind) {
   return Buffer::allocate(static_cast<size_t>(n) * sizeof(float), kind);
@@ -48,30 +37,31 @@ Result<std::unique_ptr<Net>> Net::create(const NetSpec& spec, int64_t batch, Lay
                                          Device& device, MemKind activations, int replicas) {
   if (batch <= 0)
     return invalid_argument("--batch: must be positive, got " + std::to_string(batch));
-  if (spec.layers.empty()) return invalid_argument("net '" + spec.name + "' has no layers");
+  // The whole wiring is checked before anything is built or allocated.
+  EASEL_ASSIGN_OR_RETURN(NetGraph graph, resolve_graph(spec));
   std::unique_ptr<Net> net(new Net());
   net->spec_ = spec;
   net->batch_ = batch;
   net->layout_ = layout;
 
-  Shape4 shape{batch, spec.channels, spec.height, spec.width};
+  const Shape4 input{batch, spec.channels, spec.height, spec.width};
+  EASEL_ASSIGN_OR_RETURN(const std::vector<Shape4> shapes_of,
+                         infer_shapes(graph, spec, input, layout));
   // The activations and their gradients, summed layer by layer before any is allocated: a net
   // that cannot fit in this machine's memory is refused up front (huge images would otherwise
   // take the machine's memory page by page).
   const double memory = is_host_kind(activations) ? physical_memory_bytes() : 0;
   const int copies = std::max(replicas, 1);
   double act_bytes = 0;  // of one replica
-  for (const LayerSpec& ls : fuse_relu(spec.layers)) {
+  for (size_t i = 0; i < graph.layers.size(); ++i) {
+    const LayerSpec& ls = graph.layers[i];
     auto layer = std::make_unique<Layer>();
     layer->spec = ls;
+    layer->in = graph.in[i];
     OpDesc& d = layer->spec.op;
-    d.layout = layout;
-    d.src = shape;
     // Each layer its own random stream (read only by the kinds that draw, such as dropout).
-    d.seed ^= 0x9e3779b97f4a7c15ull * (net->layers_.size() + 1);
-    if (std::string why = validate(d); !why.empty())
-      return invalid_argument("net '" + spec.name + "', layer " + ls.name + ": " + why);
-    act_bytes += 2.0 * static_cast<double>(dst_shape(d).count()) * sizeof(float);
+    d.seed ^= 0x9e3779b97f4a7c15ull * (i + 1);
+    act_bytes += 2.0 * static_cast<double>(shapes_of[i].count()) * sizeof(float);
     if (memory > 0 && act_bytes * copies > memory) {
       char gib[32];
       std::snprintf(gib, sizeof gib, "%.1f", memory / double(1u << 30));
@@ -83,15 +73,11 @@ Result<std::unique_ptr<Net>> Net::create(const NetSpec& spec, int64_t batch, Lay
                               " GiB of memory (by layer " + ls.name + ")");
     }
     const auto shapes = param_shapes(d);
-    if (ls.fillers.size() != shapes.size())
-      return invalid_argument("net '" + spec.name + "', layer " + ls.name + ": has " +
-                              std::to_string(shapes.size()) + " parameters but " +
-                              std::to_string(ls.fillers.size()) + " fillers");
     const auto [fan_in, fan_out] = fans(d);
-    static const char* kParamNames[] = {"weights", "bias"};
+    const size_t first_state = shapes.size() - static_cast<size_t>(state_params(d));
     for (size_t p = 0; p < shapes.size(); ++p) {
       Segment s;
-      s.name = ls.name + "." + (p < 2 ? kParamNames[p] : std::to_string(p));
+      s.name = ls.name + "." + param_name(d, p);
       s.dims = shapes[p];
       s.count = 1;
       for (int64_t x : s.dims)
@@ -99,21 +85,48 @@ Result<std::unique_ptr<Net>> Net::create(const NetSpec& spec, int64_t batch, Lay
       s.fan_in = fan_in;
       s.fan_out = fan_out;
       s.filler = ls.fillers[p];
-      s.lr_mult = p < ls.lr_mult.size() ? ls.lr_mult[p] : 1.f;
-      s.decay_mult = p < ls.decay_mult.size() ? ls.decay_mult[p] : 1.f;
+      s.state = p >= first_state;
+      s.lr_mult = s.state ? 0.f : p < ls.lr_mult.size() ? ls.lr_mult[p] : 1.f;
+      s.decay_mult = s.state ? 0.f : p < ls.decay_mult.size() ? ls.decay_mult[p] : 1.f;
       layer->segments.push_back(net->params_.add(std::move(s)));
     }
-    EASEL_ASSIGN_OR_RETURN(layer->op, device.make_op(d));
-    log_debug("net", ls.name + ": " + layer->op->impl() + " -> " + dst_shape(d).to_string());
     layer->w.resize(shapes.size());
     layer->dw.resize(shapes.size());
-    shape = dst_shape(d);
+    layer->srcs.resize(layer->in.size());
+    layer->diff_srcs.resize(layer->in.size());
+    net->layers_.push_back(std::move(layer));
+  }
+  // Backward runs in reverse order: the first reader met writes a tensor's gradient, the
+  // others write theirs into scratch and add it.
+  std::vector<bool> written(net->layers_.size(), false);
+  std::vector<int64_t> scratch_floats;
+  for (size_t i = net->layers_.size(); i-- > 0;) {
+    Layer& l = *net->layers_[i];
+    for (size_t j = 0; j < l.in.size(); ++j) {
+      const int t = l.in[j];
+      const bool direct = t < 0 || !written[static_cast<size_t>(t)];
+      l.direct.push_back(direct);
+      if (t < 0) continue;
+      written[static_cast<size_t>(t)] = true;
+      if (direct) continue;
+      if (scratch_floats.size() <= j) scratch_floats.resize(j + 1, 0);
+      scratch_floats[j] = std::max(scratch_floats[j], shapes_of[static_cast<size_t>(t)].count());
+    }
+  }
+  for (auto& l : net->layers_) {
+    EASEL_ASSIGN_OR_RETURN(l->op, device.make_op(l->spec.op));
+    const Shape4 shape = dst_shape(l->spec.op);
+    log_debug("net", l->spec.name + ": " + l->op->impl() + " -> " + shape.to_string());
     EASEL_ASSIGN_OR_RETURN(Buffer act, alloc_floats(shape.count(), activations));
     EASEL_ASSIGN_OR_RETURN(Buffer diff, alloc_floats(shape.count(), activations));
     net->acts_.push_back(std::move(act));
     net->diffs_.push_back(std::move(diff));
-    net->layers_.push_back(std::move(layer));
   }
+  for (int64_t n : scratch_floats) {
+    EASEL_ASSIGN_OR_RETURN(Buffer b, alloc_floats(std::max<int64_t>(n, 1), activations));
+    net->scratch_.push_back(std::move(b));
+  }
+  const Shape4 shape = shapes_of.back();
   if (shape.per_image() != spec.classes)
     return invalid_argument(
         "net '" + spec.name + "': last layer has " + std::to_string(shape.per_image()) +
@@ -169,8 +182,9 @@ void Net::forward_layer(size_t i, const float* weights, bool training) {
   Layer& l = *layers_[i];
   for (size_t p = 0; p < l.segments.size(); ++p)
     l.w[p] = weights + params_.segment(l.segments[p]).offset;
-  const float* src = i == 0 ? input_ : acts_[i - 1].as<float>();
-  l.op->forward(src, acts_[i].as<float>(), l.w, training);
+  for (size_t j = 0; j < l.in.size(); ++j)
+    l.srcs[j] = l.in[j] < 0 ? input_ : acts_[static_cast<size_t>(l.in[j])].as<float>();
+  l.op->forward_n(l.srcs, acts_[i].as<float>(), l.w, training);
 }
 
 void Net::backward_layer(size_t i, const float* weights, float* diff) {
@@ -180,15 +194,25 @@ void Net::backward_layer(size_t i, const float* weights, float* diff) {
     l.w[p] = weights + off;
     l.dw[p] = diff + off;
   }
-  const float* src = i == 0 ? input_ : acts_[i - 1].as<float>();
+  for (size_t j = 0; j < l.in.size(); ++j) {
+    const int t = l.in[j];
+    l.srcs[j] = t < 0 ? input_ : acts_[static_cast<size_t>(t)].as<float>();
+    l.diff_srcs[j] = t < 0         ? nullptr  // the images need no gradient
+                     : l.direct[j] ? diffs_[static_cast<size_t>(t)].as<float>()
+                                   : scratch_[j].as<float>();
+  }
   const float* diff_dst =
       i + 1 == layers_.size() ? diff_logits_.as<float>() : diffs_[i].as<float>();
-  float* diff_src = i == 0 ? nullptr : diffs_[i - 1].as<float>();
-  l.op->backward(src, acts_[i].as<float>(), diff_dst, diff_src, l.w, l.dw);
+  l.op->backward_n(l.srcs, acts_[i].as<float>(), diff_dst, l.diff_srcs, l.w, l.dw);
+  for (size_t j = 0; j < l.in.size(); ++j) {
+    if (l.in[j] < 0 || l.direct[j]) continue;
+    const size_t t = static_cast<size_t>(l.in[j]);
+    span_axpy(diffs_[t].as<float>(), 1.f, scratch_[j].as<float>(),
+              static_cast<int64_t>(acts_[t].bytes() / sizeof(float)));
+  }
 }
 
-StepStats Net::train_step(const float* images, const int32_t* labels, const float* weights,
-                          float* diff) {
+StepStats Net::train_step(const float* images, const int32_t* labels, float* weights, float* diff) {
   input_ = images;
   for (size_t i = 0; i < layers_.size(); ++i)
     forward_layer(i, weights, true);
@@ -223,6 +247,8 @@ std::vector<LayerInfo> Net::describe() const {
     info.kind = op_kind_name(l->spec.op.kind);
     if (l->spec.op.fused_relu) info.kind += "+relu";
     info.impl = l->op->impl();
+    for (int t : l->in)
+      info.inputs.push_back(t < 0 ? kDataInput : layers_[static_cast<size_t>(t)]->spec.name);
     info.dst = dst_shape(l->spec.op);
     for (int s : l->segments)
       info.params += params_.segment(s).count;
@@ -235,10 +261,10 @@ std::vector<LayerInfo> Net::describe() const {
 
 double Net::flops_per_image_train() const {
   double f = 0;
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    const OpDesc& d = layers_[i]->spec.op;
-    // The first layer computes no data gradient.
-    f += forward_flops(d) + backward_flops(d, /*diff_src=*/i != 0);
+  for (const auto& l : layers_) {
+    // A layer that reads only the images computes no data gradient.
+    const bool diff_src = std::any_of(l->in.begin(), l->in.end(), [](int t) { return t >= 0; });
+    f += forward_flops(l->spec.op) + backward_flops(l->spec.op, diff_src);
   }
   return f / static_cast<double>(batch_);
 }

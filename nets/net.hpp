@@ -1,7 +1,8 @@
-// A Net: a chain of layers (each an Op built by a Device) ending in softmax cross-entropy.
-// The Net owns activations and workspaces, NOT parameters: weights and gradients are flat
-// arenas (engine/arena.hpp) owned by whoever trains, passed in on every call, so the same Net
-// can run a group's replica or the centre model.
+// A Net: a directed acyclic graph of layers (each an Op built by a Device) whose last listed
+// layer feeds softmax cross-entropy. A layer reads the outputs of the layers it names (or the
+// input, "data"); a chain need name none. The Net owns activations and workspaces, NOT
+// parameters: weights and gradients are flat arenas (engine/arena.hpp) owned by whoever trains,
+// passed in on every call, so the same Net can run a group's replica or the centre model.
 #pragma once
 
 #include <memory>
@@ -16,14 +17,19 @@ namespace easel {
 
 struct LayerSpec {
   std::string name;
-  OpDesc op;  // kind and hyper-parameters; layout and src shape are filled by Net::create
+  OpDesc op;  // kind and hyper-parameters; layout and src shapes are filled by Net::create
+  // The layers whose outputs it reads, in order ("data": the input images). Empty: the layer
+  // listed just before it (the input for the first layer).
+  std::vector<std::string> inputs;
   std::vector<Filler> fillers;  // one per param_shapes(op) entry
   std::vector<float> lr_mult;   // one per param (Caffe: weights 1, bias 2 in LeNet)
   std::vector<float> decay_mult;
 };
 
 // What a model builder returns: the input it expects and its layers. The last layer's output
-// channels are the class scores fed to softmax cross-entropy.
+// channels are the class scores fed to softmax cross-entropy. Layers may be listed in any order
+// that names existing layers; Net::create sorts them, and refuses a cycle, a name used twice,
+// an input that names no layer and a layer whose output nothing reads.
 struct NetSpec {
   std::string name;
   int64_t channels = 1, height = 28, width = 28, classes = 10;
@@ -43,6 +49,7 @@ struct EvalStats {
 
 struct LayerInfo {
   std::string name, kind, impl;
+  std::vector<std::string> inputs;  // the layers it reads ("data": the input)
   Shape4 dst;
   int64_t params = 0;
   double forward_flops = 0, backward_flops = 0;
@@ -68,15 +75,18 @@ class Net {
   void init_params(float* weights, uint64_t seed) const;
 
   // One training pass on a full batch: images [batch, C, H, W] in layout(), labels[batch].
-  // diff (params().total_floats()) is overwritten with d mean_loss / d weights.
-  StepStats train_step(const float* images, const int32_t* labels, const float* weights,
-                       float* diff);
+  // diff (params().total_floats()) is overwritten with d mean_loss / d weights. The state
+  // segments of `weights` (batch norm's running statistics) are updated in place.
+  StepStats train_step(const float* images, const int32_t* labels, float* weights, float* diff);
   // Forward only over the first n <= batch images (the rest of the buffer is ignored).
   EvalStats evaluate(const float* images, const int32_t* labels, int64_t n, const float* weights);
 
   std::vector<LayerInfo> describe() const;
   double flops_per_image_train() const;  // forward + backward, per image
-  // Runs only layer i forward / backward on the current activations (for per-layer timing).
+  // Runs only layer i (in describe()'s order, a topological one) forward / backward on the
+  // current activations (for per-layer timing). Backward must visit the layers in reverse
+  // order, as train_step does: a gradient that several readers add up is written by the last
+  // reader first and added to by the others.
   void forward_layer(size_t i, const float* weights, bool training);
   void backward_layer(size_t i, const float* weights, float* diff);
   size_t layer_count() const { return layers_.size(); }
@@ -90,9 +100,12 @@ class Net {
   int64_t batch_ = 0;
   Layout layout_ = Layout::nchw;
   ArenaLayout params_;
-  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<std::unique_ptr<Layer>> layers_;  // in topological order
   std::unique_ptr<LossOp> loss_;
-  std::vector<Buffer> acts_, diffs_;  // acts_[0] is the input copy slot; acts_[i+1] layer i dst
+  // One tensor per layer output: acts_[i] is layer i's dst, diffs_[i] its gradient (the last
+  // layer's gradient is diff_logits_). scratch_[j]: where input j of a layer writes its data
+  // gradient when another reader has written that tensor's gradient already.
+  std::vector<Buffer> acts_, diffs_, scratch_;
   Buffer prob_, diff_logits_;
   const float* input_ = nullptr;
 };

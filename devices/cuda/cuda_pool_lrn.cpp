@@ -230,10 +230,20 @@ Result<std::unique_ptr<Op>> make_cudnn_pool(CudaContext& ctx, const OpDesc& d) {
 Result<std::unique_ptr<Op>> make_own_pool(CudaContext& ctx, const OpDesc& d) {
   return with_init(std::make_unique<OwnPool>(ctx, d));
 }
+// Both CUDA LRNs normalise across channels; Caffe's within-channel region is refused here (the
+// run then says no CUDA implementation applies) rather than computed as the other region.
+Status refuse_within_channel(const OpDesc& d) {
+  if (d.lrn_within_channel)
+    return unavailable("lrn: the within-channel region has no CUDA kernel (across channels only)");
+  return {};
+}
+
 Result<std::unique_ptr<Op>> make_cudnn_lrn(CudaContext& ctx, const OpDesc& d) {
+  EASEL_RETURN_IF_ERROR(refuse_within_channel(d));
   return with_init(std::make_unique<CudnnLrn>(ctx, d));
 }
 Result<std::unique_ptr<Op>> make_own_lrn(CudaContext& ctx, const OpDesc& d) {
+  EASEL_RETURN_IF_ERROR(refuse_within_channel(d));
   return with_init(std::make_unique<OwnLrn>(ctx, d));
 }
 

@@ -1,6 +1,7 @@
-// The models easel can build, in one explicit list (no static self-registration). A builder
-// takes the data set's input shape and class count and returns the layers; adding a model is
-// one file plus one line in models.cpp.
+// The nets easel ships, in one explicit list: each is a net description (nets/models/*.toml, the
+// format of nets/models/description.hpp) compiled into the binary, so every built-in net goes
+// through the parser users' own descriptions go through. Adding a net is one .toml file plus
+// one line in nets/meson.build's list.
 #pragma once
 
 #include <span>
@@ -16,40 +17,23 @@ struct ModelInput {
 };
 
 struct ModelEntry {
-  const char* name;
-  const char* description;
-  NetSpec (*build)(const ModelInput& in);
+  std::string name, description;
+  ModelInput input;       // the input its description declares (what `easel list` counts on)
+  std::string_view text;  // the description
 };
 
+// The built-in nets, in their list's order.
 std::span<const ModelEntry> model_list();
-// Error names the model and lists the known ones.
+
+// `name` is a built-in net, or a description file (a path with a '/' or ending in .toml).
+// Errors name the model and list the known ones, or name the file, layer and field.
 Result<NetSpec> build_model(std::string_view name, const ModelInput& in);
 
-// Builders (one per file under nets/models/).
-NetSpec build_lenet(const ModelInput& in);          // Caffe examples/mnist/lenet_train_test
-NetSpec build_cifar10_quick(const ModelInput& in);  // Caffe examples/cifar10/cifar10_quick
-NetSpec build_mlp(const ModelInput& in);            // ip 64 + ReLU + ip (tests, quick checks)
+// Checks what can be checked before the data is read: a built-in name, or a description file
+// whole except its shapes (they depend on the data).
+Status check_model(std::string_view name);
 
-// Small helpers the builders share: a layer with Caffe's usual multipliers (weights lr 1,
-// bias lr 2, decay 1 and 0 as given).
-LayerSpec conv_layer(std::string name, int64_t oc, int64_t k, int64_t stride, int64_t pad,
-                     Filler weights, Filler bias);
-LayerSpec ip_layer(std::string name, int64_t oc, Filler weights, Filler bias);
-LayerSpec pool_layer(std::string name, OpKind kind, int64_t k, int64_t stride, int64_t pad = 0);
-LayerSpec relu_layer(std::string name);
-LayerSpec lrn_layer(std::string name, int64_t local_size, float alpha, float beta);
-LayerSpec dropout_layer(std::string name, float ratio);
-
-inline Filler xavier() {
-  return {Filler::Kind::xavier};
-}
-inline Filler constant(float v) {
-  return {Filler::Kind::constant, v};
-}
-inline Filler gaussian(float std) {
-  Filler f{Filler::Kind::gaussian};
-  f.std = std;
-  return f;
-}
+// True when `name` would be read as a description file.
+bool is_net_file(std::string_view name);
 
 }  // namespace easel

@@ -371,29 +371,21 @@ TEST(DnnlLrn, AcrossChannels) {
   expect_matches_ref(lrn({2, 96, 13, 13}, 5, 1e-4f, 0.75f, 1.f));  // AlexNet's
 }
 
-TEST(DnnlLrn, WithinChannel) {
-  // alpha large enough that alpha/n and alpha/n^2 differ far beyond the tolerance
-  for (const Shape4& s : {Shape4{2, 16, 7, 7}, Shape4{2, 32, 8, 8}}) {
-    for (int64_t size : {3, 5}) {
-      OpDesc d = lrn(s, size, 2.f, 0.75f, 1.f);
-      d.lrn_within_channel = true;
-      expect_matches_ref(d);
+// oneDNN 2.6's within-channel LRN backward (lrn_jit, avx512) missed the reference's gradient by
+// up to 0.8% on cifar10_full's norm1 (4x32x16x16, size 3, alpha 5e-5), and for channel counts
+// that are not a multiple of 16 only its reference kernel applies: the region is refused, and
+// easel's reference kernel runs (cifar10-full's two small LRN layers).
+TEST(DnnlLrn, WithinChannelIsRefusedWithTheReason) {
+  for (const Shape4& s : {Shape4{4, 32, 16, 16}, Shape4{2, 17, 6, 6}}) {
+    OpDesc d = lrn(s, 3, 5e-05f, 0.75f, 1.f);
+    d.lrn_within_channel = true;
+    for (Layout l : kLayouts) {
+      auto r = make_dnnl_op(with_layout(d, l));
+      ASSERT_FALSE(r.ok());
+      EXPECT_EQ(r.status().code(), Code::unavailable);
+      EXPECT_NE(r.status().message().find("within-channel"), std::string::npos)
+          << r.status().message();
     }
-  }
-  OpDesc cifar = lrn({4, 32, 16, 16}, 3, 5e-05f, 0.75f, 1.f);  // cifar10_full's norm1
-  cifar.lrn_within_channel = true;
-  expect_matches_ref(cifar);
-}
-
-// Only oneDNN's reference kernel computes within-channel LRN on 17 channels: refused.
-TEST(DnnlLrn, WithinChannelRefusesAReferenceKernel) {
-  OpDesc d = lrn({2, 17, 6, 6}, 3, 1.f, 0.75f, 1.f);
-  d.lrn_within_channel = true;
-  for (Layout l : kLayouts) {
-    auto r = make_dnnl_op(with_layout(d, l));
-    ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.status().code(), Code::unavailable);
-    EXPECT_NE(r.status().message().find("ref"), std::string::npos) << r.status().message();
   }
 }
 
@@ -486,14 +478,11 @@ TEST(DnnlOps, RefusesDropout) {
 }
 
 TEST(DnnlOps, GradientCheck) {
-  OpDesc within = lrn({2, 16, 4, 4}, 3, 2.f, 0.75f, 1.f);
-  within.lrn_within_channel = true;
-  for (const OpDesc& base :
-       {conv({2, 3, 6, 6}, 4, 3, 1, 1, 1, true), ip({2, 4, 3, 3}, 5, true),
-        lrn({2, 6, 3, 3}, 3, 0.5f, 0.75f, 1.f), within, batch_norm({3, 5, 3, 2}, true),
-        joined(OpKind::add, {{2, 3, 3, 3}, {2, 3, 3, 3}}),
-        joined(OpKind::concat, {{2, 3, 3, 3}, {2, 2, 3, 3}}),
-        OpDesc{.kind = OpKind::global_avg_pool, .src = {2, 3, 3, 4}}}) {
+  for (const OpDesc& base : {conv({2, 3, 6, 6}, 4, 3, 1, 1, 1, true), ip({2, 4, 3, 3}, 5, true),
+                             lrn({2, 6, 3, 3}, 3, 0.5f, 0.75f, 1.f), batch_norm({3, 5, 3, 2}, true),
+                             joined(OpKind::add, {{2, 3, 3, 3}, {2, 3, 3, 3}}),
+                             joined(OpKind::concat, {{2, 3, 3, 3}, {2, 2, 3, 3}}),
+                             OpDesc{.kind = OpKind::global_avg_pool, .src = {2, 3, 3, 4}}}) {
     for (Layout l : kLayouts) {
       const OpDesc d = with_layout(base, l);
       auto op = must(make_dnnl_op(d), d);

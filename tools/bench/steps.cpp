@@ -209,7 +209,7 @@ Result<LayerView> time_layers(const Topology& topo, const BenchConfig& cfg, cons
   const int iterations = std::max(3 * cfg.repeats, 21);
   r.worker->run([&] {
     Net& net = *r.net;
-    const float* w = r.weights.data();
+    float* w = r.weights.data();
     for (int i = 0; i < cfg.warmup; ++i) {
       r.fake_gradient(r);
       momentum_step(net.params().segments(), r.weights.data(), r.diff.data(), r.momentum.data(),

@@ -62,7 +62,8 @@ bool write_atomic(const std::filesystem::path& path, const std::string& text);
 int run_train(const TrainConfig& cfg, const SettingValues& values);
 // `easel topology [--json]`: the machine and the plan (tools/topology_cmd.cpp).
 int run_topology(const TrainConfig& cfg, bool as_json);
-int run_list();
+// `easel list [--json]`: the built-in nets (params, weight bytes, FLOPs) and the algorithms.
+int run_list(bool as_json);
 // `easel bench`: adds the subcommand with its flags bound to `flags` (tools/bench/bench_cmd.cpp).
 CLI::App* add_bench_flags(CLI::App& app, bench::BenchFlags& flags);
 int run_bench(const bench::BenchFlags& flags);

@@ -108,7 +108,11 @@ int easel_main(int argc, char** argv) {
   bool topology_json = false;
   topo->add_flag("--json", topology_json,
                  "print the machine and the plan as one JSON object (see docs/TOPOLOGY.md)");
-  app.add_subcommand("list", "list the nets and algorithms");
+  CLI::App* list = app.add_subcommand("list", "list the nets and algorithms");
+  bool list_json = false;
+  list->add_flag("--json", list_json,
+                 "print them as one JSON object: nets (name, params, weight_bytes, "
+                 "flops_per_image, input, classes) and algorithms");
   bench::BenchFlags bench_flags;
   CLI::App* bench = cli::add_bench_flags(app, bench_flags);
 
@@ -147,7 +151,7 @@ int easel_main(int argc, char** argv) {
     return parse_error(app, argc, argv, e);
   }
   if (bench->parsed()) return cli::run_bench(bench_flags);
-  if (!train->parsed() && !topo->parsed()) return cli::run_list();
+  if (!train->parsed() && !topo->parsed()) return cli::run_list(list_json);
   const unsigned command = train->parsed() ? kTrainCommand : kTopologyCommand;
   auto cfg = cli::parse_settings(values, command, given, source);
   if (!cfg.ok()) return report(cfg.status(), Failure::request);

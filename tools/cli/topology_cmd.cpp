@@ -5,6 +5,7 @@
 
 #include "algos/trainer.hpp"
 #include "devices/cuda/cuda_device.hpp"
+#include "nets/graph.hpp"
 #include "nets/models/models.hpp"
 #include "tools/cli/cli.hpp"
 
@@ -91,10 +92,45 @@ int run_topology(const TrainConfig& cfg, bool as_json) {
   return 0;
 }
 
-int run_list() {
-  std::printf("nets:\n");
-  for (const auto& m : model_list())
-    std::printf("  %-16s %s\n", m.name, m.description);
+int run_list(bool as_json) {
+  // Each built-in net on the input its description declares (the data's shape changes it).
+  json nets = json::array();
+  for (const auto& m : model_list()) {
+    Result<NetSpec> spec = build_model(m.name, m.input);
+    Result<NetCost> cost = spec.ok() ? net_cost(*spec) : Result<NetCost>(spec.status());
+    if (!cost.ok()) return report(cost.status(), Failure::run);
+    nets.push_back({{"name", m.name},
+                    {"description", m.description},
+                    {"params", cost->params},
+                    {"weight_bytes", (cost->params + cost->state_floats) * 4},
+                    {"flops_per_image", cost->forward_flops},
+                    {"train_flops_per_image", cost->train_flops},
+                    {"input", {m.input.channels, m.input.height, m.input.width}},
+                    {"classes", m.input.classes}});
+  }
+  json algos = json::array();
+  for (const auto& a : algo_list())
+    algos.push_back({{"name", a.name}, {"summary", a.summary}});
+  if (as_json) {
+    std::printf("%s\n", json{{"nets", nets}, {"algorithms", algos}}.dump(2).c_str());
+    return 0;
+  }
+  std::printf(
+      "nets (on the input each declares; the data's shape and classes change the counts):\n");
+  std::printf("  %-14s %12s %10s %11s  %-15s %s\n", "name", "params", "weights", "GFLOP/img",
+              "input", "description");
+  for (const json& n : nets) {
+    const std::string input = std::to_string(n["input"][0].get<int64_t>()) + "x" +
+                              std::to_string(n["input"][1].get<int64_t>()) + "x" +
+                              std::to_string(n["input"][2].get<int64_t>()) + "/" +
+                              std::to_string(n["classes"].get<int64_t>());
+    std::printf("  %-14s %12lld %7.1f MB %11.3f  %-15s %s\n", n["name"].get<std::string>().c_str(),
+                static_cast<long long>(n["params"].get<int64_t>()),
+                static_cast<double>(n["weight_bytes"].get<int64_t>()) / 1e6,
+                n["flops_per_image"].get<double>() / 1e9, input.c_str(),
+                n["description"].get<std::string>().c_str());
+  }
+  std::printf("  (or --net FILE: a net description, docs/NETS.md)\n");
   std::printf("algorithms:\n");
   for (const auto& a : algo_list())
     std::printf("  %-16s %s\n", a.name, a.summary);
