@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "devices/cpu/own_ops.hpp"
 #include "devices/cpu/ref_ops.hpp"
 #include "easel_config.h"
 #include "engine/log.hpp"
@@ -36,6 +37,8 @@ constexpr CpuOpImpl kCpuOps[] = {
     {OpKind::concat, "dnnl", true, make_dnnl_concat},
     {OpKind::global_avg_pool, "dnnl", true, make_dnnl_global_avg_pool},
 #endif
+    // easel's own fast kernels (devices/cpu/own_*.cpp): what oneDNN refuses or lacks.
+    {OpKind::lrn, "own", true, make_own_lrn},
     // The reference kernels (devices/cpu/ref_ops.cpp), last: they accept every valid descriptor.
     {OpKind::conv, "ref", false, ref<make_ref_conv>},
     {OpKind::max_pool, "ref", false, ref<make_ref_max_pool>},

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "devices/cpu/cpu_op_list.hpp"
 #include "devices/cpu/dnnl_ops.hpp"
 #include "devices/cpu/ref_ops.hpp"
 #include "easel_config.h"
@@ -385,6 +386,30 @@ TEST(DnnlLrn, WithinChannelIsRefusedWithTheReason) {
       EXPECT_EQ(r.status().code(), Code::unavailable);
       EXPECT_NE(r.status().message().find("within-channel"), std::string::npos)
           << r.status().message();
+    }
+  }
+}
+
+// easel's own within-channel kernel (the CPU device's row after oneDNN's refusal) against the
+// reference in both layouts: dst and diff_src, odd and wide windows, beta 0.75 (its sqrt path)
+// and another beta (pow), a window wider than the image.
+TEST(OwnLrn, WithinChannelMatchesRef) {
+  for (const OpDesc& base :
+       {lrn({4, 32, 16, 16}, 3, 5e-05f, 0.75f, 1.f), lrn({2, 17, 7, 5}, 5, 2.f, 0.75f, 1.f),
+        lrn({2, 3, 4, 6}, 9, 0.5f, 0.6f, 2.f)}) {
+    OpDesc within = base;
+    within.lrn_within_channel = true;
+    for (Layout l : kLayouts) {
+      const OpDesc d = with_layout(within, l);
+      SCOPED_TRACE(describe_op(d));
+      auto fast = must(make_cpu_op(d, ImplChoice::fast, DnnlOptions{}), d);
+      auto ref = must(make_ref_op(d), d);
+      if (!fast || !ref) continue;
+      EXPECT_EQ(fast->impl(), "own:lrn_within");
+      const OpRun a = run_op(*fast, 42, true, true);
+      const OpRun b = run_op(*ref, 42, true, true);
+      EXPECT_TRUE(close(a.dst, b.dst, "dst"));
+      EXPECT_TRUE(close(a.diff_src, b.diff_src, "diff_src"));
     }
   }
 }

@@ -9,6 +9,7 @@
 
 #include "devices/device.hpp"
 #include "engine/memory.hpp"
+#include "nets/models/description.hpp"
 #include "nets/models/models.hpp"
 
 namespace easel::bench {
@@ -73,7 +74,13 @@ Result<std::vector<int64_t>> parse_batches(const std::string& text) {
 }
 
 BenchInput bench_input(const std::string& net) {
-  if (net == "cifar10-quick") return {3, 32, 32, 10};
+  // The input the net's description declares (a file's own [input], else LeNet's).
+  for (const ModelEntry& m : model_list())
+    if (m.name == net) return {m.input.channels, m.input.height, m.input.width, m.input.classes};
+  if (is_net_file(net))
+    if (Result<std::string> text = read_net_file(net); text.ok())
+      if (Result<NetHeader> h = parse_net_header(*text, net); h.ok())
+        return {h->input.channels, h->input.height, h->input.width, h->input.classes};
   return {1, 28, 28, 10};
 }
 
