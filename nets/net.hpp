@@ -78,6 +78,11 @@ class Net {
   // diff (params().total_floats()) is overwritten with d mean_loss / d weights. The state
   // segments of `weights` (batch norm's running statistics) are updated in place.
   StepStats train_step(const float* images, const int32_t* labels, float* weights, float* diff);
+  // Layer i's output (describe()'s order; dst shape) from the latest train_step or evaluate, in
+  // the device's memory; output() is the last layer's, the logits [batch, classes].
+  // tools/bench/net_dump.cpp compares them with PyTorch's.
+  const float* output(size_t i) const { return acts_[i].as<float>(); }
+  const float* output() const { return acts_.back().as<float>(); }
   // Forward only over the first n <= batch images (the rest of the buffer is ignored).
   EvalStats evaluate(const float* images, const int32_t* labels, int64_t n, const float* weights);
 
