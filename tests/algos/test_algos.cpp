@@ -8,6 +8,8 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <thread>
 
@@ -18,6 +20,7 @@
 #include "algos/trainer.hpp"
 #include "engine/comm/comm.hpp"
 #include "engine/span_ops.hpp"
+#include "nets/models/models.hpp"
 #include "tests/algos/small_run.hpp"
 
 namespace easel {
@@ -566,6 +569,95 @@ INSTANTIATE_TEST_SUITE_P(
         if (ch == '-') ch = '_';
       return n;
     });
+
+// A graph net with batch norm, a residual add and a concat (a description file), on 3-channel
+// data: every algorithm trains it, and the evaluated model's running statistics are those of
+// training batches (the parameter-server algorithms copy the stepping group's into the centre,
+// whose update takes only gradients; without that copy they would stay at mean 0, variance 1).
+TEST(BatchNormNet, EveryAlgorithmTrainsItAndItsStatisticsFollowTheBatches) {
+  const auto path = std::filesystem::temp_directory_path() / "easel_test_bn_net.toml";
+  std::ofstream(path) << R"(name = "bn-net"
+[[layer]]
+name = "conv1"
+type = "conv"
+outputs = 8
+kernel = 3
+pad = 1
+bias = false
+[[layer]]
+name = "bn1"
+type = "batch_norm"
+[[layer]]
+name = "relu1"
+type = "relu"
+[[layer]]
+name = "conv2"
+type = "conv"
+outputs = 8
+kernel = 3
+pad = 1
+[[layer]]
+name = "join"
+type = "add"
+inputs = ["conv2", "relu1"]
+[[layer]]
+name = "side"
+type = "max_pool"
+kernel = 3
+pad = 1
+inputs = ["relu1"]
+[[layer]]
+name = "cat"
+type = "concat"
+inputs = ["join", "side"]
+[[layer]]
+name = "gap"
+type = "global_avg_pool"
+[[layer]]
+name = "fc"
+type = "inner_product"
+outputs = "classes"
+)";
+  static DataSplit data = [] {
+    auto r = load_data("synthetic:1024:3x8x8:4", MemKind::dram, 3);
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    return std::move(r).value();
+  }();
+  auto spec = build_model(path.string(), {3, 8, 8, 4});
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  auto dev = make_cpu_device(ImplChoice::ref);
+  auto net = Net::create(spec.value(), 1, Layout::nchw, *dev, MemKind::dram);
+  ASSERT_TRUE(net.ok()) << net.status().to_string();
+  const ArenaLayout& layout = net.value()->params();
+  for (const char* algo :
+       {"sgd", "msgd", "sync-sgd", "async-sgd", "async-msgd", "hogwild-sgd", "easgd-rr",
+        "async-easgd", "async-measgd", "hogwild-easgd", "sync-easgd"}) {
+    const bool one = std::string(algo) == "sgd" || std::string(algo) == "msgd";
+    TrainConfig c = small_config(algo, one ? 1 : 2);
+    c.net = path.string();
+    c.iterations = 40;
+    c.eval_every = 40;
+    c.lr = 0.02;
+    auto r = train(c, data, nullptr);
+    ASSERT_TRUE(r.ok()) << algo << ": " << r.status().to_string();
+    EXPECT_TRUE(std::isfinite(r->test_loss)) << algo;
+    EXPECT_GT(r->test_accuracy, 0.3) << algo;  // chance is 0.25
+    const std::vector<float>& w = r->final_weights;
+    ASSERT_EQ(static_cast<int64_t>(w.size()), layout.total_floats()) << algo;
+    int state = 0;
+    for (const Segment& s : layout.segments()) {
+      if (!s.state) continue;
+      ++state;
+      const float init = s.name.ends_with("running_var") ? 1.f : 0.f;
+      int64_t moved = 0;
+      for (int64_t i = 0; i < s.count; ++i)
+        moved += w[static_cast<size_t>(s.offset + i)] != init;
+      EXPECT_EQ(moved, s.count) << algo << ": " << s.name << " kept its initial value";
+    }
+    EXPECT_EQ(state, 2) << algo;
+  }
+  std::filesystem::remove(path);
+}
 
 TEST(Trainer, TimesAddUpAndCommIsMeasured) {
   TrainConfig c = small_config("sync-easgd", 2);
