@@ -147,7 +147,7 @@ Result<TomlValue> convert(const toml::node& n, const std::string& origin) {
     v.type = TomlValue::Type::table;
     for (const auto& [key, node] : *t) {
       EASEL_ASSIGN_OR_RETURN(TomlValue x, convert(node, origin));
-      v.fields.emplace_back(std::string(key.str()), std::move(x));
+      v.fields.push_back({std::string(key.str()), std::move(x)});
     }
   } else {
     return data_error(origin + ":" + std::to_string(v.line) +

@@ -23,6 +23,7 @@ Result<std::vector<std::string>> config_file_args(const std::string& path,
 
 // A TOML document as plain values, for readers other than the flag lists (net descriptions).
 // Every value carries the line it starts on (0 when unknown).
+struct TomlField;
 struct TomlValue {
   enum class Type { string, integer, floating, boolean, array, table };
   Type type = Type::table;
@@ -31,10 +32,16 @@ struct TomlValue {
   int64_t integer = 0;
   double floating = 0;
   bool boolean = false;
-  std::vector<TomlValue> items;                           // array
-  std::vector<std::pair<std::string, TomlValue>> fields;  // table, keys in sorted order
+  std::vector<TomlValue> items;   // array
+  std::vector<TomlField> fields;  // table, keys in sorted order
 
   const TomlValue* find(std::string_view key) const;  // a table's field, or nullptr
+};
+// A table's key and value: a struct, not a std::pair, which clang cannot instantiate with
+// TomlValue still incomplete.
+struct TomlField {
+  std::string key;
+  TomlValue value;
 };
 const char* toml_type_name(TomlValue::Type t);  // "a string", "an integer", ...
 
