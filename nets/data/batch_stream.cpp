@@ -1,17 +1,27 @@
-// Mini-batches for one worker group: its shard, reshuffled every epoch, optionally prepared one
-// batch ahead on a helper thread. The helper runs exactly the code the caller would run without
-// prefetch, in the same order, so both modes give the same batches.
+// Mini-batches for one worker group: its shard, reshuffled every epoch, optionally prepared
+// ahead by the pipeline. The pipeline's first stage runs draw() and its middle stage convert()
+// in the order the caller would without prefetch, and conversion of one image depends on
+// nothing but its index and draws, so both modes give the same batches.
 #include "nets/data/batch_stream.hpp"
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <utility>
 
+#include "engine/log.hpp"
+#include "engine/worker.hpp"
+#include "nets/data/pipeline.hpp"
+
 namespace easel {
+
+BatchStream::BatchStream() = default;
 
 Result<std::unique_ptr<BatchStream>> BatchStream::create(const Dataset& ds, int64_t batch,
                                                          Layout layout, int shard, int shards,
                                                          uint64_t seed, bool prefetch, MemKind kind,
-                                                         int64_t rng_stream,
-                                                         const Augment& augment) {
+                                                         int64_t rng_stream, const Augment& augment,
+                                                         const DataThreads& threads) {
   if (batch <= 0) {
     return invalid_argument("batch size must be positive, got " + std::to_string(batch));
   }
@@ -28,6 +38,10 @@ Result<std::unique_ptr<BatchStream>> BatchStream::create(const Dataset& ds, int6
                             " holds no images: data set '" + ds.name + "' has only " +
                             std::to_string(ds.count));
   }
+  if (threads.threads < 1 || threads.threads > kMaxDataThreads) {
+    return invalid_argument("data threads: " + std::to_string(threads.threads) +
+                            " is out of range [1, " + std::to_string(kMaxDataThreads) + "]");
+  }
   EASEL_RETURN_IF_ERROR(check_augment(augment, ds));
   std::unique_ptr<BatchStream> s(new BatchStream());
   s->ds_ = &ds;
@@ -38,31 +52,36 @@ Result<std::unique_ptr<BatchStream>> BatchStream::create(const Dataset& ds, int6
   s->stream_ = static_cast<uint64_t>(rng_stream >= 0 ? rng_stream : shard);
   s->shard_id_ = shard;
   s->shards_ = shards;
-  if (augment.moves()) s->draws_.resize(static_cast<size_t>(batch));
   for (int64_t i = shard; i < ds.count; i += shards)
     s->shard_.push_back(i);
-  s->idx_.resize(static_cast<size_t>(batch));
+  const size_t slots = prefetch ? kPrefetchDepth + 1 : 1;
   const size_t bytes = static_cast<size_t>(batch * ds.image_bytes()) * sizeof(float);
+  s->slot_.resize(slots);
   for (Batch& b : s->slot_) {
     EASEL_ASSIGN_OR_RETURN(b.images, Buffer::allocate(bytes, kind));
     b.labels.resize(static_cast<size_t>(batch));
   }
+  s->idx_.assign(slots, std::vector<int64_t>(static_cast<size_t>(batch)));
+  if (augment.moves())
+    s->draws_.assign(slots, std::vector<AugmentDraw>(static_cast<size_t>(batch)));
+  s->end_state_.resize(slots);
   s->rng_ = Rng::stream(seed, s->stream_);
   s->start_epoch();
   s->start_state_ = {s->epoch_, s->cursor_, s->epoch_rng_};
   s->prefetch_ = prefetch;
-  if (prefetch) s->thread_ = std::thread(&BatchStream::producer, s.get());
+  if (prefetch) {
+    // Two chunks per thread, so that a batch keeps every thread busy; one chunk on one thread.
+    const int64_t chunks = std::min<int64_t>(batch, threads.threads == 1 ? 1 : 2 * threads.threads);
+    s->chunk_images_ = (batch + chunks - 1) / chunks;
+    s->runner_ = make_pipeline_runner(threads.threads, threads.cpus);
+    s->cpus_ = threads.cpus;
+    s->start_driver();
+  }
   return s;
 }
 
 BatchStream::~BatchStream() {
-  if (!thread_.joinable()) return;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();
+  stop_driver();
 }
 
 void BatchStream::start_epoch() {
@@ -74,15 +93,17 @@ void BatchStream::start_epoch() {
   }
 }
 
-void BatchStream::fill(Batch& b, StreamState* end) {
-  b.epoch = epoch_;
+void BatchStream::draw(int s) {
+  const size_t k0 = static_cast<size_t>(s);
+  slot_[k0].epoch = epoch_;
   const int64_t n = static_cast<int64_t>(order_.size());
   const bool moves = augment_.moves();
+  std::vector<int64_t>& idx = idx_[k0];
   for (int64_t k = 0; k < batch_; ++k) {
     const int64_t image = order_[static_cast<size_t>(cursor_)];
-    idx_[static_cast<size_t>(k)] = image;
+    idx[static_cast<size_t>(k)] = image;
     if (moves) {
-      draws_[static_cast<size_t>(k)] =
+      draws_[k0][static_cast<size_t>(k)] =
           draw_augment(augment_, seed_, stream_, epoch_, (image - shard_id_) / shards_);
     }
     if (++cursor_ == n) {
@@ -91,51 +112,111 @@ void BatchStream::fill(Batch& b, StreamState* end) {
       start_epoch();
     }
   }
-  if (augment_.none()) {
-    gather_batch(*ds_, idx_.data(), batch_, layout_, b.images.as<float>(), b.labels.data());
-  } else {
-    gather_batch(*ds_, idx_.data(), batch_, layout_, b.images.as<float>(), b.labels.data(),
-                 augment_, moves ? draws_.data() : nullptr);
-  }
-  *end = {epoch_, cursor_, epoch_rng_};
+  end_state_[k0] = {epoch_, cursor_, epoch_rng_};
 }
 
-void BatchStream::producer() {
-  for (;;) {
-    int s = 0;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stop_ || !filled_[next_fill_]; });
-      if (stop_) return;
-      s = next_fill_;
+void BatchStream::convert(int s, int64_t begin, int64_t end) {
+  const size_t k0 = static_cast<size_t>(s);
+  Batch& b = slot_[k0];
+  const int64_t* idx = idx_[k0].data() + begin;
+  float* images = b.images.as<float>() + begin * ds_->image_bytes();
+  int32_t* labels = b.labels.data() + begin;
+  if (augment_.none()) {
+    gather_batch(*ds_, idx, end - begin, layout_, images, labels);
+  } else {
+    gather_batch(*ds_, idx, end - begin, layout_, images, labels, augment_,
+                 augment_.moves() ? draws_[k0].data() + begin : nullptr);
+  }
+}
+
+void BatchStream::driver() {
+  if (!cpus_.empty() && !pin_current_thread(cpus_)) {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true))
+      log_warn("data",
+               "cannot pin a data pipeline's thread (the OS refused); it runs where the "
+               "OS puts it");
+  }
+  const int64_t slots = static_cast<int64_t>(slot_.size());
+  PipelineStages stages;
+  // Serial, in order: a new batch only at a batch boundary, into a free slot, when not stopped.
+  stages.next = [this, slots](PipelineChunk* c) {
+    if (chunk_ == 0) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stop_ || hold_ || produced_ >= released_ + slots) return false;
+      }
+      draw(static_cast<int>(produced_ % slots));
+      ++produced_;
     }
-    fill(slot_[static_cast<size_t>(s)], &end_state_[static_cast<size_t>(s)]);
+    const int64_t begin = chunk_ * chunk_images_;
+    const int64_t end = std::min(batch_, begin + chunk_images_);
+    *c = {static_cast<int>((produced_ - 1) % slots), begin, end, end == batch_};
+    chunk_ = c->last ? 0 : chunk_ + 1;
+    return true;
+  };
+  stages.work = [this](const PipelineChunk& c) { convert(c.slot, c.begin, c.end); };
+  stages.done = [this](const PipelineChunk& c) {
+    if (!c.last) return;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      filled_[s] = true;
-      next_fill_ = 1 - s;
+      ++published_;
     }
     cv_.notify_all();
+  };
+  const int chunks = static_cast<int>((batch_ + chunk_images_ - 1) / chunk_images_);
+  const int live = std::max(2 * runner_->threads(), chunks + runner_->threads());
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || (!hold_ && produced_ < released_ + slots); });
+      if (stop_) return;
+    }
+    runner_->run(stages, live);
   }
+}
+
+void BatchStream::start_driver() {
+  stop_ = false;
+  thread_ = std::thread(&BatchStream::driver, this);
+}
+
+void BatchStream::stop_driver() {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
 }
 
 const Batch& BatchStream::next() {
   if (!prefetch_) {
-    fill(slot_[0], &end_state_[0]);
-    current_ = 0;
+    draw(0);
+    convert(0, 0, batch_);
+    ++consumed_;
     return slot_[0];
   }
-  const int want = current_ < 0 ? 0 : 1 - current_;
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (current_ >= 0) {
-      filled_[current_] = false;  // hand the batch just used back to the producer
-      cv_.notify_all();
+  std::unique_lock<std::mutex> lock(mu_);
+  released_ = consumed_;  // the batch the caller held goes back to the pipeline
+  cv_.notify_all();
+  if (published_ <= consumed_) {
+    using clock = std::chrono::steady_clock;
+    const double limit = stall_timeout_seconds();
+    const auto t0 = clock::now();
+    while (!cv_.wait_for(lock, std::chrono::milliseconds(100),
+                         [this] { return published_ > consumed_; })) {
+      throw_if_stalled();
+      const double waited = std::chrono::duration<double>(clock::now() - t0).count();
+      if (waited >= limit)
+        stalled("group " + std::to_string(stream_) + " waited " + std::to_string(waited) +
+                " s for its next batch (the data pipeline delivered none; EASEL_STALL_TIMEOUT)");
     }
-    cv_.wait(lock, [this, want] { return filled_[want]; });
   }
-  current_ = want;
-  return slot_[static_cast<size_t>(current_)];
+  const int64_t s = consumed_ % static_cast<int64_t>(slot_.size());
+  ++consumed_;
+  return slot_[static_cast<size_t>(s)];
 }
 
 Status BatchStream::seek(const StreamState& st) {
@@ -143,29 +224,37 @@ Status BatchStream::seek(const StreamState& st) {
     return invalid_argument("data position: epoch " + std::to_string(st.epoch) + ", image " +
                             std::to_string(st.cursor) + " of a shard of " +
                             std::to_string(shard_size()));
-  if (thread_.joinable()) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  stop_ = false;
-  filled_[0] = filled_[1] = false;
-  next_fill_ = 0;
-  current_ = -1;
+  stop_driver();
+  produced_ = chunk_ = consumed_ = 0;
+  published_ = released_ = 0;
   rng_.set_state(st.rng);
   epoch_ = st.epoch;
   start_epoch();  // this epoch's order, drawn from st.rng as the stream drew it
   cursor_ = st.cursor;
   start_state_ = st;
-  if (prefetch_) thread_ = std::thread(&BatchStream::producer, this);
+  if (prefetch_) start_driver();
   return {};
 }
 
 StreamState BatchStream::state() const {
-  return current_ < 0 ? start_state_ : end_state_[static_cast<size_t>(current_)];
+  if (consumed_ == 0) return start_state_;
+  return end_state_[static_cast<size_t>((consumed_ - 1) % static_cast<int64_t>(slot_.size()))];
+}
+
+const char* BatchStream::pipeline_name() const {
+  return runner_ ? runner_->name() : "none";
+}
+
+int BatchStream::pipeline_threads() const {
+  return runner_ ? runner_->threads() : 0;
+}
+
+void BatchStream::hold_for_test(bool hold) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_ = hold;
+  }
+  cv_.notify_all();
 }
 
 }  // namespace easel

@@ -1,7 +1,10 @@
 // A worker group's stream of training mini-batches. Group `shard` of `shards` owns the images
 // i with i % shards == shard; each of its epochs visits them in a new order shuffled from its
-// own RNG. With prefetch, the next batches are prepared on a helper thread while the group
-// computes, so training never waits for data (conversion is cheap, so the helper mostly sleeps).
+// own RNG. With prefetch, the next batches are prepared off the group's thread by a pipeline
+// (nets/data/pipeline.hpp: oneTBB's where easel has it): a serial stage draws each batch's
+// images, augmentation and stream position, a parallel one converts chunks of the batch, a
+// serial one hands finished batches over in order to a queue of kPrefetchDepth; the batches
+// are those the stream gives without prefetch, bit for bit, whatever the threads.
 #pragma once
 
 #include <array>
@@ -9,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -31,6 +35,21 @@ struct StreamState {
   std::array<uint64_t, 4> rng{};
 };
 
+// Batches a prefetching stream holds ready ahead of the one its caller uses.
+constexpr int kPrefetchDepth = 2;
+// Most threads one stream's pipeline may have (--data-threads).
+constexpr int kMaxDataThreads = 256;
+
+// Where a prefetching stream prepares its batches: `threads` threads (>= 1; one is the stream's
+// driver thread, the others oneTBB's), pinned to `cpus` (empty: the driver runs where its
+// creator may, oneTBB's threads where the OS puts them).
+struct DataThreads {
+  int threads = 1;
+  std::vector<int> cpus;
+};
+
+class PipelineRunner;
+
 class BatchStream {
  public:
   // ds must outlive the stream. batch > 0; shards >= 1; 0 <= shard < shards; the shard must
@@ -41,29 +60,44 @@ class BatchStream {
   // `augment` (default none: the bytes scaled by kPixelScale, nothing drawn) crops, flips and
   // normalises each image; an image's draws come from (seed, the RNG stream, its shard epoch,
   // its position in the shard) (draw_augment), so seek() needs no more state. It must fit ds
-  // (check_augment).
+  // (check_augment). With prefetch, `threads` says where the batches are prepared.
   static Result<std::unique_ptr<BatchStream>> create(const Dataset& ds, int64_t batch,
                                                      Layout layout, int shard, int shards,
                                                      uint64_t seed, bool prefetch, MemKind kind,
                                                      int64_t rng_stream = -1,
-                                                     const Augment& augment = Augment());
+                                                     const Augment& augment = Augment(),
+                                                     const DataThreads& threads = DataThreads());
   ~BatchStream();
 
   // The next batch; valid until the following call. Batches wrap across epochs (a batch may
   // span the end of one epoch and the start of the next), so every batch is full.
+  // With prefetch, a wait for it longer than the stall timeout (engine/worker.hpp) is a stall
+  // naming the group (the RNG stream): it throws Stalled, as does any wait once a stall is
+  // declared.
   const Batch& next();
   int64_t shard_size() const { return static_cast<int64_t>(shard_.size()); }
   StreamState state() const;  // the position of the NEXT batch to be returned
   // Goes on from `st`, a state() of a stream over the same data, batch, shard and seed (a
-  // checkpoint's): the next batch is the one that stream returned next. Restarts the helper
-  // thread, which takes the caller's cpus: call it on the group's thread.
+  // checkpoint's): the next batch is the one that stream returned next. Restarts the pipeline.
   Status seek(const StreamState& st);
+  const Augment& augment() const { return augment_; }
+  // The pipeline's runner ("oneTBB", "serial") and threads; "none" and 0 without prefetch.
+  const char* pipeline_name() const;
+  int pipeline_threads() const;
+  // Test hook: while held, the pipeline starts no batch (a producer that never delivers).
+  void hold_for_test(bool hold);
 
  private:
-  BatchStream() = default;
-  void start_epoch();                     // draws epoch_'s order from rng_
-  void fill(Batch& b, StreamState* end);  // advances cursor_/epoch_/rng_; *end = position after b
-  void producer();
+  BatchStream();
+  void start_epoch();  // draws epoch_'s order from rng_
+  // The serial part of the next batch: its images and draws into slot s, advancing
+  // cursor_/epoch_/rng_; end_state_[s] = the position after it.
+  void draw(int s);
+  // Converts images [begin, end) of slot s's batch.
+  void convert(int s, int64_t begin, int64_t end);
+  void driver();  // runs the pipeline whenever a slot is free, until stop_
+  void start_driver();
+  void stop_driver();
 
   const Dataset* ds_ = nullptr;
   int64_t batch_ = 0;
@@ -71,27 +105,34 @@ class BatchStream {
   Augment augment_;
   uint64_t seed_ = 0, stream_ = 0;  // the draws' key (with the epoch and the position)
   int64_t shard_id_ = 0, shards_ = 1;
-  std::vector<AugmentDraw> draws_;  // of the batch being filled (when augment_.moves())
-  // Producer side (the helper thread with prefetch, else the caller): the position.
+  // Producer side (the pipeline's serial first stage with prefetch, else the caller).
   std::vector<int64_t> shard_;  // the shard's images, ascending
   std::vector<int64_t> order_;  // this epoch's permutation of shard_
-  std::vector<int64_t> idx_;    // indices of the batch being filled
   int64_t cursor_ = 0, epoch_ = 0;
   Rng rng_;
   std::array<uint64_t, 4> epoch_rng_{};  // rng_ before this epoch's shuffle
-  // Double buffering: slot_[current_] is the caller's; the producer owns a slot while it is not
-  // filled_, and writes end_state_[s] with it.
+  int64_t produced_ = 0;                 // batches drawn (their slots taken)
+  int64_t chunk_ = 0;                    // the next chunk of batch produced_ - 1 (0: none open)
+  // Slots: batch k lives in slot k % slots. A slot holds its batch, its images' indices and
+  // draws, and the stream position after it.
   bool prefetch_ = false;
-  std::array<Batch, 2> slot_;
-  std::array<StreamState, 2> end_state_;  // the position after slot s's batch
-  StreamState start_state_;               // the position before the first batch
-  int current_ = -1;
-  std::mutex mu_;
+  int64_t chunk_images_ = 0;  // images per chunk of the pipeline
+  std::vector<Batch> slot_;
+  std::vector<std::vector<int64_t>> idx_;
+  std::vector<std::vector<AugmentDraw>> draws_;  // empty unless augment_.moves()
+  std::vector<StreamState> end_state_;
+  StreamState start_state_;  // the position before the first batch
+  // Consumer side: the caller has been given batches 0 .. consumed_ - 1 and holds the last.
+  int64_t consumed_ = 0;
+  std::unique_ptr<PipelineRunner> runner_;
+  std::vector<int> cpus_;  // the driver's (empty: not pinned)
+  mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool filled_[2] = {false, false};  // guarded by mu_
-  bool stop_ = false;                // guarded by mu_
-  int next_fill_ = 0;                // guarded by mu_; the slot the producer fills next
-  std::thread thread_;
+  int64_t published_ = 0;  // guarded by mu_; batches finished, in order
+  int64_t released_ = 0;   // guarded by mu_; batches the caller no longer holds
+  bool stop_ = false;      // guarded by mu_
+  bool hold_ = false;      // guarded by mu_ (hold_for_test)
+  std::thread thread_;     // the driver
 };
 
 }  // namespace easel
