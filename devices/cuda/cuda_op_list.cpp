@@ -31,6 +31,11 @@ constexpr CudaOpImpl kOpImpls[] = {
     {OpKind::lrn, "cudnn", make_cudnn_lrn},
     {OpKind::lrn, "own", make_own_lrn},
     {OpKind::dropout, "own", make_own_dropout},
+    {OpKind::batch_norm, "cudnn", make_cudnn_batch_norm},
+    {OpKind::batch_norm, "own", make_own_batch_norm},
+    {OpKind::add, "own", make_own_add},
+    {OpKind::concat, "own", make_own_concat},
+    {OpKind::global_avg_pool, "own", make_own_global_avg_pool},
 };
 
 }  // namespace

@@ -1,8 +1,8 @@
-// What the CUDA op files (cuda_ops.cpp, cuda_conv.cpp, cuda_pool_lrn.cpp, cuda_loss.cpp)
-// share: owned cuDNN descriptors, the size checks of the vendor APIs' int arguments, and each
-// implementation's factory. A factory returns the op, or a Status saying why it does not apply
-// (make_cuda_op, cuda_op_list.cpp, logs it once and tries the next one). Ops keep a reference to
-// the context: they must not outlive their device.
+// What the CUDA op files (cuda_ops.cpp, cuda_conv.cpp, cuda_pool_lrn.cpp, cuda_bn_join.cpp,
+// cuda_loss.cpp) share: owned cuDNN descriptors, the size checks of the vendor APIs' int
+// arguments, and each implementation's factory. A factory returns the op, or a Status saying why
+// it does not apply (make_cuda_op, cuda_op_list.cpp, logs it once and tries the next one). Ops
+// keep a reference to the context: they must not outlive their device.
 #pragma once
 
 #include <cstdint>
@@ -64,5 +64,10 @@ Result<std::unique_ptr<Op>> make_own_lrn(CudaContext& ctx, const OpDesc& d);
 Result<std::unique_ptr<Op>> make_cublas_ip(CudaContext& ctx, const OpDesc& d);
 Result<std::unique_ptr<Op>> make_own_relu(CudaContext& ctx, const OpDesc& d);
 Result<std::unique_ptr<Op>> make_own_dropout(CudaContext& ctx, const OpDesc& d);
+Result<std::unique_ptr<Op>> make_cudnn_batch_norm(CudaContext& ctx, const OpDesc& d);
+Result<std::unique_ptr<Op>> make_own_batch_norm(CudaContext& ctx, const OpDesc& d);
+Result<std::unique_ptr<Op>> make_own_add(CudaContext& ctx, const OpDesc& d);
+Result<std::unique_ptr<Op>> make_own_concat(CudaContext& ctx, const OpDesc& d);
+Result<std::unique_ptr<Op>> make_own_global_avg_pool(CudaContext& ctx, const OpDesc& d);
 
 }  // namespace easel

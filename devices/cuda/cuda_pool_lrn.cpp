@@ -1,8 +1,10 @@
 // Pooling and LRN on the CUDA device, with Caffe's semantics (devices/cpu/ref_ops.cpp):
 // cuDNN only where it computes exactly that, easel's own kernels (op_kernels.cu) elsewhere.
 //
-// Pooling: cuDNN rounds output sizes down, Caffe up. Where the two sizes agree, every window of
-// Caffe's lies inside the padded input, so its average divides by kh*kw, which is cuDNN's
+// Pooling: cuDNN rounds output sizes down, Caffe's ceil mode (the default) up; floor mode
+// (ceil_mode false, PyTorch's) is cuDNN's rounding. Where cuDNN's size equals dst_shape (always
+// in floor mode, where the last window starts at most at in + pad - k), every window lies inside
+// the padded input, so the reference's average divides by kh*kw, which is cuDNN's
 // AVERAGE_COUNT_INCLUDE_PADDING: cuDNN takes those average pools. Max pooling is always
 // easel's kernel: Caffe sends a window's gradient to its first maximum, a rule cuDNN does not
 // promise (and ties are common after a ReLU); the kernel keeps the argmax for backward.
@@ -50,8 +52,10 @@ class CudnnPool final : public Op {
     EASEL_CUDNN_RETURN_IF_ERROR(
         cudnnGetPooling2dForwardOutputDim(pool_.get(), x_.get(), &n, &c, &h, &w));
     if (Shape4{n, c, h, w} != o_)
-      return unavailable("avg_pool: cuDNN rounds the output down to " + hw(h, w) +
-                         ", Caffe's ceil mode gives " + hw(o_.h, o_.w));
+      return unavailable(d.ceil_mode ? "avg_pool: cuDNN rounds the output down to " + hw(h, w) +
+                                           ", Caffe's ceil mode gives " + hw(o_.h, o_.w)
+                                     : "avg_pool: cuDNN's output " + hw(h, w) +
+                                           " differs from floor mode's " + hw(o_.h, o_.w));
     return {};
   }
   std::string impl() const override { return "cudnn:avg_pool"; }

@@ -426,6 +426,160 @@ __global__ void softmax_xent_backward_kernel(const float* prob, const int32_t* l
   }
 }
 
+// ---- batch normalization -------------------------------------------------------------------
+
+// One block per channel, at most kMaxBlocks (the kernels stride over the rest).
+unsigned channel_blocks(int64_t c) {
+  return static_cast<unsigned>(c < kMaxBlocks ? c : kMaxBlocks);
+}
+
+// Element j in [0, m) of channel c (m = n*h*w): its memory offset.
+__device__ inline int64_t channel_offset(const ChannelShape& s, int64_t c, int64_t j) {
+  const int64_t hw = s.h * s.w;
+  const int64_t n = j / hw, p = j - n * hw;
+  return s.nhwc ? (n * hw + p) * s.c + c : (n * s.c + c) * hw + p;
+}
+
+// One block per channel (grid-stride over channels); sums in double through block_sum, so the
+// order is fixed for a given launch shape.
+__global__ void batch_norm_stats_kernel(ChannelShape s, const float* src, float eps, float momentum,
+                                        bool training, float* running_mean, float* running_var,
+                                        float* mean_out, float* inv_std_out) {
+  __shared__ double shared[32];
+  const int64_t m = s.n * s.h * s.w;
+  const double md = static_cast<double>(m);
+  for (int64_t c = blockIdx.x; c < s.c; c += gridDim.x) {
+    double mean = running_mean[c], var = running_var[c];
+    if (training) {
+      double sum = 0;
+      for (int64_t j = threadIdx.x; j < m; j += blockDim.x)
+        sum += src[channel_offset(s, c, j)];
+      mean = block_sum(sum, shared) / md;
+      double sq = 0;
+      for (int64_t j = threadIdx.x; j < m; j += blockDim.x) {
+        const double d = src[channel_offset(s, c, j)] - mean;
+        sq += d * d;
+      }
+      var = block_sum(sq, shared) / md;
+      if (threadIdx.x == 0) {  // every thread read running_* before block_sum's barriers
+        const double mom = momentum;
+        running_mean[c] = static_cast<float>((1 - mom) * running_mean[c] + mom * mean);
+        running_var[c] = static_cast<float>((1 - mom) * running_var[c] +
+                                            mom * var * md / (md - 1 > 1 ? md - 1 : 1.0));
+      }
+    }
+    if (threadIdx.x == 0) {
+      mean_out[c] = static_cast<float>(mean);
+      inv_std_out[c] = static_cast<float>(1 / sqrt(var + static_cast<double>(eps)));
+    }
+  }
+}
+
+__global__ void batch_norm_apply_kernel(ChannelShape s, const float* src, float* dst,
+                                        const float* scale, const float* shift, const float* mean,
+                                        const float* inv_std, bool relu, int64_t count) {
+  const int64_t hw = s.h * s.w;
+  for (int64_t i = first_index(); i < count; i += grid_stride()) {
+    const int64_t c = s.nhwc ? i % s.c : (i / hw) % s.c;
+    const float a = scale[c] * inv_std[c], b = shift[c] - a * mean[c];
+    const float y = a * src[i] + b;
+    dst[i] = relu ? (y > 0.f ? y : 0.f) : y;
+  }
+}
+
+__global__ void batch_norm_backward_kernel(ChannelShape s, const float* src, const float* dst,
+                                           const float* diff_dst, const float* scale,
+                                           const float* mean_in, const float* inv_std_in,
+                                           bool training, bool relu, float* diff_scale,
+                                           float* diff_shift, float* diff_src) {
+  __shared__ double shared[32];
+  const int64_t m = s.n * s.h * s.w;
+  for (int64_t c = blockIdx.x; c < s.c; c += gridDim.x) {
+    const double mean = mean_in[c], inv_std = inv_std_in[c];
+    double dshift = 0, dscale = 0;
+    for (int64_t j = threadIdx.x; j < m; j += blockDim.x) {
+      const int64_t i = channel_offset(s, c, j);
+      const float g = relu && !(dst[i] > 0.f) ? 0.f : diff_dst[i];
+      dshift += g;
+      dscale += g * (src[i] - mean) * inv_std;
+    }
+    dshift = block_sum(dshift, shared);
+    dscale = block_sum(dscale, shared);
+    if (threadIdx.x == 0) {
+      diff_scale[c] = static_cast<float>(dscale);
+      diff_shift[c] = static_cast<float>(dshift);
+    }
+    if (diff_src == nullptr) continue;
+    const double k = scale[c] * inv_std, md = static_cast<double>(m);
+    for (int64_t j = threadIdx.x; j < m; j += blockDim.x) {
+      const int64_t i = channel_offset(s, c, j);
+      const float g = relu && !(dst[i] > 0.f) ? 0.f : diff_dst[i];
+      const double xhat = (src[i] - mean) * inv_std;
+      diff_src[i] = static_cast<float>(training ? k * (g - (dshift + xhat * dscale) / md) : k * g);
+    }
+  }
+}
+
+// ---- joins and global pooling --------------------------------------------------------------
+
+struct JoinInputs {
+  const float* p[kMaxJoinInputs];
+  int n;
+};
+
+__global__ void add_n_kernel(JoinInputs in, float* dst, int64_t count) {
+  for (int64_t i = first_index(); i < count; i += grid_stride()) {
+    float sum = 0.f;
+    for (int k = 0; k < in.n; ++k)
+      sum += in.p[k][i];
+    dst[i] = sum;
+  }
+}
+
+// Walks the part's elements in its memory order.
+__global__ void copy_channels_kernel(const float* from, float* to, int64_t part_c, int64_t whole_c,
+                                     int64_t c0, int64_t hw, bool nhwc, bool to_whole,
+                                     int64_t count) {
+  for (int64_t i = first_index(); i < count; i += grid_stride()) {
+    int64_t w;  // the whole's offset of part element i
+    if (nhwc) {
+      const int64_t pixel = i / part_c;  // n * hw + position
+      w = pixel * whole_c + c0 + (i - pixel * part_c);
+    } else {
+      const int64_t p = i % hw, r = i / hw;  // r = n * part_c + c
+      const int64_t n = r / part_c, c = r - n * part_c;
+      w = (n * whole_c + c0 + c) * hw + p;
+    }
+    if (to_whole)
+      to[w] = from[i];
+    else
+      to[i] = from[w];
+  }
+}
+
+// One thread per (n, c) plane.
+__global__ void global_avg_pool_forward_kernel(ChannelShape s, const float* src, float* dst,
+                                               int64_t planes) {
+  const float area = static_cast<float>(s.h * s.w);
+  for (int64_t o = first_index(); o < planes; o += grid_stride()) {
+    const int64_t n = o / s.c, c = o - n * s.c;
+    float sum = 0.f;
+    for (int64_t h = 0; h < s.h; ++h)
+      for (int64_t w = 0; w < s.w; ++w)
+        sum += src[offset(n, c, h, w, s.c, s.h, s.w, s.nhwc)];
+    dst[o] = sum / area;
+  }
+}
+
+__global__ void global_avg_pool_backward_kernel(ChannelShape s, const float* diff_dst,
+                                                float* diff_src, int64_t count) {
+  const float area = static_cast<float>(s.h * s.w);
+  for (int64_t i = first_index(); i < count; i += grid_stride()) {
+    const Coord x = decode(i, s.c, s.h, s.w, s.nhwc);
+    diff_src[i] = diff_dst[x.n * s.c + x.c] / area;
+  }
+}
+
 }  // namespace
 
 // ---- launchers -----------------------------------------------------------------------------
@@ -565,6 +719,73 @@ void softmax_xent_backward(cudaStream_t stream, const float* prob, const int32_t
   if (count <= 0) return;
   softmax_xent_backward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(prob, labels, diff, n,
                                                                            count, classes, scale);
+  EASEL_CUDA_CHECK(cudaGetLastError());
+}
+
+void batch_norm_stats(cudaStream_t stream, const ChannelShape& s, const float* src, float eps,
+                      float momentum, bool training, float* running_mean, float* running_var,
+                      float* mean, float* inv_std) {
+  if (s.c <= 0) return;
+  batch_norm_stats_kernel<<<channel_blocks(s.c), kThreads, 0, stream>>>(
+      s, src, eps, momentum, training, running_mean, running_var, mean, inv_std);
+  EASEL_CUDA_CHECK(cudaGetLastError());
+}
+
+void batch_norm_apply(cudaStream_t stream, const ChannelShape& s, const float* src, float* dst,
+                      const float* scale, const float* shift, const float* mean,
+                      const float* inv_std, bool relu) {
+  const int64_t count = s.n * s.c * s.h * s.w;
+  if (count <= 0) return;
+  batch_norm_apply_kernel<<<blocks_for(count), kThreads, 0, stream>>>(s, src, dst, scale, shift,
+                                                                      mean, inv_std, relu, count);
+  EASEL_CUDA_CHECK(cudaGetLastError());
+}
+
+void batch_norm_backward(cudaStream_t stream, const ChannelShape& s, const float* src,
+                         const float* dst, const float* diff_dst, const float* scale,
+                         const float* mean, const float* inv_std, bool training, bool relu,
+                         float* diff_scale, float* diff_shift, float* diff_src) {
+  if (s.c <= 0) return;
+  batch_norm_backward_kernel<<<channel_blocks(s.c), kThreads, 0, stream>>>(
+      s, src, dst, diff_dst, scale, mean, inv_std, training, relu, diff_scale, diff_shift,
+      diff_src);
+  EASEL_CUDA_CHECK(cudaGetLastError());
+}
+
+void add_n(cudaStream_t stream, const float* const* srcs, int inputs, float* dst, int64_t count) {
+  EASEL_CHECK(inputs >= 1 && inputs <= kMaxJoinInputs);
+  if (count <= 0) return;
+  JoinInputs in{};
+  for (int k = 0; k < inputs; ++k)
+    in.p[k] = srcs[k];
+  in.n = inputs;
+  add_n_kernel<<<blocks_for(count), kThreads, 0, stream>>>(in, dst, count);
+  EASEL_CUDA_CHECK(cudaGetLastError());
+}
+
+void copy_channels(cudaStream_t stream, const float* from, float* to, int64_t n, int64_t part_c,
+                   int64_t whole_c, int64_t c0, int64_t hw, bool nhwc, bool to_whole) {
+  const int64_t count = n * part_c * hw;
+  if (count <= 0) return;
+  copy_channels_kernel<<<blocks_for(count), kThreads, 0, stream>>>(from, to, part_c, whole_c, c0,
+                                                                   hw, nhwc, to_whole, count);
+  EASEL_CUDA_CHECK(cudaGetLastError());
+}
+
+void global_avg_pool_forward(cudaStream_t stream, const ChannelShape& s, const float* src,
+                             float* dst) {
+  const int64_t planes = s.n * s.c;
+  if (planes <= 0) return;
+  global_avg_pool_forward_kernel<<<blocks_for(planes), kThreads, 0, stream>>>(s, src, dst, planes);
+  EASEL_CUDA_CHECK(cudaGetLastError());
+}
+
+void global_avg_pool_backward(cudaStream_t stream, const ChannelShape& s, const float* diff_dst,
+                              float* diff_src) {
+  const int64_t count = s.n * s.c * s.h * s.w;
+  if (count <= 0) return;
+  global_avg_pool_backward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(s, diff_dst, diff_src,
+                                                                              count);
   EASEL_CUDA_CHECK(cudaGetLastError());
 }
 

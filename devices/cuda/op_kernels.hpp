@@ -35,7 +35,7 @@ void transpose_filter(cudaStream_t stream, const float* src, float* dst, int64_t
 
 struct PoolShape {
   int64_t n = 0, c = 0, h = 0, w = 0;  // src
-  int64_t oh = 0, ow = 0;              // dst (Caffe's ceil-mode sizes)
+  int64_t oh = 0, ow = 0;              // dst (dst_shape: ceil or floor mode)
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
   bool nhwc = false;
 };
@@ -75,6 +75,52 @@ void dropout_forward(cudaStream_t stream, const float* src, float* dst, uint8_t*
 // diff_src[i] <- mask[i] ? diff_dst[i] * scale : 0
 void dropout_backward(cudaStream_t stream, const float* diff_dst, const uint8_t* mask,
                       float* diff_src, int64_t count, float scale);
+
+// ---- batch normalization, PyTorch's definition (devices/cpu/ref_batch_norm.cpp) -------------
+
+// A dense [n, c, h, w] tensor whose channels are reduced over their m = n*h*w values.
+struct ChannelShape {
+  int64_t n = 0, c = 0, h = 0, w = 0;
+  bool nhwc = false;
+};
+// training: mean[c] and inv_std[c] = 1/sqrt(var + eps) of the batch (var biased, sums in double,
+// a fixed order), and the running statistics moved by momentum toward mean and var*m/(m-1)
+// (m = 1 counts as 1). Otherwise mean = running_mean, inv_std from running_var, which stay.
+void batch_norm_stats(cudaStream_t stream, const ChannelShape& s, const float* src, float eps,
+                      float momentum, bool training, float* running_mean, float* running_var,
+                      float* mean, float* inv_std);
+// dst <- a*src + b with a = scale*inv_std, b = shift - a*mean per channel (float, the
+// reference's steps), then max(., 0) when relu.
+void batch_norm_apply(cudaStream_t stream, const ChannelShape& s, const float* src, float* dst,
+                      const float* scale, const float* shift, const float* mean,
+                      const float* inv_std, bool relu);
+// g = diff_dst, masked by dst > 0 when relu: diff_shift <- sum g, diff_scale <- sum g*xhat (in
+// double); diff_src (skipped when nullptr) <- scale*inv_std * (g - (diff_shift +
+// xhat*diff_scale)/m) after a training forward, scale*inv_std * g otherwise. mean and inv_std:
+// those of the forward.
+void batch_norm_backward(cudaStream_t stream, const ChannelShape& s, const float* src,
+                         const float* dst, const float* diff_dst, const float* scale,
+                         const float* mean, const float* inv_std, bool training, bool relu,
+                         float* diff_scale, float* diff_shift, float* diff_src);
+
+// ---- joins and global pooling --------------------------------------------------------------
+
+constexpr int kMaxJoinInputs = 16;  // OpDef::max_inputs of add and concat
+// dst[i] <- srcs[0][i] + srcs[1][i] + ... in input order (the reference's), 1 <= inputs <= 16;
+// `srcs` is a host array of device pointers.
+void add_n(cudaStream_t stream, const float* const* srcs, int inputs, float* dst, int64_t count);
+// One input's channels [c0, c0 + part_c) of a concatenation with whole_c channels, both dense in
+// the same layout with the same n and h*w = hw: to_whole copies part into whole, else whole's
+// channels back into part.
+void copy_channels(cudaStream_t stream, const float* from, float* to, int64_t n, int64_t part_c,
+                   int64_t whole_c, int64_t c0, int64_t hw, bool nhwc, bool to_whole);
+// dst[n*c + ch] <- the mean of src's plane (n, ch), summed in (h, w) order; dst {n, c, 1, 1} has
+// one memory order in both layouts.
+void global_avg_pool_forward(cudaStream_t stream, const ChannelShape& s, const float* src,
+                             float* dst);
+// diff_src[n, ch, h, w] <- diff_dst[n*c + ch] / (h*w)
+void global_avg_pool_backward(cudaStream_t stream, const ChannelShape& s, const float* diff_dst,
+                              float* diff_src);
 
 // ---- softmax cross-entropy -----------------------------------------------------------------
 
