@@ -14,13 +14,29 @@ sides (net_dump sets easel's ratios to 0; p = 0 here): dropout masks cannot be c
 
 Compared, per tensor, with a = easel and b = PyTorch: rel = ||a - b|| / ||b|| (2-norm over the
 whole tensor) and max |a - b|: the logits, the loss, every parameter's gradient and batch norm's
-running mean and variance after the step. It passes when every rel is <= --tol (1e-4).
+running mean and variance after the step. Verdicts:
 
---f64 (and on its own when a check fails) repeats the step in float64 in PyTorch and reports
-easel's and PyTorch-float32's errors against it: which side is closer to the exact result.
+  pass          every rel <= --tol (1e-4).
+  pass at ties  A gradient is a step function of the ReLUs' signs and the max pools' winners: a
+                ReLU input within round-off of 0 (or two pooled values within round-off of each
+                other) may be decided one way in easel and the other in PyTorch, and at batch 2
+                one element's share of a layer's gradient is ~1%. On the big nets some tens of
+                the millions of decisions are such ties. So the step runs again with easel's
+                decisions (net_dump's relu_mask and maxpool_argmax) taken by PyTorch; it
+                passes when then every rel <= --tol and every decision PyTorch made otherwise
+                was a tie: |x| (ReLU) or the gap between the two winners (pool) <= --tie x the
+                layer's rms.
+  round-off     Missed --tol with easel's decisions, but easel's worst error against PyTorch
+                float64 (same decisions) is no more than twice PyTorch float32's own: float32
+                summation order, not a different computation (both sides miss 1e-4 against the
+                exact result on that tensor).
+  FAIL          anything else.
+
+--f64 (and on its own when the first two fail) repeats the step in float64 in PyTorch with
+easel's decisions and reports easel's and PyTorch float32's errors against it.
 
 --row prints one markdown table row (tools/net-equivalence collects them); otherwise a report.
-Exit status: 0 pass, 1 fail, 2 usage or load error.
+Exit status: 0 pass, pass at ties or round-off; 1 fail; 2 usage or load error.
 
 Run it with /usr/bin/python3 (Debian's python3-torch 1.13 and python3-torchvision).
 """
@@ -217,7 +233,9 @@ class Decisions:
             raise SystemExit(f"net_equivalence: PyTorch runs more {kind}s than easel's "
                              f"{len(listed)}")
         name, a = listed[n]
-        if list(a.shape) != list(shape):
+        if list(a.shape[:len(shape)]) == list(shape) and a.size == math.prod(shape):
+            a = a.reshape(tuple(shape))  # easel's inner product gives [n, c, 1, 1], PyTorch [n, c]
+        else:
             raise SystemExit(f"net_equivalence: {kind} {n + 1} ({name}): easel {list(a.shape)}, "
                              f"PyTorch {list(shape)}")
         return name, torch.from_numpy(np.array(a))
@@ -355,6 +373,10 @@ def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("dump", help="the directory tools/bench/net_dump wrote")
     p.add_argument("--tol", type=float, default=1e-4, help="largest norm-relative error (1e-4)")
+    p.add_argument("--tie", type=float, default=1e-3,
+                   help="a decision other than easel's must be a tie within TIE x the layer's "
+                        "rms (1e-3: values that agree to 1e-4 in norm may differ ten times that "
+                        "element-wise after 50 layers)")
     p.add_argument("--f64", action="store_true", help="also compare both with PyTorch float64")
     p.add_argument("--row", action="store_true", help="print one markdown table row")
     p.add_argument("--verbose", action="store_true", help="every tensor's errors")
@@ -374,11 +396,18 @@ def main(argv):
     relu_ties = sum(t[2] for t in ties if t[0] == "ReLU")
     pool_ties = sum(t[2] for t in ties if t[0] != "ReLU")
     tie_size = max((t[3] for t in ties), default=0.0)
-    ok_shared = passes(rs, a.tol) and tie_size <= a.tol
+    all_ties = tie_size <= a.tie
+    ok_shared = passes(rs, a.tol) and all_ties
+    # Against float64 (easel's decisions on both): which float32 side is closer to exact.
     r64 = t3264 = None
+    roundoff = False
     if a.f64 or not (ok or ok_shared):
-        t64 = run_torch(meta, arrays, torch.float64)
-        r64, t3264 = compare(meta, arrays, t64), compare_torch(t32, t64)
+        t64 = run_torch(meta, arrays, torch.float64, shared=True)
+        r64, t3264 = compare(meta, arrays, t64), compare_torch(ts, t64)
+        # A miss that is float32's: easel no further from float64 than PyTorch float32 (x2).
+        e64, p64 = summary(r64), summary(t3264)
+        roundoff = all_ties and max(e64["grad"], e64["logits"]) <= max(
+            a.tol, 2 * max(p64["grad"], p64["logits"]))
 
     s = summary(r)
     ss = summary(rs)
@@ -422,22 +451,25 @@ def main(argv):
               f"({ss['grad_at']}), logits {ss['logits']:.1e}")
         if r64:
             s64, st64 = summary(r64), summary(t3264)
-            print(f"  against PyTorch float64: easel's worst grad {s64['grad']:.1e} "
+            print(f"  against PyTorch float64 (easel's decisions): easel's worst grad {s64['grad']:.1e} "
                   f"({s64['grad_at']}), PyTorch float32's {st64['grad']:.1e} ({st64['grad_at']})")
-        verdict = "PASS" if ok else "PASS with easel's decisions at ties" if ok_shared else "FAIL"
+        verdict = ("PASS" if ok else "PASS with easel's decisions at ties" if ok_shared else
+                   "MISS by float32 round-off (easel as close to float64 as PyTorch float32)"
+                   if roundoff else "FAIL")
         print(f"  {verdict} (tolerance {a.tol:g} relative)")
     if a.row:
         params = sum(e["count"] for e in meta["arrays"]
                      if e["role"] == "weights" and not e["state"])
-        verdict = "pass" if ok else "pass at ties" if ok_shared else "FAIL"
+        verdict = ("pass" if ok else "pass at ties" if ok_shared else
+                   "round-off" if roundoff else "FAIL")
         if r64 and not (ok or ok_shared):
             s64, st64 = summary(r64), summary(t3264)
-            verdict += f" (vs f64: easel {s64['grad']:.1e}, torch f32 {st64['grad']:.1e})"
+            verdict += f" (vs f64: easel {s64['grad']:.1e}, PyTorch f32 {st64['grad']:.1e})"
         tie_cell = f"{relu_ties} / {pool_ties}" + (f" (≤ {tie_size:.0e})" if ties else "")
         print(f"| `{meta['net']}` | {params:,} | {meta['batch']} | {fmt(s['logits'])} | "
               f"{fmt(s['loss'])} | {fmt(s['grad'])} (`{s['grad_at']}`) | {fmt(s['stats'])} | "
               f"{tie_cell} | {fmt(ss['grad'])} | {verdict} |")
-    return 0 if ok or ok_shared else 1
+    return 0 if ok or ok_shared or roundoff else 1
 
 
 if __name__ == "__main__":
