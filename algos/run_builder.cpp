@@ -3,9 +3,11 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "algos/comm_list.hpp"
+#include "algos/fit.hpp"
 #include "algos/groups.hpp"
 #include "algos/train_run.hpp"
 #include "engine/log.hpp"
@@ -99,6 +101,38 @@ MemKind arena_kind_of(const TrainRun& t, BufferClass c) {
   return t.run.resident ? MemKind::device : MemKind::pinned_host;
 }
 
+// The PUs of the cores where no group of `plan` runs a thread.
+std::vector<int> spare_cpus(const Topology& topo, const GroupPlan& plan) {
+  std::vector<int> used;
+  for (const GroupSpec& g : plan.groups)
+    used.insert(used.end(), g.cpus.begin(), g.cpus.end());
+  std::vector<int> spare;
+  for (const std::vector<int>& core : topo.cores) {
+    const bool taken = std::any_of(core.begin(), core.end(), [&](int pu) {
+      return std::find(used.begin(), used.end(), pu) != used.end();
+    });
+    if (!taken) spare.insert(spare.end(), core.begin(), core.end());
+  }
+  return spare;
+}
+
+// Says once where the data pipelines' threads run.
+void log_data_threads(const TrainRun& t) {
+  const int n = std::max(1, t.cfg.data_threads);
+  const std::string threads =
+      std::to_string(n) + " data thread" + (n == 1 ? "" : "s") + " per group (--data-threads)";
+  if (!t.data_cpus.empty()) {
+    std::string cpus;
+    for (int c : t.data_cpus)
+      cpus += (cpus.empty() ? "" : ",") + std::to_string(c);
+    log_info("data", threads + " on cpus " + cpus + ", the cores no group uses");
+  } else {
+    log_info("data", threads +
+                         " on each group's own cores (the groups use every core; plan "
+                         "fewer --threads to leave cores for the data)");
+  }
+}
+
 // Builds every replica on its own thread (first touch puts its pages on its node, device
 // memory lands on its GPU), one group at a time (set-up logs stay ordered). Group g of rank r
 // reads data shard r*L + g of P.
@@ -116,7 +150,7 @@ Status build_groups(TrainRun& t, const Dataset& train) {
     Status st;
     w->run([&] {
       st = build_group(*g, t.spec, t.cfg, resolve_layout(t.cfg), t.cfg.placement, arena_kind, train,
-                       t.local);
+                       t.local, t.data_cpus);
     });
     EASEL_RETURN_IF_ERROR(st);
     t.workers.push_back(std::move(w));
@@ -229,6 +263,8 @@ Status plan_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices) {
   EASEL_ASSIGN_OR_RETURN(t.plan, plan_groups(cfg, topo, devices));
   if (!mpi_note.empty()) t.plan.notes.push_back(mpi_note);
   t.local = static_cast<int>(t.plan.groups.size());
+  t.data_cpus = spare_cpus(topo, t.plan);
+  if (cfg.prefetch) log_data_threads(t);
   if (t.world) {
     int32_t local0 = t.local;
     t.world->broadcast_bytes(&local0, sizeof local0, 0);
@@ -250,6 +286,8 @@ Status plan_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices) {
                                                      t.cfg.placement[BufferClass::dataset]));
     data.train = std::move(part);
   }
+  // The memory fit (algos/fit.hpp): refused here, after the data and before any group's arena.
+  EASEL_RETURN_IF_ERROR(check_run_fit(cfg, topo, t.plan, data, t.rank == 0));
   t.total =
       cfg.iterations > 0
           ? cfg.iterations
@@ -329,7 +367,7 @@ void describe_run(TrainRun& t, RunInfo& info) {
   info.plan = t.plan;
   if (t.world) gather_plan(t, info.plan);
   info.ranks = t.ranks;
-  info.params = run.layout->param_count();
+  info.params = run.layout->trained_count();
   info.total_iterations = t.total;
   info.iterations_per_epoch = t.per_epoch;
   info.eval_every = t.eval_every;

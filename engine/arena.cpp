@@ -26,6 +26,7 @@ int ArenaLayout::add(Segment s) {
   s.offset = round_up(total_, kArenaAlign);
   total_ = round_up(s.offset + s.count, kArenaAlign);
   params_ += s.count;
+  if (s.state) state_ += s.count;
   segments_.push_back(std::move(s));
   return static_cast<int>(segments_.size()) - 1;
 }

@@ -48,10 +48,13 @@ class ArenaLayout {
   const Segment& segment(int i) const { return segments_[static_cast<size_t>(i)]; }
   int64_t total_floats() const { return total_; }  // padded; the arena's length
   int64_t param_count() const { return params_; }  // sum of counts (no padding)
+  // The trained parameters: param_count() less the state segments (what published counts
+  // give; batch norm's running statistics are not counted).
+  int64_t trained_count() const { return params_ - state_; }
 
  private:
   std::vector<Segment> segments_;
-  int64_t total_ = 0, params_ = 0;
+  int64_t total_ = 0, params_ = 0, state_ = 0;
 };
 
 // An owned float arena of a layout's length, zero-filled, placed in a memory kind.

@@ -25,9 +25,9 @@ class Config {
   // set("groups", "2"), set("iterations", "100"), set("lr", "0.01"), set("overlap", "true").
   // A boolean's negation flag is a name too, holding the opposite (set("no-prefetch", "true")
   // sets prefetch false; get("no-prefetch") reads "true" then). Errors name the
-  // setting and the value; an unknown name is not_found. The net is a setting by name ("net":
-  // lenet, cifar10-quick, mlp); descriptions of nets from files will come in through this same
-  // setting.
+  // setting and the value; an unknown name is not_found. The net is a setting too ("net": a
+  // built-in net such as lenet or resnet18, or the path of a net description file, docs/NETS.md;
+  // validate() checks such a file whole, naming the file, the layer and the field).
   Status set(std::string_view name, std::string_view value);
   // The setting's value as text (what set() reads back to the same value); not_found when no
   // setting has that name.

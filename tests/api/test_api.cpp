@@ -169,6 +169,56 @@ TEST(ApiRun, StopFromACallbackEndsTheRunAtThatEvaluation) {
   EXPECT_EQ(run.train(small_config(), d).code(), Code::invalid_argument);
 }
 
+// Your own net: a description file as the "net" setting (docs/NETS.md), trained on arrays; a
+// broken description is a Status naming the file, the layer and the field.
+TEST(ApiRun, TrainsANetDescribedInAFile) {
+  const std::string dir = ::testing::TempDir();
+  const std::string good = dir + "/easel_api_net.toml", bad = dir + "/easel_api_bad.toml";
+  const char* text = R"(name = "api-net"
+[[layer]]
+name = "conv1"
+type = "conv"
+outputs = 4
+kernel = 3
+pad = 1
+[[layer]]
+name = "bn1"
+type = "batch_norm"
+[[layer]]
+name = "relu1"
+type = "relu"
+[[layer]]
+name = "fc"
+type = "inner_product"
+outputs = "classes"
+)";
+  std::FILE* f = std::fopen(good.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs(text, f);
+  std::fclose(f);
+  f = std::fopen(bad.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("name = \"b\"\n[[layer]]\nname = \"fc\"\ntype = \"fully_connected\"\n", f);
+  std::fclose(f);
+  Data d = memory_data();
+  Config cfg = small_config(10);
+  ASSERT_TRUE(cfg.set("net", good).ok());
+  TrainRun run;
+  ASSERT_TRUE(run.train(cfg, d).ok());
+  EXPECT_EQ(run.summary().net, "api-net");
+  EXPECT_EQ(run.summary().parameters, 4 * 9 + 4 + 4 * 2 + 4 * 64 * 4 + 4);  // conv, bn, fc
+  Config broken = small_config(10);
+  ASSERT_TRUE(broken.set("net", bad).ok());
+  const auto st = broken.validate();
+  EXPECT_EQ(st.code(), Code::invalid_argument);
+  EXPECT_NE(st.message().find(bad + ":"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("layer fc: type: unknown layer type 'fully_connected'"),
+            std::string::npos)
+      << st.message();
+  std::remove(good.c_str());
+  std::remove(bad.c_str());
+}
+
 TEST(ApiRun, TwoRunsInOneProcessShareNoState) {
   Data d = memory_data();
   TrainRun a, b;
