@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <new>
@@ -85,6 +86,31 @@ class CheckedOp final : public Op {
     for (float* p : dw)
       expect_device(p);
     op_->backward(src, dst, diff_dst, diff_src, w, dw);
+  }
+  // Net calls these for every kind (the kinds of several inputs, add and concat, only these).
+  void forward_n(std::span<const float* const> srcs, float* dst, std::span<const float* const> w,
+                 bool training) override {
+    for (const float* p : srcs)
+      expect_device(p);
+    expect_device(dst);
+    for (const float* p : w)
+      expect_device(p);
+    op_->forward_n(srcs, dst, w, training);
+  }
+  void backward_n(std::span<const float* const> srcs, const float* dst, const float* diff_dst,
+                  std::span<float* const> diff_srcs, std::span<const float* const> w,
+                  std::span<float* const> dw) override {
+    for (const float* p : srcs)
+      expect_device(p);
+    for (const float* p : diff_srcs)
+      expect_device(p);
+    expect_device(dst);
+    expect_device(diff_dst);
+    for (const float* p : w)
+      expect_device(p);
+    for (float* p : dw)
+      expect_device(p);
+    op_->backward_n(srcs, dst, diff_dst, diff_srcs, w, dw);
   }
 
  private:
@@ -186,7 +212,12 @@ class FakeGpu final : public Device {
     });
     return {};
   }
+  // What the CUDA device takes (devices/cuda/cuda_op_list.cpp): every kind but Caffe's
+  // within-channel LRN, which it refuses (cuda_pool_lrn.cpp).
   Result<std::unique_ptr<Op>> make_op(const OpDesc& d) override {
+    if (d.kind == OpKind::lrn && d.lrn_within_channel)
+      return unavailable(describe_op(d) +
+                         ": no CUDA implementation applies (the within-channel LRN region)");
     EASEL_ASSIGN_OR_RETURN(std::unique_ptr<Op> op, cpu_->make_op(d));
     return std::unique_ptr<Op>(std::make_unique<CheckedOp>(std::move(op)));
   }
@@ -370,6 +401,91 @@ TEST(GpuPaths, StagedAlgorithmKeepsHostArenasAndEqualsCpu) {
 // A checkpoint of a GPU run holds the arenas copied off the devices, and a resumed run puts
 // them back (and sync-easgd's centre copies follow from the centre): the same bits as the run
 // that never stopped.
+// A graph net of batch norm (its running statistics state segments of the device arena), add,
+// concat, floor-mode pooling and global average pooling, resident (msgd): every op gets device
+// memory and the run equals the CPU's, running statistics included.
+const std::string& bn_join_net_file() {
+  static const std::string path = [] {
+    const std::string p = ::testing::TempDir() + "gpu_paths_bn_join.toml";
+    std::ofstream f(p);
+    f << R"(name = "bn-join"
+[[layer]]
+name = "conv1"
+type = "conv"
+outputs = 6
+kernel = 3
+pad = 1
+bias = false
+[[layer]]
+name = "bn1"
+type = "batch_norm"
+[[layer]]
+name = "relu1"
+type = "relu"
+[[layer]]
+name = "pool1"
+type = "max_pool"
+kernel = 3
+stride = 2
+pad = 1
+ceil_mode = false
+[[layer]]
+name = "branch"
+type = "conv"
+outputs = 6
+kernel = 3
+pad = 1
+bias = false
+[[layer]]
+name = "branch_bn"
+type = "batch_norm"
+[[layer]]
+name = "join"
+type = "add"
+inputs = ["branch_bn", "pool1"]
+[[layer]]
+name = "squeeze"
+type = "conv"
+inputs = ["join"]
+outputs = 2
+kernel = 1
+[[layer]]
+name = "cat"
+type = "concat"
+inputs = ["join", "squeeze"]
+[[layer]]
+name = "gap"
+type = "global_avg_pool"
+[[layer]]
+name = "fc"
+type = "inner_product"
+outputs = "classes"
+)";
+    EXPECT_TRUE(f.good()) << p;
+    return p;
+  }();
+  return path;
+}
+
+TEST(GpuPaths, BatchNormAddConcatNetEqualsCpu) {
+  const Runs r = cpu_and_gpu("msgd", 1, [](TrainConfig c) {
+    c.net = bn_join_net_file();
+    return c;
+  });
+  expect_same(r);
+}
+
+TEST(GpuPaths, StandInRefusesWhatTheCudaDeviceRefuses) {
+  FakeGpu gpu(0);
+  ASSERT_TRUE(gpu.attach().ok());
+  OpDesc d{.kind = OpKind::lrn, .src = {2, 4, 5, 5}, .lrn_within_channel = true};
+  auto r = gpu.make_op(d);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no CUDA implementation applies"), std::string::npos);
+  d.lrn_within_channel = false;
+  EXPECT_TRUE(gpu.make_op(d).ok());
+}
+
 TEST(GpuPaths, ResumeEqualsUninterrupted) {
   struct Keeper : TrainObserver {
     bool wants_checkpoints() const override { return true; }

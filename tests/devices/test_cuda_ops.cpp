@@ -1,7 +1,9 @@
 // The CUDA ops against the CPU reference: the same random src, parameters and diff_dst through
-// both, forward dst and every backward gradient compared element-wise, for each op kind, both
-// layouts and the shapes of LeNet, CIFAR and AlexNet; the loss; and one training step of whole
-// nets. Every test skips, with the CUDA runtime's reason, on a machine without a usable GPU.
+// both, forward dst, every backward gradient (of every input) and the state parameters after
+// forward (batch norm's running statistics) compared element-wise, for each op kind, both layouts
+// and the shapes of LeNet, CIFAR, AlexNet and ResNet; the loss; and one training step of whole
+// nets (a small graph net with batch norm, add and concat among them). Every test skips, with the
+// CUDA runtime's reason, on a machine without a usable GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,9 +15,11 @@
 #include <vector>
 
 #include "devices/cuda/cuda_device.hpp"
+#include "devices/cuda/cuda_ops.hpp"
 #include "devices/device.hpp"
 #include "engine/memory.hpp"
 #include "engine/rng.hpp"
+#include "nets/models/description.hpp"
 #include "nets/models/models.hpp"
 #include "nets/net.hpp"
 #include "tests/support/grad_check.hpp"
@@ -75,6 +79,9 @@ class CudaInnerProduct : public CudaTest {};
 class CudaRelu : public CudaTest {};
 class CudaLrn : public CudaTest {};
 class CudaDropout : public CudaTest {};
+class CudaBatchNorm : public CudaTest {};
+class CudaJoin : public CudaTest {};
+class CudaGlobalAvgPool : public CudaTest {};
 class CudaLoss : public CudaTest {};
 class CudaNet : public CudaTest {};
 
@@ -114,18 +121,35 @@ constexpr Tol kLoose{1e-3f, 1e-4f};  // cuDNN's convolution algorithms (FFT, Win
 
 struct OpRun {
   std::vector<float> dst, diff_src;
+  std::vector<std::vector<float>> more_diff_src;  // of the inputs after the first
   std::vector<std::vector<float>> diff_weights;
+  std::vector<std::vector<float>> weights;  // after forward: batch norm's running statistics
 };
 
-// One forward (training) and backward of `op` with every buffer in `kind` memory, on inputs
-// seeded by `seed` (the same for every op of the same descriptor).
-OpRun run_op(Op& op, Device& dev, MemKind kind, uint64_t seed, bool want_diff_src = true) {
+// One forward and backward of `op` (all its inputs, through forward_n / backward_n) with every
+// buffer in `kind` memory, on inputs seeded by `seed` (the same for every op of the same
+// descriptor). Batch norm's parameters are positive (its running variance must be).
+OpRun run_op(Op& op, Device& dev, MemKind kind, uint64_t seed, bool want_diff_src = true,
+             bool training = true) {
   const OpDesc& d = op.desc();
   const Shape4 o = dst_shape(d);
-  const size_t n_src = static_cast<size_t>(d.src.count()), n_dst = static_cast<size_t>(o.count());
-  const Buffer src = put(random_vector(d.src.count(), seed), kind);
+  std::vector<Shape4> shapes{d.src};
+  shapes.insert(shapes.end(), d.more_src.begin(), d.more_src.end());
+  std::vector<Buffer> srcs, diff_srcs;
+  std::vector<const float*> sp;
+  std::vector<float*> dsp;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const uint64_t input_seed = i == 0 ? seed : seed + 10 + i;
+    srcs.push_back(put(random_vector(shapes[i].count(), input_seed), kind));
+    diff_srcs.push_back(
+        put(std::vector<float>(static_cast<size_t>(shapes[i].count()), -7.f), kind));
+    sp.push_back(srcs.back().as<float>());
+    dsp.push_back(diff_srcs.back().as<float>());
+  }
+  if (!want_diff_src) dsp[0] = nullptr;
   const Buffer diff_dst = put(random_vector(o.count(), seed + 1), kind);
-  const auto params = random_params(d, seed + 2);
+  const bool bn = d.kind == OpKind::batch_norm;
+  const auto params = random_params(d, seed + 2, bn ? 0.5f : -1.f, bn ? 1.5f : 1.f);
   std::vector<Buffer> w, dw;
   std::vector<const float*> wp;
   std::vector<float*> dwp;
@@ -135,17 +159,19 @@ OpRun run_op(Op& op, Device& dev, MemKind kind, uint64_t seed, bool want_diff_sr
     wp.push_back(w.back().as<float>());
     dwp.push_back(dw.back().as<float>());
   }
-  const Buffer dst = put(std::vector<float>(n_dst, -7.f), kind);
-  const Buffer diff_src = put(std::vector<float>(n_src, -7.f), kind);
-  op.forward(src.as<float>(), dst.as<float>(), wp, /*training=*/true);
-  op.backward(src.as<float>(), dst.as<float>(), diff_dst.as<float>(),
-              want_diff_src ? diff_src.as<float>() : nullptr, wp, dwp);
+  const Buffer dst = put(std::vector<float>(static_cast<size_t>(o.count()), -7.f), kind);
+  op.forward_n(sp, dst.as<float>(), wp, training);
+  op.backward_n(sp, dst.as<float>(), diff_dst.as<float>(), dsp, wp, dwp);
   dev.synchronize();
   OpRun r;
-  r.dst = get(dst, n_dst);
-  r.diff_src = get(diff_src, n_src);
-  for (size_t i = 0; i < params.size(); ++i)
+  r.dst = get(dst, static_cast<size_t>(o.count()));
+  r.diff_src = get(diff_srcs[0], static_cast<size_t>(d.src.count()));
+  for (size_t i = 1; i < shapes.size(); ++i)
+    r.more_diff_src.push_back(get(diff_srcs[i], static_cast<size_t>(shapes[i].count())));
+  for (size_t i = 0; i < params.size(); ++i) {
     r.diff_weights.push_back(get(dw[i], params[i].size()));
+    r.weights.push_back(get(w[i], params[i].size()));
+  }
   return r;
 }
 
@@ -154,12 +180,46 @@ std::unique_ptr<Op> must(Result<std::unique_ptr<Op>> r, const OpDesc& d) {
   return r.ok() ? std::move(r).value() : nullptr;
 }
 
+// A CUDA op against the reference op of the same descriptor: dst, every diff_src (untouched
+// where skipped), every diff_weights (the state parameters' exactly 0) and the parameters after
+// forward (batch norm's running statistics).
+void expect_same_run(Op& fast, Device& gpu, Op& ref, Device& cpu, Tol tol, bool want_diff_src,
+                     bool training) {
+  const OpDesc& d = fast.desc();
+  SCOPED_TRACE(fast.impl() + (training ? " training" : " inference"));
+  const OpRun a = run_op(fast, gpu, MemKind::device, 42, want_diff_src, training);
+  const OpRun b = run_op(ref, cpu, MemKind::dram, 42, want_diff_src, training);
+  EXPECT_TRUE(close(a.dst, b.dst, tol, "dst"));
+  if (want_diff_src) {
+    EXPECT_TRUE(close(a.diff_src, b.diff_src, tol, "diff_src"));
+  } else {
+    EXPECT_TRUE(close(a.diff_src, std::vector<float>(a.diff_src.size(), -7.f), kExact,
+                      "diff_src untouched"));
+  }
+  ASSERT_EQ(a.more_diff_src.size(), b.more_diff_src.size());
+  for (size_t i = 0; i < a.more_diff_src.size(); ++i)
+    EXPECT_TRUE(
+        close(a.more_diff_src[i], b.more_diff_src[i], tol, "diff_src" + std::to_string(i + 1)));
+  ASSERT_EQ(a.diff_weights.size(), b.diff_weights.size());
+  const size_t first_state = a.diff_weights.size() - static_cast<size_t>(state_params(d));
+  for (size_t i = 0; i < a.diff_weights.size(); ++i) {
+    const std::string name = param_name(d, i);
+    EXPECT_TRUE(close(a.weights[i], b.weights[i], tol, name + " after forward"));
+    if (i >= first_state) {
+      EXPECT_TRUE(close(a.diff_weights[i], std::vector<float>(a.diff_weights[i].size(), 0.f),
+                        kExact, "diff " + name + " (state: 0)"));
+    } else {
+      EXPECT_TRUE(close(a.diff_weights[i], b.diff_weights[i], tol, "diff " + name));
+    }
+  }
+}
+
 // The CUDA op against the reference for `base` in each layout; returns the CUDA impl() of the
 // last layout run.
 std::string expect_matches_ref(Device& gpu, Device& cpu, const OpDesc& base, Tol tol,
                                bool want_diff_src = true,
-                               std::initializer_list<Layout> layouts = {Layout::nchw,
-                                                                        Layout::nhwc}) {
+                               std::initializer_list<Layout> layouts = {Layout::nchw, Layout::nhwc},
+                               bool training = true) {
   std::string impl;
   for (Layout l : layouts) {
     OpDesc d = base;
@@ -169,20 +229,7 @@ std::string expect_matches_ref(Device& gpu, Device& cpu, const OpDesc& base, Tol
     auto ref = must(cpu.make_op(d), d);
     if (!fast || !ref) continue;
     impl = fast->impl();
-    SCOPED_TRACE(impl);
-    const OpRun a = run_op(*fast, gpu, MemKind::device, 42, want_diff_src);
-    const OpRun b = run_op(*ref, cpu, MemKind::dram, 42, want_diff_src);
-    EXPECT_TRUE(close(a.dst, b.dst, tol, "dst"));
-    if (want_diff_src) {
-      EXPECT_TRUE(close(a.diff_src, b.diff_src, tol, "diff_src"));
-    } else {
-      EXPECT_TRUE(close(a.diff_src, std::vector<float>(a.diff_src.size(), -7.f), kExact,
-                        "diff_src untouched"));
-    }
-    EXPECT_EQ(a.diff_weights.size(), b.diff_weights.size());
-    for (size_t i = 0; i < std::min(a.diff_weights.size(), b.diff_weights.size()); ++i)
-      EXPECT_TRUE(close(a.diff_weights[i], b.diff_weights[i], tol,
-                        "diff_weights[" + std::to_string(i) + "]"));
+    expect_same_run(*fast, gpu, *ref, cpu, tol, want_diff_src, training);
   }
   return impl;
 }
@@ -258,6 +305,35 @@ TEST_F(CudaPool, Padded) {
       expect_matches_ref(*gpu_, *cpu_, pool(OpKind::avg_pool, {2, 4, 10, 10}, 3, 2, 1), kTight),
       "own:avg_pool");
   expect_matches_ref(*gpu_, *cpu_, pool(OpKind::avg_pool, {2, 4, 11, 11}, 2, 2, 1), kTight);
+}
+
+// Floor rounding (ceil_mode false, PyTorch's): cuDNN's own rounding, so the average pools are
+// cuDNN's (every window inside the padded input: the divisor is kh*kw on both sides); max pooling
+// stays easel's kernel. Shapes whose ceil-mode remainder floor mode drops, and ResNet's stem.
+TEST_F(CudaPool, FloorMode) {
+  for (OpDesc d : {pool(OpKind::max_pool, {2, 16, 28, 28}, 3, 2, 1),
+                   pool(OpKind::max_pool, {2, 5, 6, 6}, 3, 2),
+                   pool(OpKind::max_pool, {1, 64, 112, 112}, 3, 2, 1)}) {  // ResNet's stem
+    d.ceil_mode = false;
+    EXPECT_EQ(expect_matches_ref(*gpu_, *cpu_, d, kExact), "own:max_pool");
+  }
+  for (OpDesc d :
+       {pool(OpKind::avg_pool, {2, 4, 9, 9}, 3, 2, 1), pool(OpKind::avg_pool, {2, 17, 6, 7}, 3, 2),
+        pool(OpKind::avg_pool, {2, 4, 10, 10}, 3, 2, 1)}) {
+    d.ceil_mode = false;
+    EXPECT_EQ(expect_matches_ref(*gpu_, *cpu_, d, kTight), "cudnn:avg_pool");
+  }
+  OpDesc stem = pool(OpKind::max_pool, {1, 64, 112, 112}, 3, 2, 1);
+  stem.ceil_mode = false;
+  EXPECT_EQ(dst_shape(stem).h, 56);
+}
+
+// Where cuDNN's rounding differs (ceil mode), its refusal says so, and easel's kernel runs.
+TEST_F(CudaPool, CeilModeRefusalNamesTheRounding) {
+  const OpDesc d = pool(OpKind::avg_pool, {2, 4, 32, 32}, 3, 2);
+  auto r = make_cudnn_pool(cuda_context(*gpu_), d);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("ceil mode"), std::string::npos) << r.status().to_string();
 }
 
 // Ties (-1, 0, 1 inputs): the gradient goes to the first maximum in scan order, as the CPU's.
@@ -408,6 +484,184 @@ TEST_F(CudaDropout, InferenceIsIdentity) {
   EXPECT_EQ(get(ds, n), g);
 }
 
+// ---- batch normalization -------------------------------------------------------------------
+
+OpDesc batch_norm(Shape4 src, bool fused_relu = false) {
+  return OpDesc{.kind = OpKind::batch_norm, .src = src, .fused_relu = fused_relu};
+}
+
+constexpr Shape4 kBnShapes[] = {{4, 16, 7, 7}, {4, 17, 5, 5}, {2, 64, 8, 8}, {8, 3, 6, 6}};
+
+// cuDNN's kernels: training (batch statistics; the running statistics moved by the momentum with
+// the variance unbiased, compared after forward) and inference (the running statistics, left as
+// they are), with and without the fused ReLU; the running statistics' gradients 0.
+TEST_F(CudaBatchNorm, CudnnMatchesRef) {
+  for (const Shape4& s : kBnShapes) {
+    for (bool relu : {false, true}) {
+      for (bool training : {true, false}) {
+        EXPECT_EQ(expect_matches_ref(*gpu_, *cpu_, batch_norm(s, relu), kLoose, true,
+                                     {Layout::nchw, Layout::nhwc}, training),
+                  "cudnn:batch_norm");
+      }
+    }
+  }
+  // after an inner product: m = N
+  EXPECT_EQ(expect_matches_ref(*gpu_, *cpu_, batch_norm({4, 32, 1, 1}), kLoose),
+            "cudnn:batch_norm");
+}
+
+// Without diff_src (a net's first layer) the parameter gradients come from the own backward.
+TEST_F(CudaBatchNorm, WithoutDiffSrc) {
+  for (const Shape4& s : {Shape4{4, 16, 7, 7}, Shape4{4, 17, 5, 5}}) {
+    for (bool relu : {false, true}) {
+      for (bool training : {true, false})
+        expect_matches_ref(*gpu_, *cpu_, batch_norm(s, relu), kLoose, /*want_diff_src=*/false,
+                           {Layout::nchw, Layout::nhwc}, training);
+    }
+  }
+}
+
+// The own kernels, the op where cuDNN is refused, on every case.
+TEST_F(CudaBatchNorm, OwnKernelsMatchRef) {
+  for (const Shape4& s : kBnShapes) {
+    for (bool relu : {false, true}) {
+      for (bool training : {true, false}) {
+        for (bool diff_src : {true, false}) {
+          for (Layout l : kLayouts) {
+            OpDesc d = batch_norm(s, relu);
+            d.layout = l;
+            d.bn_momentum = 0.25f;
+            SCOPED_TRACE(describe_op(d));
+            auto fast = must(make_own_batch_norm(cuda_context(*gpu_), d), d);
+            auto ref = must(cpu_->make_op(d), d);
+            ASSERT_TRUE(fast && ref);
+            EXPECT_EQ(fast->impl(), "own:batch_norm");
+            expect_same_run(*fast, *gpu_, *ref, *cpu_, kTight, diff_src, training);
+          }
+        }
+      }
+    }
+  }
+}
+
+// One value per channel (m = N*H*W = 1): cuDNN is refused with the reason, the own kernels count
+// m - 1 as 1 as the reference does.
+TEST_F(CudaBatchNorm, OneValuePerChannelIsOwn) {
+  auto r = make_cudnn_batch_norm(cuda_context(*gpu_), batch_norm({1, 8, 1, 1}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("N*H*W = 1"), std::string::npos) << r.status().to_string();
+  for (bool training : {true, false})
+    EXPECT_EQ(expect_matches_ref(*gpu_, *cpu_, batch_norm({1, 8, 1, 1}, true), kTight, true,
+                                 {Layout::nchw, Layout::nhwc}, training),
+              "own:batch_norm");
+}
+
+// Two training forwards in a row move the running statistics twice, as the reference's.
+TEST_F(CudaBatchNorm, RunningStatisticsAccumulate) {
+  for (Layout l : kLayouts) {
+    OpDesc d = batch_norm({4, 16, 5, 5});
+    d.layout = l;
+    d.bn_momentum = 0.3f;
+    SCOPED_TRACE(describe_op(d));
+    auto fast = must(gpu_->make_op(d), d);
+    auto ref = must(cpu_->make_op(d), d);
+    ASSERT_TRUE(fast && ref);
+    auto params = random_params(d, 3, 0.5f, 1.5f);
+    std::vector<Buffer> w;
+    std::vector<const float*> wg;
+    for (const auto& p : params) {
+      w.push_back(put(p, MemKind::device));
+      wg.push_back(w.back().as<float>());
+    }
+    const std::vector<const float*> wc = test::const_ptrs(params);
+    std::vector<float> dst(static_cast<size_t>(d.src.count()));
+    const Buffer dst_g = put(dst, MemKind::device);
+    for (uint64_t seed : {11, 12}) {
+      const std::vector<float> src = random_vector(d.src.count(), seed, -2.f, 3.f);
+      const Buffer src_g = put(src, MemKind::device);
+      ref->forward(src.data(), dst.data(), wc, true);
+      fast->forward(src_g.as<float>(), dst_g.as<float>(), wg, true);
+      gpu_->synchronize();
+    }
+    for (size_t i = 2; i < 4; ++i)
+      EXPECT_TRUE(close(get(w[i], params[i].size()), params[i], kLoose, param_name(d, i)));
+  }
+}
+
+// ---- add, concat, global average pooling ---------------------------------------------------
+
+OpDesc joined(OpKind kind, std::vector<Shape4> inputs) {
+  OpDesc d{.kind = kind, .src = inputs.front()};
+  d.more_src.assign(inputs.begin() + 1, inputs.end());
+  return d;
+}
+
+// The sum in input order and the copies are the reference's bit for bit.
+TEST_F(CudaJoin, AddMatchesRef) {
+  EXPECT_EQ(
+      expect_matches_ref(*gpu_, *cpu_, joined(OpKind::add, {{4, 64, 7, 7}, {4, 64, 7, 7}}), kExact),
+      "own:add");
+  expect_matches_ref(*gpu_, *cpu_,
+                     joined(OpKind::add, {{2, 17, 5, 5}, {2, 17, 5, 5}, {2, 17, 5, 5}}), kExact);
+  expect_matches_ref(*gpu_, *cpu_, joined(OpKind::add, std::vector<Shape4>(16, {2, 3, 4, 5})),
+                     kExact);
+}
+
+TEST_F(CudaJoin, ConcatMatchesRef) {
+  EXPECT_EQ(expect_matches_ref(*gpu_, *cpu_,
+                               joined(OpKind::concat, {{2, 16, 7, 7}, {2, 17, 7, 7}, {2, 5, 7, 7}}),
+                               kExact),
+            "own:concat");
+  // an inception module's four branches
+  expect_matches_ref(
+      *gpu_, *cpu_,
+      joined(OpKind::concat, {{2, 64, 4, 4}, {2, 128, 4, 4}, {2, 32, 4, 4}, {2, 32, 4, 4}}),
+      kExact);
+  expect_matches_ref(*gpu_, *cpu_, joined(OpKind::concat, {{3, 1, 1, 1}, {3, 2, 1, 1}}), kExact);
+}
+
+// A diff_src given as nullptr is skipped and the others are still written.
+TEST_F(CudaJoin, SkipsANullDiffSrc) {
+  for (OpKind k : {OpKind::add, OpKind::concat}) {
+    for (Layout l : kLayouts) {
+      OpDesc d = joined(k, {{2, 3, 4, 4}, {2, 5, 4, 4}});
+      if (k == OpKind::add) d.more_src[0] = d.src;
+      d.layout = l;
+      SCOPED_TRACE(describe_op(d));
+      auto fast = must(gpu_->make_op(d), d);
+      auto ref = must(cpu_->make_op(d), d);
+      ASSERT_TRUE(fast && ref);
+      const auto a = random_vector(d.src.count(), 1), b = random_vector(d.more_src[0].count(), 2);
+      const auto dd = random_vector(dst_shape(d).count(), 3);
+      std::vector<float> dst(dd.size()), db(b.size(), 6.f);
+      ref->forward_n(std::vector<const float*>{a.data(), b.data()}, dst.data(), {}, true);
+      ref->backward_n(std::vector<const float*>{a.data(), b.data()}, dst.data(), dd.data(),
+                      std::vector<float*>{nullptr, db.data()}, {}, {});
+      const Buffer ag = put(a, MemKind::device), bg = put(b, MemKind::device);
+      const Buffer ddg = put(dd, MemKind::device), dstg = put(dst, MemKind::device);
+      const Buffer dbg = put(std::vector<float>(b.size(), 5.f), MemKind::device);
+      const std::vector<const float*> srcs{ag.as<float>(), bg.as<float>()};
+      fast->forward_n(srcs, dstg.as<float>(), {}, true);
+      fast->backward_n(srcs, dstg.as<float>(), ddg.as<float>(),
+                       std::vector<float*>{nullptr, dbg.as<float>()}, {}, {});
+      gpu_->synchronize();
+      EXPECT_EQ(get(dstg, dst.size()), dst);
+      EXPECT_EQ(get(dbg, db.size()), db);
+    }
+  }
+}
+
+TEST_F(CudaGlobalAvgPool, MatchesRef) {
+  for (const Shape4& s : {Shape4{4, 64, 7, 7}, Shape4{2, 17, 5, 3}, Shape4{3, 8, 1, 1}}) {
+    EXPECT_EQ(
+        expect_matches_ref(*gpu_, *cpu_, OpDesc{.kind = OpKind::global_avg_pool, .src = s}, kTight),
+        "own:global_avg_pool");
+  }
+  // a first layer: diff_src untouched
+  expect_matches_ref(*gpu_, *cpu_, OpDesc{.kind = OpKind::global_avg_pool, .src = {2, 4, 3, 3}},
+                     kTight, /*want_diff_src=*/false);
+}
+
 // ---- loss ----------------------------------------------------------------------------------
 
 TEST_F(CudaLoss, MatchesCpuForFullAndPartialBatches) {
@@ -483,16 +737,15 @@ TEST_F(CudaLoss, MatchesCpuForFullAndPartialBatches) {
                                        << " of " << n << " elements beyond the tolerance";
 }
 
-// One train_step of `model` on the CPU reference and on the GPU from the same parameters and
-// batch: the loss, the hits and every gradient segment agree.
-void expect_train_step_matches(Device& gpu, Device& cpu, const std::string& model, ModelInput in,
-                               int64_t batch) {
-  auto spec = build_model(model, in);
-  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+// One train_step of `spec` on the CPU reference and on the GPU from the same parameters and
+// batch: the loss, the hits and every gradient segment agree; the state segments (batch norm's
+// running statistics, moved by the step) agree after it, and so does an evaluation on them.
+void expect_train_step_matches(Device& gpu, Device& cpu, const NetSpec& spec,
+                               const std::string& model, ModelInput in, int64_t batch) {
   for (Layout l : kLayouts) {
     SCOPED_TRACE(model + " " + layout_name(l));
-    auto cnet = Net::create(spec.value(), batch, l, cpu, MemKind::dram);
-    auto gnet = Net::create(spec.value(), batch, l, gpu, MemKind::device);
+    auto cnet = Net::create(spec, batch, l, cpu, MemKind::dram);
+    auto gnet = Net::create(spec, batch, l, gpu, MemKind::device);
     ASSERT_TRUE(cnet.ok()) << cnet.status().to_string();
     ASSERT_TRUE(gnet.ok()) << gnet.status().to_string();
     std::string impls;
@@ -509,10 +762,11 @@ void expect_train_step_matches(Device& gpu, Device& cpu, const std::string& mode
     Rng rng(8);
     for (auto& x : labels)
       x = static_cast<int32_t>(rng.below(static_cast<uint64_t>(in.classes)));
+    const std::vector<float> w0 = w;  // the CPU's step moves the state segments of w
     const StepStats sc =
         cnet.value()->train_step(images.data(), labels.data(), w.data(), diff_c.data());
 
-    const Buffer wd = put(w, MemKind::device), img = put(images, MemKind::device);
+    const Buffer wd = put(w0, MemKind::device), img = put(images, MemKind::device);
     const Buffer lab = put(labels, MemKind::device);
     const Buffer dd = put(std::vector<float>(n, 0.f), MemKind::device);
     const StepStats sg = gnet.value()->train_step(img.as<float>(), lab.as<int32_t>(),
@@ -527,7 +781,31 @@ void expect_train_step_matches(Device& gpu, Device& cpu, const std::string& mode
       const std::vector<float> got(diff_g.begin() + off, diff_g.begin() + off + cnt);
       EXPECT_TRUE(gradients_agree(got.data(), want.data(), s.count, s.name));
     }
+
+    const std::vector<float> w_g = get(wd, n);  // the state segments moved on both
+    for (const Segment& s : cnet.value()->params().segments()) {
+      if (!s.state) continue;
+      const auto off = static_cast<size_t>(s.offset), cnt = static_cast<size_t>(s.count);
+      EXPECT_TRUE(close(std::vector<float>(w_g.begin() + off, w_g.begin() + off + cnt),
+                        std::vector<float>(w.begin() + off, w.begin() + off + cnt), kLoose,
+                        s.name + " after the step"));
+      EXPECT_NE(std::vector<float>(w.begin() + off, w.begin() + off + cnt),
+                std::vector<float>(w0.begin() + off, w0.begin() + off + cnt))
+          << s.name << ": the step did not move the state";
+    }
+    const EvalStats ec = cnet.value()->evaluate(images.data(), labels.data(), batch, w.data());
+    const EvalStats eg =
+        gnet.value()->evaluate(img.as<float>(), lab.as<int32_t>(), batch, wd.as<float>());
+    gpu.synchronize();
+    EXPECT_NEAR(eg.loss_sum, ec.loss_sum, 1e-3 * std::max(1.0, std::abs(ec.loss_sum)));
   }
+}
+
+void expect_train_step_matches(Device& gpu, Device& cpu, const std::string& model, ModelInput in,
+                               int64_t batch) {
+  auto spec = build_model(model, in);
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  expect_train_step_matches(gpu, cpu, spec.value(), model, in, batch);
 }
 
 TEST_F(CudaNet, LeNetTrainStepMatchesCpu) {
@@ -536,6 +814,121 @@ TEST_F(CudaNet, LeNetTrainStepMatchesCpu) {
 
 TEST_F(CudaNet, CifarQuickTrainStepMatchesCpu) {
   expect_train_step_matches(*gpu_, *cpu_, "cifar10-quick", {3, 32, 32, 10}, 2);
+}
+
+// A small graph net of the new kinds: conv -> batch norm (+ fused ReLU) -> floor-mode max pool,
+// a residual join (a conv and batch norm branch added to its input; the pool's gradient is the
+// sum of two readers'), a concat of the join and a 1x1 conv of it, global average pooling, fc.
+constexpr const char* kBnJoinNet = R"(
+name = "bn-join"
+description = "batch norm, add, concat and global average pooling"
+[input]
+channels = 3
+height = 12
+width = 12
+classes = 5
+[[layer]]
+name = "conv1"
+type = "conv"
+outputs = 8
+kernel = 3
+pad = 1
+bias = false
+[[layer]]
+name = "bn1"
+type = "batch_norm"
+[[layer]]
+name = "relu1"
+type = "relu"
+[[layer]]
+name = "pool1"
+type = "max_pool"
+kernel = 3
+stride = 2
+pad = 1
+ceil_mode = false
+[[layer]]
+name = "branch"
+type = "conv"
+inputs = ["pool1"]
+outputs = 8
+kernel = 3
+pad = 1
+bias = false
+[[layer]]
+name = "branch_bn"
+type = "batch_norm"
+momentum = 0.2
+[[layer]]
+name = "join"
+type = "add"
+inputs = ["branch_bn", "pool1"]
+[[layer]]
+name = "join_relu"
+type = "relu"
+[[layer]]
+name = "squeeze"
+type = "conv"
+inputs = ["join_relu"]
+outputs = 4
+kernel = 1
+[[layer]]
+name = "cat"
+type = "concat"
+inputs = ["join_relu", "squeeze"]
+[[layer]]
+name = "gap"
+type = "global_avg_pool"
+[[layer]]
+name = "fc"
+type = "inner_product"
+outputs = "classes"
+)";
+
+// The kind of each new layer's op on the GPU ("batch_norm+relu" counts as batch_norm).
+std::string new_kind_impls(const Net& net) {
+  std::string impls;
+  for (const LayerInfo& info : net.describe()) {
+    const std::string kind = info.kind.substr(0, info.kind.find('+'));
+    if (kind == "batch_norm" || kind == "add" || kind == "concat" || kind == "global_avg_pool" ||
+        kind == "max_pool")
+      impls += (impls.empty() ? "" : " ") + kind + "=" + info.impl;
+  }
+  return impls;
+}
+
+TEST_F(CudaNet, BatchNormAddConcatNetTrainStepMatchesCpu) {
+  const ModelInput in{3, 12, 12, 5};
+  auto spec = parse_net_description(kBnJoinNet, "bn-join", in);
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  expect_train_step_matches(*gpu_, *cpu_, spec.value(), "bn-join", in, 4);
+  // The GPU runs the new kinds on their CUDA kernels, in the layers' topological order.
+  for (Layout l : kLayouts) {
+    auto gnet = Net::create(spec.value(), 4, l, *gpu_, MemKind::device);
+    ASSERT_TRUE(gnet.ok()) << gnet.status().to_string();
+    EXPECT_EQ(new_kind_impls(*gnet.value()),
+              "batch_norm=cudnn:batch_norm max_pool=own:max_pool batch_norm=cudnn:batch_norm "
+              "add=own:add concat=own:concat global_avg_pool=own:global_avg_pool");
+  }
+}
+
+// Runs without a GPU: the description of the whole-net check builds on the CPU, with the layers
+// the check means (the ReLU after bn1 fused, the others standing alone).
+TEST(CudaNetDescription, BatchNormAddConcatNetBuilds) {
+  const ModelInput in{3, 12, 12, 5};
+  auto spec = parse_net_description(kBnJoinNet, "bn-join", in);
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  auto cpu = make_cpu_device(ImplChoice::ref);
+  auto net = Net::create(spec.value(), 4, Layout::nchw, *cpu, MemKind::dram);
+  ASSERT_TRUE(net.ok()) << net.status().to_string();
+  std::string kinds;
+  for (const LayerInfo& info : net.value()->describe())
+    kinds += (kinds.empty() ? "" : " ") + info.kind;
+  EXPECT_EQ(kinds,
+            "conv batch_norm+relu max_pool conv batch_norm add relu conv concat global_avg_pool "
+            "inner_product");
+  EXPECT_EQ(new_kind_impls(*net.value()),
+            "batch_norm=ref max_pool=ref batch_norm=ref add=ref concat=ref global_avg_pool=ref");
 }
 
 }  // namespace
