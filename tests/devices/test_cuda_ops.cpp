@@ -1,8 +1,9 @@
 // The CUDA ops against the CPU reference: the same random src, parameters and diff_dst through
-// both, forward dst, every backward gradient (of every input) and the state parameters after
-// forward (batch norm's running statistics) compared element-wise, for each op kind, both layouts
-// and the shapes of LeNet, CIFAR, AlexNet and ResNet; the loss; and one training step of whole
-// nets (a small graph net with batch norm, add and concat among them). Every test skips, with the
+// both, forward dst and every backward gradient compared element-wise (the machinery in
+// cuda_op_test.hpp), for convolution, pooling (ceil and floor mode), inner product, ReLU, LRN and
+// dropout, both layouts and the shapes of LeNet, CIFAR, AlexNet and ResNet; the loss; and one
+// training step of whole nets (a small graph net with batch norm, add and concat among them).
+// The kinds of ResNet and GoogLeNet are in test_cuda_bn_join.cpp. Every test skips, with the
 // CUDA runtime's reason, on a machine without a usable GPU.
 #include <gtest/gtest.h>
 
@@ -22,6 +23,7 @@
 #include "nets/models/description.hpp"
 #include "nets/models/models.hpp"
 #include "nets/net.hpp"
+#include "tests/devices/cuda_op_test.hpp"
 #include "tests/support/grad_check.hpp"
 #include "tests/support/op_descs.hpp"
 
@@ -35,43 +37,17 @@ using test::pool;
 using test::random_params;
 using test::random_vector;
 
-constexpr Layout kLayouts[] = {Layout::nchw, Layout::nhwc};
-
-// One CUDA device (GPU 0, attached on the test thread) and the CPU reference device per suite.
-class CudaTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    skip_reason_.clear();
-    setup_error_.clear();
-    auto gpus = list_gpus();
-    if (!gpus.ok()) {
-      skip_reason_ = gpus.status().to_string();
-      return;
-    }
-    auto dev = make_cuda_device(0, Precision::fp32);
-    if (!dev.ok()) {
-      setup_error_ = dev.status().to_string();
-      return;
-    }
-    if (Status s = dev.value()->attach(); !s.ok()) {
-      setup_error_ = s.to_string();
-      return;
-    }
-    gpu_ = std::move(dev).value();
-    cpu_ = make_cpu_device(ImplChoice::ref);
-  }
-  static void TearDownTestSuite() {
-    gpu_.reset();
-    cpu_.reset();
-  }
-  void SetUp() override {
-    if (!setup_error_.empty()) FAIL() << "GPU listed but unusable: " << setup_error_;
-    if (!gpu_) GTEST_SKIP() << "no GPU: " << skip_reason_;
-  }
-
-  static inline std::unique_ptr<Device> gpu_, cpu_;
-  static inline std::string skip_reason_, setup_error_;
-};
+using cuda_test::close;
+using cuda_test::CudaTest;
+using cuda_test::expect_matches_ref;
+using cuda_test::get;
+using cuda_test::kExact;
+using cuda_test::kLayouts;
+using cuda_test::kLoose;
+using cuda_test::kTight;
+using cuda_test::must;
+using cuda_test::put;
+using cuda_test::starts_with;
 
 class CudaConv : public CudaTest {};
 class CudaPool : public CudaTest {};
@@ -79,164 +55,8 @@ class CudaInnerProduct : public CudaTest {};
 class CudaRelu : public CudaTest {};
 class CudaLrn : public CudaTest {};
 class CudaDropout : public CudaTest {};
-class CudaBatchNorm : public CudaTest {};
-class CudaJoin : public CudaTest {};
-class CudaGlobalAvgPool : public CudaTest {};
 class CudaLoss : public CudaTest {};
 class CudaNet : public CudaTest {};
-
-// ---- memory helpers ------------------------------------------------------------------------
-
-template <typename T>
-Buffer put(const std::vector<T>& v, MemKind kind) {
-  const size_t bytes = v.size() * sizeof(T);
-  Result<Buffer> b = Buffer::allocate(bytes, kind);
-  EXPECT_TRUE(b.ok()) << b.status().to_string();
-  if (!b.ok()) return Buffer();
-  if (bytes) copy_bytes(b->data(), kind, v.data(), MemKind::dram, bytes);
-  return std::move(b).value();
-}
-
-template <typename T = float>
-std::vector<T> get(const Buffer& b, size_t count) {
-  std::vector<T> v(count);
-  if (count) copy_bytes(v.data(), MemKind::dram, b.data(), b.kind(), count * sizeof(T));
-  return v;
-}
-
-// ---- running and comparing -----------------------------------------------------------------
-
-// |got - want| <= atol_scale * max(1, max|want|) + rtol * max(|got|, |want|), element-wise.
-struct Tol {
-  float rtol, atol_scale;
-};
-constexpr Tol kExact{0.f, 0.f};
-constexpr Tol kTight{1e-4f, 1e-5f};  // different summation orders of a few thousand terms
-constexpr Tol kLoose{1e-3f, 1e-4f};  // cuDNN's convolution algorithms (FFT, Winograd), its LRN
-
-::testing::AssertionResult close(const std::vector<float>& got, const std::vector<float>& want,
-                                 Tol tol, const std::string& what) {
-  return test::near_scaled(got, want, tol.rtol, tol.atol_scale, what);
-}
-
-struct OpRun {
-  std::vector<float> dst, diff_src;
-  std::vector<std::vector<float>> more_diff_src;  // of the inputs after the first
-  std::vector<std::vector<float>> diff_weights;
-  std::vector<std::vector<float>> weights;  // after forward: batch norm's running statistics
-};
-
-// One forward and backward of `op` (all its inputs, through forward_n / backward_n) with every
-// buffer in `kind` memory, on inputs seeded by `seed` (the same for every op of the same
-// descriptor). Batch norm's parameters are positive (its running variance must be).
-OpRun run_op(Op& op, Device& dev, MemKind kind, uint64_t seed, bool want_diff_src = true,
-             bool training = true) {
-  const OpDesc& d = op.desc();
-  const Shape4 o = dst_shape(d);
-  std::vector<Shape4> shapes{d.src};
-  shapes.insert(shapes.end(), d.more_src.begin(), d.more_src.end());
-  std::vector<Buffer> srcs, diff_srcs;
-  std::vector<const float*> sp;
-  std::vector<float*> dsp;
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    const uint64_t input_seed = i == 0 ? seed : seed + 10 + i;
-    srcs.push_back(put(random_vector(shapes[i].count(), input_seed), kind));
-    diff_srcs.push_back(
-        put(std::vector<float>(static_cast<size_t>(shapes[i].count()), -7.f), kind));
-    sp.push_back(srcs.back().as<float>());
-    dsp.push_back(diff_srcs.back().as<float>());
-  }
-  if (!want_diff_src) dsp[0] = nullptr;
-  const Buffer diff_dst = put(random_vector(o.count(), seed + 1), kind);
-  const bool bn = d.kind == OpKind::batch_norm;
-  const auto params = random_params(d, seed + 2, bn ? 0.5f : -1.f, bn ? 1.5f : 1.f);
-  std::vector<Buffer> w, dw;
-  std::vector<const float*> wp;
-  std::vector<float*> dwp;
-  for (const auto& p : params) {
-    w.push_back(put(p, kind));
-    dw.push_back(put(std::vector<float>(p.size(), 123.f), kind));
-    wp.push_back(w.back().as<float>());
-    dwp.push_back(dw.back().as<float>());
-  }
-  const Buffer dst = put(std::vector<float>(static_cast<size_t>(o.count()), -7.f), kind);
-  op.forward_n(sp, dst.as<float>(), wp, training);
-  op.backward_n(sp, dst.as<float>(), diff_dst.as<float>(), dsp, wp, dwp);
-  dev.synchronize();
-  OpRun r;
-  r.dst = get(dst, static_cast<size_t>(o.count()));
-  r.diff_src = get(diff_srcs[0], static_cast<size_t>(d.src.count()));
-  for (size_t i = 1; i < shapes.size(); ++i)
-    r.more_diff_src.push_back(get(diff_srcs[i], static_cast<size_t>(shapes[i].count())));
-  for (size_t i = 0; i < params.size(); ++i) {
-    r.diff_weights.push_back(get(dw[i], params[i].size()));
-    r.weights.push_back(get(w[i], params[i].size()));
-  }
-  return r;
-}
-
-std::unique_ptr<Op> must(Result<std::unique_ptr<Op>> r, const OpDesc& d) {
-  EXPECT_TRUE(r.ok()) << describe_op(d) << ": " << r.status().to_string();
-  return r.ok() ? std::move(r).value() : nullptr;
-}
-
-// A CUDA op against the reference op of the same descriptor: dst, every diff_src (untouched
-// where skipped), every diff_weights (the state parameters' exactly 0) and the parameters after
-// forward (batch norm's running statistics).
-void expect_same_run(Op& fast, Device& gpu, Op& ref, Device& cpu, Tol tol, bool want_diff_src,
-                     bool training) {
-  const OpDesc& d = fast.desc();
-  SCOPED_TRACE(fast.impl() + (training ? " training" : " inference"));
-  const OpRun a = run_op(fast, gpu, MemKind::device, 42, want_diff_src, training);
-  const OpRun b = run_op(ref, cpu, MemKind::dram, 42, want_diff_src, training);
-  EXPECT_TRUE(close(a.dst, b.dst, tol, "dst"));
-  if (want_diff_src) {
-    EXPECT_TRUE(close(a.diff_src, b.diff_src, tol, "diff_src"));
-  } else {
-    EXPECT_TRUE(close(a.diff_src, std::vector<float>(a.diff_src.size(), -7.f), kExact,
-                      "diff_src untouched"));
-  }
-  ASSERT_EQ(a.more_diff_src.size(), b.more_diff_src.size());
-  for (size_t i = 0; i < a.more_diff_src.size(); ++i)
-    EXPECT_TRUE(
-        close(a.more_diff_src[i], b.more_diff_src[i], tol, "diff_src" + std::to_string(i + 1)));
-  ASSERT_EQ(a.diff_weights.size(), b.diff_weights.size());
-  const size_t first_state = a.diff_weights.size() - static_cast<size_t>(state_params(d));
-  for (size_t i = 0; i < a.diff_weights.size(); ++i) {
-    const std::string name = param_name(d, i);
-    EXPECT_TRUE(close(a.weights[i], b.weights[i], tol, name + " after forward"));
-    if (i >= first_state) {
-      EXPECT_TRUE(close(a.diff_weights[i], std::vector<float>(a.diff_weights[i].size(), 0.f),
-                        kExact, "diff " + name + " (state: 0)"));
-    } else {
-      EXPECT_TRUE(close(a.diff_weights[i], b.diff_weights[i], tol, "diff " + name));
-    }
-  }
-}
-
-// The CUDA op against the reference for `base` in each layout; returns the CUDA impl() of the
-// last layout run.
-std::string expect_matches_ref(Device& gpu, Device& cpu, const OpDesc& base, Tol tol,
-                               bool want_diff_src = true,
-                               std::initializer_list<Layout> layouts = {Layout::nchw, Layout::nhwc},
-                               bool training = true) {
-  std::string impl;
-  for (Layout l : layouts) {
-    OpDesc d = base;
-    d.layout = l;
-    SCOPED_TRACE(describe_op(d));
-    auto fast = must(gpu.make_op(d), d);
-    auto ref = must(cpu.make_op(d), d);
-    if (!fast || !ref) continue;
-    impl = fast->impl();
-    expect_same_run(*fast, gpu, *ref, cpu, tol, want_diff_src, training);
-  }
-  return impl;
-}
-
-bool starts_with(const std::string& s, const char* prefix) {
-  return s.rfind(prefix, 0) == 0;
-}
 
 // ---- convolution ---------------------------------------------------------------------------
 
@@ -483,185 +303,6 @@ TEST_F(CudaDropout, InferenceIsIdentity) {
   EXPECT_EQ(get(dst, n), src);
   EXPECT_EQ(get(ds, n), g);
 }
-
-// ---- batch normalization -------------------------------------------------------------------
-
-OpDesc batch_norm(Shape4 src, bool fused_relu = false) {
-  return OpDesc{.kind = OpKind::batch_norm, .src = src, .fused_relu = fused_relu};
-}
-
-constexpr Shape4 kBnShapes[] = {{4, 16, 7, 7}, {4, 17, 5, 5}, {2, 64, 8, 8}, {8, 3, 6, 6}};
-
-// cuDNN's kernels: training (batch statistics; the running statistics moved by the momentum with
-// the variance unbiased, compared after forward) and inference (the running statistics, left as
-// they are), with and without the fused ReLU; the running statistics' gradients 0.
-TEST_F(CudaBatchNorm, CudnnMatchesRef) {
-  for (const Shape4& s : kBnShapes) {
-    for (bool relu : {false, true}) {
-      for (bool training : {true, false}) {
-        EXPECT_EQ(expect_matches_ref(*gpu_, *cpu_, batch_norm(s, relu), kLoose, true,
-                                     {Layout::nchw, Layout::nhwc}, training),
-                  "cudnn:batch_norm");
-      }
-    }
-  }
-  // after an inner product: m = N
-  EXPECT_EQ(expect_matches_ref(*gpu_, *cpu_, batch_norm({4, 32, 1, 1}), kLoose),
-            "cudnn:batch_norm");
-}
-
-// Without diff_src (a net's first layer) the parameter gradients come from the own backward.
-TEST_F(CudaBatchNorm, WithoutDiffSrc) {
-  for (const Shape4& s : {Shape4{4, 16, 7, 7}, Shape4{4, 17, 5, 5}}) {
-    for (bool relu : {false, true}) {
-      for (bool training : {true, false})
-        expect_matches_ref(*gpu_, *cpu_, batch_norm(s, relu), kLoose, /*want_diff_src=*/false,
-                           {Layout::nchw, Layout::nhwc}, training);
-    }
-  }
-}
-
-// The own kernels, the op where cuDNN is refused, on every case.
-TEST_F(CudaBatchNorm, OwnKernelsMatchRef) {
-  for (const Shape4& s : kBnShapes) {
-    for (bool relu : {false, true}) {
-      for (bool training : {true, false}) {
-        for (bool diff_src : {true, false}) {
-          for (Layout l : kLayouts) {
-            OpDesc d = batch_norm(s, relu);
-            d.layout = l;
-            d.bn_momentum = 0.25f;
-            SCOPED_TRACE(describe_op(d));
-            auto fast = must(make_own_batch_norm(cuda_context(*gpu_), d), d);
-            auto ref = must(cpu_->make_op(d), d);
-            ASSERT_TRUE(fast && ref);
-            EXPECT_EQ(fast->impl(), "own:batch_norm");
-            expect_same_run(*fast, *gpu_, *ref, *cpu_, kTight, diff_src, training);
-          }
-        }
-      }
-    }
-  }
-}
-
-// One value per channel (m = N*H*W = 1): cuDNN is refused with the reason, the own kernels count
-// m - 1 as 1 as the reference does.
-TEST_F(CudaBatchNorm, OneValuePerChannelIsOwn) {
-  auto r = make_cudnn_batch_norm(cuda_context(*gpu_), batch_norm({1, 8, 1, 1}));
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("N*H*W = 1"), std::string::npos) << r.status().to_string();
-  for (bool training : {true, false})
-    EXPECT_EQ(expect_matches_ref(*gpu_, *cpu_, batch_norm({1, 8, 1, 1}, true), kTight, true,
-                                 {Layout::nchw, Layout::nhwc}, training),
-              "own:batch_norm");
-}
-
-// Two training forwards in a row move the running statistics twice, as the reference's.
-TEST_F(CudaBatchNorm, RunningStatisticsAccumulate) {
-  for (Layout l : kLayouts) {
-    OpDesc d = batch_norm({4, 16, 5, 5});
-    d.layout = l;
-    d.bn_momentum = 0.3f;
-    SCOPED_TRACE(describe_op(d));
-    auto fast = must(gpu_->make_op(d), d);
-    auto ref = must(cpu_->make_op(d), d);
-    ASSERT_TRUE(fast && ref);
-    auto params = random_params(d, 3, 0.5f, 1.5f);
-    std::vector<Buffer> w;
-    std::vector<const float*> wg;
-    for (const auto& p : params) {
-      w.push_back(put(p, MemKind::device));
-      wg.push_back(w.back().as<float>());
-    }
-    const std::vector<const float*> wc = test::const_ptrs(params);
-    std::vector<float> dst(static_cast<size_t>(d.src.count()));
-    const Buffer dst_g = put(dst, MemKind::device);
-    for (uint64_t seed : {11, 12}) {
-      const std::vector<float> src = random_vector(d.src.count(), seed, -2.f, 3.f);
-      const Buffer src_g = put(src, MemKind::device);
-      ref->forward(src.data(), dst.data(), wc, true);
-      fast->forward(src_g.as<float>(), dst_g.as<float>(), wg, true);
-      gpu_->synchronize();
-    }
-    for (size_t i = 2; i < 4; ++i)
-      EXPECT_TRUE(close(get(w[i], params[i].size()), params[i], kLoose, param_name(d, i)));
-  }
-}
-
-// ---- add, concat, global average pooling ---------------------------------------------------
-
-OpDesc joined(OpKind kind, std::vector<Shape4> inputs) {
-  OpDesc d{.kind = kind, .src = inputs.front()};
-  d.more_src.assign(inputs.begin() + 1, inputs.end());
-  return d;
-}
-
-// The sum in input order and the copies are the reference's bit for bit.
-TEST_F(CudaJoin, AddMatchesRef) {
-  EXPECT_EQ(
-      expect_matches_ref(*gpu_, *cpu_, joined(OpKind::add, {{4, 64, 7, 7}, {4, 64, 7, 7}}), kExact),
-      "own:add");
-  expect_matches_ref(*gpu_, *cpu_,
-                     joined(OpKind::add, {{2, 17, 5, 5}, {2, 17, 5, 5}, {2, 17, 5, 5}}), kExact);
-  expect_matches_ref(*gpu_, *cpu_, joined(OpKind::add, std::vector<Shape4>(16, {2, 3, 4, 5})),
-                     kExact);
-}
-
-TEST_F(CudaJoin, ConcatMatchesRef) {
-  EXPECT_EQ(expect_matches_ref(*gpu_, *cpu_,
-                               joined(OpKind::concat, {{2, 16, 7, 7}, {2, 17, 7, 7}, {2, 5, 7, 7}}),
-                               kExact),
-            "own:concat");
-  // an inception module's four branches
-  expect_matches_ref(
-      *gpu_, *cpu_,
-      joined(OpKind::concat, {{2, 64, 4, 4}, {2, 128, 4, 4}, {2, 32, 4, 4}, {2, 32, 4, 4}}),
-      kExact);
-  expect_matches_ref(*gpu_, *cpu_, joined(OpKind::concat, {{3, 1, 1, 1}, {3, 2, 1, 1}}), kExact);
-}
-
-// A diff_src given as nullptr is skipped and the others are still written.
-TEST_F(CudaJoin, SkipsANullDiffSrc) {
-  for (OpKind k : {OpKind::add, OpKind::concat}) {
-    for (Layout l : kLayouts) {
-      OpDesc d = joined(k, {{2, 3, 4, 4}, {2, 5, 4, 4}});
-      if (k == OpKind::add) d.more_src[0] = d.src;
-      d.layout = l;
-      SCOPED_TRACE(describe_op(d));
-      auto fast = must(gpu_->make_op(d), d);
-      auto ref = must(cpu_->make_op(d), d);
-      ASSERT_TRUE(fast && ref);
-      const auto a = random_vector(d.src.count(), 1), b = random_vector(d.more_src[0].count(), 2);
-      const auto dd = random_vector(dst_shape(d).count(), 3);
-      std::vector<float> dst(dd.size()), db(b.size(), 6.f);
-      ref->forward_n(std::vector<const float*>{a.data(), b.data()}, dst.data(), {}, true);
-      ref->backward_n(std::vector<const float*>{a.data(), b.data()}, dst.data(), dd.data(),
-                      std::vector<float*>{nullptr, db.data()}, {}, {});
-      const Buffer ag = put(a, MemKind::device), bg = put(b, MemKind::device);
-      const Buffer ddg = put(dd, MemKind::device), dstg = put(dst, MemKind::device);
-      const Buffer dbg = put(std::vector<float>(b.size(), 5.f), MemKind::device);
-      const std::vector<const float*> srcs{ag.as<float>(), bg.as<float>()};
-      fast->forward_n(srcs, dstg.as<float>(), {}, true);
-      fast->backward_n(srcs, dstg.as<float>(), ddg.as<float>(),
-                       std::vector<float*>{nullptr, dbg.as<float>()}, {}, {});
-      gpu_->synchronize();
-      EXPECT_EQ(get(dstg, dst.size()), dst);
-      EXPECT_EQ(get(dbg, db.size()), db);
-    }
-  }
-}
-
-TEST_F(CudaGlobalAvgPool, MatchesRef) {
-  for (const Shape4& s : {Shape4{4, 64, 7, 7}, Shape4{2, 17, 5, 3}, Shape4{3, 8, 1, 1}}) {
-    EXPECT_EQ(
-        expect_matches_ref(*gpu_, *cpu_, OpDesc{.kind = OpKind::global_avg_pool, .src = s}, kTight),
-        "own:global_avg_pool");
-  }
-  // a first layer: diff_src untouched
-  expect_matches_ref(*gpu_, *cpu_, OpDesc{.kind = OpKind::global_avg_pool, .src = {2, 4, 3, 3}},
-                     kTight, /*want_diff_src=*/false);
-}
-
 // ---- loss ----------------------------------------------------------------------------------
 
 TEST_F(CudaLoss, MatchesCpuForFullAndPartialBatches) {
