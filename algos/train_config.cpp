@@ -253,10 +253,10 @@ constexpr unsigned kTrain = kTrainCommand, kBoth = kTrainCommand | kTopologyComm
 
 // clang-format off
 const Setting kSettings[] = {
-  {"net", text<&T::net>(), kTrain, R::fixed,
+  {"net", text<&T::net>(), kBoth, R::fixed,
    "a built-in net (easel list: lenet, resnet18, ...) or a net description file (a path with a "
    "'/' or ending in .toml; docs/NETS.md)"},
-  {"data", text<&T::data>(), kTrain, R::fixed,
+  {"data", text<&T::data>(), kBoth, R::fixed,
    "fashion-mnist, mnist, a directory of IDX files, or synthetic[:N[:CxHxW[:K]]]"},
   {"algo", text<&T::algo>(), kBoth, R::fixed,
    "algorithm (easel list; one-group algorithms plan one group)"},
@@ -264,7 +264,7 @@ const Setting kSettings[] = {
    "epochs to train (ignored when --iterations > 0)"},
   {"iterations", integer<&T::iterations>(), kTrain, R::changeable,
    "iterations to train (each group steps once per iteration)"},
-  {"batch", integer<&T::batch>(), kTrain, R::fixed, "mini-batch size per group"},
+  {"batch", integer<&T::batch>(), kBoth, R::fixed, "mini-batch size per group"},
   {"lr", real<&T::lr>(), kTrain, R::fixed, "base learning rate eta"},
   {"lr-policy", kLrPolicy, kTrain, R::fixed, "fixed, step, inv, exp, poly (Caffe's definitions)"},
   {"lr-gamma", real<&T::lr_gamma>(), kTrain, R::fixed, "gamma of the step, inv and exp policies"},
@@ -285,7 +285,7 @@ const Setting kSettings[] = {
    "explicit cpu list per group, e.g. '0-3;4-7' (sets the groups and their threads)"},
   {"oversubscribe", boolean<&T::plan, &PlanRequest::oversubscribe>(), kBoth, R::fixed,
    "allow more threads than cores"},
-  {"placement", kPlacement, kTrain, R::fixed,
+  {"placement", kPlacement, kBoth, R::fixed,
    "memory kind per buffer class: KIND or CLASS=KIND,... (classes: all, centre, weights, grads, "
    "momentum, activations, dataset; kinds: dram, hbw, hbw-preferred, interleave, and with "
    "--device cuda pinned-host for the data set)"},

@@ -113,4 +113,87 @@ TEST(TopologyCmd, ThisMachineJson) {
   EXPECT_FALSE(j["numa"].empty());
 }
 
+// ---- The memory fit (algos/fit.hpp, docs/TOPOLOGY.md "Fit"): the paper's AlexNet-CIFAR case.
+
+const std::string kAlexNet =
+    " --net alexnet-cifar --data synthetic:5000:3x32x32:10 --batch 128 --algo sync-easgd ";
+const std::string kAllHbw =
+    " --placement weights=hbw,grads=hbw,momentum=hbw,activations=hbw,dataset=hbw-preferred ";
+
+// 16 groups on an SNC-4 flat KNL are 4 per cluster, held to its 4 GiB of MCDRAM: --json's fit
+// says it does not fit, naming node 4, the need and the capacity.
+TEST(TopologyCmd, FitJsonRefusesSixteenAlexNetsPerCluster) {
+  const Out o =
+      easel_on(fixture("knl-snc4-flat"), "topology --groups 16 --json" + kAlexNet + kAllHbw);
+  ASSERT_EQ(o.code, 0) << o.err;
+  const auto f = nlohmann::json::parse(o.out)["fit"];
+  ASSERT_TRUE(f.is_object()) << o.out;
+  EXPECT_FALSE(f["fits"].get<bool>());
+  EXPECT_EQ(f["groups"], 16);
+  EXPECT_EQ(f["classes"]["weights"]["arenas"], 2);
+  EXPECT_EQ(f["classes"]["weights"]["kind"], "hbw");
+  const uint64_t arena = f["classes"]["grads"]["per_group"].get<uint64_t>();
+  EXPECT_EQ(f["classes"]["weights"]["total"].get<uint64_t>(), 16 * 2 * arena);
+  for (const auto& n : f["nodes"]) {
+    if (n["kind"] != "hbw") continue;
+    EXPECT_EQ(n["capacity"].get<uint64_t>(), 4 * kGiB);
+    EXPECT_GT(n["bound"].get<uint64_t>(), n["capacity"].get<uint64_t>());
+    EXPECT_EQ(n["groups"].size(), 4u);
+  }
+  const std::string why = f["refusal"].get<std::string>();
+  EXPECT_NE(why.find("4 groups x 466.6 MB of weights"), std::string::npos) << why;
+  EXPECT_NE(why.find(" of hbw on node 4 (4.0 GiB, 4 group(s))"), std::string::npos) << why;
+}
+
+// Without --net or --data the output has no fit (as before).
+TEST(TopologyCmd, NoFitWithoutNetOrData) {
+  const Out o = easel_on(fixture("knl-snc4-flat"), "topology --groups 4 --json");
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_FALSE(nlohmann::json::parse(o.out).contains("fit"));
+  const Out t = easel_on(fixture("knl-snc4-flat"), "topology --groups 4");
+  EXPECT_EQ(t.out.find("memory fit"), std::string::npos) << t.out;
+}
+
+// The text: one group and all groups per class, every node with its capacity; hbw-preferred
+// names what spills to DRAM; quadrant flat's one 16 GiB node takes 16 groups' weights.
+TEST(TopologyCmd, FitTablePerClassAndNode) {
+  Out o = easel_on(fixture("knl-snc4-flat"),
+                   "topology --groups 16" + kAlexNet + " --placement hbw-preferred");
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find("memory fit of alexnet-cifar on synthetic:5000:3x32x32:10"),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("  weights      hbw-preferred  2 x 233.3 MB       7.5 GB"),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("  4     hbw   4.0 GiB   4.3 GB    0-3"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("hbw-preferred: node 4 (4.0 GiB) is full; "), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("spill to DRAM node 0"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("\n  fits\n"), std::string::npos) << o.out;
+  o = easel_on(fixture("knl-quadrant-flat"),
+               "topology --groups 16" + kAlexNet + " --placement weights=hbw");
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find("  1     hbw   16.0 GiB  7.5 GB    0-15"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("\n  fits\n"), std::string::npos) << o.out;
+}
+
+// easel train refuses the placement before any group is built (no layer is set up), in one line.
+TEST(TopologyCmd, TrainRefusesWhatCannotFitBeforeBuilding) {
+  const Out o = easel_on(fixture("knl-snc4-flat"),
+                         "train --groups 16 --iterations 1 --progress none --log-level info" +
+                             kAlexNet + kAllHbw + "--out " +
+                             (fs::path(::testing::TempDir()) / "easel_fit_refused").string() +
+                             " --overwrite");
+  EXPECT_EQ(o.code, 1) << o.err;
+  EXPECT_NE(o.err.find("[easel:train] fit: one group 1.4 GB (weights 2 x 233.3 MB hbw"),
+            std::string::npos)
+      << o.err;
+  EXPECT_NE(o.err.find("easel: --placement weights=hbw,grads=hbw,momentum=hbw,activations=hbw: "
+                       "4 groups x 466.6 MB of weights + "),
+            std::string::npos)
+      << o.err;
+  EXPECT_NE(o.err.find(" of hbw on node 4 (4.0 GiB, 4 group(s)); "), std::string::npos) << o.err;
+  EXPECT_EQ(o.err.find("[easel:net]"), std::string::npos) << o.err;  // no layer was built
+}
+
 }  // namespace

@@ -60,8 +60,9 @@ bool write_atomic(const std::filesystem::path& path, const std::string& text);
 
 // Subcommands. Each returns the process exit code.
 int run_train(const TrainConfig& cfg, const SettingValues& values);
-// `easel topology [--json]`: the machine and the plan (tools/topology_cmd.cpp).
-int run_topology(const TrainConfig& cfg, bool as_json);
+// `easel topology [--json]`: the machine and the plan (tools/topology_cmd.cpp); with `fit`
+// (--net or --data given) also the memory fit of that net and data on the plan (algos/fit.hpp).
+int run_topology(const TrainConfig& cfg, bool as_json, bool fit);
 // `easel list [--json]`: the built-in nets (params, weight bytes, FLOPs) and the algorithms.
 int run_list(bool as_json);
 // `easel bench`: adds the subcommand with its flags bound to `flags` (tools/bench/bench_cmd.cpp).

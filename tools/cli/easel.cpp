@@ -156,7 +156,10 @@ int easel_main(int argc, char** argv) {
   auto cfg = cli::parse_settings(values, command, given, source);
   if (!cfg.ok()) return report(cfg.status(), Failure::request);
   if (cfg->log_level) set_log_level(*cfg->log_level);
-  return train->parsed() ? cli::run_train(*cfg, values) : cli::run_topology(*cfg, topology_json);
+  if (train->parsed()) return cli::run_train(*cfg, values);
+  const bool fit = std::any_of(given.begin(), given.end(),
+                               [](const std::string& f) { return f == "net" || f == "data"; });
+  return cli::run_topology(*cfg, topology_json, fit);
 }
 
 // Under mpirun every rank runs easel_main; only rank 0 reports (the others log only errors), and

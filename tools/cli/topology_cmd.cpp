@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "algos/fit.hpp"
 #include "algos/trainer.hpp"
 #include "devices/cuda/cuda_device.hpp"
 #include "nets/graph.hpp"
@@ -59,15 +60,72 @@ json plan_json(const TrainConfig& cfg, const Topology& topo, const GroupPlan& pl
   return j;
 }
 
+// The memory fit (algos/fit.hpp) as docs/TOPOLOGY.md "Fit" lists it.
+json fit_json(const Fit& f) {
+  json classes = json::object();
+  for (int c = 0; c < kBufferClassCount; ++c) {
+    const FitClass& fc = f.classes[c];
+    classes[buffer_class_name(static_cast<BufferClass>(c))] = {{"kind", mem_kind_name(fc.kind)},
+                                                               {"arenas", fc.arenas},
+                                                               {"per_group", fc.per_group},
+                                                               {"total", fc.total},
+                                                               {"spilled", fc.spilled}};
+  }
+  json nodes = json::array();
+  for (const FitNode& n : f.nodes) {
+    json by_class = json::object();
+    for (int c = 0; c < kBufferClassCount; ++c)
+      by_class[buffer_class_name(static_cast<BufferClass>(c))] = n.bytes[c];
+    nodes.push_back({{"os_index", n.os_index},
+                     {"kind", node_kind_name(n.kind)},
+                     {"capacity", n.capacity},
+                     {"need", n.need},
+                     {"bound", n.bound},
+                     {"bytes", by_class},
+                     {"groups", n.groups}});
+  }
+  return {{"groups", f.groups},
+          {"classes", classes},
+          {"nodes", nodes},
+          {"need", f.need},
+          {"machine_bytes", f.machine_bytes},
+          {"fits", f.refusal.ok()},
+          {"refusal", f.refusal.ok() ? json(nullptr) : json(f.refusal.message())},
+          {"spills", f.spills},
+          {"notes", f.notes}};
+}
+
+// The fit of cfg's net and data (read into DRAM to know their shape and size) on the plan, and
+// the line that says what it is of.
+Result<Fit> fit_for(const TrainConfig& cfg, const Topology& topo, const GroupPlan& plan,
+                    std::string* what) {
+  EASEL_ASSIGN_OR_RETURN(const DataSplit data, load_data(cfg.data, MemKind::dram, cfg.seed));
+  const Dataset& d = data.train;
+  *what = "memory fit of " + cfg.net + " on " + cfg.data + " (" + std::to_string(d.count) + "+" +
+          std::to_string(data.test.count) + " images of " + std::to_string(d.channels) + "x" +
+          std::to_string(d.height) + "x" + std::to_string(d.width) + "), batch " +
+          std::to_string(cfg.batch) + ", " + std::to_string(plan.groups.size()) +
+          " group(s), --algo " + cfg.algo + ", --placement " + placement_text(cfg.placement) +
+          ":\n";
+  return fit_of(cfg, topo, plan, data);
+}
+
 }  // namespace
 
-int run_topology(const TrainConfig& cfg, bool as_json) {
+int run_topology(const TrainConfig& cfg, bool as_json, bool fit) {
   auto topo = detect_topology();
   if (!topo.ok()) return report(topo.status(), failure_of(topo.status()));
   if (as_json) {
     auto plan = plan_groups(cfg, topo.value());
     if (!plan.ok()) return report(plan.status(), failure_of(plan.status()));
-    std::printf("%s\n", plan_json(cfg, *topo, *plan).dump(2).c_str());
+    json j = plan_json(cfg, *topo, *plan);
+    if (fit) {
+      std::string what;
+      auto f = fit_for(cfg, *topo, *plan, &what);
+      if (!f.ok()) return report(f.status(), failure_of(f.status()));
+      j["fit"] = fit_json(*f);
+    }
+    std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
   std::printf("%s", topo->to_string().c_str());
@@ -89,6 +147,12 @@ int run_topology(const TrainConfig& cfg, bool as_json) {
     std::printf(
         "each group's hbw and hbw-preferred buffers go to its hbw node, its dram buffers to its "
         "dram node (capacity / groups sharing the node)\n");
+  if (fit) {
+    std::string what;
+    auto f = fit_for(cfg, *topo, *plan, &what);
+    if (!f.ok()) return report(f.status(), failure_of(f.status()));
+    std::printf("%s%s", what.c_str(), f->to_string().c_str());
+  }
   return 0;
 }
 

@@ -1,0 +1,457 @@
+// The memory fit (algos/fit.hpp). What is counted follows what the trainer allocates, as
+// an approximation written down here rather than measured:
+//   per group (build_group, on the group's thread, so on its own nodes):
+//     activations  every layer's output and its gradient (2 x NetCost::activation_floats per
+//                  image x batch), plus the batch stream's input batches (3 with prefetch, else
+//                  1) and the evaluation's one; oneDNN's scratch and small buffers not counted
+//     weights, grads, momentum  one arena each (NetCost::arena_floats); momentum always, as
+//                  build_group allocates it whatever the algorithm
+//   the centre (algorithms that have one; on group 0's thread, so group 0's nodes), and the
+//   algorithms' extra arenas:
+//     sync-easgd, shared-memory exchanges: partitioned (P > 2) a second centre and a second
+//                  weights arena per group; mirrored (P <= 2) a copy of the centre on every
+//                  group but 0 and, P > 1, two published weights arenas per group
+//     sync-easgd through the Comm: a scratch centre; with --overlap a snapshot of each group's
+//                  weights (allocated on the main thread: counted on the group's node)
+//     async-msgd   the centre's momentum
+//   the data set: training and test images as bytes (labels are ordinary heap), loaded on the
+//     main thread before the run: counted on group 0's nodes, where memkind's nearest node
+//     would be for a thread on group 0's cores.
+// On a node, hbw buffers are bound (never elsewhere): more than the node's capacity is refused.
+// hbw-preferred ones take what the bound and dram ones leave, in allocation order (data set,
+// then group by group, then the centre), and the rest goes to the group's DRAM node. dram
+// buffers are preferred on their node: past its capacity the kernel takes other nodes (a note);
+// past the machine's memory the run is refused. interleave spreads over every node.
+#include "algos/fit.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include "algos/list.hpp"
+#include "engine/comm/mpi_comm.hpp"
+#include "engine/log.hpp"
+#include "nets/models/models.hpp"
+
+namespace easel {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+std::string gib(uint64_t bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f GiB", static_cast<double>(bytes) / kGiB);
+  return b;
+}
+
+// "0-3,8": group ids as ranges.
+std::string id_ranges(const std::vector<int>& ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size();) {
+    size_t j = i;
+    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1)
+      ++j;
+    s += (s.empty() ? "" : ",") + std::to_string(ids[i]);
+    if (j > i) s += "-" + std::to_string(ids[j]);
+    i = j + 1;
+  }
+  return s;
+}
+
+// One allocation of the run.
+struct Item {
+  BufferClass cls;
+  MemKind kind;
+  int group;  // whose nodes it goes to
+  int owner;  // the group that holds it, -1 for the run's own (centre, data set)
+  uint64_t bytes;
+};
+
+// The run's allocations in the order the trainer makes them.
+std::vector<Item> items_of(const FitRequest& req, int p, bool uses_centre) {
+  const Placement& pl = req.placement;
+  const uint64_t arena = static_cast<uint64_t>(req.cost.arena_floats) * sizeof(float);
+  const uint64_t batches = req.prefetch ? 3 + 1 : 1 + 1;
+  const uint64_t acts = static_cast<uint64_t>(req.batch) * sizeof(float) *
+                        (2 * static_cast<uint64_t>(req.cost.activation_floats) +
+                         batches * static_cast<uint64_t>(req.input_floats));
+  using C = BufferClass;
+  std::vector<Item> v;
+  v.push_back({C::dataset, pl[C::dataset], 0, -1, req.dataset_bytes});
+  if (req.gpu) return v;  // the groups' buffers are on their GPUs (or pinned, staged)
+  for (int g = 0; g < p; ++g) {
+    v.push_back({C::activations, pl[C::activations], g, g, acts});
+    for (C c : {C::weights, C::grads, C::momentum})
+      v.push_back({c, pl[c], g, g, arena});
+  }
+  if (!uses_centre) return v;
+  v.push_back({C::centre, pl[C::centre], 0, -1, arena});
+  if (req.algo == "async-msgd") v.push_back({C::centre, pl[C::centre], 0, -1, arena});
+  if (req.algo != "sync-easgd") return v;
+  if (!req.sync_fast) {
+    v.push_back({C::centre, pl[C::centre], 0, -1, arena});  // the reduction's scratch
+    if (req.overlap)
+      for (int g = 0; g < p; ++g)
+        v.push_back({C::weights, pl[C::weights], g, g, arena});
+  } else if (p > 2) {  // partitioned
+    v.push_back({C::centre, pl[C::centre], 0, -1, arena});
+    for (int g = 0; g < p; ++g)
+      v.push_back({C::weights, pl[C::weights], g, g, arena});
+  } else {  // mirrored
+    for (int g = 0; g < p; ++g) {
+      if (g > 0) v.push_back({C::centre, pl[C::centre], g, g, arena});
+      for (int b = 0; b < 2 && p > 1; ++b)
+        v.push_back({C::weights, pl[C::weights], g, g, arena});
+    }
+  }
+  return v;
+}
+
+// Accumulates placements on the nodes.
+class Placer {
+ public:
+  Placer(const Topology& topo, Fit& fit) : fit_(fit) {
+    for (const NumaNode& n : topo.numa) {
+      FitNode f;
+      f.os_index = n.os_index;
+      f.kind = n.kind;
+      f.capacity = n.memory_bytes;
+      fit.nodes.push_back(f);
+    }
+  }
+  FitNode* at(int os) {
+    for (FitNode& n : fit_.nodes)
+      if (n.os_index == os) return &n;
+    return nullptr;
+  }
+  void put(int os, const Item& it, uint64_t bytes, bool bound) {
+    fit_.need += bytes;
+    FitNode* n = at(os);
+    if (n == nullptr) return;  // nowhere known: counted against the machine only
+    n->need += bytes;
+    n->bytes[static_cast<int>(it.cls)] += bytes;
+    if (bound) {
+      n->bound += bytes;
+      bound_[{os, it.cls}].bytes += bytes;
+      if (it.owner >= 0) bound_[{os, it.cls}].owners.push_back(it.owner);
+    }
+    if (it.owner >= 0 && std::find(n->groups.begin(), n->groups.end(), it.owner) == n->groups.end())
+      n->groups.push_back(it.owner);
+  }
+  void spread(const Item& it) {  // interleave: equal shares over every node
+    if (fit_.nodes.empty()) return put(-1, it, it.bytes, false);
+    const uint64_t share = it.bytes / fit_.nodes.size();
+    for (size_t i = 0; i < fit_.nodes.size(); ++i)
+      put(fit_.nodes[i].os_index, it, i == 0 ? it.bytes - share * (fit_.nodes.size() - 1) : share,
+          false);
+  }
+  // The classes bound to `os`, for the refusal: "4 groups x 466.6 MB of weights + ...".
+  std::string bound_text(int os) const {
+    std::string s;
+    for (int c = 0; c < kBufferClassCount; ++c) {
+      const auto f = bound_.find({os, static_cast<BufferClass>(c)});
+      if (f == bound_.end()) continue;
+      std::vector<int> owners = f->second.owners;
+      std::sort(owners.begin(), owners.end());
+      owners.erase(std::unique(owners.begin(), owners.end()), owners.end());
+      s += s.empty() ? "" : " + ";
+      if (owners.empty())
+        s += fit_bytes(f->second.bytes);
+      else
+        s += std::to_string(owners.size()) + (owners.size() == 1 ? " group x " : " groups x ") +
+             fit_bytes(f->second.bytes / owners.size());
+      s += std::string(" of ") + buffer_class_name(static_cast<BufferClass>(c));
+    }
+    return s;
+  }
+
+ private:
+  struct Bound {
+    uint64_t bytes = 0;
+    std::vector<int> owners;
+  };
+  Fit& fit_;
+  std::map<std::pair<int, BufferClass>, Bound> bound_;
+};
+
+// Group g's DRAM node: its plan's, else the machine's first DRAM node, else -1.
+int dram_node_of(const Topology& topo, const GroupPlan& plan, int g) {
+  if (g < static_cast<int>(plan.groups.size()) &&
+      plan.groups[static_cast<size_t>(g)].dram_node >= 0)
+    return plan.groups[static_cast<size_t>(g)].dram_node;
+  for (const NumaNode& n : topo.numa)
+    if (n.kind == NodeKind::dram) return n.os_index;
+  return topo.numa.empty() ? -1 : topo.numa[0].os_index;
+}
+
+int hbw_node_of(const GroupPlan& plan, int g) {
+  return g < static_cast<int>(plan.groups.size()) ? plan.groups[static_cast<size_t>(g)].hbw_node
+                                                  : -1;
+}
+
+// "--placement weights=hbw,grads=hbw": the classes placed hbw.
+std::string hbw_classes(const Placement& pl) {
+  std::string s;
+  for (int c = 0; c < kBufferClassCount; ++c)
+    if (pl.kind[c] == MemKind::hbw)
+      s += (s.empty() ? "" : ",") + std::string(buffer_class_name(static_cast<BufferClass>(c))) +
+           "=hbw";
+  return s;
+}
+
+}  // namespace
+
+std::string fit_bytes(uint64_t bytes) {
+  char b[32];
+  const double x = static_cast<double>(bytes);
+  if (x >= 1e9)
+    std::snprintf(b, sizeof b, "%.1f GB", x / 1e9);
+  else
+    std::snprintf(b, sizeof b, "%.1f MB", x / 1e6);
+  return b;
+}
+
+const FitNode* Fit::node(int os_index) const {
+  for (const FitNode& n : nodes)
+    if (n.os_index == os_index) return &n;
+  return nullptr;
+}
+
+FitRequest fit_request(const TrainConfig& cfg, const NetCost& cost, const DataSplit& data) {
+  FitRequest r;
+  r.cost = cost;
+  r.input_floats = data.train.channels * data.train.height * data.train.width;
+  r.batch = cfg.batch;
+  r.algo = cfg.algo;
+  r.prefetch = cfg.prefetch;
+  r.sync_fast = process_count() == 1 && cfg.reduce == ReduceMode::tree &&
+                cfg.pack == PackMode::single && cfg.collective == CollectiveAlgo::tree &&
+                !cfg.overlap;
+  r.overlap = cfg.overlap;
+  r.gpu = cfg.device.gpu;
+  r.placement = cfg.placement;
+  r.dataset_bytes = static_cast<uint64_t>(data.train.count * data.train.image_bytes() +
+                                          data.test.count * data.test.image_bytes());
+  return r;
+}
+
+Result<Fit> compute_fit(const FitRequest& req, const Topology& topo, const GroupPlan& plan) {
+  EASEL_ASSIGN_OR_RETURN(const std::unique_ptr<Algorithm> algo, make_algorithm(req.algo));
+  Fit fit;
+  fit.groups = static_cast<int>(plan.groups.size());
+  fit.machine_bytes = topo.total_memory_bytes;
+  for (int c = 0; c < kBufferClassCount; ++c)
+    fit.classes[c].kind = req.placement.kind[c];
+  const std::vector<Item> items = items_of(req, fit.groups, algo->uses_centre());
+
+  // What each group holds of each class (the table's one-group column).
+  std::map<std::pair<int, BufferClass>, std::pair<uint64_t, int>> owned;  // bytes, arenas
+  for (const Item& it : items) {
+    FitClass& fc = fit.classes[static_cast<int>(it.cls)];
+    fc.total += it.bytes;
+    if (it.owner < 0) continue;
+    auto& o = owned[{it.owner, it.cls}];
+    o.first += it.bytes;
+    o.second += 1;
+    fc.per_group = std::max(fc.per_group, o.first);
+    fc.arenas = std::max(fc.arenas, o.second);
+  }
+
+  Placer placer(topo, fit);
+  std::vector<const Item*> preferred;  // hbw-preferred items with an hbw node, in order
+  bool no_hbw_spill[kBufferClassCount] = {};
+  for (const Item& it : items) {
+    const int dram = dram_node_of(topo, plan, it.group), hbw = hbw_node_of(plan, it.group);
+    switch (it.kind) {
+      case MemKind::interleave:
+        placer.spread(it);
+        break;
+      case MemKind::hbw:  // without an hbw node (this machine's memkind): where memkind puts it
+        placer.put(hbw >= 0 ? hbw : dram, it, it.bytes, hbw >= 0);
+        break;
+      case MemKind::hbw_preferred:
+        if (hbw >= 0) {
+          preferred.push_back(&it);
+        } else {
+          placer.put(dram, it, it.bytes, false);
+          fit.classes[static_cast<int>(it.cls)].spilled += it.bytes;
+          no_hbw_spill[static_cast<int>(it.cls)] = true;
+        }
+        break;
+      case MemKind::device:
+        break;
+      default:  // dram, pinned_host
+        placer.put(dram, it, it.bytes, false);
+    }
+  }
+
+  // Bound hbw beyond a node's capacity: refused, naming the classes, the node and both sizes.
+  for (const FitNode& n : fit.nodes) {
+    if (n.bound <= n.capacity) continue;
+    fit.refusal = invalid_argument(
+        "--placement " + hbw_classes(req.placement) + ": " + placer.bound_text(n.os_index) +
+        " need " + fit_bytes(n.bound) + " of hbw on node " + std::to_string(n.os_index) + " (" +
+        gib(n.capacity) + ", " + std::to_string(n.groups.size()) +
+        " group(s)); place some classes hbw-preferred (they spill to DRAM) or dram, or plan "
+        "fewer groups per node");
+    break;
+  }
+
+  // hbw-preferred takes what is left on the hbw node, in allocation order; the rest spills.
+  std::map<int, std::map<int, uint64_t>> spilled;  // hbw node -> class -> bytes
+  std::map<int, std::vector<int>> spilled_to;      // hbw node -> dram nodes
+  for (const Item* it : preferred) {
+    const int hbw = hbw_node_of(plan, it->group), dram = dram_node_of(topo, plan, it->group);
+    const FitNode* n = placer.at(hbw);
+    const uint64_t free = n == nullptr || n->need >= n->capacity ? 0 : n->capacity - n->need;
+    const uint64_t here = n == nullptr ? it->bytes : std::min(free, it->bytes);
+    if (here > 0) placer.put(hbw, *it, here, false);
+    if (here == it->bytes) continue;
+    placer.put(dram, *it, it->bytes - here, false);
+    fit.classes[static_cast<int>(it->cls)].spilled += it->bytes - here;
+    spilled[hbw][static_cast<int>(it->cls)] += it->bytes - here;
+    auto& to = spilled_to[hbw];
+    if (std::find(to.begin(), to.end(), dram) == to.end()) to.push_back(dram);
+  }
+  for (const auto& [hbw, by_class] : spilled) {
+    std::string what, to;
+    for (const auto& [c, bytes] : by_class)
+      what += (what.empty() ? "" : ", ") +
+              std::string(buffer_class_name(static_cast<BufferClass>(c))) + " " + fit_bytes(bytes);
+    for (int d : spilled_to[hbw])
+      to += (to.empty() ? "" : ",") + std::to_string(d);
+    fit.spills.push_back("hbw-preferred: node " + std::to_string(hbw) + " (" +
+                         gib(placer.at(hbw)->capacity) + ") is full; " + what +
+                         " spill to DRAM node " + to);
+  }
+  std::string none;
+  for (int c = 0; c < kBufferClassCount; ++c)
+    if (no_hbw_spill[c])
+      none +=
+          (none.empty() ? "" : ", ") + std::string(buffer_class_name(static_cast<BufferClass>(c)));
+  if (!none.empty())
+    fit.spills.push_back("hbw-preferred: no high-bandwidth node for the groups; " + none +
+                         " stay in DRAM");
+
+  for (const FitNode& n : fit.nodes)
+    if (n.kind == NodeKind::dram && !n.fits())
+      fit.notes.push_back("node " + std::to_string(n.os_index) + " (dram, " + gib(n.capacity) +
+                          ") is given " + fit_bytes(n.need) +
+                          ": the kernel puts the rest on other nodes");
+  if (req.gpu)
+    fit.notes.push_back(
+        "GPU groups: their weights, gradients, momentum, activations and the "
+        "centre are on the devices (or pinned, staged), not counted here");
+  if (fit.refusal.ok() && fit.machine_bytes > 0 && fit.need > fit.machine_bytes) {
+    std::string what;
+    for (int c = 0; c < kBufferClassCount; ++c)
+      if (fit.classes[c].total > 0)
+        what += (what.empty() ? "" : ", ") +
+                std::string(buffer_class_name(static_cast<BufferClass>(c))) + " " +
+                fit_bytes(fit.classes[c].total);
+    fit.refusal =
+        invalid_argument(std::to_string(fit.groups) + " group(s) need " + fit_bytes(fit.need) +
+                         " (" + what + "), more than this machine's " + gib(fit.machine_bytes) +
+                         " of memory; plan fewer groups or a smaller --batch");
+  }
+  return fit;
+}
+
+Result<Fit> fit_of(const TrainConfig& cfg, const Topology& topo, const GroupPlan& plan,
+                   const DataSplit& data) {
+  const Dataset& d = data.train;
+  EASEL_ASSIGN_OR_RETURN(const NetSpec spec,
+                         build_model(cfg.net, {d.channels, d.height, d.width, d.classes}));
+  EASEL_ASSIGN_OR_RETURN(const NetCost cost, net_cost(spec));
+  return compute_fit(fit_request(cfg, cost, data), topo, plan);
+}
+
+Status check_run_fit(const TrainConfig& cfg, const Topology& topo, const GroupPlan& plan,
+                     const DataSplit& data, bool report) {
+  EASEL_ASSIGN_OR_RETURN(const Fit fit, fit_of(cfg, topo, plan, data));
+  if (report) {
+    for (const std::string& l : fit.summary_lines())
+      log_info("train", l);
+    for (size_t i = 0; i < fit.spills.size() && fit.refusal.ok(); ++i)
+      log_once(LogLevel::warn, "train", "fit-spill-" + std::to_string(i), fit.spills[i]);
+  }
+  return fit.refusal;
+}
+
+std::string Fit::to_string() const {
+  std::string s;
+  char line[256];
+  std::snprintf(line, sizeof line, "  %-12s %-14s %-18s %s\n", "class", "kind", "one group",
+                (std::to_string(groups) + " group(s) and the run's own").c_str());
+  s += line;
+  uint64_t one = 0;
+  for (int c = 0; c < kBufferClassCount; ++c) {
+    const FitClass& fc = classes[c];
+    one += fc.per_group;
+    std::string per = fc.per_group == 0 ? "-" : fit_bytes(fc.per_group / std::max(fc.arenas, 1));
+    if (fc.arenas > 1) per = std::to_string(fc.arenas) + " x " + per;
+    std::string all = fit_bytes(fc.total);
+    if (fc.spilled > 0) all += " (" + fit_bytes(fc.spilled) + " spill to DRAM)";
+    std::snprintf(line, sizeof line, "  %-12s %-14s %-18s %s\n",
+                  buffer_class_name(static_cast<BufferClass>(c)), mem_kind_name(fc.kind),
+                  per.c_str(), all.c_str());
+    s += line;
+  }
+  std::snprintf(line, sizeof line, "  %-12s %-14s %-18s %s of %s\n", "all", "",
+                fit_bytes(one).c_str(), fit_bytes(need).c_str(), gib(machine_bytes).c_str());
+  s += line;
+  std::snprintf(line, sizeof line, "  %-5s %-5s %-9s %-9s %-8s %s\n", "node", "kind", "capacity",
+                "holds", "groups", "");
+  s += line;
+  for (const FitNode& n : nodes) {
+    std::vector<int> ids = n.groups;
+    std::sort(ids.begin(), ids.end());
+    const char* verdict = n.bound > n.capacity                    ? "does not fit"
+                          : !n.fits() && n.kind == NodeKind::dram ? "over (spills to other nodes)"
+                                                                  : "";
+    std::snprintf(line, sizeof line, "  %-5d %-5s %-9s %-9s %-8s %s\n", n.os_index,
+                  node_kind_name(n.kind), gib(n.capacity).c_str(), fit_bytes(n.need).c_str(),
+                  ids.empty() ? "-" : id_ranges(ids).c_str(), verdict);
+    s += line;
+  }
+  if (!refusal.ok()) s += "  refused: " + refusal.message() + "\n";
+  for (const std::string& l : spills)
+    s += "  " + l + "\n";
+  for (const std::string& l : notes)
+    s += "  note: " + l + "\n";
+  if (refusal.ok()) s += "  fits\n";
+  return s;
+}
+
+std::vector<std::string> Fit::summary_lines() const {
+  std::string group, run;
+  uint64_t one = 0;
+  for (int c = 0; c < kBufferClassCount; ++c) {
+    const FitClass& fc = classes[c];
+    const std::string name = buffer_class_name(static_cast<BufferClass>(c));
+    if (fc.per_group > 0) {
+      one += fc.per_group;
+      std::string b = fit_bytes(fc.per_group / std::max(fc.arenas, 1));
+      if (fc.arenas > 1) b = std::to_string(fc.arenas) + " x " + b;
+      group += (group.empty() ? "" : ", ") + name + " " + b + " " + mem_kind_name(fc.kind);
+    } else if (fc.total > 0) {
+      run += ", " + name + " " + fit_bytes(fc.total) + " " + mem_kind_name(fc.kind);
+    }
+  }
+  std::vector<std::string> out;
+  out.push_back("fit: one group " + fit_bytes(one) + " (" + group + "); " + std::to_string(groups) +
+                " group(s) and the run's own " + fit_bytes(need) + run);
+  std::string nodes_line;
+  for (const FitNode& n : nodes)
+    if (n.need > 0)
+      nodes_line += (nodes_line.empty() ? "" : ", ") + std::string("node ") +
+                    std::to_string(n.os_index) + " " + node_kind_name(n.kind) + " " +
+                    fit_bytes(n.need) + " of " + gib(n.capacity);
+  if (!nodes_line.empty()) out.push_back("fit: " + nodes_line);
+  for (const std::string& l : notes)
+    out.push_back("fit: " + l);
+  return out;
+}
+
+}  // namespace easel

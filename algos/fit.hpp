@@ -1,0 +1,103 @@
+// The memory fit, the paper's rule: P replicas of the weights, gradients, momentum and
+// activations, plus the data set, must fit in the memory kind they are placed in. Counted node
+// by node: each group's buffers go to its own locality's DRAM or high-bandwidth node (the
+// plan's dram_node / hbw_node), so an SNC-4 KNL's groups are held to their cluster's 4 GiB of
+// MCDRAM, not to the chip's 16 GiB. `easel topology` prints it, `easel train` logs its summary
+// and refuses a placement that cannot fit before any group's arena is allocated.
+// docs/TOPOLOGY.md "Fit" shows it on the described machines.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "algos/train_config.hpp"
+#include "engine/memory.hpp"
+#include "engine/status.hpp"
+#include "engine/topology.hpp"
+#include "nets/data/dataset.hpp"
+#include "nets/graph.hpp"
+
+namespace easel {
+
+// What the fit is computed from; fit_request() fills it from a run's settings.
+struct FitRequest {
+  NetCost cost;              // the net on the data's input
+  int64_t input_floats = 0;  // one image: C * H * W
+  int64_t batch = 64;        // per group
+  std::string algo = "sync-easgd";
+  bool prefetch = true;  // the batch stream keeps more batches ready
+  // sync-easgd's shared-memory exchanges (one process on the CPU, --reduce tree, --pack single,
+  // --collective tree, --overlap off): they keep more arenas (fit.cpp says which).
+  bool sync_fast = true;
+  bool overlap = false;  // sync-easgd --overlap on: a snapshot of every group's weights
+  bool gpu = false;      // GPU groups: their buffers live on the devices, not counted
+  Placement placement;
+  uint64_t dataset_bytes = 0;  // training and test images as held in memory
+};
+
+// One buffer class over the run.
+struct FitClass {
+  MemKind kind = MemKind::dram;  // as placed
+  int arenas = 0;                // arenas (or sets of activations) per group: weights 2 with
+                                 // sync-easgd's partitioned exchange; 0 for the centre and data set
+  uint64_t per_group = 0;        // the largest one group holds
+  uint64_t total = 0;            // all groups and the run's own (the centre, the data set)
+  uint64_t spilled = 0;          // hbw-preferred bytes that go to DRAM because the node is full
+};
+
+// One NUMA node: what lands there.
+struct FitNode {
+  int os_index = 0;
+  NodeKind kind = NodeKind::dram;
+  uint64_t capacity = 0;
+  uint64_t need = 0;                       // all bytes placed here, after spills
+  uint64_t bytes[kBufferClassCount] = {};  // by class
+  uint64_t bound = 0;                      // hbw bytes that may not go elsewhere
+  std::vector<int> groups;                 // groups whose own buffers land here
+  bool fits() const { return need <= capacity; }
+};
+
+struct Fit {
+  int groups = 0;
+  FitClass classes[kBufferClassCount];
+  std::vector<FitNode> nodes;  // every node of the machine, in hwloc's order
+  uint64_t need = 0;           // all of it
+  uint64_t machine_bytes = 0;  // the machine's memory
+  // Not ok when it cannot fit: an hbw node whose bound bytes exceed its capacity, or more than
+  // the machine's memory. One line naming the classes, the node, the need and the capacity.
+  Status refusal;
+  std::vector<std::string> spills;  // per hbw node: the hbw-preferred classes that go to DRAM
+  std::vector<std::string> notes;   // DRAM nodes over their capacity (the kernel spills), GPUs
+
+  const FitClass& operator[](BufferClass c) const { return classes[static_cast<int>(c)]; }
+  const FitNode* node(int os_index) const;  // nullptr when there is none
+  // The table `easel topology` prints: one group and all groups per class, then every node
+  // with what it holds and its capacity, then the refusal, spills and notes.
+  std::string to_string() const;
+  // The few lines `easel train` logs at its start.
+  std::vector<std::string> summary_lines() const;
+};
+
+// The request for a run of cfg on the net's cost and the data as held (data.train after MPI
+// keeps this rank's shards, and data.test).
+FitRequest fit_request(const TrainConfig& cfg, const NetCost& cost, const DataSplit& data);
+
+// Where every buffer of the run goes and whether it fits. Requires a plan of topo; errors only
+// for an unknown algorithm. The refusal is in Fit::refusal, not in the result's status.
+Result<Fit> compute_fit(const FitRequest& req, const Topology& topo, const GroupPlan& plan);
+
+// compute_fit for cfg's net (built on the data's shape) and data.
+Result<Fit> fit_of(const TrainConfig& cfg, const Topology& topo, const GroupPlan& plan,
+                   const DataSplit& data);
+
+// The check `easel train` makes after the data is loaded and before any group's arena is
+// allocated: the fit of cfg on the plan, its summary logged (info) and its spills (warn, once)
+// when `report` (rank 0); returns the refusal (invalid_argument) or ok.
+Status check_run_fit(const TrainConfig& cfg, const Topology& topo, const GroupPlan& plan,
+                     const DataSplit& data, bool report);
+
+// "233.3 MB", "17.3 GB" (decimal, as the paper gives sizes).
+std::string fit_bytes(uint64_t bytes);
+
+}  // namespace easel
