@@ -369,7 +369,7 @@ Status restore_run(const Checkpoint& ck, const std::string& identity, const Algo
     copy_bytes(g.momentum.data(), g.momentum.kind(), c.momentum.data(), MemKind::dram,
                n * sizeof(float));
     Status st;
-    g.worker->run([&] { st = g.data->seek(c.stream); });  // the helper takes g's cpus
+    g.worker->run([&] { st = g.data->seek(c.stream); });  // restarts its pipeline
     if (!st.ok())
       return invalid_argument("--resume: group " + std::to_string(i) + ": " + st.message());
     g.steps.store(c.steps);

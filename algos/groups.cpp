@@ -3,12 +3,14 @@
 
 #include "algos/trainer.hpp"
 
+#include <algorithm>
+
 namespace easel {
 
 Status build_group(Group& g, const NetSpec& spec, const TrainConfig& cfg, Layout layout,
                    const Placement& placement,
                    const std::function<MemKind(BufferClass)>& arena_kind, const Dataset& train,
-                   int local) {
+                   int local, const std::vector<int>& data_cpus) {
   Device& dev = *g.device;
   EASEL_RETURN_IF_ERROR(dev.attach());
   const bool gpu = !dev.is_host();
@@ -25,8 +27,14 @@ Status build_group(Group& g, const NetSpec& spec, const TrainConfig& cfg, Layout
     EASEL_ASSIGN_OR_RETURN(g.dev_diff, Arena::create(n, MemKind::device));
   }
   if (gpu && !is_host_kind(g.weights.kind())) g.kernels = &dev.kernels();
-  EASEL_ASSIGN_OR_RETURN(g.data, BatchStream::create(train, cfg.batch, layout, g.id, local,
-                                                     cfg.seed, cfg.prefetch, host_io, g.global_id));
+  if (Status s = check_augment(cfg.augment, train); !s.ok())
+    return invalid_argument("--" + s.message());  // "augment '...': ..."
+  DataThreads threads;
+  threads.threads = std::max(1, cfg.data_threads);
+  threads.cpus = data_cpus.empty() ? g.worker->spec().cpus : data_cpus;
+  EASEL_ASSIGN_OR_RETURN(
+      g.data, BatchStream::create(train, cfg.batch, layout, g.id, local, cfg.seed, cfg.prefetch,
+                                  host_io, g.global_id, cfg.augment, threads));
   const size_t image_bytes = static_cast<size_t>(g.net->input_shape().count()) * sizeof(float);
   EASEL_ASSIGN_OR_RETURN(g.eval_images, Buffer::allocate(image_bytes, host_io));
   g.eval_labels.resize(static_cast<size_t>(cfg.batch));
@@ -59,8 +67,9 @@ std::vector<EvalStats> evaluate_groups(Run& run, const Dataset& ds, const float*
           const int64_t n = std::min(batch, ds.count - b * batch);
           for (int64_t i = 0; i < n; ++i)
             idx[static_cast<size_t>(i)] = b * batch + i;
+          // Normalised as the training batches are, never cropped or flipped.
           gather_batch(ds, idx.data(), n, g.net->layout(), g.eval_images.as<float>(),
-                       g.eval_labels.data());
+                       g.eval_labels.data(), g.data->augment(), nullptr);
           EvalStats s;
           if (g.device->is_host()) {
             s = g.net->evaluate(g.eval_images.as<float>(), g.eval_labels.data(), n, weights);

@@ -1,5 +1,6 @@
 #include "algos/train_config.hpp"
 
+#include "nets/data/batch_stream.hpp"
 #include "nets/models/models.hpp"
 
 #include <cerrno>
@@ -226,6 +227,17 @@ constexpr SettingField kDevice{
     },
     [](const TrainConfig& c) -> std::string { return device_text(c.device); }};
 
+// nets/data/augment.hpp's text; its errors begin "augment '...'", so "--" names the flag.
+constexpr SettingField kAugment{
+    SettingType::text,
+    [](const Setting&, std::string_view t, TrainConfig& c) -> Status {
+      auto a = parse_augment(t);
+      if (!a.ok()) return invalid_argument("--" + a.status().message());
+      c.augment = std::move(a).value();
+      return {};
+    },
+    [](const TrainConfig& c) -> std::string { return augment_text(c.augment); }};
+
 // Empty: EASEL_LOG or info.
 constexpr SettingField kLogLevel{
     SettingType::text,
@@ -257,7 +269,13 @@ const Setting kSettings[] = {
    "a built-in net (easel list: lenet, resnet18, ...) or a net description file (a path with a "
    "'/' or ending in .toml; docs/NETS.md)"},
   {"data", text<&T::data>(), kBoth, R::fixed,
-   "fashion-mnist, mnist, a directory of IDX files, or synthetic[:N[:CxHxW[:K]]]"},
+   "fashion-mnist, mnist, synthetic[:N[:CxHxW[:classes]]], or a directory: IDX files, "
+   "CIFAR-10/100 binary, or an image folder (DIR[:SIDE], default 224)"},
+  {"augment", kAugment, kTrain, R::fixed,
+   "training-time augmentation: none, or comma-separated crop-pad=N (random crop after zero "
+   "padding), flip (random horizontal flip), normalize=NAME (cifar10, cifar100, imagenet, "
+   "mnist, fashion-mnist) or mean=M/M/M,std=S/S/S; e.g. crop-pad=4,flip,normalize=cifar10 "
+   "(the test set is normalised alike)"},
   {"algo", text<&T::algo>(), kBoth, R::fixed,
    "algorithm (easel list; one-group algorithms plan one group)"},
   {"epochs", real<&T::epochs>(), kTrain, R::changeable,
@@ -322,7 +340,10 @@ const Setting kSettings[] = {
    "shared-memory collective: tree or ring"},
   {"progress", choice<kProgress, &T::progress>(), kTrain, R::per_run, "auto, bar, lines or none"},
   {"prefetch", boolean<&T::prefetch>(), kTrain, R::changeable,
-   "prepare batches ahead on a helper thread", "no-prefetch"},
+   "prepare batches ahead, off the groups' threads", "no-prefetch"},
+  {"data-threads", integer<&T::data_threads>(), kTrain, R::changeable,
+   "threads preparing each group's batches with --prefetch (oneTBB pipeline; 0: one), on the "
+   "cores no group uses, else on the group's own"},
   {"checkpoint", boolean<&T::checkpoint>(), kTrain, R::changeable,
    "write checkpoint.bin to --out after every evaluation (for --resume)", "no-checkpoint"},
   {"resume", text<&T::resume>(), kTrain, R::per_run,
@@ -388,6 +409,10 @@ Status validate_config(const TrainConfig& c) {
   if (c.tau < 1 || c.tau > 1000000) return invalid_argument("--tau: must be in [1, 1000000]");
   EASEL_RETURN_IF_ERROR(check_range("--target-accuracy", c.target_accuracy, 0, 1));
   if (c.eval_every < 0) return invalid_argument("--eval-every: must be >= 0");
+  if (c.data_threads < 0 || c.data_threads > kMaxDataThreads)
+    return invalid_argument("--data-threads: " + std::to_string(c.data_threads) +
+                            " is out of range [0, " + std::to_string(kMaxDataThreads) +
+                            "] (0: one thread per group)");
   EASEL_RETURN_IF_ERROR(make_algorithm(c.algo).status());
   // A net description is checked whole (but its shapes, which follow the data) before the data
   // is read.

@@ -21,6 +21,7 @@
 #include "engine/memory.hpp"
 #include "engine/tensor.hpp"
 #include "engine/topology.hpp"
+#include "nets/data/augment.hpp"
 
 namespace easel {
 
@@ -31,6 +32,7 @@ enum class Progress { automatic, bar, lines, none };  // automatic: a bar on a t
 struct TrainConfig {
   std::string net = "lenet";
   std::string data = "fashion-mnist";
+  Augment augment;  // none: the bytes scaled by kPixelScale, as before augmentation existed
   std::string algo = "sync-easgd";
   double epochs = 10;      // used when iterations == 0
   int64_t iterations = 0;  // iterations of the run (each group steps once per iteration)
@@ -65,6 +67,10 @@ struct TrainConfig {
   CollectiveAlgo collective = CollectiveAlgo::tree;
   Progress progress = Progress::automatic;
   bool prefetch = true;
+  // Threads preparing each group's batches (with prefetch): oneTBB's pipeline where easel has
+  // it, else one helper thread. 0: one per group. They run on the cores no group uses, else
+  // on their group's own.
+  int data_threads = 0;
   bool checkpoint = true;             // write --out/checkpoint.bin after every evaluation
   std::string resume;                 // a run's --out to continue from
   std::optional<LogLevel> log_level;  // nullopt: EASEL_LOG or info

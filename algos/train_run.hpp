@@ -35,8 +35,11 @@ struct TrainRun {
   MpiComm* world = nullptr;
   int ranks = 1, rank = 0;
   GroupPlan plan;  // this rank's groups
-  int local = 0;   // this rank's groups
-  int p = 0;       // P, the groups of the whole run
+  // The PUs of the cores no group of this rank uses: where the data pipelines' threads run
+  // (empty: on each group's own cores).
+  std::vector<int> data_cpus;
+  int local = 0;  // this rank's groups
+  int p = 0;      // P, the groups of the whole run
   NetSpec spec;
   int64_t train_count = 0;                           // the whole training set, on every rank
   int64_t per_epoch = 0, total = 0, eval_every = 0;  // iterations
