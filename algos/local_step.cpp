@@ -35,11 +35,18 @@ double local_gradient(Group& g) {
     st = g.net->train_step(g.dev_images.as<float>(), g.dev_labels.as<int32_t>(),
                            staged ? g.dev_weights.data() : g.weights.data(),
                            staged ? g.dev_diff.data() : g.diff.data());
-    if (staged)
+    if (staged) {
       d.download(g.diff.data(), g.dev_diff.data(),
                  static_cast<size_t>(g.diff.size()) * sizeof(float));
-    else
+      // The state the step updated on the device (batch norm's running statistics) comes back
+      // with the gradient: the host weights are the ones the algorithm exchanges.
+      for (const Segment& s : g.net->params().segments())
+        if (s.state)
+          d.download(g.weights.data() + s.offset, g.dev_weights.data() + s.offset,
+                     static_cast<size_t>(s.count) * sizeof(float));
+    } else {
       d.synchronize();
+    }
   }
   g.loss_sum += st.loss;
   g.loss_count += 1;

@@ -475,6 +475,17 @@ TEST(GpuPaths, BatchNormAddConcatNetEqualsCpu) {
   expect_same(r);
 }
 
+// A staged algorithm (the weights uploaded each step, the gradient downloaded) brings the running
+// statistics the step updated on the device back too: without it they stayed at their initial
+// values on the GPU.
+TEST(GpuPaths, StagedBatchNormNetEqualsCpu) {
+  const Runs r = cpu_and_gpu("easgd-rr", 2, [](TrainConfig c) {
+    c.net = bn_join_net_file();
+    return c;
+  });
+  expect_same(r);
+}
+
 TEST(GpuPaths, StandInRefusesWhatTheCudaDeviceRefuses) {
   FakeGpu gpu(0);
   ASSERT_TRUE(gpu.attach().ok());
