@@ -16,6 +16,7 @@
 
 #include "algos/comm_list.hpp"
 #include "algos/trainer.hpp"
+#include "tests/support/test_nets.hpp"
 
 namespace easel {
 namespace {
@@ -405,65 +406,7 @@ TEST(GpuPaths, StagedAlgorithmKeepsHostArenasAndEqualsCpu) {
 // concat, floor-mode pooling and global average pooling, resident (msgd): every op gets device
 // memory and the run equals the CPU's, running statistics included.
 const std::string& bn_join_net_file() {
-  static const std::string path = [] {
-    const std::string p = ::testing::TempDir() + "gpu_paths_bn_join.toml";
-    std::ofstream f(p);
-    f << R"(name = "bn-join"
-[[layer]]
-name = "conv1"
-type = "conv"
-outputs = 6
-kernel = 3
-pad = 1
-bias = false
-[[layer]]
-name = "bn1"
-type = "batch_norm"
-[[layer]]
-name = "relu1"
-type = "relu"
-[[layer]]
-name = "pool1"
-type = "max_pool"
-kernel = 3
-stride = 2
-pad = 1
-ceil_mode = false
-[[layer]]
-name = "branch"
-type = "conv"
-outputs = 6
-kernel = 3
-pad = 1
-bias = false
-[[layer]]
-name = "branch_bn"
-type = "batch_norm"
-[[layer]]
-name = "join"
-type = "add"
-inputs = ["branch_bn", "pool1"]
-[[layer]]
-name = "squeeze"
-type = "conv"
-inputs = ["join"]
-outputs = 2
-kernel = 1
-[[layer]]
-name = "cat"
-type = "concat"
-inputs = ["join", "squeeze"]
-[[layer]]
-name = "gap"
-type = "global_avg_pool"
-[[layer]]
-name = "fc"
-type = "inner_product"
-outputs = "classes"
-)";
-    EXPECT_TRUE(f.good()) << p;
-    return p;
-  }();
+  static const std::string path = test::write_test_net("gpu_paths_bn_join.toml", test::kBnJoinNet);
   return path;
 }
 

@@ -26,6 +26,7 @@
 #include "tests/devices/cuda_op_test.hpp"
 #include "tests/support/grad_check.hpp"
 #include "tests/support/op_descs.hpp"
+#include "tests/support/test_nets.hpp"
 
 namespace easel {
 namespace {
@@ -457,74 +458,7 @@ TEST_F(CudaNet, CifarQuickTrainStepMatchesCpu) {
   expect_train_step_matches(*gpu_, *cpu_, "cifar10-quick", {3, 32, 32, 10}, 2);
 }
 
-// A small graph net of the new kinds: conv -> batch norm (+ fused ReLU) -> floor-mode max pool,
-// a residual join (a conv and batch norm branch added to its input; the pool's gradient is the
-// sum of two readers'), a concat of the join and a 1x1 conv of it, global average pooling, fc.
-constexpr const char* kBnJoinNet = R"(
-name = "bn-join"
-description = "batch norm, add, concat and global average pooling"
-[input]
-channels = 3
-height = 12
-width = 12
-classes = 5
-[[layer]]
-name = "conv1"
-type = "conv"
-outputs = 8
-kernel = 3
-pad = 1
-bias = false
-[[layer]]
-name = "bn1"
-type = "batch_norm"
-[[layer]]
-name = "relu1"
-type = "relu"
-[[layer]]
-name = "pool1"
-type = "max_pool"
-kernel = 3
-stride = 2
-pad = 1
-ceil_mode = false
-[[layer]]
-name = "branch"
-type = "conv"
-inputs = ["pool1"]
-outputs = 8
-kernel = 3
-pad = 1
-bias = false
-[[layer]]
-name = "branch_bn"
-type = "batch_norm"
-momentum = 0.2
-[[layer]]
-name = "join"
-type = "add"
-inputs = ["branch_bn", "pool1"]
-[[layer]]
-name = "join_relu"
-type = "relu"
-[[layer]]
-name = "squeeze"
-type = "conv"
-inputs = ["join_relu"]
-outputs = 4
-kernel = 1
-[[layer]]
-name = "cat"
-type = "concat"
-inputs = ["join_relu", "squeeze"]
-[[layer]]
-name = "gap"
-type = "global_avg_pool"
-[[layer]]
-name = "fc"
-type = "inner_product"
-outputs = "classes"
-)";
+using test::kBnJoinNet;  // tests/support/test_nets.hpp
 
 // The kind of each new layer's op on the GPU ("batch_norm+relu" counts as batch_norm).
 std::string new_kind_impls(const Net& net) {
