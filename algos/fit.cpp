@@ -382,9 +382,16 @@ Status check_run_fit(const TrainConfig& cfg, const Topology& topo, const GroupPl
 std::string Fit::to_string() const {
   std::string s;
   char line[256];
+  // Each line without the padding of its last column.
+  const auto add = [&s, &line] {
+    std::string l = line;
+    while (l.size() > 1 && l[l.size() - 2] == ' ')
+      l.erase(l.size() - 2, 1);
+    s += l;
+  };
   std::snprintf(line, sizeof line, "  %-12s %-14s %-18s %s\n", "class", "kind", "one group",
                 (std::to_string(groups) + " group(s) and the run's own").c_str());
-  s += line;
+  add();
   uint64_t one = 0;
   for (int c = 0; c < kBufferClassCount; ++c) {
     const FitClass& fc = classes[c];
@@ -396,14 +403,14 @@ std::string Fit::to_string() const {
     std::snprintf(line, sizeof line, "  %-12s %-14s %-18s %s\n",
                   buffer_class_name(static_cast<BufferClass>(c)), mem_kind_name(fc.kind),
                   per.c_str(), all.c_str());
-    s += line;
+    add();
   }
   std::snprintf(line, sizeof line, "  %-12s %-14s %-18s %s of %s\n", "all", "",
                 fit_bytes(one).c_str(), fit_bytes(need).c_str(), gib(machine_bytes).c_str());
-  s += line;
+  add();
   std::snprintf(line, sizeof line, "  %-5s %-5s %-9s %-9s %-8s %s\n", "node", "kind", "capacity",
                 "holds", "groups", "");
-  s += line;
+  add();
   for (const FitNode& n : nodes) {
     std::vector<int> ids = n.groups;
     std::sort(ids.begin(), ids.end());
@@ -411,9 +418,10 @@ std::string Fit::to_string() const {
                           : !n.fits() && n.kind == NodeKind::dram ? "over (spills to other nodes)"
                                                                   : "";
     std::snprintf(line, sizeof line, "  %-5d %-5s %-9s %-9s %-8s %s\n", n.os_index,
-                  node_kind_name(n.kind), gib(n.capacity).c_str(), fit_bytes(n.need).c_str(),
+                  node_kind_name(n.kind), gib(n.capacity).c_str(),
+                  n.need == 0 ? "-" : fit_bytes(n.need).c_str(),
                   ids.empty() ? "-" : id_ranges(ids).c_str(), verdict);
-    s += line;
+    add();
   }
   if (!refusal.ok()) s += "  refused: " + refusal.message() + "\n";
   for (const std::string& l : spills)
