@@ -10,6 +10,7 @@
 
 #include "nets/models/models.hpp"
 #include "tools/bench/bench.hpp"
+#include "tools/bench/bench_data.hpp"
 #include "tools/cli/cli.hpp"
 
 namespace easel::cli {
@@ -488,12 +489,19 @@ CLI::App* add_bench_flags(CLI::App& app, bench::BenchFlags& f) {
   opt("--layout", f.layout, "activation layout: nhwc or nchw");
   opt("--impl", f.impl, "kernels: fast (oneDNN, reference fallback) or ref");
   opt("--triad-mib", f.triad_mib, "MiB of each of the triad's three arrays (>> last-level cache)");
+  opt("--data", f.data,
+      "also time the data pipeline over this data set (as train --data: an image folder "
+      "DIR[:SIDE], CIFAR, ...) against the steps' consumption");
+  opt("--augment", f.augment, "the data pipeline's augmentation (as train --augment)");
+  opt("--data-threads", f.data_threads, "threads of each stream's data pipeline (0: one)");
   return b;
 }
 
 int run_bench(const bench::BenchFlags& flags) {
   auto cfg = validate_flags(flags);
   if (!cfg.ok()) return fail(cfg.status(), 2);
+  auto data = validate_data_flags(flags);
+  if (!data.ok()) return fail(data.status(), 2);
   auto topo = detect_topology();
   if (!topo.ok()) return fail(topo.status(), 1);
   BenchRun run{cfg.value(), topo.value(), topo->core_count(), 0, 0, 0, {}};
@@ -503,6 +511,9 @@ int run_bench(const bench::BenchFlags& flags) {
     if (Status s = ceilings_section(run); !s.ok()) return fail(s, 1);
   }
   if (Status s = steps_section(run); !s.ok()) return fail(s, 1);
+  if (!data->data.empty()) {
+    if (Status s = data_section(run.cfg, data.value(), run.doc); !s.ok()) return fail(s, 1);
+  }
   if (const int weak_g = weak_scaling_groups(run.cfg, run.cores); weak_g > 0) {
     if (Status s = weak_scaling_section(run, weak_g); !s.ok()) return fail(s, 1);
   }

@@ -35,6 +35,11 @@ struct BenchFlags {
   std::string layout = "nhwc";  // activation layout
   std::string impl = "fast";
   int64_t triad_mib = 256;  // size of each of the triad's three arrays
+  // The data pipeline's section (bench_data.cpp; only with --data): a train --data spec (an image
+  // folder DIR[:SIDE]), its --augment and --data-threads (0: one per stream).
+  std::string data;
+  std::string augment = "none";
+  int data_threads = 0;
 };
 
 // The flags after validation.
