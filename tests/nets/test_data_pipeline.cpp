@@ -241,5 +241,34 @@ TEST(DataPipeline, RunnerWorksOnItsThreadsPinned) {
   EXPECT_TRUE(pinned) << "a worker of the runner ran off its cpus";
 }
 
+// The serial runner (the stand-in without oneTBB): each chunk through the three stages in turn,
+// on the calling thread.
+TEST(DataPipeline, SerialRunnerRunsTheStagesInTurn) {
+  auto runner = make_serial_pipeline_runner();
+  EXPECT_STREQ(runner->name(), "serial");
+  EXPECT_EQ(runner->threads(), 1);
+  std::vector<std::string> log;
+  int64_t made = 0;
+  bool on_caller = true;
+  const std::thread::id caller = std::this_thread::get_id();
+  PipelineStages st;
+  st.next = [&](PipelineChunk* c) {
+    if (made == 3) return false;
+    *c = {1, made, made + 1, made == 2};
+    ++made;
+    log.push_back("next" + std::to_string(c->begin));
+    return true;
+  };
+  st.work = [&](const PipelineChunk& c) {
+    on_caller = on_caller && std::this_thread::get_id() == caller;
+    log.push_back("work" + std::to_string(c.begin));
+  };
+  st.done = [&](const PipelineChunk& c) { log.push_back("done" + std::to_string(c.begin)); };
+  runner->run(st, 4);
+  EXPECT_EQ(log, (std::vector<std::string>{"next0", "work0", "done0", "next1", "work1", "done1",
+                                           "next2", "work2", "done2"}));
+  EXPECT_TRUE(on_caller);
+}
+
 }  // namespace
 }  // namespace easel

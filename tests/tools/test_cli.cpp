@@ -551,3 +551,95 @@ TEST(Cli, CudaWithoutAGpuSaysWhyAndWritesNothing) {
   EXPECT_NE(o.out.find("GPUs: none ("), std::string::npos) << o.out;
   EXPECT_NE(o.err.find("--device cuda:1"), std::string::npos) << o.err;
 }
+
+namespace {
+
+// --augment and --data-threads end to end: a run on 3-channel data with augmentation; the
+// pipeline's threads change nothing (the same losses with 1 and 3, and on a resume that
+// changes them); config.json keeps both; bad values are one line naming the flag.
+TEST(Cli, AugmentAndDataThreads) {
+  const fs::path d = tmp_dir("augment");
+  const std::string common =
+      "train --net mlp --data synthetic:512:3x8x8:4 --batch 16 --groups 2 --threads-per-group 1"
+      " --oversubscribe --progress none --log-level warn --eval-every 20"
+      " --augment crop-pad=2,flip,normalize=cifar10";
+  Out o = easel(common + " --iterations 80 --data-threads 1 --out " + (d / "one").string());
+  ASSERT_EQ(o.code, 0) << o.err;
+  const auto c = nlohmann::json::parse(slurp(d / "one" / "config.json"));
+  EXPECT_EQ(c["augment"], "crop-pad=2,flip,normalize=cifar10");  // as given
+  EXPECT_EQ(c["data-threads"], 1);
+  const auto one = metric_values(d / "one" / "metrics.jsonl");
+  ASSERT_EQ(one.size(), 4u);
+  o = easel(common + " --iterations 80 --data-threads 3 --out " + (d / "three").string());
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(metric_values(d / "three" / "metrics.jsonl"), one);
+  // Without augmentation the run differs (the augmentation is used at all).
+  o = easel(std::string("train --net mlp --data synthetic:512:3x8x8:4 --batch 16 --groups 2 ") +
+            "--threads-per-group 1 --oversubscribe --progress none --log-level warn " +
+            "--eval-every 20 --iterations 80 --out " + (d / "plain").string());
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(metric_values(d / "plain" / "metrics.jsonl"), one);
+  // Stopped at 40 and resumed with other data threads: the same run; --augment is fixed.
+  o = easel(common + " --iterations 40 --data-threads 2 --out " + (d / "half").string());
+  ASSERT_EQ(o.code, 0) << o.err;
+  o = easel("train --resume " + (d / "half").string() + " --augment flip --progress none");
+  EXPECT_EQ(o.code, 2) << o.err;
+  EXPECT_NE(o.err.find("--augment"), std::string::npos) << o.err;
+  o = easel("train --resume " + (d / "half").string() +
+            " --iterations 80 --data-threads 4 --progress none");
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(metric_values(d / "half" / "metrics.jsonl"), one);
+
+  for (const char* args :
+       {"train --augment crop-pad=0", "train --augment rotate", "train --augment flip,flip",
+        "train --data-threads -1", "train --data-threads 257", "train --data-threads x"}) {
+    o = easel(args);
+    EXPECT_EQ(o.code, 2) << args << ": " << o.err;
+    const std::string flag = std::string(args).substr(6, std::string(args).find(' ', 6) - 6);
+    EXPECT_EQ(o.err.rfind("easel: " + flag, 0), 0u) << args << ": " << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << args << ": " << o.err;
+  }
+  // Means for 3 channels on 1-channel data: named before anything trains.
+  o = easel(
+      "train --net mlp --data synthetic:64:1x8x8:4 --iterations 2 --progress none "
+      "--augment mean=0.5/0.5/0.5,std=1/1/1 --out " +
+      (d / "channels").string());
+  EXPECT_NE(o.code, 0);
+  EXPECT_NE(o.err.find("--augment"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("1 channel"), std::string::npos) << o.err;
+  EXPECT_FALSE(fs::exists(d / "channels" / "summary.json"));
+}
+
+// easel bench --data: the pipeline's rates, compared with the timed net of the same images.
+TEST(Cli, BenchTimesTheDataPipeline) {
+  const fs::path d = tmp_dir("bench_data");
+  const std::string json = (d / "b.json").string();
+  Out o = easel(
+      "bench --data synthetic:256:3x32x32:10 --augment crop-pad=4,flip --data-threads 2 "
+      "--nets cifar10-quick,lenet --batches 16 --layouts 1x1 --skip-ceilings "
+      "--skip-layers --skip-exchange --repeats 1 --min-time 0.05 --warmup 1 --json " +
+      json);
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find("== data pipeline: synthetic/train"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("lenet takes 1x28x28 images, not 3x32x32: not compared"), std::string::npos)
+      << o.out;
+  const auto j = nlohmann::json::parse(slurp(json))["data"];
+  EXPECT_EQ(j["threads_per_stream"], 2);
+  EXPECT_EQ(j["augment"], "crop-pad=4,flip");
+  ASSERT_EQ(j["rows"].size(), 1u);
+  EXPECT_GT(j["rows"][0]["images_per_second"]["median"].get<double>(), 0);
+  ASSERT_EQ(j["compared"].size(), 1u);
+  EXPECT_EQ(j["compared"][0]["net"], "cifar10-quick");
+  const bool ahead = j["compared"][0]["keeps_ahead"];
+  EXPECT_NE(o.out.find(ahead ? "keeps ahead of cifar10-quick 1x1" : "FALLS BEHIND cifar10-quick"),
+            std::string::npos)
+      << o.out;
+  for (const char* args : {"bench --augment flip", "bench --data-threads 2",
+                           "bench --data synthetic --augment crop", "bench --data-threads -1"}) {
+    o = easel(args);
+    EXPECT_EQ(o.code, 2) << args << ": " << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << args << ": " << o.err;
+  }
+}
+
+}  // namespace
