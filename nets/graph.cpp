@@ -1,6 +1,7 @@
 #include "nets/graph.hpp"
 
 #include <algorithm>
+#include <initializer_list>
 #include <map>
 #include <string>
 
@@ -82,6 +83,39 @@ Result<std::vector<int>> topological_order(const NetSpec& spec,
   return order;
 }
 
+// The most values one image's input or layer output, one parameter or one window may hold:
+// 2^40 (4 TiB of floats), beyond any machine, and far enough from int64's end that every size,
+// count and operation count computed from shapes within it (net_cost, the op definitions) fits.
+constexpr int64_t kMaxValues = int64_t{1} << 40;
+
+// The product of dims, or -1 when it passes kMaxValues (never overflowing on the way).
+int64_t bounded_product(std::initializer_list<int64_t> dims) {
+  int64_t p = 1;
+  for (int64_t d : dims)
+    if (d < 0 || __builtin_mul_overflow(p, d, &p) || p > kMaxValues) return -1;
+  return p;
+}
+
+// Why a layer's shapes are beyond kMaxValues; empty when they are not.
+std::string beyond_limit(const OpDesc& d, const Shape4& dst) {
+  const std::string over = " holds more than 2^40 values";
+  if (bounded_product({dst.c, dst.h, dst.w}) < 0)
+    return "output " + dst.to_string() + over + " per image";
+  if (bounded_product({d.kh, d.kw}) < 0)  // 1x1 but for the windowed kinds
+    return "window " + std::to_string(d.kh) + "x" + std::to_string(d.kw) + over;
+  const auto params = param_shapes(d);
+  for (size_t i = 0; i < params.size(); ++i) {
+    int64_t n = 1;
+    std::string dims;
+    for (int64_t x : params[i]) {
+      if (n >= 0) n = bounded_product({n, x});
+      dims += (dims.empty() ? "" : "x") + std::to_string(x);
+    }
+    if (n < 0) return param_name(d, i) + " " + dims + over;
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<NetGraph> resolve_graph(const NetSpec& spec) {
@@ -136,6 +170,9 @@ Result<NetGraph> resolve_graph(const NetSpec& spec) {
 Result<std::vector<Shape4>> infer_shapes(NetGraph& g, const NetSpec& spec, const Shape4& input,
                                          Layout layout) {
   std::vector<Shape4> out(g.layers.size());
+  if (bounded_product({input.c, input.h, input.w}) < 0)
+    return invalid_argument("net '" + spec.name + "': input " + input.to_string() +
+                            " holds more than 2^40 values per image");
   auto shape_of = [&](int t) { return t < 0 ? input : out[static_cast<size_t>(t)]; };
   for (size_t i = 0; i < g.layers.size(); ++i) {
     LayerSpec& l = g.layers[i];
@@ -147,11 +184,15 @@ Result<std::vector<Shape4>> infer_shapes(NetGraph& g, const NetSpec& spec, const
       d.more_src.push_back(shape_of(g.in[i][j]));
     if (std::string why = validate(d); !why.empty())
       return invalid_argument(where(spec, l.name) + why);
+    // Every input within kMaxValues (the images checked above, each output below): the sizes
+    // validate and dst_shape compute fit; the output's and the parameters' are checked here.
+    out[i] = dst_shape(d);
+    if (std::string why = beyond_limit(d, out[i]); !why.empty())
+      return invalid_argument(where(spec, l.name) + why);
     const size_t params = param_shapes(d).size();
     if (l.fillers.size() != params)
       return invalid_argument(where(spec, l.name) + "has " + std::to_string(params) +
                               " parameters but " + std::to_string(l.fillers.size()) + " fillers");
-    out[i] = dst_shape(d);
   }
   return out;
 }

@@ -69,6 +69,20 @@ int decode_jpeg(const uint8_t* data, size_t size, int64_t min_side, RgbImage* ou
     std::snprintf(why, kWhy, "unsupported JPEG colour space (CMYK): convert the image to RGB");
     return 1;
   }
+  // A JPEG of several scans (progressive, or one scan per component) is held whole as DCT
+  // coefficients until its last scan is read: 2 bytes per sample of the full image, whatever
+  // the scale it is decoded at. Its full size is limited too (a header of 65500x65500 decoded
+  // at 1/8 asked libjpeg for 13 GB).
+  const int64_t full_w = cinfo.image_width, full_h = cinfo.image_height;
+  if (jpeg_has_multiple_scans(&cinfo) && full_w * full_h > kMaxImagePixels) {
+    jpeg_destroy_decompress(&cinfo);
+    std::snprintf(why, kWhy,
+                  "a progressive JPEG of %lldx%lld pixels, more than the %lld-pixel limit (it is "
+                  "held whole to be decoded, at any scale)",
+                  static_cast<long long>(full_w), static_cast<long long>(full_h),
+                  static_cast<long long>(kMaxImagePixels));
+    return 1;
+  }
   cinfo.out_color_space = JCS_RGB;
   const int64_t shorter = std::min(cinfo.image_width, cinfo.image_height);
   unsigned denom = 1;
@@ -93,12 +107,17 @@ int decode_jpeg(const uint8_t* data, size_t size, int64_t min_side, RgbImage* ou
   }
   out->width = w;
   out->height = h;
-  out->rgb.resize(static_cast<size_t>(w * h * 3));
-  while (cinfo.output_scanline < cinfo.output_height) {
+  // Room reserved once, rows added as they are decoded, and the first row past the end of the
+  // file stops it: a short file claiming a large image touches only the rows it holds (one of
+  // 922 bytes claiming 65500x65500 decoded 8188 grey rows, 5 s under ASan, before the refusal).
+  out->rgb.clear();
+  out->rgb.reserve(static_cast<size_t>(w * h * 3));
+  while (cinfo.output_scanline < cinfo.output_height && !err.truncated) {
+    out->rgb.resize(out->rgb.size() + static_cast<size_t>(w * 3));
     JSAMPROW row = out->rgb.data() + int64_t{cinfo.output_scanline} * w * 3;
     jpeg_read_scanlines(&cinfo, &row, 1);
   }
-  jpeg_finish_decompress(&cinfo);
+  if (!err.truncated) jpeg_finish_decompress(&cinfo);
   jpeg_destroy_decompress(&cinfo);
   if (err.truncated) {
     std::snprintf(why, kWhy, "truncated JPEG (libjpeg: Premature end of JPEG file)");
@@ -158,6 +177,19 @@ int decode_png(const uint8_t* data, size_t size, RgbImage* out, char* why) {
     std::snprintf(why, kWhy, "a PNG of %lldx%lld pixels, more than the %lld-pixel limit",
                   static_cast<long long>(w), static_cast<long long>(h),
                   static_cast<long long>(kMaxImagePixels));
+    return 1;
+  }
+  // What the header claims must fit in the file: deflate inflates at most 1032:1 (as
+  // nets/data/idx.cpp takes for gzip), so a short file claiming a large image is refused before
+  // its buffer is allocated (70 bytes claiming 11585x11585 zeroed 402 MB, then failed).
+  const int64_t pixel_bytes = (w * h * depth * png_get_channels(png, info) + 7) / 8;
+  if (pixel_bytes > int64_t{1032} * static_cast<int64_t>(size)) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    std::snprintf(why, kWhy,
+                  "truncated PNG: its header claims %lldx%lld pixels (%lld bytes), more than its "
+                  "%zu bytes can hold",
+                  static_cast<long long>(w), static_cast<long long>(h),
+                  static_cast<long long>(pixel_bytes), size);
     return 1;
   }
   // To 8-bit RGB: 16 -> 8 bits, palette -> RGB, 1/2/4-bit grey -> 8, alpha (and the alpha a

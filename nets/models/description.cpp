@@ -23,6 +23,19 @@ constexpr int64_t kMaxLayers = 10'000;
 constexpr int64_t kMaxSize = 1 << 20;  // any count, side, kernel or stride
 constexpr size_t kMaxFileBytes = size_t{16} << 20;
 
+// A name is in every message about its net or layer, and those are one line: no control
+// characters (a "\n" in a TOML string).
+bool has_control(std::string_view s) {
+  return std::any_of(s.begin(), s.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u < 0x20 || u == 0x7f;
+  });
+}
+
+std::string control_error(std::string_view name) {
+  return "'" + printable(name) + "' holds a control character (a name is one line)";
+}
+
 // One layer's fields, read once each; what is left unread at the end is an unknown key.
 class Fields {
  public:
@@ -113,6 +126,7 @@ Result<std::vector<std::string>> Fields::names(const std::string& key) {
   std::vector<std::string> out;
   for (const TomlValue& x : v->items) {
     if (x.type != Type::string) return wrong_type(key, x, "an array of layer names");
+    if (has_control(x.str)) return error(key, control_error(x.str));
     out.push_back(x.str);
   }
   return out;
@@ -322,6 +336,7 @@ Result<LayerSpec> read_layer(const TomlValue& t, size_t index, const std::string
     return invalid_argument(at + std::to_string(index + 1) + ": must be a table ([[layer]])");
   Fields first(t, at + std::to_string(index + 1) + ": ");
   EASEL_ASSIGN_OR_RETURN(std::string name, first.text("name", "", /*required=*/true));
+  if (has_control(name)) return first.error("name", control_error(name));
   LayerSpec l;
   l.name = name;
   Fields f(t, at + printable(name) + ": ");
@@ -367,6 +382,7 @@ Result<NetHeader> read_header(const TomlValue& doc, const std::string& origin) {
   const TomlValue* name = doc.find("name");
   if (!name || name->type != Type::string || name->str.empty())
     return invalid_argument(where + "name: missing (a non-empty string)");
+  if (has_control(name->str)) return invalid_argument(where + "name: " + control_error(name->str));
   h.name = name->str;
   if (const TomlValue* d = doc.find("description")) {
     if (d->type != Type::string) return invalid_argument(where + "description: must be a string");
