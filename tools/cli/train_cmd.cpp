@@ -487,6 +487,10 @@ Status check_settings(const Checkpoint& ck, const TrainConfig& cfg, const Settin
       changeable += (changeable.empty() ? "--" : ", --") + std::string(s.name);
   const std::string file = (fs::path(cfg.resume) / "config.json").string();
   for (const auto& [key, v] : now.items()) {
+    // A setting added after the checkpoint was written: its run had the default.
+    if (const Setting* s = find_setting(key);
+        !had.contains(key) && s && v == setting_json(*s, TrainConfig{}, s->default_text()))
+      continue;
     if (!had.contains(key) || had[key] != v)
       return invalid_argument("--resume: " + file + ": '" + key + "' is " + v.dump() +
                               ", but the checkpoint's run had " +
