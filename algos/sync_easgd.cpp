@@ -25,6 +25,7 @@
 // (the same centre it would read without overlap, as on the CPU).
 #include "algos/sync_easgd.hpp"
 
+#include <algorithm>
 #include <future>
 
 #include "algos/exchange.hpp"
@@ -127,8 +128,16 @@ class SyncEasgd final : public Algorithm {
       return invalid_argument(
           "sync-easgd's fast exchanges run in one process on the CPU with --reduce tree, --pack "
           "single, --collective tree and --overlap off");
+    // The mirrored exchange reads the other group's weights as published before its step, so
+    // state its step updates in place (batch norm's running statistics) would be summed one
+    // step old: a net with state takes the partitioned exchange, which reads them after.
+    const bool state = std::any_of(run.segments().begin(), run.segments().end(),
+                                   [](const Segment& s) { return s.state; });
+    if (which_ == SyncExchange::mirrored && state)
+      return invalid_argument(
+          "sync-easgd's mirrored exchange would sum the net's running statistics one step old");
     if (which_ == SyncExchange::automatic)
-      return run.size() > 2 ? make_partitioned_exchange() : make_mirrored_exchange();
+      return run.size() > 2 || state ? make_partitioned_exchange() : make_mirrored_exchange();
     return which_ == SyncExchange::partitioned ? make_partitioned_exchange()
                                                : make_mirrored_exchange();
   }

@@ -346,10 +346,16 @@ struct HandRun {
   Run run;
   std::unique_ptr<Algorithm> algo;
 
-  Status build(int p, SyncExchange which, PackMode pack) {
+  // with_state: the middle segment is state its step updates in place (as batch norm's running
+  // statistics are), with multipliers 0 and gradient 0.
+  Status build(int p, SyncExchange which, PackMode pack, bool with_state = false) {
     for (int64_t count : {1000, 37, 5003}) {
       Segment s;
       s.count = count;
+      if (with_state && count == 37) {
+        s.state = true;
+        s.lr_mult = s.decay_mult = 0.f;
+      }
       layout.add(s);
     }
     const int64_t n = layout.total_floats();
@@ -370,8 +376,11 @@ struct HandRun {
           g->weights.data()[j] = std::sin(0.37f * static_cast<float>(j) + static_cast<float>(i));
       g->fake_gradient = [this](Group& gr) {
         for (const Segment& sg : layout.segments())
-          for (int64_t j = sg.offset; j < sg.offset + sg.count; ++j)
-            gr.diff.data()[j] = 0.5f * gr.weights.data()[j] + 1e-3f * static_cast<float>(gr.id);
+          for (int64_t j = sg.offset; j < sg.offset + sg.count; ++j) {
+            float& w = gr.weights.data()[j];
+            if (sg.state) w = 0.9f * w + 0.1f * static_cast<float>(gr.id + 1);  // a running mean
+            gr.diff.data()[j] = sg.state ? 0.f : 0.5f * w + 1e-3f * static_cast<float>(gr.id);
+          }
       };
       run.groups.push_back(std::move(g));
     }
@@ -403,25 +412,30 @@ struct HandRun {
 // Every exchange the benchmark can force (SyncExchange) gives the bits of the Comm path, with
 // SGD and momentum, tau 1 and 2; the forced ones refuse what they cannot run.
 TEST(SyncEasgd, EveryForcedExchangeGivesTheCommPathsBits) {
-  for (int p : {2, 3})
-    for (int tau : {1, 2})
-      for (float momentum : {0.f, 0.9f}) {
-        const std::string what = std::to_string(p) + " groups, tau " + std::to_string(tau) +
-                                 ", momentum " + std::to_string(momentum);
-        auto trained = [&](SyncExchange which) {
-          HandRun h;
-          EXPECT_TRUE(h.build(p, which, PackMode::single).ok()) << what;
-          h.run.params.tau = tau;
-          h.run.params.momentum = momentum;
-          return h.train(3, 4);
-        };
-        const std::vector<float> want = trained(SyncExchange::comm);
-        EXPECT_EQ(trained(SyncExchange::automatic), want) << what;
-        EXPECT_EQ(trained(SyncExchange::partitioned), want) << what;
-        if (p == 2) {
-          EXPECT_EQ(trained(SyncExchange::mirrored), want) << what;
+  for (bool with_state : {false, true})
+    for (int p : {2, 3})
+      for (int tau : {1, 2})
+        for (float momentum : {0.f, 0.9f}) {
+          const std::string what = std::to_string(p) + " groups, tau " + std::to_string(tau) +
+                                   ", momentum " + std::to_string(momentum) +
+                                   (with_state ? ", state updated by the step" : "");
+          auto trained = [&](SyncExchange which) {
+            HandRun h;
+            EXPECT_TRUE(h.build(p, which, PackMode::single, with_state).ok()) << what;
+            h.run.params.tau = tau;
+            h.run.params.momentum = momentum;
+            return h.train(3, 4);
+          };
+          const std::vector<float> want = trained(SyncExchange::comm);
+          EXPECT_EQ(trained(SyncExchange::automatic), want) << what;
+          EXPECT_EQ(trained(SyncExchange::partitioned), want) << what;
+          if (p == 2 && !with_state) {
+            EXPECT_EQ(trained(SyncExchange::mirrored), want) << what;
+          } else if (p == 2) {  // it would sum the other group's state one step old
+            HandRun h;
+            EXPECT_FALSE(h.build(p, SyncExchange::mirrored, PackMode::single, true).ok()) << what;
+          }
         }
-      }
   HandRun three, per_layer;
   EXPECT_FALSE(three.build(3, SyncExchange::mirrored, PackMode::single).ok());
   EXPECT_FALSE(per_layer.build(2, SyncExchange::partitioned, PackMode::per_layer).ok());
