@@ -128,16 +128,19 @@ class SyncEasgd final : public Algorithm {
       return invalid_argument(
           "sync-easgd's fast exchanges run in one process on the CPU with --reduce tree, --pack "
           "single, --collective tree and --overlap off");
-    // The mirrored exchange reads the other group's weights as published before its step, so
-    // state its step updates in place (batch norm's running statistics) would be summed one
-    // step old: a net with state takes the partitioned exchange, which reads them after.
+    // The fast exchanges read the other groups' weights as soon as they are published, before
+    // those groups' steps: state a step updates in place (batch norm's running statistics)
+    // would be read while it is written. A net with state takes the Comm path, which reads
+    // every group's weights after its step.
     const bool state = std::any_of(run.segments().begin(), run.segments().end(),
                                    [](const Segment& s) { return s.state; });
-    if (which_ == SyncExchange::mirrored && state)
+    if (which_ == SyncExchange::automatic && state) return std::unique_ptr<FastExchange>();
+    if (state)
       return invalid_argument(
-          "sync-easgd's mirrored exchange would sum the net's running statistics one step old");
+          "sync-easgd's fast exchanges would read the net's running statistics while a step "
+          "writes them");
     if (which_ == SyncExchange::automatic)
-      return run.size() > 2 || state ? make_partitioned_exchange() : make_mirrored_exchange();
+      return run.size() > 2 ? make_partitioned_exchange() : make_mirrored_exchange();
     return which_ == SyncExchange::partitioned ? make_partitioned_exchange()
                                                : make_mirrored_exchange();
   }

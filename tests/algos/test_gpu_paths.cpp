@@ -421,6 +421,16 @@ TEST(GpuPaths, BatchNormAddConcatNetEqualsCpu) {
 // A staged algorithm (the weights uploaded each step, the gradient downloaded) brings the running
 // statistics the step updated on the device back too: without it they stayed at their initial
 // values on the GPU.
+// Resident sync-easgd on a net with state: the same as the CPU's run, which takes the Comm path
+// for such nets (both sum every group's running statistics as its step left them).
+TEST(GpuPaths, ResidentSyncEasgdBatchNormNetEqualsCpu) {
+  const Runs r = cpu_and_gpu("sync-easgd", 2, [](TrainConfig c) {
+    c.net = bn_join_net_file();
+    return c;
+  });
+  expect_same(r);
+}
+
 TEST(GpuPaths, StagedBatchNormNetEqualsCpu) {
   const Runs r = cpu_and_gpu("easgd-rr", 2, [](TrainConfig c) {
     c.net = bn_join_net_file();
