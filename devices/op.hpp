@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/rng.hpp"
+#include "engine/status.hpp"
 #include "engine/tensor.hpp"
 
 namespace easel {
@@ -150,6 +151,28 @@ class Op {
  protected:
   explicit Op(const OpDesc& d) : desc_(d) {}
   OpDesc desc_;
+};
+
+// The base of an implementation of a kind of several inputs (add, concat) on any device: Base
+// is Op or a device's own Op subclass. The one-input entry points abort (Net calls
+// forward_n/backward_n); inputs() and src_shape(i) name the inputs of the descriptor.
+template <class Base>
+class MultiInputOp : public Base {
+ public:
+  void forward(const float*, float*, std::span<const float* const>, bool) override {
+    EASEL_CHECK_MSG(false, "an op of several inputs runs through forward_n");
+  }
+  void backward(const float*, const float*, const float*, float*, std::span<const float* const>,
+                std::span<float* const>) override {
+    EASEL_CHECK_MSG(false, "an op of several inputs runs through backward_n");
+  }
+
+ protected:
+  using Base::Base;
+  size_t inputs() const { return 1 + this->desc_.more_src.size(); }
+  const Shape4& src_shape(size_t i) const {
+    return i == 0 ? this->desc_.src : this->desc_.more_src[i - 1];
+  }
 };
 
 // Softmax + cross-entropy over [N, classes] logits with int32 labels in [0, classes).

@@ -10,21 +10,7 @@ namespace easel::dnnl_detail {
 
 namespace {
 
-class JoinOp : public DnnlOp {
- public:
-  void forward(const float*, float*, std::span<const float* const>, bool) override {
-    EASEL_CHECK_MSG(false, "an op of several inputs runs through forward_n");
-  }
-  void backward(const float*, const float*, const float*, float*, std::span<const float* const>,
-                std::span<float* const>) override {
-    EASEL_CHECK_MSG(false, "an op of several inputs runs through backward_n");
-  }
-
- protected:
-  explicit JoinOp(const OpDesc& d) : DnnlOp(d) {}
-  size_t inputs() const { return 1 + desc_.more_src.size(); }
-  const Shape4& src_shape(size_t i) const { return i == 0 ? desc_.src : desc_.more_src[i - 1]; }
-};
+using JoinOp = MultiInputOp<DnnlOp>;
 
 // ---------------------------------------------------------------------------------------------
 // dst = sum_i srcs[i]: oneDNN's sum (scales 1). Backward copies diff_dst into every diff_src

@@ -12,21 +12,12 @@ namespace easel {
 namespace {
 
 // The base of both: forward/backward of one input abort.
-class RefJoin : public Op {
+class RefJoin : public MultiInputOp<Op> {
  public:
   std::string impl() const override { return "ref"; }
-  void forward(const float*, float*, std::span<const float* const>, bool) override {
-    EASEL_CHECK_MSG(false, "an op of several inputs runs through forward_n");
-  }
-  void backward(const float*, const float*, const float*, float*, std::span<const float* const>,
-                std::span<float* const>) override {
-    EASEL_CHECK_MSG(false, "an op of several inputs runs through backward_n");
-  }
 
  protected:
-  explicit RefJoin(const OpDesc& d) : Op(d) {}
-  size_t inputs() const { return 1 + desc_.more_src.size(); }
-  const Shape4& src_shape(size_t i) const { return i == 0 ? desc_.src : desc_.more_src[i - 1]; }
+  explicit RefJoin(const OpDesc& d) : MultiInputOp(d) {}
 };
 
 // ---------------------------------------------------------------------------------------------

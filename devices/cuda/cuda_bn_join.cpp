@@ -170,20 +170,9 @@ class OwnBatchNorm final : public BatchNormBase {
 
 // ---------------------------------------------------------------------------------------------
 // The kinds of several inputs run through forward_n / backward_n only.
-class OwnJoin : public Op {
- public:
-  void forward(const float*, float*, std::span<const float* const>, bool) override {
-    EASEL_CHECK_MSG(false, "an op of several inputs runs through forward_n");
-  }
-  void backward(const float*, const float*, const float*, float*, std::span<const float* const>,
-                std::span<float* const>) override {
-    EASEL_CHECK_MSG(false, "an op of several inputs runs through backward_n");
-  }
-
+class OwnJoin : public MultiInputOp<Op> {
  protected:
-  OwnJoin(CudaContext& ctx, const OpDesc& d) : Op(d), ctx_(ctx) {}
-  size_t inputs() const { return 1 + desc_.more_src.size(); }
-  const Shape4& src_shape(size_t i) const { return i == 0 ? desc_.src : desc_.more_src[i - 1]; }
+  OwnJoin(CudaContext& ctx, const OpDesc& d) : MultiInputOp(d), ctx_(ctx) {}
 
   CudaContext& ctx_;
 };
