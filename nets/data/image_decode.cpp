@@ -48,7 +48,8 @@ void jpeg_note(j_common_ptr cinfo, int level) {
 }
 
 // 0 on success, else 1 and the reason in why[kWhy].
-int decode_jpeg(const uint8_t* data, size_t size, int64_t min_side, RgbImage* out, char* why) {
+int decode_jpeg(const uint8_t* data, size_t size, int64_t min_side, int64_t max_pixels,
+                RgbImage* out, char* why) {
   jpeg_decompress_struct cinfo;
   JpegErrors err;
   std::memset(&cinfo, 0, sizeof cinfo);
@@ -74,13 +75,13 @@ int decode_jpeg(const uint8_t* data, size_t size, int64_t min_side, RgbImage* ou
   // the scale it is decoded at. Its full size is limited too (a header of 65500x65500 decoded
   // at 1/8 asked libjpeg for 13 GB).
   const int64_t full_w = cinfo.image_width, full_h = cinfo.image_height;
-  if (jpeg_has_multiple_scans(&cinfo) && full_w * full_h > kMaxImagePixels) {
+  if (jpeg_has_multiple_scans(&cinfo) && full_w * full_h > max_pixels) {
     jpeg_destroy_decompress(&cinfo);
     std::snprintf(why, kWhy,
                   "a progressive JPEG of %lldx%lld pixels, more than the %lld-pixel limit (it is "
                   "held whole to be decoded, at any scale)",
                   static_cast<long long>(full_w), static_cast<long long>(full_h),
-                  static_cast<long long>(kMaxImagePixels));
+                  static_cast<long long>(max_pixels));
     return 1;
   }
   cinfo.out_color_space = JCS_RGB;
@@ -92,11 +93,11 @@ int decode_jpeg(const uint8_t* data, size_t size, int64_t min_side, RgbImage* ou
   cinfo.scale_denom = denom;
   jpeg_calc_output_dimensions(&cinfo);
   const int64_t w = cinfo.output_width, h = cinfo.output_height;
-  if (w * h > kMaxImagePixels) {
+  if (w * h > max_pixels) {
     jpeg_destroy_decompress(&cinfo);
     std::snprintf(why, kWhy, "a JPEG of %lldx%lld pixels, more than the %lld-pixel limit",
                   static_cast<long long>(w), static_cast<long long>(h),
-                  static_cast<long long>(kMaxImagePixels));
+                  static_cast<long long>(max_pixels));
     return 1;
   }
   jpeg_start_decompress(&cinfo);
@@ -152,7 +153,7 @@ void png_source(png_structp png, png_bytep dst, size_t n) {
   s->at += n;
 }
 
-int decode_png(const uint8_t* data, size_t size, RgbImage* out, char* why) {
+int decode_png(const uint8_t* data, size_t size, int64_t max_pixels, RgbImage* out, char* why) {
   PngErrors err;
   err.message[0] = '\0';
   PngSource src{data, size, 0};
@@ -172,11 +173,11 @@ int decode_png(const uint8_t* data, size_t size, RgbImage* out, char* why) {
   png_read_info(png, info);
   const int64_t w = png_get_image_width(png, info), h = png_get_image_height(png, info);
   const int depth = png_get_bit_depth(png, info), type = png_get_color_type(png, info);
-  if (w * h > kMaxImagePixels) {
+  if (w * h > max_pixels) {
     png_destroy_read_struct(&png, &info, nullptr);
     std::snprintf(why, kWhy, "a PNG of %lldx%lld pixels, more than the %lld-pixel limit",
                   static_cast<long long>(w), static_cast<long long>(h),
-                  static_cast<long long>(kMaxImagePixels));
+                  static_cast<long long>(max_pixels));
     return 1;
   }
   // What the header claims must fit in the file: deflate inflates at most 1032:1 (as
@@ -262,14 +263,15 @@ std::vector<Taps> taps(int64_t in, int64_t out, int64_t from, int64_t n) {
 }  // namespace
 
 Status decode_image(const uint8_t* data, size_t size, const std::string& path, int64_t min_side,
-                    RgbImage* out) {
+                    RgbImage* out, int64_t max_pixels) {
+  EASEL_CHECK(max_pixels > 0 && max_pixels <= kMaxImagePixels);
   static constexpr uint8_t kPng[8] = {0x89, 'P', 'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a};
   char why[kWhy] = "";
   int failed = 0;
   if (size >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff) {
-    failed = decode_jpeg(data, size, min_side, out, why);
+    failed = decode_jpeg(data, size, min_side, max_pixels, out, why);
   } else if (size >= 8 && std::memcmp(data, kPng, 8) == 0) {
-    failed = decode_png(data, size, out, why);
+    failed = decode_png(data, size, max_pixels, out, why);
   } else {
     if (size == 0) return data_error(path + ": empty file");
     return data_error(path + ": neither a JPEG nor a PNG image (by its first bytes)");

@@ -27,10 +27,13 @@ constexpr int64_t kMaxImagePixels = int64_t{1} << 27;
 // JPEG: when `min_side` > 0 and the shorter side is at least twice it, the image is decoded at
 // 1/2, 1/4 or 1/8 scale (libjpeg's DCT scaling), the largest step that keeps the shorter side
 // >= min_side. Errors (data_error, one line starting with `path`): neither format, corrupt or
-// truncated data, a colour space with no RGB conversion (CMYK JPEG), more than kMaxImagePixels.
-// Never calls exit() or prints: libjpeg's and libpng's errors come back through longjmp.
+// truncated data, a colour space with no RGB conversion (CMYK JPEG), more than `max_pixels`
+// (the decoder's output, and a multi-scan JPEG's full size). Requires 0 < max_pixels <=
+// kMaxImagePixels: a caller may only lower the limit (the fuzz target does, so that one input
+// costs milliseconds). Never calls exit() or prints: libjpeg's and libpng's errors come back
+// through longjmp.
 Status decode_image(const uint8_t* data, size_t size, const std::string& path, int64_t min_side,
-                    RgbImage* out);
+                    RgbImage* out, int64_t max_pixels = kMaxImagePixels);
 
 // torchvision's Resize(side) then CenterCrop(side): scales src so that its shorter side is
 // `side` (the longer becomes floor(side * long / short)), by bilinear interpolation that is
