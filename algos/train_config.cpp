@@ -1,5 +1,6 @@
 #include "algos/train_config.hpp"
 
+#include "engine/trace.hpp"
 #include "nets/data/batch_stream.hpp"
 #include "nets/models/models.hpp"
 
@@ -359,6 +360,14 @@ Status check_range(const char* flag, double v, double lo, double hi, bool lo_ope
     return invalid_argument(std::string(flag) + ": " + std::to_string(v) + " is out of range " +
                             (lo_open ? "(" : "[") + std::to_string(lo) + ", " + std::to_string(hi) +
                             "]");
+  {"trace", text<&T::trace>(), kTrain, R::per_run,
+   "write a Chrome trace-event timeline of the run to FILE.json (Perfetto, chrome://tracing; "
+   "under mpirun rank R > 0 writes FILE.rankR.json): a track per group, the centre and the main "
+   "thread; at most trace-steps + 256 steps per group are kept (docs/TRACE.md)"},
+  {"trace-steps", integer<&T::trace_steps>(), kTrain, R::per_run,
+   "with --trace: the first N steps of each group in full"},
+  {"trace-every", integer<&T::trace_every>(), kTrain, R::per_run,
+   "with --trace: after them every K-th step (K doubles whenever 256 such steps are kept)"},
   }
   return {};
 }
@@ -421,6 +430,12 @@ Status validate_config(const TrainConfig& c) {
   if (!c.device.gpu) {
     std::string accelerators;  // the device list's kinds whose units are GPUs
     for (const DeviceEntry& e : device_list())
+  if (c.trace_steps < 0 || c.trace_steps > kMaxTraceSteps)
+    return invalid_argument("--trace-steps: " + std::to_string(c.trace_steps) +
+                            " is out of range [0, " + std::to_string(kMaxTraceSteps) + "]");
+  if (c.trace_every < 1)
+    return invalid_argument("--trace-every: " + std::to_string(c.trace_every) + " must be >= 1");
+  if (!c.trace.empty()) EASEL_RETURN_IF_ERROR(check_trace_path(c.trace));
       if (e.accelerator) accelerators += (accelerators.empty() ? "" : " or ") + std::string(e.name);
     for (MemKind k : c.placement.kind)
       if (k == MemKind::pinned_host || k == MemKind::device)
