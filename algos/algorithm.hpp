@@ -24,6 +24,11 @@ namespace easel {
 
 enum class ReduceMode { tree, serial };     // Sync EASGD: tree collective vs P serial exchanges
 enum class PackMode { single, per_layer };  // one message over the arena vs one per layer
+// sync-easgd's exchange code (--exchange): automatic, the fastest that applies (one of the
+// single-process fast exchanges of algos/sync_easgd_fast.hpp where the switches allow, else the
+// Comm path); comm, the Comm path always (the one whose order, messages and overlap --reduce,
+// --pack and --overlap switch, one at a time); partitioned or mirrored, that fast exchange.
+enum class SyncExchange { automatic, comm, partitioned, mirrored };
 
 // Hyper-parameters of the algorithms (DESIGN.md 4): eta = lr, alpha = eta * rho.
 struct AlgoParams {
@@ -38,6 +43,7 @@ struct AlgoParams {
   PackMode pack = PackMode::single;
   bool overlap = false;
   CollectiveAlgo collective = CollectiveAlgo::tree;
+  SyncExchange exchange = SyncExchange::automatic;
 
   // alpha for a given local iteration.
   float alpha_at(int64_t iter) const {

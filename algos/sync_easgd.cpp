@@ -7,8 +7,9 @@
 // exchange, with the local step that reaches a target accuracy soonest (docs/DESIGN.md).
 // The paper's co-design switches: --reduce tree|serial, --pack single|per-layer, and
 // --overlap on, where the reduction and the centre update run on a communication thread while
-// the groups compute their next steps; the groups wait for it only at their next exchange, so
-// the result is the same as without overlap (up to the summation order of S).
+// the groups compute their next steps; the groups wait for it only at their next exchange. That
+// thread sums in the order --reduce says (tree: the shared-memory Comm's tree collective's) and
+// one pass per message (--pack), so the result is the same bits as without overlap.
 // Across MPI ranks (--reduce tree, --overlap off): S is reduced over all P groups into global
 // group 0 (hierarchical Comm), rank 0 updates Wc and broadcasts it into every rank's copy, so a
 // run of R ranks x L groups equals one process with R*L groups when L is a power of two.
@@ -16,13 +17,14 @@
 // a faster exchange replaces the Comm's, with the same numbers bit for bit: partitioned (each
 // group updates its 1/P slice of Wc) or, with P <= 2, mirrored (each group keeps its own Wc).
 // They live beside this file, in algos/sync_easgd_fast.{hpp,cpp}; this file only picks one.
-// On GPUs with resident weights (Run::resident, --reduce tree, --overlap off): the same with
-// NCCL: Wc lives on group 0's GPU, every other group keeps a copy on its own GPU, S is reduced
-// into group 0's GPU and the updated Wc broadcast into the copies; only the batch crosses the
-// host link (Sync EASGD2). With --overlap on (Sync EASGD3) the master Wc moves to pinned host
-// memory: each group downloads its snapshot, the communication thread reduces and updates Wc
-// while the GPUs compute, and every group uploads the new Wc into its copy at its next exchange
-// (the same centre it would read without overlap, as on the CPU).
+// On GPUs with resident weights (Run::resident, --reduce tree): the same with NCCL: Wc lives
+// on group 0's GPU, every other group keeps a copy on its own GPU, S is reduced into group 0's
+// GPU and the updated Wc broadcast into the copies; only the batch crosses the host link (Sync
+// EASGD2). With --overlap on (Sync EASGD3) that exchange runs on each device's communication
+// stream, ordered against its compute stream by events (exchange_on_devices), so still only the
+// batch crosses the host link, and the result is the same bits.
+// --exchange comm keeps the Comm path (and the overlap path) whatever the other switches say, so
+// that --reduce, --pack and --overlap each change one thing (tools/compare codesign).
 #include "algos/sync_easgd.hpp"
 
 #include <algorithm>
@@ -43,6 +45,7 @@ class SyncEasgd final : public Algorithm {
   explicit SyncEasgd(SyncExchange which) : which_(which) {}
   std::string name() const override { return "sync-easgd"; }
   bool uses_centre() const override { return true; }
+  bool regroupable() const override { return true; }
   bool multi_process() const override { return true; }
   bool device_resident() const override { return true; }
 
@@ -50,11 +53,9 @@ class SyncEasgd final : public Algorithm {
     EASEL_RETURN_IF_ERROR(check_switches(run));
     EASEL_ASSIGN_OR_RETURN(fast_, choose_fast(run));
     if (fast_) return fast_->prepare(run);
-    // S is reduced into the root; overlapped on GPUs it lives in host_scratch_.
-    if (!(run.resident && run.params.overlap)) {
-      EASEL_ASSIGN_OR_RETURN(scratch_,
-                             arena_on(*run.groups[0], run.arena_floats(), run.centre.kind()));
-    }
+    // S is reduced into the root.
+    EASEL_ASSIGN_OR_RETURN(scratch_,
+                           arena_on(*run.groups[0], run.arena_floats(), run.centre.kind()));
     if (run.resident && run.size() > 1) {  // a copy of Wc on every other group's GPU
       centre_copies_.resize(run.groups.size());
       for (size_t i = 1; i < run.groups.size(); ++i) {
@@ -117,51 +118,50 @@ class SyncEasgd final : public Algorithm {
   }
 
   // The single-process fast exchange this run takes (null: the Comm or the overlap path).
+  // which_ (the benchmark's) overrides --exchange; both automatic: the fast exchange where the
+  // switches allow it.
   Result<std::unique_ptr<FastExchange>> choose_fast(const Run& run) const {
     const AlgoParams& p = run.params;
+    const SyncExchange which = which_ != SyncExchange::automatic ? which_ : p.exchange;
     const bool fast_ok = run.ranks == 1 && !run.resident && p.reduce == ReduceMode::tree &&
                          p.pack == PackMode::single && p.collective == CollectiveAlgo::tree &&
                          !p.overlap;
-    if (which_ == SyncExchange::comm || (which_ == SyncExchange::automatic && !fast_ok))
+    if (which == SyncExchange::comm || (which == SyncExchange::automatic && !fast_ok))
       return std::unique_ptr<FastExchange>();
+    const std::string flag = std::string("--exchange ") +
+                             (which == SyncExchange::partitioned ? "partitioned" : "mirrored");
     if (!fast_ok)
       return invalid_argument(
-          "sync-easgd's fast exchanges run in one process on the CPU with --reduce tree, --pack "
-          "single, --collective tree and --overlap off");
+          flag +
+          ": sync-easgd's fast exchanges run in one process on the CPU with --reduce "
+          "tree, --pack single, --collective tree and --overlap off (--exchange comm runs "
+          "every combination)");
     // The fast exchanges read the other groups' weights as soon as they are published, before
     // those groups' steps: state a step updates in place (batch norm's running statistics)
     // would be read while it is written. A net with state takes the Comm path, which reads
     // every group's weights after its step.
     const bool state = std::any_of(run.segments().begin(), run.segments().end(),
                                    [](const Segment& s) { return s.state; });
-    if (which_ == SyncExchange::automatic && state) return std::unique_ptr<FastExchange>();
+    if (which == SyncExchange::automatic && state) return std::unique_ptr<FastExchange>();
     if (state)
-      return invalid_argument(
-          "sync-easgd's fast exchanges would read the net's running statistics while a step "
-          "writes them");
-    if (which_ == SyncExchange::automatic)
+      return invalid_argument(flag +
+                              ": sync-easgd's fast exchanges would read the net's running "
+                              "statistics while a step writes them (use --exchange comm)");
+    if (which == SyncExchange::automatic)
       return run.size() > 2 ? make_partitioned_exchange() : make_mirrored_exchange();
-    return which_ == SyncExchange::partitioned ? make_partitioned_exchange()
-                                               : make_mirrored_exchange();
+    return which == SyncExchange::partitioned ? make_partitioned_exchange()
+                                              : make_mirrored_exchange();
   }
 
-  // The overlap path's buffers and its communication thread (on all the groups' cpus).
+  // The overlap path's buffers: every group's snapshot (on its GPU when resident), and on the
+  // CPU the communication thread (on all the groups' cpus). On GPUs each device's communication
+  // stream does that thread's work (exchange_on_devices).
   Status prepare_overlap(Run& run) {
-    // The snapshots, and on GPUs the master Wc and the sum, in host memory for the
-    // communication thread (pinned, so that the copies to and from the GPUs are direct).
-    const MemKind host = run.resident ? MemKind::pinned_host : MemKind::dram;
     for (auto& g : run.groups) {
-      EASEL_ASSIGN_OR_RETURN(
-          Arena a, Arena::create(run.arena_floats(), run.resident ? host : g->weights.kind()));
+      EASEL_ASSIGN_OR_RETURN(Arena a, arena_on(*g, run.arena_floats(), g->weights.kind()));
       send_.push_back(std::move(a));
     }
-    if (run.resident) {
-      EASEL_ASSIGN_OR_RETURN(host_centre_, Arena::create(run.arena_floats(), host));
-      EASEL_ASSIGN_OR_RETURN(host_scratch_, Arena::create(run.arena_floats(), host));
-      copy_bytes(host_centre_.data(), host, run.centre.data(), run.centre.kind(),
-                 static_cast<size_t>(run.arena_floats()) * sizeof(float));
-    }
-    refreshed_.assign(run.groups.size(), 0);
+    if (run.resident) return {};
     GroupSpec spec;
     spec.id = -1;
     for (const auto& g : run.groups)
@@ -240,62 +240,106 @@ class SyncEasgd final : public Algorithm {
   }
 
   void exchange_overlapped(Run& run, Group& g, float lr, float alpha) {
-    finish_pending(run, g);  // the previous exchange's centre update is done (and uploaded)
+    if (run.resident) return exchange_on_devices(run, g, lr, alpha);
+    finish_pending(run, g);  // the previous exchange's centre update is done
     const int64_t n = run.arena_floats();
-    float* send = send_[static_cast<size_t>(g.id)].data();
     {
       ScopedTimer t(&g.times.comm);
-      if (run.resident)
-        g.device->download(send, g.weights.data(), static_cast<size_t>(n) * sizeof(float));
-      else
-        span_copy(send, g.weights.data(), n);
+      span_copy(send_[static_cast<size_t>(g.id)].data(), g.weights.data(), n);
     }
     {
       ScopedTimer t(&g.times.compute);
       elastic_step(run, g, lr, alpha);
-      g.device->synchronize();  // the upload of Wc has landed before the job may rewrite it
     }
     timed_collective(run, g, [&] { run.comm->barrier(g.global_id); });  // snapshots taken, Wc read
     if (g.id == 0) {
-      float* centre = run.resident ? host_centre_.data() : run.centre.data();
-      float* scratch = run.resident ? host_scratch_.data() : scratch_.data();
-      posted_ += 1;
-      pending_ = comm_thread_->post([this, centre, scratch, n, alpha, p = run.size()] {
-        span_copy(scratch, send_[0].data(), n);
-        for (size_t j = 1; j < send_.size(); ++j)
-          span_axpy(scratch, 1.f, send_[j].data(), n);
-        elastic_centre_sum(centre, scratch, alpha, p, n);
+      float* centre = run.centre.data();
+      float* scratch = scratch_.data();
+      pending_ = comm_thread_->post([this, centre, scratch, n, alpha, &run] {
+        update_centre_from_snapshots(run, centre, scratch, alpha, n);
       });
     }
   }
 
-  // Waits (as group g) until the communication thread's last job is done; on GPUs, then
-  // uploads the new Wc into g's copy (ordered before g's next work on its device).
+  // Sync EASGD3 on GPUs: the exchange runs on every device's communication stream while its
+  // compute stream goes on, and only events order the two; nothing crosses the host link (as in
+  // Sync EASGD2). Exchange e of group g, queued from its thread, which never waits:
+  //   compute waits for comm         exchange e-1 is done: Wc_e is in g's copy, and its reduce
+  //                                  has read g's snapshot
+  //   compute: snapshot <- W; the elastic step from W and g's copy of Wc_e
+  //   comm waits for compute         the snapshot is taken and the copy of Wc_e read
+  //   comm: S = reduce of the snapshots into the root (NCCL); on the root Wc <- Wc + alpha*(S -
+  //   P*Wc); Wc broadcast into every copy
+  // The same arithmetic as without overlap, in the same order (the Comm's reduce): the same bits.
+  void exchange_on_devices(Run& run, Group& g, float lr, float alpha) {
+    Device& d = *g.device;
+    const int64_t n = run.arena_floats();
+    float* send = send_[static_cast<size_t>(g.id)].data();
+    {
+      ScopedTimer t(&g.times.compute);
+      d.compute_waits_for_comm();
+      g.kernels->copy(send, g.weights.data(), n);
+      elastic_step(run, g, lr, alpha);
+    }
+    ScopedTimer t(&g.times.comm);  // queueing only: the transfers overlap the next steps
+    d.comm_waits_for_compute();
+    for_each_message(run, [&](int64_t off, int64_t m) {
+      run.comm->reduce_sum_queued(g.global_id, send + off, scratch_.data() + off, m, 0);
+    });
+    if (g.id == 0)
+      d.comm_kernels().elastic_centre_sum(run.centre.data(), scratch_.data(), alpha, run.size(), n);
+    for_each_message(run, [&](int64_t off, int64_t m) {
+      run.comm->broadcast_queued(g.global_id, centre_of(run, g) + off, m, 0);
+    });
+  }
+
+  // Waits (as group g) until the last exchange's centre update is done: the communication
+  // thread's job, or on GPUs g's communication stream; then every group meets (Wc is whole).
   void finish_pending(Run& run, Group& g) {
-    if (g.id == 0 && pending_.valid()) {
+    if (run.resident) {
+      ScopedTimer t(&g.times.wait);
+      g.device->synchronize_comm();
+    } else if (g.id == 0 && pending_.valid()) {
       ScopedTimer t(&g.times.wait);
       pending_.get();
     }
     timed_collective(run, g, [&] { run.comm->barrier(g.global_id); });
-    int64_t& seen = refreshed_[static_cast<size_t>(g.id)];
-    if (run.resident && seen != posted_) {  // posted_ is written by group 0 before a barrier
-      ScopedTimer t(&g.times.comm);
-      g.device->upload(centre_of(run, g), host_centre_.data(),
-                       static_cast<size_t>(run.arena_floats()) * sizeof(float));
-      seen = posted_;
+  }
+
+  // The overlap path's reduction and centre update on the communication thread, from the groups'
+  // snapshots, in the order --reduce says and one pass per message (--pack), so that --overlap
+  // on changes when they run and nothing else: tree, the shared-memory Comm's binomial-tree
+  // order (centre_update_slice, the partitioned exchange's kernel); serial, the root adding the
+  // P snapshots in turn, as reduce_weights does.
+  void update_centre_from_snapshots(Run& run, float* centre, float* scratch, float alpha,
+                                    int64_t n) {
+    const int p = run.size();
+    if (run.params.reduce == ReduceMode::tree) {
+      std::vector<const float*> w(send_.size());
+      for (size_t j = 0; j < send_.size(); ++j)
+        w[j] = send_[j].data();
+      for_each_message(run, [&](int64_t off, int64_t m) {
+        centre_update_slice(w, centre, centre, alpha, off, off + m, tree_tmp_);
+      });
+      return;
     }
+    for_each_message(run, [&](int64_t off, int64_t m) {
+      span_copy(scratch + off, send_[0].data() + off, m);
+      for (size_t j = 1; j < send_.size(); ++j)
+        span_axpy(scratch + off, 1.f, send_[j].data() + off, m);
+      elastic_centre_sum(centre + off, scratch + off, alpha, p, m);
+    });
+    (void)n;
   }
 
   SyncExchange which_;
   std::unique_ptr<FastExchange> fast_;  // the single-process fast exchange, when it runs
   std::vector<Arena> send_;             // overlap: each group's weights at the exchange
-  Arena host_centre_, host_scratch_;    // overlap on GPUs: the master Wc and the sum, pinned
-  int64_t posted_ = 0;                  // overlap: jobs posted (group 0 writes, before a barrier)
-  std::vector<int64_t> refreshed_;      // overlap on GPUs: [i] = jobs whose Wc group i uploaded
   std::vector<Arena> centre_copies_;    // resident on GPUs: [i] is group i's copy of Wc (i > 0)
   Arena scratch_;                       // the Comm path: S, reduced into the root (group 0)
   std::unique_ptr<WorkerThread> comm_thread_;
-  std::future<void> pending_;  // touched by group 0 only
+  std::vector<float> tree_tmp_;  // overlap, --reduce tree: the communication thread's chunks
+  std::future<void> pending_;    // touched by group 0 only
 };
 
 }  // namespace

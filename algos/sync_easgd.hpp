@@ -8,13 +8,14 @@
 
 namespace easel {
 
-// Which exchange sync-easgd runs. automatic: as training chooses (sync_easgd.cpp's comment:
+// Which exchange sync-easgd runs (SyncExchange, algos/algorithm.hpp). automatic: as
+// run.params.exchange (--exchange) says, itself automatic by default (sync_easgd.cpp's comment:
 // one of the fast exchanges of algos/sync_easgd_fast.hpp in one process on the CPU when the
-// switches allow, else through the Comm, or overlapped). The others force one, so that
-// `easel bench` times each on the same groups: comm, the Comm path (tree or serial reduce,
-// single or per-layer messages, as run.params say); partitioned and mirrored, those fast
-// exchanges, which prepare() refuses where they cannot run (mirrored: at most 2 groups).
-enum class SyncExchange { automatic, comm, partitioned, mirrored };
+// switches allow, else through the Comm, or overlapped). The others force one whatever
+// --exchange says, so that `easel bench` times each on the same groups: comm, the Comm path
+// (tree or serial reduce, single or per-layer messages, overlap, as run.params say);
+// partitioned and mirrored, those fast exchanges, which prepare() refuses where they cannot run
+// (mirrored: at most 2 groups).
 std::unique_ptr<Algorithm> make_sync_easgd(SyncExchange which);
 
 }  // namespace easel

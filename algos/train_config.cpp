@@ -138,6 +138,10 @@ constexpr Name<ReduceMode> kReduceModes[] = {{ReduceMode::tree, "tree"},
                                              {ReduceMode::serial, "serial"}};
 constexpr Name<PackMode> kPackModes[] = {{PackMode::single, "single"},
                                          {PackMode::per_layer, "per-layer"}};
+constexpr Name<SyncExchange> kSyncExchanges[] = {{SyncExchange::automatic, "auto"},
+                                                 {SyncExchange::comm, "comm"},
+                                                 {SyncExchange::partitioned, "partitioned"},
+                                                 {SyncExchange::mirrored, "mirrored"}};
 constexpr Name<bool> kOnOff[] = {{true, "on"}, {false, "off"}};
 constexpr Name<CollectiveAlgo> kCollectives[] = {{CollectiveAlgo::tree, "tree"},
                                                  {CollectiveAlgo::ring, "ring"}};
@@ -337,6 +341,9 @@ const Setting kSettings[] = {
    "exchange: single (one message over the arena) or per-layer"},
   {"overlap", choice<kOnOff, &T::overlap>(), kTrain, R::fixed,
    "sync-easgd: overlap the centre exchange with the next step (on/off)"},
+  {"exchange", choice<kSyncExchanges, &T::exchange>(), kTrain, R::fixed,
+   "sync-easgd's exchange code: auto (the fastest that applies), comm (the Comm's, which "
+   "--reduce, --pack and --overlap switch), partitioned or mirrored (one process, CPU)"},
   {"collective", choice<kCollectives, &T::collective>(), kTrain, R::fixed,
    "shared-memory collective: tree or ring"},
   {"progress", choice<kProgress, &T::progress>(), kTrain, R::per_run, "auto, bar, lines or none"},
@@ -460,6 +467,7 @@ AlgoParams make_params(const TrainConfig& c, int64_t total_iterations, int group
   p.pack = c.pack;
   p.overlap = c.overlap;
   p.collective = c.collective;
+  p.exchange = c.exchange;
   return p;
 }
 

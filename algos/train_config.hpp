@@ -65,6 +65,7 @@ struct TrainConfig {
   PackMode pack = PackMode::single;
   bool overlap = false;
   CollectiveAlgo collective = CollectiveAlgo::tree;
+  SyncExchange exchange = SyncExchange::automatic;  // sync-easgd's exchange code (--exchange)
   Progress progress = Progress::automatic;
   bool prefetch = true;
   // Threads preparing each group's batches (with prefetch): oneTBB's pipeline where easel has

@@ -53,6 +53,17 @@ class Device {
   virtual void synchronize() {}
   // The update rules on arenas in memory().
   virtual ArenaKernels& kernels() { return cpu_arena_kernels(); }
+  // A second stream of work for communication (sync-easgd's overlap on GPUs): the same rules on
+  // the communication stream, which runs concurrently with the compute stream (ops, losses,
+  // kernels(), upload) and in order with a device Comm's queued collectives
+  // (Comm::reduce_sum_queued). Only these waits order the two streams: comm_waits_for_compute()
+  // (the communication stream's later work starts after all compute work queued so far),
+  // compute_waits_for_comm() (the reverse); the host waits for the communication stream with
+  // synchronize_comm(). The CPU has one order of work, done when each call returns: no-ops.
+  virtual ArenaKernels& comm_kernels() { return kernels(); }
+  virtual void comm_waits_for_compute() {}
+  virtual void compute_waits_for_comm() {}
+  virtual void synchronize_comm() {}
   // Builds the op: walks the device's ordered implementation list (reference last); every
   // refusal is logged once with its reason. Fails only when even the reference refuses.
   virtual Result<std::unique_ptr<Op>> make_op(const OpDesc& desc) = 0;

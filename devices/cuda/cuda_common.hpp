@@ -72,6 +72,11 @@ struct CudaContext {
   cudaStream_t stream = nullptr;
   cudnnHandle_t cudnn = nullptr;    // set to `stream`
   cublasHandle_t cublas = nullptr;  // set to `stream`, pointer mode host
+  // The communication stream (non-blocking: the engine's copies between rounds do not wait for
+  // it; the algorithm synchronizes it first) and the events that order it against `stream`
+  // (Device::comm_waits_for_compute / compute_waits_for_comm). NCCL's queued collectives run on it.
+  cudaStream_t comm_stream = nullptr;
+  cudaEvent_t compute_done = nullptr, comm_done = nullptr;
 };
 
 // The context of a device made by make_cuda_device; aborts for any other Device.

@@ -85,7 +85,12 @@ class CudaDevice final : public Device {
     if (!attached_) return;
     cudaSetDevice(ctx_.ordinal);
     cudaStreamSynchronize(ctx_.stream);
+    if (ctx_.comm_stream) cudaStreamSynchronize(ctx_.comm_stream);
     kernels_.reset();
+    comm_kernels_.reset();
+    if (ctx_.compute_done) cudaEventDestroy(ctx_.compute_done);
+    if (ctx_.comm_done) cudaEventDestroy(ctx_.comm_done);
+    if (ctx_.comm_stream) cudaStreamDestroy(ctx_.comm_stream);
     if (ctx_.cublas) cublas_dyn::api().destroy(ctx_.cublas);
     if (ctx_.cudnn) cudnnDestroy(ctx_.cudnn);
     if (ctx_.stream) cudaStreamDestroy(ctx_.stream);
@@ -108,6 +113,15 @@ class CudaDevice final : public Device {
     EASEL_CUBLAS_RETURN_IF_ERROR(blas->set_stream(ctx_.cublas, ctx_.stream));
     EASEL_CUBLAS_RETURN_IF_ERROR(blas->set_pointer_mode(ctx_.cublas, CUBLAS_POINTER_MODE_HOST));
     kernels_ = make_cuda_arena_kernels(ctx_);
+    // The communication stream, its own kernels (comm_ctx_: ctx_ on that stream) and the events
+    // between the two streams.
+    EASEL_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&ctx_.comm_stream, cudaStreamNonBlocking));
+    EASEL_CUDA_RETURN_IF_ERROR(
+        cudaEventCreateWithFlags(&ctx_.compute_done, cudaEventDisableTiming));
+    EASEL_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&ctx_.comm_done, cudaEventDisableTiming));
+    comm_ctx_ = ctx_;
+    comm_ctx_.stream = ctx_.comm_stream;
+    comm_kernels_ = make_cuda_arena_kernels(comm_ctx_);
     attached_ = true;
     return {};
   }
@@ -142,6 +156,25 @@ class CudaDevice final : public Device {
     EASEL_CHECK_MSG(attached_, "CUDA device used before attach()");
     return *kernels_;
   }
+  ArenaKernels& comm_kernels() override {
+    EASEL_CHECK_MSG(attached_, "CUDA device used before attach()");
+    return *comm_kernels_;
+  }
+  // An event recorded on one stream and waited for on the other: the GPU orders them, the host
+  // goes on at once.
+  void comm_waits_for_compute() override {
+    EASEL_CHECK_MSG(attached_, "CUDA device used before attach()");
+    EASEL_CUDA_CHECK(cudaEventRecord(ctx_.compute_done, ctx_.stream));
+    EASEL_CUDA_CHECK(cudaStreamWaitEvent(ctx_.comm_stream, ctx_.compute_done, 0));
+  }
+  void compute_waits_for_comm() override {
+    EASEL_CHECK_MSG(attached_, "CUDA device used before attach()");
+    EASEL_CUDA_CHECK(cudaEventRecord(ctx_.comm_done, ctx_.comm_stream));
+    EASEL_CUDA_CHECK(cudaStreamWaitEvent(ctx_.stream, ctx_.comm_done, 0));
+  }
+  void synchronize_comm() override {
+    if (attached_) EASEL_CUDA_CHECK(cudaStreamSynchronize(ctx_.comm_stream));
+  }
 
   CudaContext& context() {
     EASEL_CHECK_MSG(attached_, "CUDA device used before attach()");
@@ -150,8 +183,9 @@ class CudaDevice final : public Device {
 
  private:
   CudaContext ctx_;
+  CudaContext comm_ctx_;  // ctx_ with the communication stream as its stream (comm_kernels_)
   bool attached_ = false;
-  std::unique_ptr<ArenaKernels> kernels_;
+  std::unique_ptr<ArenaKernels> kernels_, comm_kernels_;
 };
 
 }  // namespace

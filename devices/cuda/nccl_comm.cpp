@@ -60,6 +60,7 @@ namespace {
 struct alignas(64) NcclRank {
   int ordinal = 0;
   cudaStream_t stream = nullptr;
+  cudaStream_t comm_stream = nullptr;  // the queued collectives' (the device's communication)
   ncclComm_t comm = nullptr;
   double wait_s = 0.0;
 };
@@ -113,6 +114,25 @@ class NcclComm final : public Comm {
     EASEL_NCCL_CHECK(
         ncclBroadcast(buf, buf, static_cast<size_t>(n), ncclFloat, root, r.comm, r.stream));
     EASEL_CUDA_CHECK(cudaStreamSynchronize(r.stream));
+  }
+
+  // Queued on the device's communication stream, not waited for (Device::synchronize_comm).
+  void reduce_sum_queued(int rank, const float* src, float* dst, int64_t n, int root) override {
+    NcclRank& r = at(rank);
+    at(root);
+    EASEL_CHECK(n >= 0);
+    if (n == 0) return;
+    EASEL_NCCL_CHECK(ncclReduce(src, rank == root ? dst : nullptr, static_cast<size_t>(n),
+                                ncclFloat, ncclSum, root, r.comm, r.comm_stream));
+  }
+
+  void broadcast_queued(int rank, float* buf, int64_t n, int root) override {
+    NcclRank& r = at(rank);
+    at(root);
+    EASEL_CHECK(n >= 0);
+    if (n == 0) return;
+    EASEL_NCCL_CHECK(
+        ncclBroadcast(buf, buf, static_cast<size_t>(n), ncclFloat, root, r.comm, r.comm_stream));
   }
 
   void barrier(int rank) override {
@@ -192,6 +212,7 @@ Result<std::unique_ptr<Comm>> make_nccl_comm(std::span<Device* const> devices) {
     ordinals[static_cast<size_t>(i)] = ctx.ordinal;
     ranks[static_cast<size_t>(i)].ordinal = ctx.ordinal;
     ranks[static_cast<size_t>(i)].stream = ctx.stream;
+    ranks[static_cast<size_t>(i)].comm_stream = ctx.comm_stream;
   }
 
   int version = 0;

@@ -32,6 +32,16 @@ class Comm {
   // All ranks call; afterwards every rank's buf equals root's.
   virtual void broadcast(int rank, float* buf, int64_t n, int root) = 0;
   virtual void barrier(int rank) = 0;
+  // The same collectives queued on the rank's device communication stream (a device Comm:
+  // NCCL), after the work Device::comm_waits_for_compute() ordered before them, returning at
+  // once; the data is there after Device::compute_waits_for_comm() (for the device's later
+  // work) or synchronize_comm() (for the host). A host Comm runs them at once, as above.
+  virtual void reduce_sum_queued(int rank, const float* src, float* dst, int64_t n, int root) {
+    reduce_sum(rank, src, dst, n, root);
+  }
+  virtual void broadcast_queued(int rank, float* buf, int64_t n, int root) {
+    broadcast(rank, buf, n, root);
+  }
 
   // Seconds rank spent waiting for others inside collectives (arrival skew), as opposed to
   // moving data. Accumulated since construction; read by the rank's own thread.

@@ -1,14 +1,21 @@
 // The trainer's GPU paths (--device cuda) on any machine: a stand-in GPU backend whose "device"
 // memory is host memory that the stand-in tracks. Its ops are the CPU reference ops, wrapped to
 // check that every pointer they get is device memory; its copies check their directions; its
-// update kernels count their calls. So these tests prove the plumbing — batches and weights
+// update kernels count their calls. Like a GPU's, its work is asynchronous: the update kernels
+// and uploads are queued on its compute stream and run only when an op, a download, a
+// synchronize() or the communication stream's wait needs them; its communication stream (the
+// overlap's) runs its work either at once (eager) or only when a wait needs it (late), so that a
+// missing wait between the streams, in either direction, changes the result (FakeGpu). So these
+// tests prove the plumbing — batches and weights
 // staged or resident, centre copies and their broadcast, evaluation on the devices — and, since
 // the arithmetic is the CPU's, that a GPU run equals the CPU run bit for bit.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cstring>
+#include <deque>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <new>
@@ -65,9 +72,52 @@ void expect_device(const void* p) {
 }
 
 // ---- the stand-in device ----
+
+// One stream of a stand-in GPU: work queued in order, run by whoever needs it done (the
+// device's own thread). pushed/done count the items, so that a wait can run the queue up to a
+// point.
+class Stream {
+ public:
+  int64_t push(std::function<void()> fn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    q_.push_back(std::move(fn));
+    return ++pushed_;
+  }
+  int64_t pushed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return pushed_;
+  }
+  // Runs the queued work up to item `target` (all of it by default).
+  void run_until(int64_t target = INT64_MAX) {
+    for (;;) {
+      std::function<void()> fn;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (q_.empty() || done_ >= target) return;
+        fn = std::move(q_.front());
+        q_.pop_front();
+        ++done_;
+      }
+      fn();
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::deque<std::function<void()>> q_;
+  int64_t pushed_ = 0, done_ = 0;
+};
+
+// When the stand-in's communication stream runs its work: at once (eager: a missing
+// comm_waits_for_compute lets it read what the compute stream has not written yet), or only when
+// a wait or synchronize_comm needs it (late: a missing compute_waits_for_comm lets the compute
+// stream read what the communication stream has not written yet).
+std::atomic<bool> g_comm_eager{false};
+
 class CheckedOp final : public Op {
  public:
-  explicit CheckedOp(std::unique_ptr<Op> op) : Op(op->desc()), op_(std::move(op)) {}
+  CheckedOp(std::unique_ptr<Op> op, Stream* compute)
+      : Op(op->desc()), op_(std::move(op)), compute_(compute) {}
   std::string impl() const override { return op_->impl(); }
   void forward(const float* src, float* dst, std::span<const float* const> w,
                bool training) override {
@@ -75,6 +125,7 @@ class CheckedOp final : public Op {
     expect_device(dst);
     for (const float* p : w)
       expect_device(p);
+    compute_->run_until();  // the queued work before it, in stream order
     op_->forward(src, dst, w, training);
   }
   void backward(const float* src, const float* dst, const float* diff_dst, float* diff_src,
@@ -86,6 +137,7 @@ class CheckedOp final : public Op {
       expect_device(p);
     for (float* p : dw)
       expect_device(p);
+    compute_->run_until();
     op_->backward(src, dst, diff_dst, diff_src, w, dw);
   }
   // Net calls these for every kind (the kinds of several inputs, add and concat, only these).
@@ -96,6 +148,7 @@ class CheckedOp final : public Op {
     expect_device(dst);
     for (const float* p : w)
       expect_device(p);
+    compute_->run_until();
     op_->forward_n(srcs, dst, w, training);
   }
   void backward_n(std::span<const float* const> srcs, const float* dst, const float* diff_dst,
@@ -111,22 +164,25 @@ class CheckedOp final : public Op {
       expect_device(p);
     for (float* p : dw)
       expect_device(p);
+    compute_->run_until();
     op_->backward_n(srcs, dst, diff_dst, diff_srcs, w, dw);
   }
 
  private:
   std::unique_ptr<Op> op_;
+  Stream* compute_;
 };
 
 class CheckedLoss final : public LossOp {
  public:
-  explicit CheckedLoss(std::unique_ptr<LossOp> l) : l_(std::move(l)) {}
+  CheckedLoss(std::unique_ptr<LossOp> l, Stream* compute) : l_(std::move(l)), compute_(compute) {}
   std::string impl() const override { return l_->impl(); }
   double forward(const float* logits, const int32_t* labels, float* prob, int64_t n,
                  int64_t* correct) override {
     expect_device(logits);
     expect_device(labels);
     expect_device(prob);
+    compute_->run_until();
     return l_->forward(logits, labels, prob, n, correct);
   }
   void backward(const float* prob, const int32_t* labels, float* diff, int64_t n,
@@ -134,61 +190,69 @@ class CheckedLoss final : public LossOp {
     expect_device(prob);
     expect_device(labels);
     expect_device(diff);
+    compute_->run_until();
     l_->backward(prob, labels, diff, n, scale);
   }
 
  private:
   std::unique_ptr<LossOp> l_;
+  Stream* compute_;
 };
 
 std::atomic<int> g_kernel_calls{0};
+std::atomic<int64_t> g_host_link_bytes{0};  // bytes uploaded and downloaded by the stand-ins
 
+// The CPU's update kernels, counted, their pointers checked when queued, and queued on a stream
+// (`queue` puts work on it: the compute stream's push, or the communication stream's).
 class CountingKernels final : public ArenaKernels {
  public:
+  explicit CountingKernels(std::function<void(std::function<void()>)> queue)
+      : queue_(std::move(queue)) {}
   ArenaKernels& k = cpu_arena_kernels();
   void copy(float* y, const float* x, int64_t n) override {
     note({y, x});
-    k.copy(y, x, n);
+    queue_([=, this] { k.copy(y, x, n); });
   }
   void axpy(float* y, float a, const float* x, int64_t n) override {
     note({y, x});
-    k.axpy(y, a, x, n);
+    queue_([=, this] { k.axpy(y, a, x, n); });
   }
   void scale(float* y, float a, int64_t n) override {
     note({y});
-    k.scale(y, a, n);
+    queue_([=, this] { k.scale(y, a, n); });
   }
   void sgd_step(std::span<const Segment> s, float* w, const float* g, float lr, float wd) override {
     note({w, g});
-    k.sgd_step(s, w, g, lr, wd);
+    queue_([=, this] { k.sgd_step(s, w, g, lr, wd); });
   }
   void momentum_step(std::span<const Segment> s, float* w, const float* g, float* v, float lr,
                      float mu, float wd) override {
     note({w, g, v});
-    k.momentum_step(s, w, g, v, lr, mu, wd);
+    queue_([=, this] { k.momentum_step(s, w, g, v, lr, mu, wd); });
   }
   void nesterov_step(std::span<const Segment> s, float* w, const float* g, float* v, float lr,
                      float mu, float wd) override {
     note({w, g, v});
-    k.nesterov_step(s, w, g, v, lr, mu, wd);
+    queue_([=, this] { k.nesterov_step(s, w, g, v, lr, mu, wd); });
   }
   void elastic_sgd_step(std::span<const Segment> s, float* w, const float* g, const float* c,
                         float lr, float wd, float alpha) override {
     note({w, g, c});
-    k.elastic_sgd_step(s, w, g, c, lr, wd, alpha);
+    queue_([=, this] { k.elastic_sgd_step(s, w, g, c, lr, wd, alpha); });
   }
   void elastic_momentum_step(std::span<const Segment> s, float* w, const float* g, float* v,
                              const float* c, float lr, float d, float wd, float alpha,
                              bool nesterov) override {
     note({w, g, v, c});
-    k.elastic_momentum_step(s, w, g, v, c, lr, d, wd, alpha, nesterov);
+    queue_([=, this] { k.elastic_momentum_step(s, w, g, v, c, lr, d, wd, alpha, nesterov); });
   }
   void elastic_centre_sum(float* c, const float* sum, float alpha, int p, int64_t n) override {
     note({c, sum});
-    k.elastic_centre_sum(c, sum, alpha, p, n);
+    queue_([=, this] { k.elastic_centre_sum(c, sum, alpha, p, n); });
   }
 
  private:
+  std::function<void(std::function<void()>)> queue_;
   static void note(std::initializer_list<const void*> ptrs) {
     g_kernel_calls.fetch_add(1);
     for (const void* p : ptrs)
@@ -198,7 +262,11 @@ class CountingKernels final : public ArenaKernels {
 
 class FakeGpu final : public Device {
  public:
-  explicit FakeGpu(int ordinal) : ordinal_(ordinal), cpu_(make_cpu_device(ImplChoice::ref)) {}
+  explicit FakeGpu(int ordinal)
+      : ordinal_(ordinal),
+        cpu_(make_cpu_device(ImplChoice::ref)),
+        kernels_([this](std::function<void()> fn) { compute_.push(std::move(fn)); }),
+        comm_kernels_([this](std::function<void()> fn) { queue_comm(std::move(fn)); }) {}
   std::string name() const override { return "cuda:" + std::to_string(ordinal_); }
   MemKind memory() const override { return MemKind::device; }
   Status attach() override {
@@ -220,28 +288,51 @@ class FakeGpu final : public Device {
       return unavailable(describe_op(d) +
                          ": no CUDA implementation applies (the within-channel LRN region)");
     EASEL_ASSIGN_OR_RETURN(std::unique_ptr<Op> op, cpu_->make_op(d));
-    return std::unique_ptr<Op>(std::make_unique<CheckedOp>(std::move(op)));
+    return std::unique_ptr<Op>(std::make_unique<CheckedOp>(std::move(op), &compute_));
   }
   Result<std::unique_ptr<LossOp>> make_loss(int64_t batch, int64_t classes) override {
     EASEL_ASSIGN_OR_RETURN(std::unique_ptr<LossOp> l, cpu_->make_loss(batch, classes));
-    return std::unique_ptr<LossOp>(std::make_unique<CheckedLoss>(std::move(l)));
+    return std::unique_ptr<LossOp>(std::make_unique<CheckedLoss>(std::move(l), &compute_));
   }
+  // Queued, as a GPU's (the source must stay unchanged until the next synchronize()).
   void upload(void* dst, const void* src, size_t bytes) override {
     expect_device(dst);
     if (is_device(src)) g_bad_pointers.fetch_add(1);
-    std::memcpy(dst, src, bytes);
+    g_host_link_bytes.fetch_add(static_cast<int64_t>(bytes));
+    compute_.push([=] { std::memcpy(dst, src, bytes); });
   }
   void download(void* dst, const void* src, size_t bytes) override {
     expect_device(src);
     if (is_device(dst)) g_bad_pointers.fetch_add(1);
+    g_host_link_bytes.fetch_add(static_cast<int64_t>(bytes));
+    compute_.run_until();
     std::memcpy(dst, src, bytes);
   }
+  void synchronize() override { compute_.run_until(); }
   ArenaKernels& kernels() override { return kernels_; }
+  ArenaKernels& comm_kernels() override { return comm_kernels_; }
+  // The communication stream's next work first runs the compute stream up to here.
+  void comm_waits_for_compute() override {
+    const int64_t upto = compute_.pushed();
+    queue_comm([this, upto] { compute_.run_until(upto); });
+  }
+  // The compute stream's next work runs after everything queued on the communication stream.
+  void compute_waits_for_comm() override { comm_.run_until(); }
+  void synchronize_comm() override { comm_.run_until(); }
+
+  // Work on the communication stream (its kernels, the stand-in NCCL's queued collectives).
+  void queue_comm(std::function<void()> fn) {
+    comm_.push(std::move(fn));
+    if (g_comm_eager) comm_.run_until();
+  }
+  // Before a collective on the compute stream (NCCL's synchronous ones run there).
+  void finish_compute() { compute_.run_until(); }
 
  private:
   int ordinal_;
   std::unique_ptr<Device> cpu_;
-  CountingKernels kernels_;
+  Stream compute_, comm_;
+  CountingKernels kernels_, comm_kernels_;
 };
 
 int g_gpu_count = 2;
@@ -254,8 +345,50 @@ Result<int> fake_gpu_count() {
 Result<std::unique_ptr<Device>> make_fake_gpu(int unit, ImplChoice, Precision) {
   return std::unique_ptr<Device>(std::make_unique<FakeGpu>(unit));
 }
+// The stand-in NCCL: the shared-memory Comm, in the devices' stream order. Its collectives run
+// after the rank's queued compute work (NCCL's run on the rank's stream); the queued ones go on
+// the rank's communication stream.
+class FakeNccl final : public Comm {
+ public:
+  explicit FakeNccl(std::span<Device* const> devs)
+      : shm_(make_shm_comm(static_cast<int>(devs.size()), CollectiveAlgo::tree)) {
+    for (Device* d : devs)
+      devs_.push_back(static_cast<FakeGpu*>(d));
+  }
+  int size() const override { return shm_->size(); }
+  std::string name() const override { return "stand-in nccl"; }
+  void allreduce_sum(int rank, float* buf, int64_t n) override {
+    dev(rank).finish_compute();
+    shm_->allreduce_sum(rank, buf, n);
+  }
+  void reduce_sum(int rank, const float* src, float* dst, int64_t n, int root) override {
+    dev(rank).finish_compute();
+    shm_->reduce_sum(rank, src, dst, n, root);
+  }
+  void broadcast(int rank, float* buf, int64_t n, int root) override {
+    dev(rank).finish_compute();
+    shm_->broadcast(rank, buf, n, root);
+  }
+  void barrier(int rank) override {
+    dev(rank).finish_compute();
+    shm_->barrier(rank);
+  }
+  void reduce_sum_queued(int rank, const float* src, float* dst, int64_t n, int root) override {
+    dev(rank).queue_comm([=, this] { shm_->reduce_sum(rank, src, dst, n, root); });
+  }
+  void broadcast_queued(int rank, float* buf, int64_t n, int root) override {
+    dev(rank).queue_comm([=, this] { shm_->broadcast(rank, buf, n, root); });
+  }
+  double wait_seconds(int rank) const override { return shm_->wait_seconds(rank); }
+
+ private:
+  FakeGpu& dev(int rank) { return *devs_[static_cast<size_t>(rank)]; }
+  std::unique_ptr<Comm> shm_;
+  std::vector<FakeGpu*> devs_;
+};
+
 Result<std::unique_ptr<Comm>> make_fake_comm(std::span<Device* const> devs) {
-  return make_shm_comm(static_cast<int>(devs.size()), CollectiveAlgo::tree);
+  return std::unique_ptr<Comm>(std::make_unique<FakeNccl>(devs));
 }
 
 DeviceRegistry fake_backend() {
@@ -308,6 +441,7 @@ TrainConfig config(const std::string& algo, const std::string& device) {
 struct Runs {
   TrainSummary cpu, gpu;
   int kernel_calls = 0, bad_pointers = 0;
+  int64_t host_link_bytes = 0;  // the GPU run's uploads and downloads
 };
 
 Runs cpu_and_gpu(const std::string& algo, int groups, TrainConfig (*tweak)(TrainConfig) = nullptr) {
@@ -322,8 +456,10 @@ Runs cpu_and_gpu(const std::string& algo, int groups, TrainConfig (*tweak)(Train
   if (tweak) g = tweak(g);
   g_kernel_calls = 0;
   g_bad_pointers = 0;
+  g_host_link_bytes = 0;
   auto b = train(g, small_data(), nullptr, fake_backend());
   EXPECT_TRUE(b.ok()) << b.status().to_string();
+  r.host_link_bytes = g_host_link_bytes.load();
   r.kernel_calls = g_kernel_calls.load();
   r.bad_pointers = g_bad_pointers.load();
   if (a.ok()) r.cpu = std::move(a).value();
@@ -379,16 +515,40 @@ TEST(GpuPaths, SyncEasgdResidentWithTauAndPerLayerMessages) {
   expect_same(r);
 }
 
-TEST(GpuPaths, SyncEasgdOverlapWithHostCentreEqualsCpuOverlap) {
-  // Sync EASGD3 on GPUs: snapshots downloaded, Wc reduced and updated on the communication
-  // thread in pinned host memory, uploaded into every group's copy at its next exchange.
-  const Runs r = cpu_and_gpu("sync-easgd", 2, [](TrainConfig c) {
-    c.overlap = true;
-    c.tau = 2;
-    return c;
-  });
-  expect_same(r);
-  EXPECT_GT(r.kernel_calls, 0);
+// Sync EASGD3 on GPUs: the exchange on every device's communication stream, ordered against its
+// compute stream by events. It equals the CPU's overlap (the communication thread, the same tree
+// order) and the GPU run without overlap, bit for bit, and like that run (Sync EASGD2) moves only
+// the batches over the host link. The stand-in's communication stream runs its work both at once
+// (eager) and only when a wait needs it (late): a missing comm_waits_for_compute fails the eager
+// runs (the reduce reads a snapshot not yet taken, the broadcast overwrites a centre not yet
+// read), a missing compute_waits_for_comm the late ones (the step reads an old centre).
+TEST(GpuPaths, SyncEasgdOverlapOnTheDevicesEqualsCpuOverlap) {
+  for (bool eager : {false, true})
+    for (int groups : {2, 3})
+      for (int tau : {1, 2}) {
+        const std::string what = std::string(eager ? "eager" : "late") + ", " +
+                                 std::to_string(groups) + " groups, tau " + std::to_string(tau);
+        g_comm_eager = eager;
+        static int s_tau;  // cpu_and_gpu takes a plain function
+        s_tau = tau;
+        const Runs on = cpu_and_gpu("sync-easgd", groups, [](TrainConfig c) {
+          c.overlap = true;
+          c.tau = s_tau;
+          return c;
+        });
+        const Runs off = cpu_and_gpu("sync-easgd", groups, [](TrainConfig c) {
+          c.tau = s_tau;
+          return c;
+        });
+        SCOPED_TRACE(what);
+        expect_same(on);
+        EXPECT_EQ(on.gpu.final_weights, off.gpu.final_weights);
+        EXPECT_EQ(on.gpu.group0_weights, off.gpu.group0_weights);
+        EXPECT_GT(on.kernel_calls, 0);
+        EXPECT_EQ(on.host_link_bytes, off.host_link_bytes)
+            << "the overlap must not move weights or the centre over the host link";
+      }
+  g_comm_eager = false;
 }
 
 TEST(GpuPaths, StagedAlgorithmKeepsHostArenasAndEqualsCpu) {
