@@ -16,6 +16,7 @@
 #include "engine/arena.hpp"
 #include "engine/comm/comm.hpp"
 #include "engine/comm/mpi_comm.hpp"
+#include "engine/trace.hpp"
 #include "engine/worker.hpp"
 #include "nets/data/batch_stream.hpp"
 #include "nets/net.hpp"
@@ -138,6 +139,9 @@ struct Run {
   // updated by the device's kernels and exchanged over NCCL (device_resident algorithms on
   // --device cuda: the paper's Sync EASGD2). False on the CPU. Set by the trainer.
   bool resident = false;
+  // With --trace: the track of a thread an algorithm runs for the centre (async-easgd's server
+  // across ranks, sync-easgd's overlap thread), which binds it (engine/trace.hpp); else null.
+  TraceTrack* centre_trace = nullptr;
 
   // Ending a round early at the same step on every group (stop_here, claim_step). In one process
   // the trainer points `interrupt` at the process's signal flag (non-zero: the signal asking the

@@ -69,7 +69,7 @@ class AsyncEasgd final : public Algorithm {
         std::unique_lock lock(centre_mu_, std::defer_lock);
         lock_or_stall(lock, g, name());
         const double t1 = now_seconds();
-        g.times.wait += t1 - t0;
+        add_time(&g.times.wait, t0, t1);
         const int64_t v = run.centre_version.fetch_add(1, std::memory_order_relaxed);
         note_staleness(g, g.centre_read_version, v);
         if (momentum_)
@@ -82,7 +82,7 @@ class AsyncEasgd final : public Algorithm {
         if (run.serve_log) run.serve_log->push_back(g.id);
         g.centre_read_version = v + 1;
         lock.unlock();
-        g.times.comm += now_seconds() - t1;
+        add_time(&g.times.comm, t1, now_seconds());
       } else {
         ScopedTimer t(&g.times.compute);
         local_step(run, g, lr, momentum_ ? momentum_rule(p) : LocalRule::sgd);
@@ -121,13 +121,15 @@ class AsyncEasgd final : public Algorithm {
       easgd_exchange(run.segments(), g.weights.data(), g.diff.data(), rep, lr, p.weight_decay,
                      alpha);
     g.centre_read_version = v + 1;
-    g.times.comm += t1 - t0;
-    g.times.compute += now_seconds() - t1;
+    add_time(&g.times.comm, t0, t1);
+    add_time(&g.times.compute, t1, now_seconds());
   }
 
   // Rank 0's server thread: serves requests in arrival order until a short (stop) message.
   void serve(Run& run) {
     const int64_t n = run.arena_floats();
+    TraceBind trace(run.centre_trace);  // a span per request served
+    int64_t served = 0;
     std::vector<float> in(static_cast<size_t>(n + kRequestExtra));
     std::vector<float> out(static_cast<size_t>(n + kReplyExtra));
     for (;;) {
@@ -135,6 +137,8 @@ class AsyncEasgd final : public Algorithm {
       const int src = run.world->recv(in.data(), n + kRequestExtra, -1, kTagRequest, &got, 0);
       if (got != n + kRequestExtra) return;
       const float alpha = in[static_cast<size_t>(n)];
+      if (run.centre_trace) run.centre_trace->begin_unit(served++);
+      TraceSpan span("serve a remote group", "comm");
       int32_t gid = 0;
       std::memcpy(&gid, &in[static_cast<size_t>(n + 1)], sizeof gid);
       {

@@ -37,7 +37,7 @@ class AsyncSgd final : public Algorithm {
       std::unique_lock lock(centre_mu_, std::defer_lock);
       lock_or_stall(lock, g, name());
       const double t1 = now_seconds();
-      g.times.wait += t1 - t0;
+      add_time(&g.times.wait, t0, t1);
       if (momentum_)
         momentum_step(run.segments(), run.centre.data(), g.diff.data(), centre_momentum_.data(), lr,
                       p.momentum, p.weight_decay);
@@ -50,7 +50,7 @@ class AsyncSgd final : public Algorithm {
       span_copy(g.weights.data(), run.centre.data(), run.arena_floats());
       g.centre_read_version = v + 1;
       lock.unlock();
-      g.times.comm += now_seconds() - t1;
+      add_time(&g.times.comm, t1, now_seconds());
       g.steps.fetch_add(1, std::memory_order_relaxed);
     }
   }

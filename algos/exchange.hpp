@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "algos/algorithm.hpp"
+#include "engine/trace.hpp"
 
 namespace easel {
 
@@ -41,11 +42,19 @@ inline LocalRule momentum_rule(const AlgoParams& p) {
 // w <- one step of `rule` on g's weights with g.diff (and g.momentum for the momentum rules).
 void local_step(Run& run, Group& g, float lr, LocalRule rule);
 
-// Times a scope into one of a group's counters.
+// Adds [t0, t1] to one of a group's counters (g.times.compute, comm or wait); with a trace,
+// the thread's track records it as a span named for that counter's phase in the run's algorithm
+// (algos/trace_run.cpp).
+inline void add_time(double* acc, double t0, double t1) {
+  *acc += t1 - t0;
+  trace_phase(acc, t0, t1);
+}
+
+// Times a scope into one of a group's counters (add_time).
 class ScopedTimer {
  public:
   explicit ScopedTimer(double* acc) : acc_(acc), t0_(now_seconds()) {}
-  ~ScopedTimer() { *acc_ += now_seconds() - t0_; }
+  ~ScopedTimer() { add_time(acc_, t0_, now_seconds()); }
   ScopedTimer(const ScopedTimer&) = delete;
   ScopedTimer& operator=(const ScopedTimer&) = delete;
 
@@ -55,16 +64,18 @@ class ScopedTimer {
 };
 
 // A Comm collective, timed: the Comm's own barrier-wait growth goes to g.times.wait, the rest
-// of the call's duration to g.times.comm.
+// of the call's duration to g.times.comm. With a trace it is one span of the exchange's phase
+// (the Comm's waits are spans within it).
 template <typename Fn>
 void timed_collective(Run& run, Group& g, Fn fn) {
   const double w0 = run.comm->wait_seconds(g.global_id);
   const double t0 = now_seconds();
   fn();
-  const double dt = now_seconds() - t0;
+  const double t1 = now_seconds();
   const double dw = run.comm->wait_seconds(g.global_id) - w0;
   g.times.wait += dw;
-  g.times.comm += dt - dw;
+  g.times.comm += t1 - t0 - dw;
+  trace_phase(&g.times.comm, t0, t1);
 }
 
 // Calls fn(offset, count) once for the whole arena (PackMode::single) or once per segment.

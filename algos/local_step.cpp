@@ -3,6 +3,7 @@
 
 #include "algos/algorithm.hpp"
 #include "algos/exchange.hpp"
+#include "engine/trace.hpp"
 
 namespace easel {
 
@@ -13,6 +14,8 @@ double now_seconds() {
 
 double local_gradient(Group& g) {
   if (g.before_step) g.before_step(g);
+  if (TraceTrack* tr = bound_track()) tr->begin_unit(g.steps.load(std::memory_order_relaxed));
+  TraceSpan span("gradient", "compute");
   const double t0 = now_seconds();
   if (g.fake_gradient) {
     g.fake_gradient(g);

@@ -232,8 +232,9 @@ void gather_plan(const TrainRun& t, GroupPlan& all_plan) {
 
 TrainRun::~TrainRun() {
   if (prepared) algo->finish(run);
-  run.comm.reset();    // NCCL's communicators go before the devices' streams
-  run.groups.clear();  // nets and streams go before their threads
+  if (tracer) write_trace(*this);  // every thread that records has stopped
+  run.comm.reset();                // NCCL's communicators go before the devices' streams
+  run.groups.clear();              // nets and streams go before their threads
   workers.clear();
 }
 

@@ -24,7 +24,7 @@ class Sgd final : public Algorithm {
       const int64_t it = g.steps.load(std::memory_order_relaxed);
       const float lr = static_cast<float>(p.lr.at(it));
       local_step(run, g, lr, momentum_ ? LocalRule::heavy_ball : LocalRule::sgd);
-      g.times.compute += now_seconds() - t0;
+      add_time(&g.times.compute, t0, now_seconds());
       g.steps.fetch_add(1, std::memory_order_relaxed);
     }
   }

@@ -59,7 +59,7 @@ void wait_for_all(Run& run, Group& g, const Counter* c, int64_t target) {
   const double t0 = now_seconds();
   for (int j = 0; j < run.size(); ++j)
     wait_for_counter(c[j].v, static_cast<uint32_t>(target), run.spin_seconds);
-  g.times.wait += now_seconds() - t0;
+  add_time(&g.times.wait, t0, now_seconds());
 }
 
 // The partitioned exchange, scheduled so that the groups meet only through two counters each,

@@ -38,6 +38,9 @@ int64_t train_round(TrainRun& t, int64_t k, bool fresh, double* seconds) {
   run_on_groups(
       run,
       [&](Group& g) {
+        TraceBind trace(t.group_tracks.empty() ? nullptr
+                                               : t.group_tracks[static_cast<size_t>(g.id)]);
+        if (TraceTrack* tr = bound_track()) tr->begin_unit(g.steps.load(std::memory_order_relaxed));
         const double q0 = thread_runqueue_seconds();
         try {
           t.algo->run_round(run, g, k);
@@ -174,6 +177,8 @@ Status run_rounds(TrainRun& t, const Dataset& test, const Checkpoint* resume, Tr
     if (resume->time_to_target_seconds >= 0)
       sum.time_to_target_seconds = resume->time_to_target_seconds;
   }
+  TraceBind trace(t.main_track);  // this thread's spans: rounds, evaluations, checkpoints
+  int64_t rounds = 0;
   const bool checkpoints = !t.world && t.report->wants_checkpoints();
   const std::atomic<int>* flag = t.rank == 0 ? t.report->stop_flag() : nullptr;
   const auto signalled = [&] { return flag ? flag->load() : 0; };
@@ -182,7 +187,12 @@ Status run_rounds(TrainRun& t, const Dataset& test, const Checkpoint* resume, Tr
   while (done < t.total) {
     const int64_t k = std::min(next_evaluation(done, t.eval_every), t.total) - done;
     double round_seconds = 0;
-    const int64_t did = train_round(t, k, fresh, &round_seconds);
+    if (t.main_track) t.main_track->begin_unit(rounds++);
+    int64_t did = 0;
+    {
+      TraceSpan span("round", "round");
+      did = train_round(t, k, fresh, &round_seconds);
+    }
     fresh = true;
     sum.train_seconds += round_seconds;
     done += did;
@@ -200,7 +210,10 @@ Status run_rounds(TrainRun& t, const Dataset& test, const Checkpoint* resume, Tr
       break;
     }
     if (did < k) {  // a signal ended the round early, at the same step on every group
-      if (checkpoints) checkpoint(t, sum, done, now_seconds() - t0, last_images, true);
+      if (checkpoints) {
+        TraceSpan span("checkpoint", "checkpoint");
+        checkpoint(t, sum, done, now_seconds() - t0, last_images, true);
+      }
       sum.stopped = StopReason::interrupted;
       sum.stop_signal = signalled();
       sum.steps = done;
@@ -208,7 +221,11 @@ Status run_rounds(TrainRun& t, const Dataset& test, const Checkpoint* resume, Tr
     }
 
     const double e0 = now_seconds();
-    const std::vector<double> rows = gather_rows(t, evaluate_model(t, test));
+    std::vector<double> rows;
+    {
+      TraceSpan span("evaluation", "evaluation");
+      rows = gather_rows(t, evaluate_model(t, test));
+    }
     Decision decision = Decision::go_on;  // rank 0 decides; every rank follows
     EvalRecord rec;
     if (t.rank == 0) {
@@ -231,8 +248,10 @@ Status run_rounds(TrainRun& t, const Dataset& test, const Checkpoint* resume, Tr
       sum.eval_seconds += now_seconds() - e0;
     }
     // A diverged round keeps the last good checkpoint.
-    if (checkpoints && decision != Decision::diverged)
+    if (checkpoints && decision != Decision::diverged) {
+      TraceSpan span("checkpoint", "checkpoint");
       checkpoint(t, sum, done, rec.wall_seconds, last_images);
+    }
     if (t.world) t.world->broadcast_bytes(&decision, sizeof decision, 0);
     if (decision == Decision::target) {
       sum.stopped = StopReason::target;

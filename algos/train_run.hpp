@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "algos/trainer.hpp"
+#include "engine/trace.hpp"
 #include "engine/worker.hpp"
 #include "nets/models/models.hpp"
 
@@ -50,6 +51,11 @@ struct TrainRun {
   Run run;
   std::vector<std::unique_ptr<WorkerThread>> workers;
   bool prepared = false;  // algo->prepare(run) was called: finish(run) is due
+  // With --trace (trace_run.cpp): the timeline, its main thread's track and this process's
+  // groups' tracks (by local id); else null and empty.
+  std::unique_ptr<Tracer> tracer;
+  TraceTrack* main_track = nullptr;
+  std::vector<TraceTrack*> group_tracks;
   // The evaluated model in host memory: across ranks rank 0's, broadcast for sharded
   // evaluation; on GPUs with resident weights, downloaded from the device.
   std::vector<float> eval_buf;
@@ -82,6 +88,16 @@ void describe_run(TrainRun& t, RunInfo& info);
 // target, a signal (the observer's stop_flag: every group ends its step, the checkpoint is taken
 // there) or a non-finite loss or weight (named; no checkpoint of it).
 Status run_rounds(TrainRun& t, const Dataset& test, const Checkpoint* resume, TrainSummary& sum);
+
+// ---- the timeline (trace_run.cpp) ----
+
+// With cfg.trace (after build_run, before prepare_algorithm): the tracer and its tracks, the
+// main thread's, each group's (its spans named for the algorithm's phases) and the centre's
+// (run.centre_trace), on every rank (the ranks' clocks start at rank 0's).
+void start_trace(TrainRun& t);
+// Writes the trace file (cfg.trace; rank R > 0: trace_path_for_rank), once no thread records:
+// after the algorithm finished. A failure is logged; the run's results stand.
+void write_trace(TrainRun& t);
 
 // ---- the round's statistics (round_stats.cpp) ----
 

@@ -73,6 +73,7 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
   EASEL_RETURN_IF_ERROR(plan_run(t, data, devices));
   t.run.params = make_params(cfg, t.total, t.p);
   EASEL_RETURN_IF_ERROR(build_run(t, data.train));
+  if (!cfg.trace.empty()) start_trace(t);
   if (resume) EASEL_RETURN_IF_ERROR(restore_from(t, *resume));
   EASEL_RETURN_IF_ERROR(prepare_algorithm(t, resume));
 

@@ -51,8 +51,12 @@ std::string trace_path_for_rank(const std::string& path, int rank) {
 
 // ---- TraceTrack ----------------------------------------------------------------------------
 
-TraceTrack::TraceTrack(std::string name, int tid, int64_t full, int64_t every)
-    : name_(std::move(name)), tid_(tid), full_(full), every_(std::max<int64_t>(1, every)) {}
+TraceTrack::TraceTrack(std::string name, int tid, int64_t full, int64_t every, const char* unit)
+    : name_(std::move(name)),
+      tid_(tid),
+      unit_name_(unit),
+      full_(full),
+      every_(std::max<int64_t>(1, every)) {}
 
 void TraceTrack::begin_unit(int64_t u) {
   if (u == unit_ && first_ >= 0) return;
@@ -89,9 +93,10 @@ void TraceTrack::decimate() {
 Tracer::Tracer(std::string process, int pid, int64_t full, int64_t every)
     : process_(std::move(process)), pid_(pid), full_(full), every_(every), zero_(trace_now()) {}
 
-TraceTrack* Tracer::add_track(const std::string& name, int tid, int64_t full, int64_t every) {
-  tracks_.push_back(
-      std::make_unique<TraceTrack>(name, tid, full < 0 ? full_ : full, every < 0 ? every_ : every));
+TraceTrack* Tracer::add_track(const std::string& name, int tid, int64_t full, int64_t every,
+                              const char* unit) {
+  tracks_.push_back(std::make_unique<TraceTrack>(name, tid, full < 0 ? full_ : full,
+                                                 every < 0 ? every_ : every, unit));
   return tracks_.back().get();
 }
 
@@ -137,7 +142,7 @@ std::string Tracer::json() const {
   append_escaped(out, process_.c_str());
   out += "}}";
   for (const auto& t : tracks_) {
-    if (t->spans().empty()) continue;
+    if (t->optional() && t->spans().empty()) continue;
     const std::string tid = std::to_string(t->tid());
     out += ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + pid + ",\"tid\":" + tid +
            ",\"args\":{\"name\":";
@@ -161,7 +166,7 @@ std::string Tracer::json() const {
       append_escaped(out, s.name);
       out += ",\"cat\":";
       append_escaped(out, s.cat);
-      out += ",\"args\":{\"step\":" + std::to_string(s.unit) + "}}";
+      out += ",\"args\":{\"" + std::string(t->unit_name()) + "\":" + std::to_string(s.unit) + "}}";
     }
   }
   out += "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{";

@@ -38,8 +38,9 @@ class TraceTrack {
     int64_t unit;
   };
 
-  // `tid`: the track's id in the file (its order); `full`, `every`: the bound above.
-  TraceTrack(std::string name, int tid, int64_t full, int64_t every);
+  // `tid`: the track's id in the file (its order); `full`, `every`: the bound above; `unit`:
+  // what a unit is (a literal: "step", "round"), each span's argument in the file.
+  TraceTrack(std::string name, int tid, int64_t full, int64_t every, const char* unit = "step");
 
   // Starts unit u (a step): whether its spans are kept. The first unit seen counts as the first;
   // calling it again with the same u changes nothing.
@@ -68,6 +69,10 @@ class TraceTrack {
   }
 
   const std::string& name() const { return name_; }
+  const char* unit_name() const { return unit_name_; }
+  // Left out of the file when it holds no span (a thread that may never run).
+  void set_optional(bool v) { optional_ = v; }
+  bool optional() const { return optional_; }
   int tid() const { return tid_; }
   const std::vector<Span>& spans() const { return spans_; }
   int64_t units_kept() const { return full_kept_ + sampled_; }
@@ -77,10 +82,12 @@ class TraceTrack {
 
   std::string name_;
   int tid_;
+  const char* unit_name_;
   int64_t full_, every_;
   int64_t first_ = -1, unit_ = -1;
   int64_t full_kept_ = 0, sampled_ = 0;
   bool recording_ = true;
+  bool optional_ = false;
   std::vector<Span> spans_;
   struct Phase {
     const void* key = nullptr;
@@ -154,7 +161,9 @@ class Tracer {
 
   // A new track; pointers stay valid for the tracer's life. Tracks are made before the threads
   // that record into them start.
-  TraceTrack* add_track(const std::string& name, int tid, int64_t full = -1, int64_t every = -1);
+  // full, every < 0: the tracer's.
+  TraceTrack* add_track(const std::string& name, int tid, int64_t full = -1, int64_t every = -1,
+                        const char* unit = "step");
   // The clock's zero (trace_now() seconds): the tracer's creation, unless set (across MPI
   // ranks, rank 0's).
   double zero() const { return zero_; }
@@ -170,7 +179,7 @@ class Tracer {
   void set_arg(const std::string& key, const std::string& value);
 
   // The file's text: {"traceEvents": [...], ...}; every thread that records must have stopped.
-  // Tracks without spans are left out.
+  // An optional track without spans is left out.
   std::string json() const;
   // Writes json() to path atomically (a temporary beside it, then a rename).
   Status write(const std::string& path) const;

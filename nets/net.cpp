@@ -6,6 +6,7 @@
 
 #include "engine/log.hpp"
 #include "engine/span_ops.hpp"
+#include "engine/trace.hpp"
 #include "nets/graph.hpp"
 
 namespace easel {
@@ -214,16 +215,29 @@ void Net::backward_layer(size_t i, const float* weights, float* diff) {
 
 StepStats Net::train_step(const float* images, const int32_t* labels, float* weights, float* diff) {
   input_ = images;
-  for (size_t i = 0; i < layers_.size(); ++i)
-    forward_layer(i, weights, true);
+  // With a trace (engine/trace.hpp) every layer's forward and backward is a span; on a GPU
+  // a span times the launch, not the kernel.
+  {
+    TraceSpan span("forward", "compute");
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      TraceSpan layer(layers_[i]->spec.name.c_str(), "forward");
+      forward_layer(i, weights, true);
+    }
+  }
   StepStats st;
-  st.loss =
-      loss_->forward(acts_.back().as<float>(), labels, prob_.as<float>(), batch_, &st.correct) /
-      static_cast<double>(batch_);
-  loss_->backward(prob_.as<float>(), labels, diff_logits_.as<float>(), batch_,
-                  1.f / static_cast<float>(batch_));
-  for (size_t i = layers_.size(); i-- > 0;)
+  {
+    TraceSpan span("loss", "compute");
+    st.loss =
+        loss_->forward(acts_.back().as<float>(), labels, prob_.as<float>(), batch_, &st.correct) /
+        static_cast<double>(batch_);
+    loss_->backward(prob_.as<float>(), labels, diff_logits_.as<float>(), batch_,
+                    1.f / static_cast<float>(batch_));
+  }
+  TraceSpan span("backward", "compute");
+  for (size_t i = layers_.size(); i-- > 0;) {
+    TraceSpan layer(layers_[i]->spec.name.c_str(), "backward");
     backward_layer(i, weights, diff);
+  }
   return st;
 }
 

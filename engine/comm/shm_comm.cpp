@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "engine/comm/comm.hpp"
+#include "engine/trace.hpp"
 #include "engine/worker.hpp"
 
 namespace easel {
@@ -238,6 +239,7 @@ class ShmComm final : public Comm {
 
   // Barrier wait, timed into the rank's wait seconds.
   void wait(int rank) {
+    TraceSpan span("barrier", "wait");
     const auto t0 = std::chrono::steady_clock::now();
     barrier_.arrive_and_wait(rank);
     const auto t1 = std::chrono::steady_clock::now();

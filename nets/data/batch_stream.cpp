@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "engine/log.hpp"
+#include "engine/trace.hpp"
 #include "engine/worker.hpp"
 #include "nets/data/pipeline.hpp"
 
@@ -193,6 +194,7 @@ void BatchStream::stop_driver() {
 
 const Batch& BatchStream::next() {
   if (!prefetch_) {
+    TraceSpan span("batch", "compute");
     draw(0);
     convert(0, 0, batch_);
     ++consumed_;
@@ -202,6 +204,7 @@ const Batch& BatchStream::next() {
   released_ = consumed_;  // the batch the caller held goes back to the pipeline
   cv_.notify_all();
   if (published_ <= consumed_) {
+    TraceSpan span("prefetch queue", "wait");
     using clock = std::chrono::steady_clock;
     const double limit = stall_timeout_seconds();
     const auto t0 = clock::now();

@@ -1,0 +1,87 @@
+// The run's timeline (--trace): its tracks, the names of each algorithm's phases, and the file.
+#include <cstring>
+
+#include "algos/train_run.hpp"
+#include "engine/log.hpp"
+
+namespace easel {
+
+namespace {
+
+// What an algorithm calls the time a group spends in g.times.comm and g.times.wait outside the
+// Comm (the Comm's own waits are "barrier" spans); nullptr: it spends none there.
+struct PhaseNames {
+  const char* exchange;
+  const char* wait;
+};
+
+PhaseNames phase_names(const std::string& algo, const AlgoParams& p) {
+  if (algo == "sync-easgd") {
+    const char* exchange = p.overlap                        ? "elastic exchange (overlapped)"
+                           : p.reduce == ReduceMode::serial ? "elastic exchange (serial)"
+                           : p.pack == PackMode::per_layer  ? "elastic exchange (per layer)"
+                                                            : "elastic exchange";
+    return {exchange, p.overlap ? "wait for the centre job" : "wait for the groups"};
+  }
+  if (algo == "sync-sgd") return {"gradient allreduce", nullptr};
+  if (algo == "async-sgd" || algo == "async-msgd") return {"centre step (locked)", "centre lock"};
+  if (algo == "hogwild-sgd") return {"centre step (lock-free)", nullptr};
+  if (algo == "easgd-rr") return {"elastic exchange (round-robin)", "round-robin turn"};
+  if (algo == "async-easgd" || algo == "async-measgd")
+    return {"elastic exchange (locked)", "centre lock"};
+  if (algo == "hogwild-easgd") return {"elastic exchange (lock-free)", nullptr};
+  return {"exchange", "wait"};  // sgd, msgd: none of either
+}
+
+}  // namespace
+
+void start_trace(TrainRun& t) {
+  Run& run = t.run;
+  const std::string algo = t.algo->name();
+  t.tracer = std::make_unique<Tracer>(
+      t.ranks > 1 ? "easel rank " + std::to_string(t.rank) + ": " + algo : "easel: " + algo, t.rank,
+      t.cfg.trace_steps, t.cfg.trace_every);
+  if (t.world) {  // one clock for every rank's file (the ranks of one node share it)
+    double zero = t.tracer->zero();
+    t.world->broadcast_bytes(&zero, sizeof zero, 0);
+    t.tracer->set_zero(zero);
+  }
+  Tracer& tr = *t.tracer;
+  tr.set_arg("algo", algo);
+  tr.set_arg("net", t.spec.name);
+  tr.set_arg("groups", std::to_string(t.p));
+  tr.set_arg("batch", std::to_string(t.cfg.batch));
+  tr.set_arg("trace-steps", std::to_string(t.cfg.trace_steps));
+  tr.set_arg("trace-every", std::to_string(t.cfg.trace_every));
+  tr.set_arg("bound",
+             "each group's track keeps its first trace-steps steps, then every "
+             "trace-every-th step, at most " +
+                 std::to_string(kTraceSampledSteps) + " of them (past that the period doubles)");
+  // The main thread's units are rounds: kTraceSampledSteps of them whole, then sampled alike.
+  t.main_track =
+      tr.add_track("main: rounds, evaluation, checkpoints", 0, kTraceSampledSteps, 1, "round");
+  const PhaseNames names = phase_names(algo, run.params);
+  for (auto& g : run.groups) {
+    TraceTrack* track = tr.add_track("group " + std::to_string(g->global_id), 1 + g->global_id);
+    track->set_phase(0, &g->times.compute, "update", "compute");
+    track->set_phase(1, &g->times.comm, names.exchange, "comm");
+    track->set_phase(2, &g->times.wait, names.wait, "wait");
+    t.group_tracks.push_back(track);
+  }
+  run.centre_trace = tr.add_track("centre", 1 + t.p, -1, -1, "exchange");
+  run.centre_trace->set_optional(true);  // only an algorithm with a centre thread binds it
+}
+
+void write_trace(TrainRun& t) {
+  const std::string path = trace_path_for_rank(t.cfg.trace, t.rank);
+  int64_t spans = 0;
+  for (const TraceTrack* track : t.tracer->tracks())
+    spans += static_cast<int64_t>(track->spans().size());
+  if (Status st = t.tracer->write(path); !st.ok()) {
+    log_error("trace", st.message());
+    return;
+  }
+  log_info("trace", "wrote " + path + " (" + std::to_string(spans) + " spans)");
+}
+
+}  // namespace easel
