@@ -49,7 +49,9 @@ Result<std::unique_ptr<Device>> make_cuda_device(int ordinal, Precision precisio
 // device's thread with device pointers. Collectives run on the rank's stream and return when
 // they are done there (so that a group's comm time is the transfer's; NCCL cannot tell waiting
 // for a late rank from moving data, so arrival skew counts as comm time, not wait). barrier()
-// also waits for the rank's stream. Destroy the Comm before its devices.
+// also waits for the rank's stream. reduce_sum_queued / broadcast_queued run on the device's
+// communication stream instead and return at once (sync-easgd's overlap; the device's events
+// order them). Destroy the Comm before its devices.
 Result<std::unique_ptr<Comm>> make_nccl_comm(std::span<Device* const> devices);
 
 }  // namespace easel

@@ -8,6 +8,11 @@
 
 #include "algos/train_config.hpp"
 
+namespace easel::api {  // the public API (include/easel/), which `easel train` uses
+class Config;
+class Status;
+}  // namespace easel::api
+
 namespace easel::bench {
 struct BenchFlags;
 }
@@ -23,6 +28,7 @@ Failure failure_of(const Status& st);
 // Prints "easel: MESSAGE" (one line) to stderr; returns the exit code of `failure` (0 when st
 // is ok, printing nothing).
 int report(const Status& st, Failure failure);
+int report(const api::Status& st, Failure failure);
 
 // The train settings as the command line gives them: one per entry of train_settings(), its
 // text (the flag's value, else the config file's or the resumed run's config.json, else the
@@ -47,10 +53,15 @@ Result<TrainConfig> parse_settings(SettingValues& values, unsigned command,
                                    const std::vector<std::string>& given,
                                    const std::string& source);
 
-// `easel train --resume DIR`: DIR/config.json as flags (placed before the real ones, as a
-// config file's), after checking that `given` (the flags on the command line, without dashes
-// or values) change nothing a checkpoint fixes (the table's resume rule). Errors name the file
-// and key, or the flag.
+// `easel train`'s settings into `config` (easel::api::Config::set, then validate), with
+// parse_settings' errors.
+api::Status train_settings_config(SettingValues& values, const std::vector<std::string>& given,
+                                  const std::string& source, api::Config* config);
+
+// `easel train --resume DIR`: DIR/config.json (easel::api::read_run_settings) as flags
+// (placed before the real ones, as a config file's), after checking that `given` (the flags on
+// the command line, without dashes or values) change nothing a checkpoint fixes (the table's
+// resume rule). Errors name the file and key, or the flag.
 Result<std::vector<std::string>> resume_args(const std::string& dir,
                                              const std::vector<std::string>& given);
 
@@ -59,7 +70,10 @@ Result<std::vector<std::string>> resume_args(const std::string& dir,
 bool write_atomic(const std::filesystem::path& path, const std::string& text);
 
 // Subcommands. Each returns the process exit code.
-int run_train(const TrainConfig& cfg, const SettingValues& values);
+// `easel train` (tools/cli/train_cmd.cpp, through the public API): the settings as
+// train_settings_config takes them.
+int run_train(SettingValues& values, const std::vector<std::string>& given,
+              const std::string& source);
 // `easel topology [--json]`: the machine and the plan (tools/topology_cmd.cpp); with `fit`
 // (--net or --data given) also the memory fit of that net and data on the plan (algos/fit.hpp).
 int run_topology(const TrainConfig& cfg, bool as_json, bool fit);

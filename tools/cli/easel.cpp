@@ -152,11 +152,10 @@ int easel_main(int argc, char** argv) {
   }
   if (bench->parsed()) return cli::run_bench(bench_flags);
   if (!train->parsed() && !topo->parsed()) return cli::run_list(list_json);
-  const unsigned command = train->parsed() ? kTrainCommand : kTopologyCommand;
-  auto cfg = cli::parse_settings(values, command, given, source);
+  if (train->parsed()) return cli::run_train(values, given, source);
+  auto cfg = cli::parse_settings(values, kTopologyCommand, given, source);
   if (!cfg.ok()) return report(cfg.status(), Failure::request);
   if (cfg->log_level) set_log_level(*cfg->log_level);
-  if (train->parsed()) return cli::run_train(*cfg, values);
   const bool fit = std::any_of(given.begin(), given.end(),
                                [](const std::string& f) { return f == "net" || f == "data"; });
   return cli::run_topology(*cfg, topology_json, fit);
