@@ -243,6 +243,41 @@ constexpr SettingField kAugment{
     },
     [](const TrainConfig& c) -> std::string { return augment_text(c.augment); }};
 
+// --algo; with --lr auto, the learning rate follows it (default_lr), whichever is set first.
+constexpr SettingField kAlgo{SettingType::text,
+                             [](const Setting&, std::string_view t, TrainConfig& c) -> Status {
+                               c.algo = std::string(t);
+                               if (c.lr_auto) c.lr = default_lr(c.algo);
+                               return {};
+                             },
+                             [](const TrainConfig& c) -> std::string { return c.algo; }};
+
+// --lr: a number, or auto (the default): --algo's default_lr. Shown as the rate the run takes
+// (config.json keeps the number).
+constexpr SettingField kLr{SettingType::real,
+                           [](const Setting& s, std::string_view t, TrainConfig& c) -> Status {
+                             if (t == "auto") {
+                               c.lr_auto = true;
+                               c.lr = default_lr(c.algo);
+                               return {};
+                             }
+                             double v = 0;
+                             EASEL_RETURN_IF_ERROR(read_real(s, t, &v));
+                             c.lr = v;
+                             c.lr_auto = false;
+                             return {};
+                           },
+                           [](const TrainConfig& c) -> std::string { return show_real(c.lr); }};
+
+// --lr's help: the rule and every algorithm's default.
+std::string lr_help() {
+  std::string h = "base learning rate eta, or auto: the algorithm's own (";
+  for (const AlgoLr& a : kAlgoDefaultLr)
+    h += std::string(a.algo) + " " + show_real(a.lr) + ", ";
+  return h + "others " + show_real(kDefaultLr) + "; docs/RESULTS.md)";
+}
+const std::string kLrHelp = lr_help();
+
 // Empty: EASEL_LOG or info.
 constexpr SettingField kLogLevel{
     SettingType::text,
@@ -281,14 +316,14 @@ const Setting kSettings[] = {
    "padding), flip (random horizontal flip), normalize=NAME (cifar10, cifar100, imagenet, "
    "mnist, fashion-mnist) or mean=M/M/M,std=S/S/S; e.g. crop-pad=4,flip,normalize=cifar10 "
    "(the test set is normalised alike)"},
-  {"algo", text<&T::algo>(), kBoth, R::fixed,
+  {"algo", kAlgo, kBoth, R::fixed,
    "algorithm (easel list; one-group algorithms plan one group)"},
   {"epochs", real<&T::epochs>(), kTrain, R::changeable,
    "epochs to train (ignored when --iterations > 0)"},
   {"iterations", integer<&T::iterations>(), kTrain, R::changeable,
    "iterations to train (each group steps once per iteration)"},
   {"batch", integer<&T::batch>(), kBoth, R::fixed, "mini-batch size per group"},
-  {"lr", real<&T::lr>(), kTrain, R::fixed, "base learning rate eta"},
+  {"lr", kLr, kTrain, R::fixed, kLrHelp.c_str(), nullptr, "auto"},
   {"lr-policy", kLrPolicy, kTrain, R::fixed, "fixed, step, inv, exp, poly (Caffe's definitions)"},
   {"lr-gamma", real<&T::lr_gamma>(), kTrain, R::fixed, "gamma of the step, inv and exp policies"},
   {"lr-power", real<&T::lr_power>(), kTrain, R::fixed, "power of the inv and poly policies"},

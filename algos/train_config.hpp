@@ -28,7 +28,26 @@ namespace easel {
 enum class MomentumForm { nesterov, heavy_ball };
 enum class Progress { automatic, bar, lines, none };  // automatic: a bar on a terminal
 
-// Defaults are those of Caffe's LeNet solver with the paper's default algorithm on all cores.
+// The learning rate each algorithm runs with when --lr is auto (its default): chosen by a sweep
+// of LeNet on Fashion-MNIST with 2 groups for 2 epochs (docs/RESULTS.md, "Algorithm defaults").
+// An algorithm not listed runs with kDefaultLr.
+struct AlgoLr {
+  std::string_view algo;
+  double lr;
+};
+inline constexpr double kDefaultLr = 0.01;  // Caffe's LeNet solver, meant for momentum SGD
+inline constexpr AlgoLr kAlgoDefaultLr[] = {
+    {"sgd", 0.1},           {"msgd", 0.01},         {"sync-sgd", 0.01},  {"async-sgd", 0.1},
+    {"async-msgd", 0.01},   {"hogwild-sgd", 0.1},   {"easgd-rr", 0.1},   {"async-easgd", 0.1},
+    {"async-measgd", 0.01}, {"hogwild-easgd", 0.1}, {"sync-easgd", 0.01}};
+constexpr double default_lr(std::string_view algo) {
+  for (const AlgoLr& a : kAlgoDefaultLr)
+    if (a.algo == algo) return a.lr;
+  return kDefaultLr;
+}
+
+// Defaults are those of Caffe's LeNet solver with the paper's default algorithm on all cores,
+// but the learning rate, which is each algorithm's own (default_lr).
 struct TrainConfig {
   std::string net = "lenet";
   std::string data = "fashion-mnist";
@@ -37,7 +56,8 @@ struct TrainConfig {
   double epochs = 10;      // used when iterations == 0
   int64_t iterations = 0;  // iterations of the run (each group steps once per iteration)
   int64_t batch = 64;      // per group
-  double lr = 0.01;
+  double lr = default_lr("sync-easgd");
+  bool lr_auto = true;  // --lr auto: lr follows --algo (default_lr), set with either
   LrSchedule::Policy lr_policy = LrSchedule::Policy::inv;
   double lr_gamma = 1e-4, lr_power = 0.75;
   int64_t lr_stepsize = 1000;
@@ -118,6 +138,9 @@ struct Setting {
   OnResume on_resume;
   const char* help;
   const char* negation = nullptr;  // a boolean's second flag, which sets it false
+  // The default as the flag shows and takes it, when it is not the field's value (--lr's auto);
+  // nullptr: show(TrainConfig{}).
+  const char* shown_default = nullptr;
 
   // In config.json (and, unless it may change, in a checkpoint's identity).
   bool kept() const { return on_resume == OnResume::fixed || on_resume == OnResume::changeable; }
@@ -126,7 +149,9 @@ struct Setting {
     return on_resume != OnResume::fixed && on_resume != OnResume::fresh_only;
   }
   bool takes(unsigned command) const { return (commands & command) != 0; }
-  std::string default_text() const { return field.show(TrainConfig{}); }
+  std::string default_text() const {
+    return shown_default ? shown_default : field.show(TrainConfig{});
+  }
 };
 
 // Every setting, in --help order.

@@ -13,6 +13,7 @@
 #include "engine/log.hpp"
 #include "tools/bench/bench_model.hpp"
 #include "tools/cli/cli.hpp"
+#include "tools/cli/sweep.hpp"
 
 namespace {
 
@@ -91,6 +92,9 @@ int easel_main(int argc, char** argv) {
   using namespace easel;
   using cli::Failure;
   using cli::report;
+  // `easel sweep` passes any train flag on to its cells: it reads its own arguments.
+  if (argc > 1 && std::strcmp(argv[1], "sweep") == 0)
+    return cli::run_sweep(std::vector<std::string>(argv + 2, argv + argc));
   cli::SettingValues values = cli::default_setting_values();
   CLI::App app{"easel: train deep networks on a node split into worker groups (SC17 algorithms)",
                "easel"};
@@ -108,6 +112,9 @@ int easel_main(int argc, char** argv) {
   bool topology_json = false;
   topo->add_flag("--json", topology_json,
                  "print the machine and the plan as one JSON object (see docs/TOPOLOGY.md)");
+  app.add_subcommand("sweep",
+                     "run train over the product of lists of its flags, resumable; "
+                     "`easel sweep report DIR` tabulates and plots it (easel sweep --help)");
   CLI::App* list = app.add_subcommand("list", "list the nets and algorithms");
   bool list_json = false;
   list->add_flag("--json", list_json,
