@@ -112,9 +112,6 @@ int easel_main(int argc, char** argv) {
   bool topology_json = false;
   topo->add_flag("--json", topology_json,
                  "print the machine and the plan as one JSON object (see docs/TOPOLOGY.md)");
-  app.add_subcommand("sweep",
-                     "run train over the product of lists of its flags, resumable; "
-                     "`easel sweep report DIR` tabulates and plots it (easel sweep --help)");
   CLI::App* list = app.add_subcommand("list", "list the nets and algorithms");
   bool list_json = false;
   list->add_flag("--json", list_json,
@@ -122,6 +119,9 @@ int easel_main(int argc, char** argv) {
                  "flops_per_image, input, classes) and algorithms");
   bench::BenchFlags bench_flags;
   CLI::App* bench = cli::add_bench_flags(app, bench_flags);
+  app.add_subcommand("sweep",
+                     "run train over the product of lists of its flags, resumable; "
+                     "`easel sweep report DIR` tabulates and plots it (easel sweep --help)");
 
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
     if (argc < 2 || sub->get_name() != argv[1]) continue;
