@@ -40,7 +40,9 @@ Status Config::set(std::string_view name, std::string_view value) {
               "--" + std::string(name) + ": '" + std::string(value) + "' is not true or false"};
     value = flip(value);
   }
-  return from_internal(set_setting(impl_->cfg, s->name, value));
+  if (Status st = from_internal(set_setting(impl_->cfg, s->name, value)); !st.ok()) return st;
+  impl_->texts[static_cast<size_t>(s - train_settings().data())] = std::string(value);
+  return {};
 }
 
 Status Config::get(std::string_view name, std::string* value) const {
@@ -53,6 +55,11 @@ Status Config::get(std::string_view name, std::string* value) const {
 
 Status Config::validate() const {
   return from_internal(validate_config(impl_->cfg));
+}
+
+bool Config::may_change_on_resume(std::string_view name) {
+  const Setting* s = find_setting(name);
+  return s && s->may_change();
 }
 
 std::vector<std::string> Config::setting_names() {

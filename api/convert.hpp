@@ -2,6 +2,7 @@
 #pragma once
 
 #include "algos/train_config.hpp"
+#include "api/run_dir.hpp"
 #include "easel/config.hpp"
 #include "easel/data.hpp"
 #include "easel/status.hpp"
@@ -15,6 +16,9 @@ Status from_internal(const ::easel::Status& st);
 
 struct Config::Impl {
   TrainConfig cfg;
+  // Each setting's text as last set (train_settings() order): a run directory's config.json
+  // keeps text settings as given.
+  run_dir::SettingTexts texts = run_dir::default_texts();
 };
 
 struct Data::Impl {

@@ -1,11 +1,14 @@
 // Run: train() (algos/trainer.hpp) with an observer that turns its records into the public
-// ones, asks the callbacks whether to go on and puts the caller's initial weights in place.
+// ones, writes the run directory (api/run_dir.hpp), asks the callbacks whether to go on and
+// puts the caller's initial weights in place.
 #include "easel/run.hpp"
 
 #include <exception>
+#include <optional>
 
 #include "algos/trainer.hpp"
 #include "api/convert.hpp"
+#include "engine/comm/mpi_comm.hpp"
 #include "engine/log.hpp"
 
 #ifndef EASEL_VERSION
@@ -14,16 +17,41 @@
 
 namespace easel::api {
 
+// The run as opened: its settings, a resumed run's checkpoint, the run directory's writer.
+struct Run::Impl {
+  TrainConfig cfg;
+  run_dir::SettingTexts texts;
+  std::optional<Checkpoint> resume;
+  bool writer = false;  // writes the run directory (out given; rank 0)
+  run_dir::Writer files;
+};
+
 class Run::Observer final : public TrainObserver {
  public:
-  explicit Observer(Run& run) : run_(run) {}
+  explicit Observer(Run& run) : run_(run), impl_(*run.impl_) {}
 
-  void on_start(const RunInfo& info) override {
+  void on_start(const ::easel::RunInfo& info) override {
     run_.summary_.groups = static_cast<int>(info.plan.groups.size());
     run_.summary_.parameters = info.params;
     run_.summary_.algorithm = info.algorithm;
     run_.summary_.net = info.net;
-    total_ = info.total_iterations;
+    if (impl_.writer) impl_.files.on_start();
+    if (!run_.on_start_) return;
+    api::RunInfo r;
+    r.algorithm = info.algorithm;
+    r.net = info.net;
+    r.data = info.data;
+    r.layout = info.layout;
+    r.device = info.device;
+    r.groups = static_cast<int>(info.plan.groups.size());
+    r.threads_per_group =
+        info.plan.groups.empty() ? 0 : static_cast<int>(info.plan.groups[0].cpus.size());
+    r.ranks = info.ranks;
+    r.parameters = info.params;
+    r.flops_per_image = info.flops_per_image;
+    r.total_steps = info.total_iterations;
+    r.steps_per_epoch = info.iterations_per_epoch;
+    run_.on_start_(r);
   }
 
   void on_progress(int64_t step, int64_t total_steps, double epoch, double,
@@ -33,6 +61,7 @@ class Run::Observer final : public TrainObserver {
   }
 
   void on_eval(const EvalRecord& r) override {
+    if (impl_.writer) impl_.files.record(r);
     if (!run_.on_eval_) return;
     Evaluation e;
     e.step = r.step;
@@ -53,6 +82,13 @@ class Run::Observer final : public TrainObserver {
     if (!run_.on_eval_(e)) run_.stop();
   }
 
+  bool wants_checkpoints() const override {
+    return impl_.writer && impl_.files.wants_checkpoints();
+  }
+  ::easel::Status on_checkpoint(const Checkpoint& ck) override {
+    return impl_.files.checkpoint(ck);
+  }
+
   ::easel::Status on_init_weights(std::span<float> weights) override {
     const std::vector<float>& w = run_.initial_;
     if (w.empty()) return {};
@@ -65,17 +101,19 @@ class Run::Observer final : public TrainObserver {
   }
 
   bool should_stop() override { return run_.stop_.load(std::memory_order_relaxed); }
-
-  int64_t total() const { return total_; }
+  const std::atomic<int>* stop_flag() const override { return &run_.interrupt_; }
 
  private:
   Run& run_;
-  int64_t total_ = 0;
+  Run::Impl& impl_;
 };
 
 Run::Run() = default;
 Run::~Run() = default;
 
+void Run::on_start(std::function<void(const RunInfo&)> callback) {
+  on_start_ = std::move(callback);
+}
 void Run::on_evaluation(std::function<bool(const Evaluation&)> callback) {
   on_eval_ = std::move(callback);
 }
@@ -87,6 +125,30 @@ void Run::set_initial_weights(std::vector<float> weights) {
 }
 void Run::stop() {
   stop_.store(true, std::memory_order_relaxed);
+}
+void Run::interrupt(int signal) noexcept {
+  int none = 0;
+  interrupt_.compare_exchange_strong(none, signal > 0 ? signal : 1);
+}
+
+const char* stop_reason_name(StopReason reason) {
+  switch (reason) {
+    case StopReason::none:
+      return "none";
+    case StopReason::completed:
+      return "completed";
+    case StopReason::target:
+      return "target";
+    case StopReason::requested:
+      return "requested";
+    case StopReason::interrupted:
+      return "interrupted";
+    case StopReason::diverged:
+      return "diverged";
+    case StopReason::stalled:
+      return "stalled";
+  }
+  return "unknown";
 }
 
 namespace {
@@ -108,6 +170,24 @@ Status check_split(const Data::Impl& d) {
   return {};
 }
 
+StopReason public_reason(::easel::StopReason r) {
+  switch (r) {
+    case ::easel::StopReason::completed:
+      return StopReason::completed;
+    case ::easel::StopReason::target:
+      return StopReason::target;
+    case ::easel::StopReason::interrupted:
+      return StopReason::interrupted;
+    case ::easel::StopReason::diverged:
+      return StopReason::diverged;
+    case ::easel::StopReason::stalled:
+      return StopReason::stalled;
+    case ::easel::StopReason::requested:
+      return StopReason::requested;
+  }
+  return StopReason::none;
+}
+
 void fill_summary(const TrainSummary& s, Summary& out) {
   out.test_accuracy = s.test_accuracy;
   out.test_loss = s.test_loss;
@@ -122,41 +202,112 @@ void fill_summary(const TrainSummary& s, Summary& out) {
   out.images_per_second = s.images_per_second;
   out.comm_share = s.comm_share;
   out.wait_share = s.wait_share;
+  out.target_accuracy = s.target_accuracy;
   out.time_to_target_seconds = s.time_to_target_seconds.value_or(-1);
   out.reached_target = s.stopped_at_target;
+  out.stop_reason = public_reason(s.stopped);
+  out.stopped = s.stopped == ::easel::StopReason::requested;
+  out.stop_signal = s.stop_signal;
+  out.stop_message = s.stop_message;
 }
 
 }  // namespace
 
-Status Run::train(const Config& config, Data& data) {
+Status Run::open(const Config& config) {
   if (trained_)
     return {Code::invalid_argument, "this Run has trained already: make a new Run for another"};
-  trained_ = true;
-  TrainConfig cfg = config.impl().cfg;
-  if (!cfg.resume.empty())
-    return {Code::invalid_argument, "resume: the API does not resume runs (easel train does)"};
-  cfg.checkpoint = false;
-  cfg.out.clear();
-  if (Status st = check_split(data.impl()); !st.ok()) return st;
-  cfg.data = data.impl().name;
+  if (impl_)
+    return {Code::invalid_argument, "this Run is open already: make a new Run for another"};
+  auto impl = std::make_unique<Impl>();
+  impl->cfg = config.impl().cfg;
+  impl->texts = config.impl().texts;
+  TrainConfig& cfg = impl->cfg;
   if (Status st = from_internal(validate_config(cfg)); !st.ok()) return st;
   if (cfg.log_level) set_log_level(*cfg.log_level);
-  Observer obs(*this);
+  try {  // (JSON refuses text that is not UTF-8)
+    cfg.settings = run_dir::fixed_settings(cfg, impl->texts);
+    if (!cfg.resume.empty())
+      if (Status st = from_internal(run_dir::read_resume(cfg, impl->texts, &impl->resume));
+          !st.ok())
+        return st;
+    impl->writer = !cfg.out.empty() && process_rank() == 0;  // under mpirun only rank 0 writes
+    if (impl->writer)
+      if (Status st = from_internal(run_dir::check_out(cfg, impl->resume.has_value())); !st.ok())
+        return st;
+  } catch (const std::exception& e) {
+    return {Code::invalid_argument, std::string("the settings: ") + e.what()};
+  }
+  summary_.directory = cfg.out;
+  summary_.rank = process_rank();
+  impl_ = std::move(impl);
+  return {};
+}
+
+Status Run::train(const Config& config, Data& data) {
+  if (Status st = open(config); !st.ok()) return st;
+  return train(data);
+}
+
+Status Run::train(Data& data) {
+  return train_impl(&data);
+}
+
+Status Run::train() {
+  return train_impl(nullptr);
+}
+
+Status Run::train_impl(Data* given) {
+  if (!impl_) return {Code::invalid_argument, "Run::train: open() the run first"};
+  if (trained_)
+    return {Code::invalid_argument, "this Run has trained already: make a new Run for another"};
+  Impl& impl = *impl_;
+  DataSplit* data = nullptr;
+  if (given) {
+    if (Status st = check_split(given->impl()); !st.ok()) return st;
+    data = &given->impl().split;
+    impl.cfg.data = given->impl().name;  // what the run's info names (config.json keeps the
+                                         // setting, as the checkpoint's settings do)
+  }
+  trained_ = true;
+  const TrainConfig& cfg = impl.cfg;
   try {
-    auto result = ::easel::train(cfg, data.impl().split, &obs);
+    std::optional<DataSplit> loaded;
+    if (!data) {
+      auto split = run_dir::load_train_data(cfg, impl.texts);
+      if (!split.ok()) return from_internal(split.status());
+      loaded = std::move(split).value();
+      data = &*loaded;
+    }
+    if (impl.writer)
+      if (Status st = from_internal(impl.files.prepare(cfg, run_dir::config_json(cfg, impl.texts),
+                                                       impl.resume ? &*impl.resume : nullptr));
+          !st.ok())
+        return st;
+    Observer obs(*this);
+    auto result = ::easel::train(cfg, *data, &obs, {}, impl.resume ? &*impl.resume : nullptr);
     if (!result.ok()) return from_internal(result.status());
-    // A run that diverged or stalled ended with a summary (the CLI writes it); here it is the
-    // failure it was before, with its message.
-    if (result->stopped == StopReason::diverged || result->stopped == StopReason::stalled)
-      return {Code::internal, result->stop_message};
     fill_summary(*result, summary_);
-    summary_.stopped = result->stopped == StopReason::requested;
     weights_ = std::move(result->final_weights);
+    if (impl.writer)
+      if (Status st = from_internal(impl.files.write_summary(*result)); !st.ok()) return st;
+    // A run that diverged or stalled ended with a summary (written with the run's files); it
+    // is the failure it was before, with its message.
+    if (result->stopped == ::easel::StopReason::diverged ||
+        result->stopped == ::easel::StopReason::stalled)
+      return {Code::internal, result->stop_message};
   } catch (const std::exception& e) {  // nothing crosses the API
     return {Code::internal, std::string("training failed: ") + e.what()};
   } catch (...) {
     return {Code::internal, "training failed: an unknown exception"};
   }
+  return {};
+}
+
+Status read_run_settings(const std::string& dir,
+                         std::vector<std::pair<std::string, std::string>>* settings) {
+  auto read = run_dir::read_settings(dir);
+  if (!read.ok()) return from_internal(read.status());
+  *settings = std::move(read).value();
   return {};
 }
 

@@ -38,6 +38,12 @@ class Config {
 
   // The names of every setting, in `easel train --help` order.
   static std::vector<std::string> setting_names();
+  // Whether a resumed run (the `resume` setting) may give this setting a value of its own (the
+  // run's length, its evaluations, checkpoints and data threads, and what no run directory
+  // keeps: progress, log-level; `easel train --help` marks them "may change on --resume");
+  // every other setting must be the checkpoint run's (read_run_settings, easel/run.hpp).
+  // False for an unknown name and for out and overwrite (a resumed run stays in its own).
+  static bool may_change_on_resume(std::string_view name);
 
   struct Impl;
   const Impl& impl() const { return *impl_; }

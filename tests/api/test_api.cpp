@@ -2,9 +2,14 @@
 // against libeasel.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "easel/easel.hpp"
@@ -254,6 +259,147 @@ TEST(ApiRun, StartsFromTheCallersWeights) {
   ASSERT_TRUE(c.train(small_config(10), d).ok());
   EXPECT_EQ(b.weights(), c.weights());
   EXPECT_NE(b.weights(), a.weights());
+}
+
+// The text of a file ("" when it cannot be read).
+std::string slurp(const std::string& path) {
+  std::string text;
+  if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;)
+      text.append(buf, n);
+    std::fclose(f);
+  }
+  return text;
+}
+
+bool exists(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f) std::fclose(f);
+  return f != nullptr;
+}
+
+// A directory of this process's own under the test's temporary directory, empty.
+std::string fresh_dir(const std::string& name) {
+  const std::string d =
+      ::testing::TempDir() + "easel_api_" + std::to_string(::getpid()) + "_" + name;
+  for (const char* f : {"/config.json", "/metrics.jsonl", "/checkpoint.bin", "/summary.json"})
+    std::remove((d + f).c_str());
+  return d;
+}
+
+// (step, train loss, test accuracy) of every evaluation of a run.
+using Record = std::tuple<int64_t, double, double>;
+
+// A run with a directory (`out`) writes what easel train writes; interrupt() (as a signal
+// handler calls it) stops it with a checkpoint, and a resume through read_run_settings goes on
+// to the numbers of the run that never stopped; an earlier run's results and a changed setting
+// are refused by open().
+TEST(ApiRunDirectory, WritesTheRunAndResumesItExactly) {
+  Data d = memory_data();
+  std::vector<Record> whole;
+  const std::string whole_dir = fresh_dir("whole");
+  {
+    Config cfg = small_config(20);
+    ASSERT_TRUE(cfg.set("out", whole_dir).ok());
+    TrainRun run;
+    run.on_evaluation([&](const Evaluation& e) {
+      whole.emplace_back(e.step, e.train_loss, e.test_accuracy);
+      return true;
+    });
+    EXPECT_EQ(run.summary().stop_reason, easel::api::StopReason::none);
+    ASSERT_TRUE(run.train(cfg, d).ok());
+    EXPECT_EQ(run.summary().stop_reason, easel::api::StopReason::completed);
+    EXPECT_EQ(run.summary().directory, whole_dir);
+    for (const char* f : {"/config.json", "/metrics.jsonl", "/checkpoint.bin", "/summary.json"})
+      EXPECT_TRUE(exists(whole_dir + f)) << f;
+    EXPECT_NE(slurp(whole_dir + "/summary.json").find("\"stopped\": \"completed\""),
+              std::string::npos);
+    const std::string metrics = slurp(whole_dir + "/metrics.jsonl");
+    EXPECT_EQ(std::count(metrics.begin(), metrics.end(), '\n'), 4) << metrics;
+    // Again into the same directory: refused before anything is written.
+    TrainRun again;
+    const easel::api::Status st = again.open(cfg);
+    EXPECT_EQ(st.code(), Code::invalid_argument);
+    EXPECT_NE(st.message().find("already holds the results of a run"), std::string::npos)
+        << st.message();
+    EXPECT_EQ(slurp(whole_dir + "/metrics.jsonl"), metrics);
+  }
+  ASSERT_EQ(whole.size(), 4u);
+
+  const std::string part_dir = fresh_dir("part");
+  std::vector<Record> part;
+  {
+    Config cfg = small_config(20);
+    ASSERT_TRUE(cfg.set("out", part_dir).ok());
+    TrainRun run;
+    run.on_evaluation([&](const Evaluation& e) {
+      part.emplace_back(e.step, e.train_loss, e.test_accuracy);
+      if (e.step == 10) run.interrupt(15);
+      return true;
+    });
+    ASSERT_TRUE(run.train(cfg, d).ok());
+    EXPECT_EQ(run.summary().stop_reason, easel::api::StopReason::interrupted);
+    EXPECT_EQ(run.summary().stop_signal, 15);
+    EXPECT_EQ(run.summary().steps, 10);
+    EXPECT_FALSE(run.summary().stopped);  // not a callback's request
+    EXPECT_TRUE(exists(part_dir + "/checkpoint.bin"));
+    EXPECT_NE(slurp(part_dir + "/summary.json").find("\"stopped\": \"interrupted\""),
+              std::string::npos);
+  }
+  std::vector<std::pair<std::string, std::string>> settings;
+  ASSERT_TRUE(easel::api::read_run_settings(part_dir, &settings).ok());
+  EXPECT_TRUE(Config::may_change_on_resume("iterations"));
+  EXPECT_FALSE(Config::may_change_on_resume("lr"));
+  EXPECT_FALSE(Config::may_change_on_resume("out"));
+  EXPECT_FALSE(Config::may_change_on_resume("no-such-setting"));
+  {  // a setting the checkpoint fixes, changed: refused, naming it
+    Config cfg;
+    for (const auto& [name, text] : settings)
+      ASSERT_TRUE(cfg.set(name, text).ok()) << name;
+    ASSERT_TRUE(cfg.set("resume", part_dir).ok());
+    ASSERT_TRUE(cfg.set("lr", "0.02").ok());
+    TrainRun run;
+    const easel::api::Status st = run.open(cfg);
+    EXPECT_EQ(st.code(), Code::invalid_argument);
+    EXPECT_NE(st.message().find("'lr' is 0.02, but the checkpoint's run had 0.01"),
+              std::string::npos)
+        << st.message();
+  }
+  Config cfg;
+  for (const auto& [name, text] : settings)
+    ASSERT_TRUE(cfg.set(name, text).ok()) << name;
+  ASSERT_TRUE(cfg.set("resume", part_dir).ok());
+  TrainRun run;
+  run.on_evaluation([&](const Evaluation& e) {
+    part.emplace_back(e.step, e.train_loss, e.test_accuracy);
+    return true;
+  });
+  ASSERT_TRUE(run.train(cfg, d).ok());
+  EXPECT_EQ(run.summary().stop_reason, easel::api::StopReason::completed);
+  EXPECT_EQ(run.summary().directory, part_dir);
+  EXPECT_EQ(part, whole);
+  const std::string metrics = slurp(part_dir + "/metrics.jsonl");
+  EXPECT_EQ(std::count(metrics.begin(), metrics.end(), '\n'), 4) << metrics;
+  EXPECT_EQ(easel::api::read_run_settings(fresh_dir("none"), &settings).code(), Code::not_found);
+}
+
+// A run that diverges ends with its summary: internal, with the reason and the message.
+TEST(ApiRun, DivergedIsInternalWithItsReason) {
+  Data d;
+  ASSERT_TRUE(d.load("synthetic:512:1x8x8:4").ok());
+  Config cfg = small_config(40);
+  ASSERT_TRUE(cfg.set("seed", "1").ok());
+  ASSERT_TRUE(cfg.set("eval-every", "20").ok());
+  ASSERT_TRUE(cfg.set("lr", "10").ok());
+  ASSERT_TRUE(cfg.set("alpha", "1").ok());
+  TrainRun run;
+  const easel::api::Status st = run.train(cfg, d);
+  EXPECT_EQ(st.code(), Code::internal);
+  EXPECT_EQ(run.summary().stop_reason, easel::api::StopReason::diverged);
+  EXPECT_EQ(st.message(), run.summary().stop_message);
+  EXPECT_NE(st.message().find("diverged"), std::string::npos) << st.message();
+  EXPECT_STREQ(easel::api::stop_reason_name(run.summary().stop_reason), "diverged");
 }
 
 TEST(ApiWeights, SaveAndLoadRoundTripAndBadFilesAreNamed) {

@@ -1,4 +1,4 @@
-// libFuzzer target: resume_args (tools/train_cmd.cpp), the reader of a resumed run's
+// libFuzzer target: resume_args (tools/cli/train_flags.cpp), the reader of a resumed run's
 // config.json. The input is the file; the flags given on the command line are none, or
 // --epochs (which drops the file's iterations), chosen by the input's length.
 #include <stdlib.h>

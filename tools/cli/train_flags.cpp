@@ -1,16 +1,45 @@
-// The train settings on the command line: every flag comes from the table (train_settings()).
+// The train settings on the command line: every flag comes from the table (train_settings());
+// `easel train`'s become an easel::api::Config, a resumed run's config.json becomes flags.
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 
+#include "easel/config.hpp"
+#include "easel/run.hpp"
 #include "tools/cli/cli.hpp"
 
 namespace easel::cli {
+
+namespace fs = std::filesystem;
+
+bool write_atomic(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  std::error_code ec, ignored;
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    if (!f) return false;  // not opened: whatever is at tmp is not ours to remove
+    if (!(f << text) || !f.flush()) {
+      f.close();
+      fs::remove(tmp, ignored);  // our half-written file goes
+      return false;
+    }
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) fs::remove(tmp, ignored);
+  return !ec;
+}
 
 Failure failure_of(const Status& st) {
   return st.code() == Code::invalid_argument ? Failure::request : Failure::run;
 }
 
 int report(const Status& st, Failure failure) {
+  if (st.ok()) return 0;
+  std::fprintf(stderr, "easel: %s\n", st.message().c_str());
+  return static_cast<int>(failure);
+}
+
+int report(const api::Status& st, Failure failure) {
   if (st.ok()) return 0;
   std::fprintf(stderr, "easel: %s\n", st.message().c_str());
   return static_cast<int>(failure);
@@ -71,6 +100,54 @@ Result<TrainConfig> parse_settings(SettingValues& values, unsigned command,
   }
   EASEL_RETURN_IF_ERROR(validate_config(cfg));
   return cfg;
+}
+
+namespace {
+
+// Whether a given setting came from the command line rather than `source`.
+bool on_command_line(const Setting& s, const std::vector<std::string>& given) {
+  return std::any_of(given.begin(), given.end(),
+                     [&](const std::string& g) { return find_setting(g) == &s; });
+}
+
+}  // namespace
+
+api::Status train_settings_config(SettingValues& values, const std::vector<std::string>& given,
+                                  const std::string& source, api::Config* config) {
+  const auto settings = train_settings();
+  for (size_t i = 0; i < settings.size(); ++i) {
+    const Setting& s = settings[i];
+    if (!s.takes(kTrainCommand)) continue;
+    if (s.field.type == SettingType::boolean) values[i].text = values[i].on ? "true" : "false";
+    api::Status st = config->set(s.name, values[i].text);
+    if (st.ok()) continue;
+    if (source.empty() || on_command_line(s, given)) return st;
+    return {st.code(), source + ": key '" + s.name + "': " + st.message()};
+  }
+  return config->validate();
+}
+
+Result<std::vector<std::string>> resume_args(const std::string& dir,
+                                             const std::vector<std::string>& given) {
+  for (const std::string& g : given)
+    if (g != "help" && !api::Config::may_change_on_resume(g))
+      return invalid_argument("--resume: --" + g +
+                              " cannot change when a run continues (its config.json fixes it)");
+  std::vector<std::pair<std::string, std::string>> settings;
+  if (api::Status st = api::read_run_settings(dir, &settings); !st.ok())
+    return Status(st.code() == api::Code::not_found ? Code::not_found
+                  : st.code() == api::Code::io_error ? Code::io_error
+                                                     : Code::data_error,
+                  st.message());
+  // --epochs alone replaces the run's length in iterations, if it had one.
+  const auto given_has = [&](const char* f) {
+    return std::find(given.begin(), given.end(), f) != given.end();
+  };
+  const bool epochs_only = given_has("epochs") && !given_has("iterations");
+  std::vector<std::string> args;
+  for (const auto& [key, value] : settings)
+    if (!(epochs_only && key == "iterations")) args.push_back("--" + key + "=" + value);
+  return args;
 }
 
 }  // namespace easel::cli

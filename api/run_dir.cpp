@@ -1,0 +1,431 @@
+// The run directory: what `easel train --out DIR` (and a Run with `out`) writes and a resumed
+// run reads back.
+#include "api/run_dir.hpp"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "devices/cuda/cuda_device.hpp"
+#include "engine/comm/mpi_comm.hpp"
+#include "engine/config.hpp"
+#include "engine/log.hpp"
+
+namespace easel::run_dir {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+SettingTexts default_texts() {
+  SettingTexts texts;
+  for (const Setting& s : train_settings())
+    texts.push_back(s.default_text());
+  return texts;
+}
+
+bool write_atomic(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  std::error_code ec, ignored;
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    if (!f) return false;  // not opened: whatever is at tmp is not ours to remove
+    if (!(f << text) || !f.flush()) {
+      f.close();
+      fs::remove(tmp, ignored);  // our half-written file goes
+      return false;
+    }
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) fs::remove(tmp, ignored);
+  return !ec;
+}
+
+namespace {
+
+json times_json(const GroupTimes& t) {
+  return {{"compute_seconds", t.compute},
+          {"comm_seconds", t.comm},
+          {"wait_seconds", t.wait},
+          {"preempted_seconds", t.preempted}};
+}
+
+// A setting's entry in config.json: a text as given, a number or a boolean as the run uses it.
+json setting_json(const Setting& s, const TrainConfig& cfg, const std::string& text) {
+  switch (s.field.type) {
+    case SettingType::text:
+      return text;
+    case SettingType::boolean:
+      return s.field.show(cfg) == "true";
+    case SettingType::integer: {
+      const std::string shown = s.field.show(cfg);
+      if (shown.front() == '-') return std::stoll(shown);
+      return std::stoull(shown);  // the seed may pass 2^63
+    }
+    case SettingType::real:
+      return std::strtod(s.field.show(cfg).c_str(), nullptr);  // show reads back exactly
+  }
+  return nullptr;
+}
+
+// Whether a resumed run may give the setting `name` itself.
+bool may_change_on_resume(const std::string& name) {
+  const Setting* s = find_setting(name);
+  return s && s->may_change();
+}
+
+// The text of the setting `name` among `texts`.
+const std::string& text_of(const SettingTexts& texts, const char* name) {
+  return texts[static_cast<size_t>(find_setting(name) - train_settings().data())];
+}
+
+// Whether the file ends with a newline (or is empty or missing).
+bool ends_with_newline(const fs::path& path) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f || f.tellg() <= 0) return true;
+  f.seekg(-1, std::ios::end);
+  return f.get() == '\n';
+}
+
+// Keeps the records of metrics.jsonl up to the checkpoint's step: a run killed after an
+// evaluation's line but before its checkpoint would otherwise log that step twice, and one
+// killed while writing a line leaves half a line. Drops those, and says how many it dropped.
+// *last_step: the largest step of a record in the file (-1: none).
+Status trim_metrics(const fs::path& path, int64_t step, int64_t* last_step) {
+  *last_step = -1;
+  std::ifstream in(path);
+  if (!in) return {};  // none yet: the resumed run starts it
+  std::string kept, line;
+  int dropped = 0;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    json j = json::parse(line, nullptr, false);
+    const bool record =
+        !j.is_discarded() && j.is_object() && j.contains("step") && j["step"].is_number_integer();
+    if (record) *last_step = std::max(*last_step, j["step"].get<int64_t>());
+    if (record && j["step"].get<int64_t>() <= step)
+      kept += line + "\n";
+    else
+      ++dropped;
+  }
+  in.close();
+  if (dropped == 0) return {};
+  if (!write_atomic(path, kept)) return io_error("cannot rewrite " + path.string());
+  log_warn("train", path.string() + ": dropped " + std::to_string(dropped) +
+                        " line(s) past the checkpoint's step " + std::to_string(step) +
+                        " or not a metrics record");
+  return {};
+}
+
+json summary_json(const TrainSummary& s, json config) {
+  json groups = json::array();
+  for (size_t i = 0; i < s.group_times.size(); ++i) {
+    json g = times_json(s.group_times[i]);
+    g["id"] = i;
+    g["cpus"] = s.info.plan.groups[i].cpus;
+    groups.push_back(g);
+  }
+  json layers = json::array();
+  for (const auto& l : s.info.layers)
+    layers.push_back({{"name", l.name},
+                      {"kind", l.kind},
+                      {"impl", l.impl},
+                      {"params", l.params},
+                      {"dst", l.dst.to_string()}});
+  return {
+      {"stopped", stop_reason_name(s.stopped)},
+      {"test_accuracy", s.test_accuracy},
+      {"test_loss", s.test_loss},
+      {"best_accuracy", s.best_accuracy},
+      {"epochs", s.epochs},
+      {"steps", s.steps},
+      {"images", s.images},
+      {"wall_seconds", s.wall_seconds},
+      {"train_seconds", s.train_seconds},
+      {"eval_seconds", s.eval_seconds},
+      {"setup_seconds", s.setup_seconds},
+      {"images_per_second", s.images_per_second},
+      {"gflops_per_second", s.images_per_second * s.info.flops_per_image / 1e9},
+      {"time_to_target_seconds",
+       s.time_to_target_seconds ? json(*s.time_to_target_seconds) : json(nullptr)},
+      {"target_accuracy", s.target_accuracy},
+      {"algorithm", s.info.algorithm},
+      {"groups", s.info.plan.groups.size()},
+      {"ranks", s.info.ranks},
+      {"threads_per_group", s.info.plan.groups.empty() ? 0 : s.info.plan.groups[0].cpus.size()},
+      {"net", s.info.net},
+      {"data", s.info.data},
+      {"params", s.info.params},
+      {"flops_per_image", s.info.flops_per_image},
+      {"compute_seconds", s.compute_seconds},
+      {"comm_seconds", s.comm_seconds},
+      {"wait_seconds", s.wait_seconds},
+      {"comm_share", s.comm_share},
+      {"wait_share", s.wait_share},
+      {"preempted_seconds", s.preempted_seconds},
+      {"preempted_share", s.preempted_share},
+      {"staleness_mean", s.staleness_mean},
+      {"staleness_max", s.staleness_max},
+      {"placement", s.info.placement},
+      {"group_times", groups},
+      {"layers", layers},
+      {"config", std::move(config)},
+  };
+}
+
+// config.json's value of setting s as the text Config::set takes; errors name the file and
+// the key.
+Result<std::string> setting_text(const Setting& s, const json& v, const std::string& file) {
+  const auto wrong = [&] {
+    return data_error("--resume: " + file + ": key '" + s.name + "' has the wrong type");
+  };
+  switch (s.field.type) {
+    case SettingType::boolean:
+      if (!v.is_boolean()) return wrong();
+      return std::string(v.get<bool>() ? "true" : "false");
+    case SettingType::text:
+      if (!v.is_string()) return wrong();
+      return v.get<std::string>();
+    case SettingType::integer:
+      if (!v.is_number_integer()) return wrong();
+      return v.dump();
+    case SettingType::real:
+      if (!v.is_number()) return wrong();
+      return v.dump();
+  }
+  return wrong();
+}
+
+// A resumed run's settings against its checkpoint's: the first key that differs, named with
+// the run's config.json (an edit there would otherwise go on silently with other settings).
+Status check_settings(const Checkpoint& ck, const TrainConfig& cfg, const SettingTexts& texts) {
+  const size_t at = ck.identity.find(kSettingsMark);
+  if (at == std::string::npos) return {};  // not written by easel train: the identity decides
+  const json had = json::parse(ck.identity.substr(at + std::strlen(kSettingsMark)), nullptr, false);
+  if (had.is_discarded() || !had.is_object()) return {};
+  const json now = json::parse(fixed_settings(cfg, texts));
+  std::string changeable;  // the config.json keys a resumed run may change
+  for (const Setting& s : train_settings())
+    if (s.kept() && s.may_change())
+      changeable += (changeable.empty() ? "--" : ", --") + std::string(s.name);
+  const std::string file = (fs::path(cfg.resume) / "config.json").string();
+  for (const auto& [key, v] : now.items()) {
+    // A setting added after the checkpoint was written: its run had the default.
+    if (const Setting* s = find_setting(key);
+        !had.contains(key) && s && v == setting_json(*s, TrainConfig{}, s->default_text()))
+      continue;
+    if (!had.contains(key) || had[key] != v)
+      return invalid_argument("--resume: " + file + ": '" + key + "' is " + v.dump() +
+                              ", but the checkpoint's run had " +
+                              (had.contains(key) ? had[key].dump() : std::string("no such key")) +
+                              " (only " + changeable + " may change)");
+  }
+  return {};
+}
+
+// Removes the checkpoint temporaries (checkpoint.bin.tmp.PID.RANDOM) that a killed run left in
+// `out`: those of processes that are gone.
+void remove_stale_temporaries(const fs::path& out) {
+  const std::string prefix = "checkpoint.bin.tmp.";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(out, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      std::error_code ignored;
+      fs::remove(e.path(), ignored);
+    }
+  }
+}
+
+}  // namespace
+
+json config_json(const TrainConfig& cfg, const SettingTexts& texts) {
+  json j = json::object();
+  const auto settings = train_settings();
+  for (size_t i = 0; i < settings.size(); ++i)
+    if (settings[i].kept()) j[settings[i].name] = setting_json(settings[i], cfg, texts[i]);
+  return j;
+}
+
+std::string fixed_settings(const TrainConfig& cfg, const SettingTexts& texts) {
+  json j = config_json(cfg, texts);
+  for (auto it = j.begin(); it != j.end();)
+    it = may_change_on_resume(it.key()) ? j.erase(it) : std::next(it);
+  return j.dump();
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> read_settings(const std::string& dir) {
+  const fs::path path = fs::path(dir) / "config.json";
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    return not_found("--resume: " + path.string() + ": no such file (not a run's --out?)");
+  if (!fs::is_regular_file(path, ec))
+    return data_error("--resume: " + path.string() + ": not a regular file");
+  std::ifstream f(path);
+  if (!f) return io_error("--resume: " + path.string() + ": cannot be read");
+  json j = json::parse(f, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return data_error("--resume: " + path.string() + ": not a JSON object");
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [key, v] : j.items()) {
+    const Setting* s = find_setting(key);
+    if (!s || key != s->name || !s->takes(kTrainCommand))
+      return data_error("--resume: " + path.string() + ": unknown key '" + printable(key) + "'");
+    EASEL_ASSIGN_OR_RETURN(std::string value, setting_text(*s, v, path.string()));
+    if (s->field.type == SettingType::text && value.empty()) continue;  // an unset list (cpus)
+    out.emplace_back(key, std::move(value));
+  }
+  return out;
+}
+
+Status read_resume(TrainConfig& cfg, const SettingTexts& texts, std::optional<Checkpoint>* ck) {
+  if (process_count() > 1)
+    return invalid_argument("--resume: checkpoints are for single-process runs");
+  if (!cfg.out.empty() && fs::path(cfg.out) != fs::path(cfg.resume))
+    return invalid_argument("--out: a resumed run goes on in its own directory (" + cfg.resume +
+                            ")");
+  cfg.out = cfg.resume;
+  auto read = read_checkpoint((fs::path(cfg.resume) / "checkpoint.bin").string());
+  if (!read.ok()) return Status(read.status().code(), "--resume: " + read.status().message());
+  *ck = std::move(read).value();
+  EASEL_RETURN_IF_ERROR(check_settings(**ck, cfg, texts));
+  return check_resume_groups(**ck, cfg.algo, cfg.plan.groups);  // algos/checkpoint.hpp
+}
+
+Status check_out(const TrainConfig& cfg, bool resumed) {
+  const fs::path out(cfg.out);
+  std::error_code ec;
+  if (fs::exists(out, ec) && !fs::is_directory(out, ec))
+    return invalid_argument("--out: " + cfg.out + " exists and is not a directory");
+  if (!resumed && !cfg.overwrite &&
+      (fs::exists(out / "summary.json", ec) || fs::exists(out / "metrics.jsonl", ec)))
+    return invalid_argument("--out: " + cfg.out +
+                            " already holds the results of a run (pass --overwrite to replace "
+                            "them, or choose another --out)");
+  return {};
+}
+
+Result<DataSplit> load_train_data(const TrainConfig& cfg, const SettingTexts& texts) {
+  MemKind dataset_kind = cfg.placement[BufferClass::dataset];
+  if (cfg.device.gpu) {
+    if (Status s = prepare_gpu_memory(); !s.ok())
+      return Status(s.code(), "--device " + device_text(cfg.device) + ": " + s.message());
+    if (text_of(texts, "placement") == find_setting("placement")->default_text())
+      dataset_kind = MemKind::pinned_host;
+  }
+  return load_data(cfg.data, dataset_kind, cfg.seed);
+}
+
+Status Writer::prepare(const TrainConfig& cfg, json config, const Checkpoint* resume) {
+  out_ = cfg.out;
+  config_ = std::move(config);
+  if (cfg.checkpoint) checkpoint_path_ = (out_ / "checkpoint.bin").string();
+  std::error_code ec;
+  fs::create_directories(out_, ec);
+  if (ec) return io_error("--out: cannot create " + cfg.out + ": " + ec.message());
+  remove_stale_temporaries(out_);
+  if (resume) {
+    resume_step_ = resume->iterations_done;
+    if (fs::exists(out_ / "metrics.jsonl", ec) &&
+        !std::ofstream(out_ / "metrics.jsonl", std::ios::app))
+      return io_error("--resume: cannot append to " + (out_ / "metrics.jsonl").string());
+    if (!cfg.checkpoint)
+      log_warn("train", "--no-checkpoint: " + (out_ / "checkpoint.bin").string() +
+                            " stays at step " + std::to_string(resume->iterations_done) +
+                            "; a later --resume goes on from there");
+    return {};
+  }
+  fs::remove(out_ / "checkpoint.bin", ec);
+  fs::remove(out_ / "summary.json", ec);
+  metrics_.open(out_ / "metrics.jsonl", std::ios::trunc);
+  if (!metrics_) return io_error("--out: cannot write " + (out_ / "metrics.jsonl").string());
+  if (!write_atomic(out_ / "config.json", config_.dump(2) + "\n"))
+    return io_error("--out: cannot write " + (out_ / "config.json").string());
+  return {};
+}
+
+void Writer::on_start() {
+  if (resume_step_ >= 0 && !write_atomic(out_ / "config.json", config_.dump(2) + "\n"))
+    log_error("train", "cannot rewrite " + (out_ / "config.json").string());
+}
+
+void Writer::record(const EvalRecord& r) {
+  if (resume_step_ >= 0) {
+    const fs::path path = out_ / "metrics.jsonl";
+    int64_t last = -1;
+    if (Status st = trim_metrics(path, resume_step_, &last); !st.ok()) {
+      // Its records past the checkpoint stay: the resumed run's records up to the last of
+      // them are not appended, so that no step is logged twice.
+      skip_through_ = last;
+      log_error("train",
+                st.message() + (last < 0 ? std::string(" (appending after it)")
+                                         : ": its records up to step " + std::to_string(last) +
+                                               " stay as they are, and this run "
+                                               "appends only later ones"));
+    }
+    const bool cut = !ends_with_newline(path);  // a half line a failed trim kept
+    metrics_.open(path, std::ios::app);
+    if (!metrics_) log_error("train", "cannot append to " + path.string());
+    if (cut) metrics_ << "\n";  // it stays alone
+    resume_step_ = -1;
+  }
+  GroupTimes tot;
+  json groups = json::array();
+  for (size_t i = 0; i < r.group_times.size(); ++i) {
+    const GroupTimes& t = r.group_times[i];
+    tot.compute += t.compute;
+    tot.comm += t.comm;
+    tot.wait += t.wait;
+    tot.preempted += t.preempted;
+    json g = times_json(t);
+    g["id"] = i;
+    g["steps"] = r.group_steps[i];
+    groups.push_back(g);
+  }
+  json j = {{"wall_seconds", r.wall_seconds},
+            {"train_seconds", r.train_seconds},
+            {"eval_seconds", r.eval_seconds},
+            {"epoch", r.epoch},
+            {"step", r.step},
+            {"images", r.images},
+            {"train_loss", r.train_loss},
+            {"test_loss", r.test_loss},
+            {"test_accuracy", r.test_accuracy},
+            {"images_per_second", r.images_per_second},
+            {"compute_seconds", tot.compute},
+            {"comm_seconds", tot.comm},
+            {"wait_seconds", tot.wait},
+            {"preempted_seconds", tot.preempted},
+            {"staleness_mean", r.staleness_mean},
+            {"staleness_max", r.staleness_max},
+            {"groups", groups}};
+  if (r.step > skip_through_) {
+    metrics_ << j.dump() << "\n";
+    metrics_.flush();
+  }
+}
+
+Status Writer::checkpoint(const Checkpoint& ck) {
+  const auto t = std::chrono::steady_clock::now();
+  Status st = write_checkpoint(checkpoint_path_, ck);
+  log_debug(
+      "train",
+      "checkpoint at step " + std::to_string(ck.iterations_done) + " written in " +
+          std::to_string(
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count() * 1e3) +
+          " ms");
+  return st;
+}
+
+Status Writer::write_summary(const TrainSummary& s) {
+  if (!write_atomic(out_ / "summary.json", summary_json(s, config_).dump(2) + "\n"))
+    return io_error("cannot write " + (out_ / "summary.json").string());
+  return {};
+}
+
+}  // namespace easel::run_dir

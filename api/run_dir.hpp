@@ -1,0 +1,77 @@
+// The run directory of a Run with an `out` setting (include/easel/run.hpp describes its files):
+// the checks before a run (the directory, a resumed run's checkpoint and settings) and the
+// writer of config.json, metrics.jsonl, checkpoint.bin and summary.json. Internal to api/
+// (never installed); under MPI only rank 0 writes.
+#pragma once
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "algos/checkpoint.hpp"
+#include "algos/train_config.hpp"
+#include "algos/trainer.hpp"
+#include "nets/data/dataset.hpp"
+
+namespace easel::run_dir {
+
+// The settings' texts as given (Config::set), one per entry of train_settings(): config.json
+// keeps a text setting as given, not as the run reads it back.
+using SettingTexts = std::vector<std::string>;
+SettingTexts default_texts();
+
+// Writes text to path atomically: a temporary file beside it, then a rename; on failure the
+// file is as it was and no temporary is left. False on failure.
+bool write_atomic(const std::filesystem::path& path, const std::string& text);
+
+// config.json: every setting a resumed run takes from it, keyed by its name.
+nlohmann::json config_json(const TrainConfig& cfg, const SettingTexts& texts);
+
+// The settings a resumed run may not change, as JSON text (TrainConfig::settings: part of a
+// checkpoint's identity).
+std::string fixed_settings(const TrainConfig& cfg, const SettingTexts& texts);
+
+// `resume`: reads the checkpoint after checking that the run may go on from it here; cfg.out
+// becomes the run's directory. Errors name the setting and the file.
+Status read_resume(TrainConfig& cfg, const SettingTexts& texts, std::optional<Checkpoint>* ck);
+
+// Whether `out` may take this run's results (never an earlier run's, unless overwrite).
+Status check_out(const TrainConfig& cfg, bool resumed);
+
+// The data set of cfg's `data`, placed as `placement` says (GPU groups: in pinned host memory
+// unless placement is given, so that each batch is copied to the GPU asynchronously).
+Result<DataSplit> load_train_data(const TrainConfig& cfg, const SettingTexts& texts);
+
+// config.json as (name, text) pairs of Config::set; errors name the file and key.
+Result<std::vector<std::pair<std::string, std::string>>> read_settings(const std::string& dir);
+
+// The files of one run, written by the process that writes (rank 0).
+class Writer {
+ public:
+  // prepare(): creates `out` and its files for this run: a fresh run's metrics.jsonl and
+  // config.json (the earlier run's checkpoint and summary go, so that a run that fails leaves
+  // no results of another beside its own); a resumed run's metrics.jsonl is appended to at the
+  // first evaluation, and its config.json rewritten at on_start (once the trainer has accepted
+  // the checkpoint: a refused resume leaves the run's files as they were).
+  Status prepare(const TrainConfig& cfg, nlohmann::json config, const Checkpoint* resume);
+  void on_start();
+  // One metrics.jsonl record (a resumed run's first trims the file to the checkpoint's step).
+  void record(const EvalRecord& r);
+  bool wants_checkpoints() const { return !checkpoint_path_.empty(); }
+  Status checkpoint(const Checkpoint& ck);
+  Status write_summary(const TrainSummary& s);
+
+ private:
+  std::filesystem::path out_;
+  nlohmann::json config_;
+  std::ofstream metrics_;
+  std::string checkpoint_path_;  // empty: none
+  int64_t resume_step_ = -1;     // >= 0: resumed from that step, metrics.jsonl not yet opened
+  int64_t skip_through_ = -1;    // records up to this step are in metrics.jsonl already
+};
+
+}  // namespace easel::run_dir
