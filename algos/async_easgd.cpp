@@ -8,6 +8,12 @@
 // with the centre before the update and its version, then applies Wc <- Wc + alpha*(W^i - Wc);
 // the group applies its side of the same exchange from that copy. The effect on both sides is
 // exactly the locked exchange of one process.
+//
+// Where MPI gives one thread only (MPI_THREAD_SINGLE: SimGrid's SMPI) and each rank has one
+// group, rank 0 has no server thread: its group serves the requests waiting after each of its
+// own steps, and at the end of its round serves until every other rank has said its round is
+// over (a one-float request). Same exchanges, first come first served at rank 0's step
+// boundaries.
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -36,16 +42,23 @@ class AsyncEasgd final : public Algorithm {
 
   Status prepare(Run& run) override {
     if (run.ranks == 1) return {};
-    if (!run.world->thread_multiple())
+    polled_ = !run.world->thread_multiple();
+    if (polled_ && run.size() != 1)
       return unavailable(name() +
                          " across MPI ranks: the centre's server thread needs "
-                         "MPI_THREAD_MULTIPLE, which this MPI library does not provide");
+                         "MPI_THREAD_MULTIPLE, which this MPI library does not provide (with one "
+                         "group per rank, rank 0's group serves the centre itself)");
     const int64_t n = run.arena_floats();
     for (int i = 0; i < run.size(); ++i) {
       request_.emplace_back(static_cast<size_t>(n + kRequestExtra));
       reply_.emplace_back(static_cast<size_t>(n + kReplyExtra));
     }
-    if (run.rank == 0) server_ = std::thread([this, &run] { serve(run); });
+    if (polled_) {
+      in_.resize(static_cast<size_t>(n + kRequestExtra));
+      out_.resize(static_cast<size_t>(n + kReplyExtra));
+    } else if (run.rank == 0) {
+      server_ = std::thread([this, &run] { serve(run); });
+    }
     return {};
   }
 
@@ -88,6 +101,20 @@ class AsyncEasgd final : public Algorithm {
         local_step(run, g, lr, momentum_ ? momentum_rule(p) : LocalRule::sgd);
       }
       g.steps.fetch_add(1, std::memory_order_relaxed);
+      if (polled_ && run.rank == 0) {  // the requests that came in meanwhile
+        while (run.world->probe(kTagRequest))
+          if (!serve_one(run, 0)) ++rounds_over_;
+      }
+    }
+    if (polled_ && run.ranks > 1) {
+      if (run.rank != 0) {
+        const float done = 1;
+        run.world->send(&done, 1, 0, kTagRequest);
+      } else {  // serve until every other rank's round is over
+        while (rounds_over_ < run.ranks - 1)
+          if (!serve_one(run, -1)) ++rounds_over_;
+        rounds_over_ = 0;
+      }
     }
   }
 
@@ -125,6 +152,26 @@ class AsyncEasgd final : public Algorithm {
     add_time(&g.times.compute, t1, now_seconds());
   }
 
+  // Rank 0 without a server thread: receives one message (waiting up to timeout_s; 0: forever)
+  // and serves it; false for a short (round over) message.
+  bool serve_one(Run& run, double timeout_s) {
+    const int64_t n = run.arena_floats();
+    int64_t got = 0;
+    const int src =
+        run.world->recv(in_.data(), n + kRequestExtra, -1, kTagRequest, &got, timeout_s);
+    if (got != n + kRequestExtra) return false;
+    const float alpha = in_[static_cast<size_t>(n)];
+    int32_t gid = 0;
+    std::memcpy(&gid, &in_[static_cast<size_t>(n + 1)], sizeof gid);
+    const int64_t v = run.centre_version.fetch_add(1, std::memory_order_relaxed);
+    std::memcpy(&out_[static_cast<size_t>(n)], &v, sizeof v);
+    span_copy(out_.data(), run.centre.data(), n);
+    easgd_centre_pull(run.centre.data(), in_.data(), alpha, n);
+    if (run.serve_log) run.serve_log->push_back(gid);
+    run.world->send(out_.data(), n + kReplyExtra, src, kTagReply + (gid - src * run.size()));
+    return true;
+  }
+
   // Rank 0's server thread: serves requests in arrival order until a short (stop) message.
   void serve(Run& run) {
     const int64_t n = run.arena_floats();
@@ -154,6 +201,9 @@ class AsyncEasgd final : public Algorithm {
   }
 
   bool momentum_;
+  bool polled_ = false;          // no server thread (MPI_THREAD_SINGLE, one group per rank)
+  int rounds_over_ = 0;          // rank 0, polled: the other ranks whose round is over
+  std::vector<float> in_, out_;  // rank 0's request and reply, polled
   std::vector<std::vector<float>> request_, reply_;  // per local group, its thread only
   std::thread server_;                               // rank 0, across ranks
   std::timed_mutex centre_mu_;  // guards run.centre: this process's groups and the server thread

@@ -3,11 +3,13 @@
 
 #include "algos/algorithm.hpp"
 #include "algos/exchange.hpp"
+#include "engine/comm/mpi_comm.hpp"
 #include "engine/trace.hpp"
 
 namespace easel {
 
 double now_seconds() {
+  if (const double sim = sim_clock_seconds(); sim >= 0) return sim;  // simulated (SMPI)
   using clock = std::chrono::steady_clock;
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
 }
@@ -17,6 +19,10 @@ double local_gradient(Group& g) {
   if (TraceTrack* tr = bound_track()) tr->begin_unit(g.steps.load(std::memory_order_relaxed));
   TraceSpan span("gradient", "compute");
   const double t0 = now_seconds();
+  if (sim_inject_step()) {  // simulated, compute injected (tools/simulate --compute model)
+    g.times.compute += now_seconds() - t0;
+    return 0;
+  }
   if (g.fake_gradient) {
     g.fake_gradient(g);
     g.times.compute += now_seconds() - t0;

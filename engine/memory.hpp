@@ -124,8 +124,9 @@ class Buffer {
   size_t bytes_ = 0;
   MemKind kind_ = MemKind::dram;
   bool from_memkind_ = false;
-  bool external_ = false;  // from ExternalMemory
-  bool mapped_ = false;    // mmap'd and bound to node_ (NodeBinding)
+  bool external_ = false;    // from ExternalMemory
+  bool mapped_ = false;      // mmap'd and bound to node_ (NodeBinding)
+  bool sim_shared_ = false;  // SMPI's shared malloc (simulated runs with injected compute)
   int node_ = -1;
 };
 

@@ -2,9 +2,23 @@
 // nonblocking point-to-point messages, each wait polled against a deadline that names the peer
 // it waits for; MPI errors return (MPI_ERRORS_RETURN) into EASEL_MPI, which names the call.
 // The C API only: the deprecated C++ bindings do not compile cleanly with -Werror.
+//
+// Under SimGrid's SMPI (-Dmpi=smpi) the same code runs, with three differences kept here: every
+// wait blocks in MPI_Wait (simulated time; polling would cost a context switch per MPI_Test),
+// the deadline is kept by a watchdog actor per rank that sleeps in simulated time, and times
+// are MPI_Wtime's (the simulated clock).
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
+
+#include "easel_config.h"
+#if EASEL_HAVE_SMPI
+#include <unistd.h>
+
+#include <simgrid/s4u/Actor.hpp>
+#include <simgrid/s4u/Engine.hpp>
+#include <simgrid/s4u/Host.hpp>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -42,8 +56,25 @@ bool env_set(const char* name) {
 }
 
 bool launched_by_mpi() {
+#if EASEL_HAVE_SMPI
+  return env_set("SMPI_GLOBAL_SIZE");  // exported by smpirun
+#else
   return env_set("OMPI_COMM_WORLD_SIZE") || env_set("PMI_SIZE") || env_set("PMIX_RANK");
+#endif
 }
+
+#if EASEL_HAVE_SMPI
+// What a rank is waiting for, read by its watchdog (both run in the simulator's one thread at a
+// time, so plain fields do).
+struct WaitState {
+  bool waiting = false;
+  double since = 0;
+  int peer = -1;
+  const char* what = "";
+  const char* verb = nullptr;
+  double timeout_s = 0;
+};
+#endif
 
 double env_seconds(const char* name, double fallback) {
   const char* v = std::getenv(name);
@@ -83,6 +114,9 @@ class MpiWorld final : public MpiComm {
     EASEL_MPI(MPI_Comm_free(&node));
     timeout_s_ = env_seconds("EASEL_MPI_TIMEOUT", 300);
     stall_ = fault_rank("stall") == rank_;
+#if EASEL_HAVE_SMPI
+    start_watchdog();
+#endif
   }
   ~MpiWorld() override {
     int finalized = 0;
@@ -90,12 +124,24 @@ class MpiWorld final : public MpiComm {
     if (!finalized) MPI_Comm_free(&comm_);
   }
 
-  int size() const override { return size_; }
-  int rank() const override { return rank_; }
-  int local_rank() const override { return local_rank_; }
-  int local_size() const override { return local_size_; }
-  bool thread_multiple() const override { return thread_multiple_; }
-  std::string name() const override { return "mpi(" + std::to_string(size_) + ")"; }
+  int size() const override {
+    return size_;
+  }
+  int rank() const override {
+    return rank_;
+  }
+  int local_rank() const override {
+    return local_rank_;
+  }
+  int local_size() const override {
+    return local_size_;
+  }
+  bool thread_multiple() const override {
+    return thread_multiple_;
+  }
+  std::string name() const override {
+    return "mpi(" + std::to_string(size_) + ")";
+  }
 
   void allreduce_sum(int rank, float* buf, int64_t n) override {
     check_self(rank);
@@ -195,6 +241,13 @@ class MpiWorld final : public MpiComm {
     return st.MPI_SOURCE;
   }
 
+  bool probe(int tag) override {
+    EASEL_CHECK(tag >= kFirstUserTag);
+    int flag = 0;
+    EASEL_MPI(MPI_Iprobe(MPI_ANY_SOURCE, tag, comm_, &flag, MPI_STATUS_IGNORE));
+    return flag != 0;
+  }
+
   void allreduce_sum_native(float* buf, int64_t n) override {
     EASEL_MPI(MPI_Allreduce(MPI_IN_PLACE, buf, checked_count(n), MPI_FLOAT, MPI_SUM, comm_));
   }
@@ -202,8 +255,12 @@ class MpiWorld final : public MpiComm {
   [[noreturn]] void abort(const std::string& message, int code) override {
     std::fprintf(stderr, "easel: rank %d: %s\n", rank_, message.c_str());
     std::fflush(stderr);
+#if EASEL_HAVE_SMPI
+    ::_exit(code == 0 ? 1 : code);  // every rank is in this process: the simulation ends
+#else
     MPI_Abort(MPI_COMM_WORLD, code == 0 ? 1 : code);
     std::abort();
+#endif
   }
 
  private:
@@ -213,8 +270,13 @@ class MpiWorld final : public MpiComm {
 
   // Fault injection: the stalling rank never arrives.
   void enter() {
+#if EASEL_HAVE_SMPI
+    while (stall_)
+      smpi_sleep(1);  // simulated seconds
+#else
     while (stall_)
       std::this_thread::sleep_for(std::chrono::seconds(1));
+#endif
   }
 
   static float* grow(std::vector<float>& v, int64_t n) {
@@ -260,6 +322,14 @@ class MpiWorld final : public MpiComm {
   // idle (a server waiting for requests without deadline): sleeps between polls from the start.
   double wait(MPI_Request* req, MPI_Status* st, int peer, const char* what, double timeout_s,
               const char* verb, bool idle = false) {
+#if EASEL_HAVE_SMPI
+    (void)idle;
+    const double w0 = MPI_Wtime();
+    wait_state_ = WaitState{true, w0, peer, what, verb, timeout_s};
+    EASEL_MPI(MPI_Wait(req, st ? st : MPI_STATUS_IGNORE));
+    wait_state_.waiting = false;
+    return MPI_Wtime() - w0;
+#endif
     const auto t0 = std::chrono::steady_clock::now();
     int done = 0;
     for (int i = 0;; ++i) {
@@ -288,6 +358,49 @@ class MpiWorld final : public MpiComm {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 
+#if EASEL_HAVE_SMPI
+  // A daemon actor on this rank's host: idle, it looks at the rank every 1/64 of the deadline
+  // (simulated); during a wait it sleeps to the wait's deadline and, past it, names the peer
+  // and ends the simulation.
+  // Daemons do not keep the simulation alive once every rank has returned.
+  void start_watchdog() {
+    const double period = std::max(timeout_s_ / 64, 1e-3);
+    WaitState* ws = &wait_state_;
+    const int self = rank_;
+    simgrid::s4u::ActorPtr a = simgrid::s4u::Actor::create(
+        "easel-watchdog-" + std::to_string(rank_), simgrid::s4u::this_actor::get_host(),
+        [ws, self, period] {
+          for (;;) {
+            if (!ws->waiting || ws->timeout_s <= 0) {
+              simgrid::s4u::this_actor::sleep_for(period);
+              continue;
+            }
+            // Wake exactly at this wait's deadline: the rank that began waiting first (on the
+            // one that stalled) is the first to report, as with real clocks.
+            const double s = simgrid::s4u::Engine::get_clock() - ws->since;
+            if (s < ws->timeout_s) {
+              simgrid::s4u::this_actor::sleep_for(ws->timeout_s - s + 1e-9);
+              continue;
+            }
+            if (ws->peer >= 0)
+              std::fprintf(stderr,
+                           "easel: rank %d: rank %d %s in %s for %.0f simulated s (it stalled or "
+                           "died; EASEL_MPI_TIMEOUT=%g); stopping the simulation\n",
+                           self, ws->peer, ws->verb ? ws->verb : "sent no message", ws->what, s,
+                           ws->timeout_s);
+            else
+              std::fprintf(stderr,
+                           "easel: rank %d: no rank sent a message in %s for %.0f simulated s; "
+                           "stopping the simulation\n",
+                           self, ws->what, s);
+            std::fflush(stderr);
+            ::_exit(3);
+          }
+        });
+    a->daemonize();
+  }
+  WaitState wait_state_;
+#endif
   bool thread_multiple_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
@@ -311,8 +424,12 @@ void mpi_call_failed(const char* call, int rc, const char* file, int line) {
   std::fprintf(stderr, "easel: rank %d: %s failed: %s at %s:%d; stopping the job\n", rank, call,
                err, file, line);
   std::fflush(stderr);
+#if EASEL_HAVE_SMPI
+  ::_exit(3);
+#else
   MPI_Abort(MPI_COMM_WORLD, 3);
   std::abort();
+#endif
 }
 
 }  // namespace
@@ -331,6 +448,13 @@ int mpi_finish(int exit_code) {
   if (!w) return exit_code;
   if (exit_code != 0 && w->size() > 1)
     w->abort("exited with code " + std::to_string(exit_code) + "; stopping the job", exit_code);
+#if EASEL_HAVE_SMPI
+  // tools/simulate reads this line: the simulated seconds of the whole run on rank 0's clock.
+  if (w->rank() == 0)
+    std::fprintf(stderr, "easel: simulated %d ranks under SMPI, compute %s: %.6f simulated s\n",
+                 w->size(), sim_injected_flops() > 0 ? "model (injected)" : "real (timed)",
+                 MPI_Wtime());
+#endif
   w.reset();
   MPI_Finalize();
   return exit_code;
@@ -348,8 +472,160 @@ int process_count() {
   return world_slot() ? world_slot()->size() : 1;
 }
 
+double sim_injected_flops() {
+#if EASEL_HAVE_SMPI
+  static const double flops = [] {
+    const char* v = std::getenv("EASEL_SIM_STEP_FLOPS");
+    if (v == nullptr || *v == '\0') return 0.0;
+    char* end = nullptr;
+    const double f = std::strtod(v, &end);
+    return end != v && *end == '\0' && f > 0 ? f : 0.0;
+  }();
+  return world_slot() ? flops : 0;
+#else
+  return 0;
+#endif
+}
+
+bool sim_inject_step() {
+#if EASEL_HAVE_SMPI
+  const double f = sim_injected_flops();
+  if (f <= 0) return false;
+  smpi_execute_flops(f);
+  return true;
+#else
+  return false;
+#endif
+}
+
+double sim_clock_seconds() {
+#if EASEL_HAVE_SMPI
+  // Only a rank's own actor has a simulated clock (not a library's helper thread).
+  if (world_slot() && simgrid::s4u::Actor::self() != nullptr) return MPI_Wtime();
+#endif
+  return -1;
+}
+
 bool mpi_fault_fail() {
   return world_slot() && fault_rank("fail") == world_slot()->rank();
 }
 
 }  // namespace easel
+
+#if EASEL_HAVE_SMPI
+// Simulated with injected compute (tools/simulate --compute model): every large allocation of a
+// rank (std::vector arenas, the Comm's scratch, the evaluation copy) takes SMPI's shared
+// malloc, whose pages all ranks share (smpi/shared-malloc:global), so hundreds of ranks of a
+// 233 MB net fit; their values do not matter then. Only allocations made by a rank's own actor
+// and only while compute is injected; the program is linked -Bsymbolic-functions so that its
+// own code calls these. A registry tells a shared block at delete.
+#include <mutex>
+#include <new>
+#include <unordered_set>
+
+namespace {
+
+constexpr size_t kSharedFrom = size_t{1} << 20;
+
+struct SharedBlocks {
+  std::mutex mu;
+  std::unordered_set<void*> set;
+};
+SharedBlocks& shared_blocks() {
+  static SharedBlocks* b = new SharedBlocks;  // never destroyed: deletes may come late
+  return *b;
+}
+
+bool injecting() {
+  static const bool on = [] {
+    const char* v = std::getenv("EASEL_SIM_STEP_FLOPS");
+    return v != nullptr && std::strtod(v, nullptr) > 0;
+  }();
+  return on;
+}
+
+void* sim_new(size_t bytes, size_t align, bool nothrow) {
+  if (bytes >= kSharedFrom && align <= 4096 && injecting() &&
+      simgrid::s4u::Actor::self() != nullptr) {
+    void* p = smpi_shared_malloc(bytes, __FILE__, __LINE__);
+    if (p != nullptr) {
+      SharedBlocks& b = shared_blocks();
+      std::lock_guard lock(b.mu);
+      b.set.insert(p);
+      return p;
+    }
+  }
+  void* p = nullptr;
+  if (align <= alignof(std::max_align_t))
+    p = std::malloc(bytes == 0 ? 1 : bytes);
+  else if (posix_memalign(&p, align, bytes == 0 ? align : bytes) != 0)
+    p = nullptr;
+  if (p == nullptr && !nothrow) throw std::bad_alloc();
+  return p;
+}
+
+void sim_delete(void* p) {
+  if (p == nullptr) return;
+  if (injecting()) {
+    SharedBlocks& b = shared_blocks();
+    std::unique_lock lock(b.mu);
+    if (b.set.erase(p) != 0) {
+      lock.unlock();
+      smpi_shared_free(p);
+      return;
+    }
+  }
+  std::free(p);
+}
+
+}  // namespace
+
+void* operator new(size_t n) {
+  return sim_new(n, 0, false);
+}
+void* operator new[](size_t n) {
+  return sim_new(n, 0, false);
+}
+void* operator new(size_t n, const std::nothrow_t&) noexcept {
+  return sim_new(n, 0, true);
+}
+void* operator new[](size_t n, const std::nothrow_t&) noexcept {
+  return sim_new(n, 0, true);
+}
+void* operator new(size_t n, std::align_val_t a) {
+  return sim_new(n, static_cast<size_t>(a), false);
+}
+void* operator new[](size_t n, std::align_val_t a) {
+  return sim_new(n, static_cast<size_t>(a), false);
+}
+void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return sim_new(n, static_cast<size_t>(a), true);
+}
+void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return sim_new(n, static_cast<size_t>(a), true);
+}
+void operator delete(void* p) noexcept {
+  sim_delete(p);
+}
+void operator delete[](void* p) noexcept {
+  sim_delete(p);
+}
+void operator delete(void* p, size_t) noexcept {
+  sim_delete(p);
+}
+void operator delete[](void* p, size_t) noexcept {
+  sim_delete(p);
+}
+void operator delete(void* p, std::align_val_t) noexcept {
+  sim_delete(p);
+}
+void operator delete[](void* p, std::align_val_t) noexcept {
+  sim_delete(p);
+}
+void operator delete(void* p, size_t, std::align_val_t) noexcept {
+  sim_delete(p);
+}
+void operator delete[](void* p, size_t, std::align_val_t) noexcept {
+  sim_delete(p);
+}
+#endif  // EASEL_HAVE_SMPI

@@ -46,6 +46,8 @@ class MpiComm : public Comm {
   virtual void send(const float* buf, int64_t n, int dst, int tag) = 0;
   virtual int recv(float* buf, int64_t n, int src, int tag, int64_t* count,
                    double timeout_s = -1) = 0;
+  // True when a message with `tag` from any source is waiting to be received (MPI_Iprobe).
+  virtual bool probe(int tag) = 0;
 
   // MPI_Allreduce itself (MPI_SUM on floats), for benchmarks against the tree collectives; its
   // summation order is the library's choice.
@@ -70,6 +72,16 @@ int process_rank();
 int process_count();
 // Fault injection (see above): true on the rank named by EASEL_MPI_FAULT=fail:R.
 bool mpi_fault_fail();
+
+// ---- simulation under SimGrid's SMPI (-Dmpi=smpi; docs/SIMULATION.md) ----
+// The flops of one training step injected instead of computed (EASEL_SIM_STEP_FLOPS, set by
+// `tools/simulate --compute model`); 0 when the step is computed for real, or not simulated.
+double sim_injected_flops();
+// With injected compute: advances this rank's simulated clock by one step's flops on its
+// simulated host (smpi_execute_flops) and returns true: the caller skips the real step.
+bool sim_inject_step();
+// The simulated clock (MPI_Wtime under SMPI once MPI runs), else -1.
+double sim_clock_seconds();
 
 // The hierarchical composition: `local` (size L, the groups of this process, thread per rank)
 // then `world` (R processes). Its ranks are global group ids, process r holding r*L .. r*L+L-1;

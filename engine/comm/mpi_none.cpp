@@ -42,6 +42,18 @@ int process_count() {
   return 1;
 }
 
+double sim_injected_flops() {
+  return 0;
+}
+
+bool sim_inject_step() {
+  return false;
+}
+
+double sim_clock_seconds() {
+  return -1;
+}
+
 bool mpi_fault_fail() {
   return false;
 }

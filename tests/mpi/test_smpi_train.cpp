@@ -1,0 +1,199 @@
+// `easel train` on simulated clusters under SimGrid's SMPI (-Dmpi=smpi), through tools/simulate:
+// 16 ranks of each multi-process algorithm on the Cori-like KNL description, 4 ranks equal to
+// one process with 4 groups bit for bit (when EASEL_REFERENCE_EASEL names an ordinary build's
+// easel), a stalled or failing rank named, injected compute advancing the simulated clock, and
+// the wrapper's one-line refusals. The paths come from meson (EASEL_SIMULATE, EASEL_SMPI_EASEL,
+// EASEL_PLATFORMS).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+struct Outcome {
+  int rc = -1;
+  std::string output;
+  json summary;
+  std::vector<json> metrics;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+Outcome read_results(int st, const fs::path& dir, const fs::path& log) {
+  Outcome o;
+  o.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  o.output = slurp(log);
+  if (std::ifstream f(dir / "summary.json"); f) o.summary = json::parse(f, nullptr, false);
+  if (std::ifstream f(dir / "metrics.jsonl"); f) {
+    for (std::string line; std::getline(f, line);)
+      o.metrics.push_back(json::parse(line));
+  }
+  return o;
+}
+
+fs::path fresh_dir() {
+  static int serial = 0;
+  const fs::path dir =
+      fs::path(::testing::TempDir()) /
+      ("easel-smpi-" + std::to_string(::getpid()) + "-" + std::to_string(serial++));
+  fs::remove_all(dir);
+  return dir;
+}
+
+const std::string kTrain =
+    " --groups 1 --net mlp --data synthetic:1024:1x8x8:4 --eval-every 20 --lr 0.05 --seed 42 "
+    "--threads-per-group 1 --oversubscribe --progress none";
+
+// tools/simulate with `sim` (its flags) and easel train's flags.
+Outcome simulate(const std::string& sim, const std::string& algo, int iterations,
+                 const std::string& env = "") {
+  const fs::path dir = fresh_dir();
+  const std::string log = dir.string() + ".log";
+  const std::string cmd = env + " timeout 200 " + env_or("EASEL_SIMULATE", "tools/simulate") +
+                          " --easel " + env_or("EASEL_SMPI_EASEL", "build-smpi/tools/easel") + " " +
+                          sim + " -- --algo " + algo + " --iterations " +
+                          std::to_string(iterations) + kTrain + " --out " + dir.string() + " > " +
+                          log + " 2>&1";
+  return read_results(std::system(cmd.c_str()), dir, log);
+}
+
+std::string platform(const char* name) {
+  return env_or("EASEL_PLATFORMS", "tools/platforms") + "/" + name;
+}
+
+// Every evaluation's losses and accuracy, and the summary's, in full precision.
+std::vector<double> trajectory(const Outcome& o) {
+  std::vector<double> t;
+  for (const json& m : o.metrics)
+    for (const char* k : {"train_loss", "test_loss", "test_accuracy"})
+      t.push_back(m.at(k).get<double>());
+  t.push_back(o.summary.at("test_loss").get<double>());
+  t.push_back(o.summary.at("test_accuracy").get<double>());
+  return t;
+}
+
+double simulated_seconds(const std::string& out) {
+  std::smatch m;
+  static const std::regex re("simulate: \\d+ ranks, compute [^:]+: ([0-9.e+-]+) simulated seconds");
+  return std::regex_search(out, m, re) ? std::stod(m[1]) : -1;
+}
+
+class SixteenRanks : public ::testing::TestWithParam<const char*> {};
+
+// Every multi-process algorithm runs to its end on 16 simulated KNL cores and learns.
+TEST_P(SixteenRanks, RunsAndLearns) {
+  const Outcome o = simulate("--platform " + platform("cori-knl.xml") + " -np 16", GetParam(), 40);
+  ASSERT_EQ(o.rc, 0) << o.output;
+  ASSERT_TRUE(o.summary.is_object()) << o.output;
+  EXPECT_EQ(o.summary.at("groups").get<int>(), 16);
+  EXPECT_EQ(o.metrics.size(), 2u);
+  EXPECT_GE(o.summary.at("test_accuracy").get<double>(), 0.9) << o.output;
+  EXPECT_NE(o.output.find("compute real"), std::string::npos) << o.output;
+  EXPECT_GT(simulated_seconds(o.output), 0) << o.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Algorithms, SixteenRanks,
+                         ::testing::Values("sync-easgd", "sync-sgd", "async-easgd"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n)
+                             if (c == '-') c = '_';
+                           return n;
+                         });
+
+// The simulated ranks run the same code as mpirun's: 4 of them equal one process of 4 groups.
+TEST(Smpi, FourRanksEqualOneProcessWithFourGroups) {
+  const char* ref = std::getenv("EASEL_REFERENCE_EASEL");
+  if (ref == nullptr || !fs::exists(ref))
+    GTEST_SKIP() << "EASEL_REFERENCE_EASEL (an ordinary build's easel) not set";
+  const Outcome sim =
+      simulate("--platform " + platform("cori-knl.xml") + " -np 4", "sync-easgd", 60);
+  ASSERT_EQ(sim.rc, 0) << sim.output;
+  const fs::path dir = fresh_dir();
+  const std::string log = dir.string() + ".log";
+  std::string train = kTrain;
+  train.replace(train.find("--groups 1"), 10, "--groups 4");
+  const std::string cmd = std::string(ref) + " train --algo sync-easgd --iterations 60" + train +
+                          " --out " + dir.string() + " > " + log + " 2>&1";
+  const Outcome one = read_results(std::system(cmd.c_str()), dir, log);
+  ASSERT_EQ(one.rc, 0) << one.output;
+  ASSERT_EQ(sim.metrics.size(), 3u);
+  EXPECT_EQ(trajectory(sim), trajectory(one));
+}
+
+// The rank waiting on the stalled one reports at its deadline (simulated seconds) and names it.
+// With 16 ranks a chain of waits forms; the earliest waiter reports, which is the stalled
+// rank's parent in the tree, or a rank further up when its own wait began first.
+TEST(Smpi, StalledRankIsNamed) {
+  const Outcome two = simulate("--platform " + platform("cori-knl.xml") + " -np 2", "sync-sgd", 40,
+                               "EASEL_MPI_FAULT=stall:1 EASEL_MPI_TIMEOUT=2");
+  EXPECT_NE(two.rc, 0);
+  EXPECT_NE(two.output.find("rank 1 "), std::string::npos) << two.output;
+  EXPECT_NE(two.output.find("stalled or died"), std::string::npos) << two.output;
+  const Outcome o = simulate("--platform " + platform("cori-knl.xml") + " -np 16", "sync-sgd", 40,
+                             "EASEL_MPI_FAULT=stall:5 EASEL_MPI_TIMEOUT=2");
+  EXPECT_NE(o.rc, 0);
+  EXPECT_NE(o.output.find("stalled or died"), std::string::npos) << o.output;
+}
+
+TEST(Smpi, FailingRankIsNamed) {
+  const Outcome o = simulate("--platform " + platform("cori-knl.xml") + " -np 16", "sync-easgd", 40,
+                             "EASEL_MPI_FAULT=fail:3");
+  EXPECT_NE(o.rc, 0);
+  EXPECT_NE(o.output.find("rank 3:"), std::string::npos) << o.output;
+}
+
+// --compute model: each step is 0.5 s of this machine's core, scaled to the KNL core's speed
+// (96 Gf here, 89.6 Gf there): 40 steps take at least 40 * 0.5 * 96 / 89.6 simulated seconds.
+TEST(Smpi, ModelComputeIsInjected) {
+  const Outcome o = simulate(
+      "--platform " + platform("cori-knl.xml") + " -np 16 --compute model --step-seconds 0.5",
+      "sync-easgd", 40);
+  ASSERT_EQ(o.rc, 0) << o.output;
+  EXPECT_NE(o.output.find("compute model"), std::string::npos) << o.output;
+  const double s = simulated_seconds(o.output);
+  EXPECT_GE(s, 40 * 0.5 * 96 / 89.6) << o.output;
+  EXPECT_LT(s, 40 * 0.5 * 96 / 89.6 * 1.1) << o.output;
+}
+
+TEST(Smpi, BadFlagsAreOneLine) {
+  const std::string sim = env_or("EASEL_SIMULATE", "tools/simulate");
+  for (const char* flags : {"--platform PLATFORM -np 0 -- --algo sync-sgd",
+                            "--platform /nonexistent.xml -np 2 -- --algo sync-sgd",
+                            "--platform PLATFORM -np 100000 -- --algo sync-sgd",
+                            "--platform PLATFORM -np 2 --compute model -- --algo sync-sgd"}) {
+    std::string f = flags;
+    if (const auto at = f.find("PLATFORM"); at != std::string::npos)
+      f.replace(at, 8, platform("this-machine.xml"));
+    const fs::path log = fresh_dir().string() + ".log";
+    const int st = std::system((sim + " " + f + " > " + log.string() + " 2>&1").c_str());
+    const std::string out = slurp(log);
+    EXPECT_EQ(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 2) << flags << "\n" << out;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << flags << "\n" << out;
+    EXPECT_EQ(out.rfind("simulate: ", 0), 0u) << out;
+  }
+}
+
+}  // namespace
