@@ -140,7 +140,7 @@ struct Run {
   // --device cuda: the paper's Sync EASGD2). False on the CPU. Set by the trainer.
   bool resident = false;
   // With --trace: the track of a thread an algorithm runs for the centre (async-easgd's server
-  // across ranks, sync-easgd's overlap thread), which binds it (engine/trace.hpp); else null.
+  // across ranks), which binds it (engine/trace.hpp); else null.
   TraceTrack* centre_trace = nullptr;
 
   // Ending a round early at the same step on every group (stop_here, claim_step). In one process

@@ -450,6 +450,23 @@ Status validate_config(const TrainConfig& c) {
   if (c.iterations == 0) EASEL_RETURN_IF_ERROR(check_range("--epochs", c.epochs, 0, 1e6, true));
   EASEL_RETURN_IF_ERROR(check_range("--momentum", c.momentum, 0, 1));
   if (c.momentum >= 1) return invalid_argument("--momentum: must be < 1");
+  // A forced fast exchange of sync-easgd has none of the switches below (algos/sync_easgd.cpp
+  // checks again what only the run knows: ranks, a net with state, the mirrored's 2 groups).
+  if (c.exchange == SyncExchange::partitioned || c.exchange == SyncExchange::mirrored) {
+    const char* lacks = c.reduce != ReduceMode::tree           ? "--reduce serial"
+                        : c.pack != PackMode::single           ? "--pack per-layer"
+                        : c.overlap                            ? "--overlap on"
+                        : c.collective != CollectiveAlgo::tree ? "--collective ring"
+                        : c.device.gpu                         ? "--device (a GPU)"
+                                                               : nullptr;
+    if (lacks)
+      return invalid_argument(
+          std::string("--exchange ") +
+          (c.exchange == SyncExchange::partitioned ? "partitioned" : "mirrored") +
+          ": sync-easgd's fast exchanges run in one process on the CPU with --reduce tree, "
+          "--pack single, --collective tree and --overlap off, not " +
+          lacks + " (--exchange comm runs every combination)");
+  }
   EASEL_RETURN_IF_ERROR(check_range("--weight-decay", c.weight_decay, 0, 1));
   if (c.rho != -1) EASEL_RETURN_IF_ERROR(check_range("--rho", c.rho, 0, 1e3));
   if (c.alpha != -1) EASEL_RETURN_IF_ERROR(check_range("--alpha", c.alpha, 0, 1));

@@ -193,6 +193,13 @@ TEST(Trace, TrackKeepsAtMostFullPlusSampledUnits) {
   EXPECT_GT(track.spans().back().unit, 1000100 - 2 * 1000000 / kTraceSampledSteps);
 }
 
+// Under mpirun each rank writes its own file.
+TEST(Trace, RankFilesAreNamedByRank) {
+  EXPECT_EQ(trace_path_for_rank("d/t.json", 0), "d/t.json");
+  EXPECT_EQ(trace_path_for_rank("d/t.json", 1), "d/t.rank1.json");
+  EXPECT_EQ(trace_path_for_rank("t", 12), "t.rank12");
+}
+
 // Every algorithm: a valid, nested file with its groups' tracks, their layers and an exchange.
 class TraceEveryAlgorithm : public ::testing::TestWithParam<std::string> {};
 
