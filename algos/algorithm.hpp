@@ -176,6 +176,11 @@ class Algorithm {
   virtual int max_groups() const { return 1 << 20; }
   // Whether run.centre is used (allocated by the trainer before prepare()).
   virtual bool uses_centre() const { return false; }
+  // Whether a checkpoint of it may resume with another number of groups (restore_run): its
+  // state is the centre, to which every replica is elastically pulled, so new groups may start
+  // from the centre (the EASGD family). The others' replicas, momentum or shared weights are
+  // not a function of a centre and cannot be re-split.
+  virtual bool regroupable() const { return false; }
   // Extra buffers, after the groups and the centre exist and hold the initial weights.
   virtual Status prepare(Run& run) {
     (void)run;

@@ -38,6 +38,7 @@ class AsyncEasgd final : public Algorithm {
   explicit AsyncEasgd(bool momentum) : momentum_(momentum) {}
   std::string name() const override { return momentum_ ? "async-measgd" : "async-easgd"; }
   bool uses_centre() const override { return true; }
+  bool regroupable() const override { return true; }
   bool multi_process() const override { return true; }
 
   Status prepare(Run& run) override {

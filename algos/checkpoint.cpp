@@ -4,9 +4,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +17,8 @@
 #include <iterator>
 #include <random>
 #include <type_traits>
+
+#include "engine/rng.hpp"
 
 namespace easel {
 namespace {
@@ -347,23 +352,133 @@ Result<Checkpoint> read_checkpoint(const std::string& path) {
   return decode_checkpoint(bytes, path);
 }
 
+namespace {
+
+// `identity` with its group count (", P group(s), ") masked, and without the "groups" member of
+// its settings (checkpoints written while --groups could not change on resume held it there).
+std::string identity_sans_groups(std::string id) {
+  const std::string tag = " group(s), ";
+  if (const size_t at = id.find(tag); at != std::string::npos) {
+    size_t from = at;
+    while (from > 0 && std::isdigit(static_cast<unsigned char>(id[from - 1])))
+      --from;
+    if (from < at) id.replace(from, at - from, "P");
+  }
+  const size_t settings = id.find(kSettingsMark);
+  const std::string key = "\"groups\":\"";
+  if (size_t at = settings == std::string::npos ? settings : id.find(key, settings);
+      at != std::string::npos) {
+    size_t end = id.find('"', at + key.size());
+    if (end != std::string::npos) {
+      ++end;
+      if (end < id.size() && id[end] == ',')
+        ++end;  // "groups":"2",
+      else if (id[at - 1] == ',')
+        --at;  // ,"groups":"2"}
+      id.erase(at, end - at);
+    }
+  }
+  return id;
+}
+
+std::string regroup_refusal(const std::string& algo, size_t had, size_t now) {
+  return "--groups: a checkpoint of " + algo + " resumes only with its " + std::to_string(had) +
+         " group(s), not " + std::to_string(now) +
+         ": each group's replica (and momentum) is its own state, not a function of a centre, so "
+         "it cannot be re-split (the EASGD algorithms, whose replicas start again from the "
+         "centre, can: easgd-rr, async-easgd, async-measgd, hogwild-easgd, sync-easgd)";
+}
+
+// Every group of `run` starts from the checkpoint's centre, its momentum zero, its data
+// stream at a fresh epoch (one past the latest any old group reached) in an order drawn from
+// (seed, the step, the group); the step counts go on from ck's; the loss sums of a cut round
+// go to group 0.
+Status regroup_run(const Checkpoint& ck, uint64_t seed, Run& run) {
+  const size_t n = static_cast<size_t>(run.arena_floats());
+  int64_t epoch = 0;
+  double loss_sum = 0;
+  int64_t loss_count = 0;
+  for (const GroupCheckpoint& c : ck.groups) {
+    epoch = std::max(epoch, c.stream.epoch);
+    loss_sum += c.loss_sum;
+    loss_count += c.loss_count;
+  }
+  const std::vector<float> zeros(n, 0.f);
+  for (size_t i = 0; i < run.groups.size(); ++i) {
+    Group& g = *run.groups[i];
+    copy_bytes(g.weights.data(), g.weights.kind(), ck.centre.data(), MemKind::dram,
+               n * sizeof(float));
+    copy_bytes(g.momentum.data(), g.momentum.kind(), zeros.data(), MemKind::dram,
+               n * sizeof(float));
+    StreamState st;
+    st.epoch = epoch + 1;
+    st.rng = Rng::stream(seed ^ (0x5245475250ull * static_cast<uint64_t>(ck.iterations_done + 1)),
+                         static_cast<uint64_t>(g.global_id))
+                 .state();
+    Status sought;
+    g.worker->run([&] { sought = g.data->seek(st); });
+    if (!sought.ok())
+      return invalid_argument("--resume: group " + std::to_string(i) + ": " + sought.message());
+    g.steps.store(ck.iterations_done);
+    g.centre_read_version = ck.centre_version;
+    g.times = {};
+    g.staleness_sum = g.staleness_count = g.staleness_max = 0;
+    g.loss_sum = ck.mid_round && i == 0 ? loss_sum : 0;
+    g.loss_count = ck.mid_round && i == 0 ? loss_count : 0;
+  }
+  return {};
+}
+
+}  // namespace
+
+bool regrouped(const Checkpoint& ck, const Run& run) {
+  return ck.groups.size() != run.groups.size();
+}
+
+Status check_resume_groups(const Checkpoint& ck, const std::string& algo,
+                           const std::string& groups) {
+  if (groups.empty() || groups.find_first_not_of("0123456789") != std::string::npos) return {};
+  const size_t now = std::strtoull(groups.c_str(), nullptr, 10);
+  if (now == ck.groups.size() || ck.groups.empty()) return {};
+  auto a = make_algorithm(algo);
+  if (!a.ok() || (*a)->regroupable()) return {};
+  return invalid_argument(regroup_refusal(algo, ck.groups.size(), now));
+}
+
 // Puts a checkpoint's state into a freshly built run, before algo.prepare() (which derives the
 // algorithm's own buffers, e.g. sync-easgd's second centre and the GPU copies, from the
 // weights and the centre it finds).
 Status restore_run(const Checkpoint& ck, const std::string& identity, const Algorithm& algo,
-                   Run& run) {
-  if (ck.identity != identity)
+                   uint64_t seed, Run& run) {
+  if (identity_sans_groups(ck.identity) != identity_sans_groups(identity))
     return invalid_argument("--resume: the checkpoint is of another run (it holds " + ck.identity +
                             "; this run is " + identity + ")");
   const size_t n = static_cast<size_t>(run.arena_floats());
-  if (ck.groups.size() != run.groups.size() || ck.centre.size() != (algo.uses_centre() ? n : 0))
+  if (ck.groups.empty() || ck.centre.size() != (algo.uses_centre() ? n : 0))
     return invalid_argument("--resume: the checkpoint's groups or centre do not fit this run");
+  if (regrouped(ck, run) && !algo.regroupable())
+    return invalid_argument(regroup_refusal(algo.name(), ck.groups.size(), run.groups.size()));
   for (size_t i = 0; i < ck.groups.size(); ++i) {
     const GroupCheckpoint& c = ck.groups[i];
-    Group& g = *run.groups[i];
     if (c.weights.size() != n || c.momentum.size() != n || c.steps < 0)
       return invalid_argument("--resume: group " + std::to_string(i) +
                               "'s arenas in the checkpoint do not fit this run's net");
+  }
+  // Every round gives the groups iterations x P steps in all (each group its share in the sync
+  // algorithms). The algorithm checks its own state (e.g. easgd-rr's turn) in restore_state.
+  int64_t steps = 0;
+  for (const GroupCheckpoint& c : ck.groups)
+    steps += c.steps;
+  if (steps != ck.iterations_done * static_cast<int64_t>(ck.groups.size()))
+    return invalid_argument("--resume: the checkpoint's step counts do not add up");
+  if (algo.uses_centre())
+    copy_bytes(run.centre.data(), run.centre.kind(), ck.centre.data(), MemKind::dram,
+               n * sizeof(float));
+  run.centre_version.store(ck.centre_version);
+  if (regrouped(ck, run)) return regroup_run(ck, seed, run);
+  for (size_t i = 0; i < ck.groups.size(); ++i) {
+    const GroupCheckpoint& c = ck.groups[i];
+    Group& g = *run.groups[i];
     copy_bytes(g.weights.data(), g.weights.kind(), c.weights.data(), MemKind::dram,
                n * sizeof(float));
     copy_bytes(g.momentum.data(), g.momentum.kind(), c.momentum.data(), MemKind::dram,
@@ -381,17 +496,6 @@ Status restore_run(const Checkpoint& ck, const std::string& identity, const Algo
     g.loss_sum = ck.mid_round ? c.loss_sum : 0;  // a cut round goes on with its sums
     g.loss_count = ck.mid_round ? c.loss_count : 0;
   }
-  // Every round gives the groups iterations x P steps in all (each group its share in the sync
-  // algorithms). The algorithm checks its own state (e.g. easgd-rr's turn) in restore_state.
-  int64_t steps = 0;
-  for (const GroupCheckpoint& c : ck.groups)
-    steps += c.steps;
-  if (steps != ck.iterations_done * run.size())
-    return invalid_argument("--resume: the checkpoint's step counts do not add up");
-  if (algo.uses_centre())
-    copy_bytes(run.centre.data(), run.centre.kind(), ck.centre.data(), MemKind::dram,
-               n * sizeof(float));
-  run.centre_version.store(ck.centre_version);
   return {};
 }
 

@@ -83,7 +83,18 @@ Checkpoint capture_run(Run& run, Algorithm& algo, const std::string& identity);
 // before algo.prepare(), which derives the algorithm's own buffers from them as it does from
 // the initial weights; after prepare(), algo.restore_state(run, ck.algo) puts back the
 // algorithm's own state. Fails, naming --resume, when ck is of another run.
+// Into another number of groups (regrouped): only when algo.regroupable() (else refused,
+// naming --groups and why); the centre and the step carry over, every group of the run starts
+// from the centre with zero momentum and a data stream reseeded from (seed, the step, the
+// group) at a fresh epoch.
 Status restore_run(const Checkpoint& ck, const std::string& identity, const Algorithm& algo,
-                   Run& run);
+                   uint64_t seed, Run& run);
+// Whether `run` has another number of groups than ck's run had.
+bool regrouped(const Checkpoint& ck, const Run& run);
+// Before a resumed run is built: refuses, as restore_run would, an explicit --groups `groups`
+// (a count; "auto" and other forms are left to restore_run) that differs from ck's when
+// `algo` cannot regroup.
+Status check_resume_groups(const Checkpoint& ck, const std::string& algo,
+                           const std::string& groups);
 
 }  // namespace easel

@@ -19,6 +19,7 @@ class EasgdRoundRobin final : public Algorithm {
  public:
   std::string name() const override { return "easgd-rr"; }
   bool uses_centre() const override { return true; }
+  bool regroupable() const override { return true; }
 
   void run_round(Run& run, Group& g, int64_t iterations) override {
     const AlgoParams& p = run.params;

@@ -13,6 +13,7 @@ class HogwildEasgd final : public Algorithm {
  public:
   std::string name() const override { return "hogwild-easgd"; }
   bool uses_centre() const override { return true; }
+  bool regroupable() const override { return true; }
 
   void run_round(Run& run, Group& g, int64_t) override {
     const AlgoParams& p = run.params;

@@ -325,7 +325,7 @@ Status restore_from(TrainRun& t, const Checkpoint& resume) {
   const TrainConfig& cfg = t.cfg;
   const int64_t total = t.total;
   if (t.world) return invalid_argument("--resume: checkpoints are for single-process runs");
-  EASEL_RETURN_IF_ERROR(restore_run(resume, t.identity, *t.algo, t.run));
+  EASEL_RETURN_IF_ERROR(restore_run(resume, t.identity, *t.algo, cfg.seed, t.run));
   if (resume.iterations_done >= total)
     return invalid_argument(
         "--resume: the run already did " + std::to_string(resume.iterations_done) + " of its " +
@@ -352,7 +352,12 @@ Status prepare_algorithm(TrainRun& t, const Checkpoint* resume) {
                           "'s centre never moves, so every evaluation reads the initial weights");
   t.prepared = true;  // finish(run) is due even when prepare fails half-way
   EASEL_RETURN_IF_ERROR(algo->prepare(run));
-  if (resume) EASEL_RETURN_IF_ERROR(algo->restore_state(run, resume->algo));
+  if (resume) {
+    AlgoState state = resume->algo;
+    // Into another number of groups (restore_run): easgd-rr's turn goes on among the new ones.
+    if (regrouped(*resume, run)) state.turn %= run.size();
+    EASEL_RETURN_IF_ERROR(algo->restore_state(run, state));
+  }
   return {};
 }
 

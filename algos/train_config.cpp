@@ -333,8 +333,9 @@ const Setting kSettings[] = {
    "momentum mu (msgd, sync-sgd, async-msgd) or the groups' delta (async-measgd, sync-easgd)"},
   {"weight-decay", real<&T::weight_decay>(), kTrain, R::fixed, "L2 weight decay"},
   {"seed", kSeed, kTrain, R::fixed, "seed of the initial weights, shuffling and dropout"},
-  {"groups", text<&T::plan, &PlanRequest::groups>(), kBoth, R::fixed,
-   "worker groups: a count, 'auto' (one per core) or 'numa'"},
+  {"groups", text<&T::plan, &PlanRequest::groups>(), kBoth, R::changeable,
+   "worker groups: a count, 'auto' (one per core) or 'numa' (on --resume, only the EASGD "
+   "algorithms may change it: new groups start from the centre)"},
   {"threads-per-group", integer<&T::plan, &PlanRequest::threads_per_group>(), kBoth, R::fixed,
    "threads in each group (0: derive)"},
   {"threads", integer<&T::plan, &PlanRequest::threads>(), kBoth, R::fixed,

@@ -5,6 +5,7 @@
 // one clear error.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <csignal>
@@ -241,8 +242,7 @@ TEST(Resume, RefusesAnotherRunsCheckpoint) {
   ASSERT_TRUE(keep.kept.has_value());
   c.iterations = 18;
   for (auto tweak :
-       {+[](TrainConfig& t) { t.algo = "sync-sgd"; }, +[](TrainConfig& t) { t.plan.groups = "3"; },
-        +[](TrainConfig& t) { t.batch = 8; }}) {
+       {+[](TrainConfig& t) { t.algo = "sync-sgd"; }, +[](TrainConfig& t) { t.batch = 8; }}) {
     TrainConfig t = c;
     tweak(t);
     auto r = train(t, small_data(), nullptr, {}, &*keep.kept);
@@ -550,6 +550,142 @@ TEST(CheckpointFile, VersionAndByteOrderAreStatedAndChecked) {
   EXPECT_FALSE(old->mid_round);
   EXPECT_EQ(old->groups[0].weights, g.weights);
   EXPECT_EQ(old->groups[0].loss_count, 0);
+}
+
+// ---- Resume into another layout ----
+
+// Checks, once the resumed run is set up, that every group starts from the checkpoint's centre
+// with zero momentum at the checkpoint's step, and keeps the first evaluation after it.
+class RegroupWatcher : public TrainObserver {
+ public:
+  explicit RegroupWatcher(const Checkpoint& ck) : ck_(ck) {}
+  void on_setup(Run& run) override {
+    groups = run.size();
+    const size_t n = static_cast<size_t>(run.arena_floats());
+    std::vector<float> centre(run.centre.data(), run.centre.data() + n);
+    from_centre = same_bits(centre, ck_.centre);
+    for (const auto& g : run.groups) {
+      const std::vector<float> w(g->weights.data(), g->weights.data() + n);
+      from_centre = from_centre && same_bits(w, ck_.centre);
+      for (size_t i = 0; i < n; ++i)
+        zero_momentum = zero_momentum && g->momentum.data()[i] == 0.f;
+      at_step = at_step && g->steps.load() == ck_.iterations_done;
+      epochs.push_back(g->data->state().epoch);
+    }
+  }
+  void on_eval(const EvalRecord& e) override {
+    if (!first) first = e;
+  }
+  int groups = 0;
+  bool from_centre = false, zero_momentum = true, at_step = true;
+  std::vector<int64_t> epochs;
+  std::optional<EvalRecord> first;
+
+ private:
+  const Checkpoint& ck_;
+};
+
+// Keeps the checkpoint taken after `at` iterations and the evaluation there.
+class KeeperWithEval : public Keeper {
+ public:
+  explicit KeeperWithEval(int64_t at) : Keeper(at), at_(at) {}
+  void on_eval(const EvalRecord& e) override {
+    if (e.step == at_) eval = e;
+  }
+  std::optional<EvalRecord> eval;
+
+ private:
+  int64_t at_;
+};
+
+class Regroup : public ::testing::TestWithParam<std::string> {};
+
+// A 2-group run of every EASGD algorithm goes on in 3 groups: the centre and the step carry
+// over, every new group starts from the centre with zero momentum on a fresh epoch of its data.
+// With nothing moving afterwards (lr 0, alpha 0), the first evaluation after the resume is the
+// checkpoint's (the same accuracy; the loss to round-off, as 3 groups sum the test set's shares
+// in another order) and the final weights are the checkpoint's centre, bit for bit.
+TEST_P(Regroup, IntoThreeGroupsFromTheCentre) {
+  const std::string algo = GetParam();
+  TrainConfig c = config(algo, 2);
+  KeeperWithEval keep(27);
+  ASSERT_TRUE(train(c, small_data(), &keep).ok());
+  ASSERT_TRUE(keep.kept.has_value() && keep.eval.has_value());
+  const Checkpoint ck = decode_checkpoint(encode_checkpoint(*keep.kept), "mem").value();
+  int64_t old_epoch = 0;
+  for (const GroupCheckpoint& g : ck.groups)
+    old_epoch = std::max(old_epoch, g.stream.epoch);
+
+  TrainConfig still = config(algo, 3);
+  still.lr = 0;
+  still.rho = 0;
+  RegroupWatcher w(ck);
+  auto r = train(still, small_data(), &w, {}, &ck);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(w.groups, 3);
+  EXPECT_TRUE(w.from_centre) << algo;
+  EXPECT_TRUE(w.zero_momentum) << algo;
+  EXPECT_TRUE(w.at_step) << algo;
+  EXPECT_EQ(w.epochs, std::vector<int64_t>(3, old_epoch + 1));
+  ASSERT_TRUE(w.first.has_value());
+  EXPECT_EQ(w.first->step, 36);
+  EXPECT_EQ(w.first->test_accuracy, keep.eval->test_accuracy) << algo;
+  EXPECT_NEAR(w.first->test_loss, keep.eval->test_loss, 1e-6 * keep.eval->test_loss) << algo;
+  EXPECT_TRUE(same_bits(r->final_weights, ck.centre)) << algo;
+  EXPECT_EQ(r->steps, 45);
+
+  // Training on from there: to the run's end, twice the same (the new streams' order is drawn
+  // from the seed, the step and the group) where the algorithm is deterministic.
+  auto a = train(config(algo, 3), small_data(), nullptr, {}, &ck);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_EQ(a->steps, 45);
+  EXPECT_TRUE(std::isfinite(a->test_loss));
+  EXPECT_FALSE(same_bits(a->final_weights, ck.centre));
+  if (algo == "sync-easgd" || algo == "easgd-rr") {
+    auto b = train(config(algo, 3), small_data(), nullptr, {}, &ck);
+    ASSERT_TRUE(b.ok()) << b.status().to_string();
+    EXPECT_TRUE(same_bits(a->final_weights, b->final_weights)) << algo;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Easgd, Regroup,
+                         ::testing::Values("sync-easgd", "easgd-rr", "async-easgd", "async-measgd",
+                                           "hogwild-easgd"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+// The others' replicas cannot be re-split: refused naming --groups and why, before the run is
+// built when --groups is a count (check_resume_groups, what easel train calls), else by the
+// restore.
+TEST(Regroup, OtherAlgorithmsRefuseWithTheReason) {
+  for (const std::string algo : {"sync-sgd", "async-sgd", "async-msgd", "hogwild-sgd"}) {
+    TrainConfig c = config(algo, 2);
+    c.iterations = 9;
+    Keeper keep(9);
+    ASSERT_TRUE(train(c, small_data(), &keep).ok()) << algo;
+    ASSERT_TRUE(keep.kept.has_value());
+    const std::string why = "--groups: a checkpoint of " + algo +
+                            " resumes only with its 2 group(s), not 3: each group's replica";
+    TrainConfig t = config(algo, 3);
+    t.iterations = 18;
+    auto r = train(t, small_data(), nullptr, {}, &*keep.kept);
+    ASSERT_FALSE(r.ok()) << algo;
+    EXPECT_EQ(r.status().code(), Code::invalid_argument);
+    EXPECT_EQ(r.status().message().rfind(why, 0), 0u) << r.status().message();
+    EXPECT_NE(r.status().message().find("cannot be re-split"), std::string::npos);
+    EXPECT_EQ(r.status().message().find('\n'), std::string::npos);
+    const Status early = check_resume_groups(*keep.kept, algo, "3");
+    EXPECT_EQ(early.code(), Code::invalid_argument) << algo;
+    EXPECT_EQ(early.message(), r.status().message());
+    EXPECT_TRUE(check_resume_groups(*keep.kept, algo, "2").ok());
+    EXPECT_TRUE(check_resume_groups(*keep.kept, algo, "auto").ok());  // left to the restore
+    EXPECT_TRUE(check_resume_groups(*keep.kept, "sync-easgd", "3").ok());
+    t.plan.groups = "2";  // its own layout goes on
+    EXPECT_TRUE(train(t, small_data(), nullptr, {}, &*keep.kept).ok()) << algo;
+  }
 }
 
 }  // namespace

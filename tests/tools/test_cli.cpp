@@ -413,6 +413,38 @@ TEST(Cli, ResumeGoesOnFromTheCheckpoint) {
   EXPECT_FALSE(fs::exists(d / "none" / "checkpoint.bin"));
 }
 
+// Resume into another layout (docs/FAULTS.md): an EASGD run goes on with another --groups; the
+// others are refused before anything runs, one line with the reason, exit 2.
+TEST(Cli, ResumeIntoAnotherGroupCount) {
+  const fs::path d = tmp_dir("regroup");
+  for (const char* algo : {"sync-easgd", "sync-sgd"}) {
+    const fs::path run = d / algo;
+    Out o = easel("train" + std::string(kTiny) + " --algo " + algo + " --out " + run.string());
+    ASSERT_EQ(o.code, 0) << o.err;
+    const std::string ck = slurp(run / "checkpoint.bin");
+    o = easel("train --resume " + run.string() + " --groups 3 --iterations 60");
+    if (std::string(algo) == "sync-easgd") {
+      ASSERT_EQ(o.code, 0) << o.err;
+      const auto s = nlohmann::json::parse(slurp(run / "summary.json"));
+      EXPECT_EQ(s["groups"], 3);
+      EXPECT_EQ(s["steps"], 60);
+      EXPECT_EQ(nlohmann::json::parse(slurp(run / "config.json"))["groups"], "3");
+      continue;
+    }
+    EXPECT_EQ(o.code, 2);
+    EXPECT_EQ(o.err.rfind("easel: --groups: a checkpoint of sync-sgd resumes only with its 2 "
+                          "group(s), not 3: ",
+                          0),
+              0u)
+        << o.err;
+    EXPECT_NE(o.err.find("cannot be re-split"), std::string::npos) << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_EQ(slurp(run / "checkpoint.bin"), ck);
+    o = easel("train --resume " + run.string() + " --groups 2 --iterations 60");
+    EXPECT_EQ(o.code, 0) << o.err;
+  }
+}
+
 }  // namespace
 
 namespace {
