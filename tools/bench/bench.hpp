@@ -54,6 +54,9 @@ struct StepResult {
   Summary step_ms;                 // group 0's step time
   long rss_kib = 0;                // peak RSS of this process after the run
   std::string impls;               // "conv1=...,..." of group 0's net
+  // The algorithm's own accounting (Group::times) summed over the groups, warm-up included:
+  // compute, exchange and waiting seconds (easel bench --calibrate's split under sharing).
+  double compute_seconds = 0, comm_seconds = 0, wait_seconds = 0;
 };
 Result<StepResult> time_steps(const Topology& topo, const BenchConfig& cfg, const NetSpec& spec,
                               int64_t batch, GroupLayout layout);

@@ -5,13 +5,16 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "nets/models/models.hpp"
 #include "tools/bench/bench.hpp"
 #include "tools/bench/bench_data.hpp"
+#include "tools/bench/calibrate.hpp"
 #include "tools/cli/cli.hpp"
+#include "tools/model/machine.hpp"
 
 namespace easel::cli {
 
@@ -494,6 +497,13 @@ CLI::App* add_bench_flags(CLI::App& app, bench::BenchFlags& f) {
       "DIR[:SIDE], CIFAR, ...) against the steps' consumption");
   opt("--augment", f.augment, "the data pipeline's augmentation (as train --augment)");
   opt("--data-threads", f.data_threads, "threads of each stream's data pipeline (0: one)");
+  b->add_flag("--calibrate", f.calibrate,
+              "measure what the performance model needs (easel model, easel plan) and write "
+              "this machine's description (docs/MODEL.md); takes --nets, the first of --batches, "
+              "--warmup, --repeats, --min-time");
+  opt("--out", f.out,
+      "with --calibrate: the description's file (default: EASEL_MACHINE, else "
+      "~/.config/easel/machine.toml)");
   return b;
 }
 
@@ -502,8 +512,22 @@ int run_bench(const bench::BenchFlags& flags) {
   if (!cfg.ok()) return fail(cfg.status(), 2);
   auto data = validate_data_flags(flags);
   if (!data.ok()) return fail(data.status(), 2);
+  if (!flags.out.empty() && !flags.calibrate)
+    return fail(invalid_argument("--out: only with --calibrate (the figures go to --json)"), 2);
+  if (flags.calibrate &&
+      (flags.skip_ceilings || flags.skip_layers || flags.skip_exchange || !flags.data.empty()))
+    return fail(invalid_argument("--calibrate: measures the ceilings, layers and exchange itself "
+                                 "(drop --skip-* and --data)"),
+                2);
   auto topo = detect_topology();
   if (!topo.ok()) return fail(topo.status(), 1);
+  if (flags.calibrate) {
+    const std::string out = flags.out.empty() ? model::default_calibration_path() : flags.out;
+    if (std::filesystem::is_directory(out))
+      return fail(invalid_argument("--out: " + out + " is a directory"), 2);
+    if (Status s = run_calibration(cfg.value(), topo.value(), out); !s.ok()) return fail(s, 1);
+    return 0;
+  }
   BenchRun run{cfg.value(), topo.value(), topo->core_count(), 0, 0, 0, {}};
   if (Status s = check_layouts(run); !s.ok()) return fail(s, 2);
   run.doc = header(flags, run.cfg, run.cores);

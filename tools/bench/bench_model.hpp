@@ -40,6 +40,10 @@ struct BenchFlags {
   std::string data;
   std::string augment = "none";
   int data_threads = 0;
+  // --calibrate: measure what the performance model needs and write this machine's description
+  // (tools/model/machine.hpp) to `out` (empty: the default, ~/.config/easel/machine.toml).
+  bool calibrate = false;
+  std::string out;
 };
 
 // The flags after validation.

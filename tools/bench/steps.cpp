@@ -178,6 +178,11 @@ Result<StepResult> time_steps(const Topology& topo, const BenchConfig& cfg, cons
     out.group_ips.push_back(summarize(v));
   out.aggregate_ips = summarize(aggregate);
   out.step_ms = summarize(step_ms);
+  for (const auto& gp : run.groups) {
+    out.compute_seconds += gp->times.compute;
+    out.comm_seconds += gp->times.comm;
+    out.wait_seconds += gp->times.wait;
+  }
   free_nets(run);
   out.rss_kib = peak_rss_kib();
   return out;

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -82,5 +83,10 @@ int run_list(bool as_json);
 // `easel bench`: adds the subcommand with its flags bound to `flags` (tools/bench/bench_cmd.cpp).
 CLI::App* add_bench_flags(CLI::App& app, bench::BenchFlags& flags);
 int run_bench(const bench::BenchFlags& flags);
+// `easel model` and `easel plan` (tools/model/model_cmd.cpp): adds both subcommands with their
+// flags; the function returned runs the one that was parsed and returns its exit code, or -1
+// when neither was.
+using ModelCommands = std::function<int()>;
+ModelCommands add_model_commands(CLI::App& app);
 
 }  // namespace easel::cli

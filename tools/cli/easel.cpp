@@ -1,6 +1,6 @@
-// easel: train, topology, list, bench. `easel --help` and `easel SUBCOMMAND --help` list every flag
-// with its default. User errors print one line and exit with 2 (flags) or 1 (run failed):
-// cli::report.
+// easel: train, topology, list, bench, model, plan. `easel --help` and `easel SUBCOMMAND --help`
+// list every flag with its default. User errors print one line and exit with 2 (flags) or 1 (run
+// failed): cli::report.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -122,6 +122,7 @@ int easel_main(int argc, char** argv) {
   app.add_subcommand("sweep",
                      "run train over the product of lists of its flags, resumable; "
                      "`easel sweep report DIR` tabulates and plots it (easel sweep --help)");
+  const cli::ModelCommands model_commands = cli::add_model_commands(app);
 
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
     if (argc < 2 || sub->get_name() != argv[1]) continue;
@@ -158,6 +159,7 @@ int easel_main(int argc, char** argv) {
     return parse_error(app, argc, argv, e);
   }
   if (bench->parsed()) return cli::run_bench(bench_flags);
+  if (const int rc = model_commands(); rc >= 0) return rc;
   if (!train->parsed() && !topo->parsed()) return cli::run_list(list_json);
   if (train->parsed()) return cli::run_train(values, given, source);
   auto cfg = cli::parse_settings(values, kTopologyCommand, given, source);

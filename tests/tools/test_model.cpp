@@ -1,0 +1,311 @@
+// The performance model (tools/model/): machine descriptions read and refused with one line
+// naming the file and key; the model's invariants (serial exchanges never cheaper with more
+// groups, the tree beats P serial exchanges at large P, oversubscription costs time, tau and
+// overlap cut the exchange); `easel model --json` and `easel plan` through the program.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "nets/graph.hpp"
+#include "nets/models/models.hpp"
+#include "tests/tools/run_easel.hpp"
+#include "tools/model/machine.hpp"
+#include "tools/model/model.hpp"
+
+namespace easel::model {
+namespace {
+
+std::string machines_dir() {
+  const char* root = std::getenv("EASEL_SOURCE_ROOT");
+  return std::string(root != nullptr ? root : ".") + "/tools/machines/";
+}
+
+// A two-core machine with LeNet calibrated, as `easel bench --calibrate` writes one.
+const char* kSmall = R"(
+[machine]
+name = "two cores"
+kind = "cpu"
+cores = 2
+source = "test"
+[compute]
+peak_gflops = 100
+efficiency = 0.3
+serial_fraction = 0.1
+contention = 1.1
+oversubscription_overhead = 0.05
+oversubscribed_wait = 0.1
+source = "test"
+[memory]
+source = "test"
+[memory.dram]
+bandwidth_gbs = 20
+core_bandwidth_gbs = 12
+capacity_gb = 16
+source = "test"
+[transport]
+source = "test"
+[transport.shared_memory]
+latency_us = 2
+bandwidth_gbs = 10
+source = "test"
+[[net]]
+name = "lenet"
+batch = 64
+step_seconds = 0.01
+update_seconds = 0.001
+source = "test"
+)";
+
+Machine small() {
+  auto m = parse_machine(kSmall, "small.toml");
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  return m.value();
+}
+
+ModelRequest request(const std::string& net, const std::string& algo, int groups,
+                     int64_t classes = 0) {
+  const ModelInput in = net == "alexnet-cifar" ? ModelInput{3, 32, 32, classes ? classes : 10}
+                                               : ModelInput{1, 28, 28, 10};
+  auto spec = build_model(net, in);
+  EXPECT_TRUE(spec.ok());
+  ModelRequest r;
+  r.net = net;
+  r.cost = net_cost(*spec).value();
+  r.input_floats = in.channels * in.height * in.width;
+  r.algo = algo;
+  r.groups = groups;
+  return r;
+}
+
+TEST(Machine, DescribedMachinesParse) {
+  for (const char* name : {"knl-7250", "gpu8-pcie", "gpu8-nvlink"}) {
+    auto m = load_machine(machines_dir() + name + ".toml");
+    ASSERT_TRUE(m.ok()) << name << ": " << m.status().message();
+    EXPECT_FALSE(m->name.empty());
+  }
+  auto knl = load_machine(machines_dir() + "knl-7250.toml");
+  EXPECT_EQ(knl->cores, 68);
+  EXPECT_TRUE(knl->hbw.present);
+  EXPECT_EQ(knl->modes.size(), 4u);
+  auto gpu = load_machine(machines_dir() + "gpu8-pcie.toml");
+  EXPECT_TRUE(gpu->gpu);
+  EXPECT_EQ(gpu->devices, 8);
+}
+
+// Every refusal is one line naming the file and the key.
+TEST(Machine, BadDescriptionsNameFileAndKey) {
+  struct Case {
+    std::string from, to, key;
+  };
+  const std::vector<Case> cases = {
+      {"peak_gflops = 100", "peak_gflops = -1", "compute.peak_gflops"},
+      {"peak_gflops = 100", "peak_gflops = \"fast\"", "compute.peak_gflops"},
+      {"efficiency = 0.3\n", "", "compute.efficiency"},
+      {"kind = \"cpu\"", "kind = \"fpga\"", "machine.kind"},
+      {"latency_us = 2", "latency_us = 2\nlatncy = 3", "transport.shared_memory.latncy"},
+      {"[transport]\nsource = \"test\"", "[transport]", "transport.source"},
+      {"step_seconds = 0.01", "step_seconds = 0", "net[0].step_seconds"},
+      {"cores = 2", "cores = 2\ndevices = 8", "machine.devices"},
+  };
+  for (const Case& c : cases) {
+    std::string text = kSmall;
+    const size_t at = text.find(c.from);
+    ASSERT_NE(at, std::string::npos) << c.from;
+    text.replace(at, c.from.size(), c.to);
+    auto m = parse_machine(text, "bad.toml");
+    ASSERT_FALSE(m.ok()) << c.key;
+    const std::string msg = m.status().message();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    EXPECT_EQ(msg.rfind("bad.toml", 0), 0u) << msg;
+    EXPECT_NE(msg.find(c.key), std::string::npos) << msg;
+  }
+  auto syntax = parse_machine("[machine\n", "syntax.toml");
+  ASSERT_FALSE(syntax.ok());
+  EXPECT_EQ(syntax.status().message().rfind("syntax.toml:", 0), 0u);
+}
+
+TEST(Model, OneGroupIsAllCompute) {
+  auto p = predict(small(), request("lenet", "msgd", 1));
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->compute_source, "calibrated");
+  EXPECT_DOUBLE_EQ(p->seconds_per_iteration, 0.01);
+  EXPECT_DOUBLE_EQ(p->compute_share, 1);
+  EXPECT_NEAR(p->images_per_second, 6400, 1e-6);
+}
+
+TEST(Model, SharesAddUpAndImagesFollow) {
+  for (const char* algo : {"sync-easgd", "sync-sgd", "easgd-rr", "async-easgd", "async-sgd",
+                           "hogwild-easgd", "hogwild-sgd", "async-measgd"}) {
+    for (int g : {2, 4, 8}) {
+      auto p = predict(small(), request("lenet", algo, g));
+      ASSERT_TRUE(p.ok()) << algo;
+      EXPECT_NEAR(p->compute_share + p->comm_share + p->wait_share, 1, 1e-9) << algo << g;
+      EXPECT_NEAR(p->images_per_second, g * 64 / p->seconds_per_iteration, 1e-6);
+      EXPECT_GT(p->comm_share, 0) << algo << g;
+    }
+  }
+}
+
+// P serial exchanges: more groups never make the exchange cheaper.
+TEST(Model, SerialPatternsNeverCheaperWithMoreGroups) {
+  const Machine knl = load_machine(machines_dir() + "knl-7250.toml").value();
+  for (const char* algo : {"easgd-rr", "sync-easgd"}) {
+    double last = 0;
+    for (int g : {2, 4, 8, 16, 32}) {
+      ModelRequest r = request("alexnet-cifar", algo, g);
+      r.reduce = "serial";
+      r.threads_per_group = 68 / g;
+      auto p = predict(knl, r);
+      ASSERT_TRUE(p.ok()) << p.status().message();
+      EXPECT_GE(p->exchange_seconds * (std::string(algo) == "easgd-rr" ? g : 1), last)
+          << algo << " " << g;
+      last = p->exchange_seconds * (std::string(algo) == "easgd-rr" ? g : 1);
+    }
+  }
+}
+
+TEST(Model, TreeBeatsSerialAtLargeP) {
+  for (const char* file : {"knl-7250", "gpu8-pcie", "gpu8-nvlink"}) {
+    const Machine m = load_machine(machines_dir() + file + ".toml").value();
+    const int g = m.gpu ? 8 : 16;
+    ModelRequest tree = request("alexnet-cifar", "sync-easgd", g);
+    tree.threads_per_group = m.gpu ? 1 : 4;
+    ModelRequest serial = tree;
+    serial.reduce = "serial";
+    auto a = predict(m, tree), b = predict(m, serial);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_LT(a->exchange_seconds, b->exchange_seconds) << file;
+    EXPECT_LT(a->seconds_per_iteration, b->seconds_per_iteration) << file;
+  }
+}
+
+TEST(Model, OversubscriptionCostsTime) {
+  const Machine m = small();
+  auto two = predict(m, request("lenet", "sync-easgd", 2));
+  auto four = predict(m, request("lenet", "sync-easgd", 4));
+  auto eight = predict(m, request("lenet", "sync-easgd", 8));
+  ASSERT_TRUE(two.ok() && four.ok() && eight.ok());
+  EXPECT_FALSE(two->oversubscribed);
+  EXPECT_TRUE(four->oversubscribed);
+  // Four groups on two cores: each step at least twice as long, plus the overhead.
+  EXPECT_GT(four->step_seconds, 2 * two->step_seconds);
+  EXPECT_GT(eight->step_seconds, 2 * four->step_seconds);
+  EXPECT_GT(four->wait_share, 0);
+  EXPECT_EQ(two->wait_share, 0);
+}
+
+TEST(Model, TauOverlapAndResidencyCutTheExchange) {
+  const Machine gpu = load_machine(machines_dir() + "gpu8-pcie.toml").value();
+  ModelRequest r = request("alexnet-cifar", "sync-easgd", 8, 1000);
+  auto base = predict(gpu, r);
+  r.tau = 4;
+  auto tau = predict(gpu, r);
+  r.tau = 1;
+  r.overlap = true;
+  auto overlap = predict(gpu, r);
+  r.overlap = false;
+  r.resident = false;
+  auto copies = predict(gpu, r);
+  ASSERT_TRUE(base.ok() && tau.ok() && overlap.ok() && copies.ok());
+  EXPECT_LT(tau->comm_seconds, base->comm_seconds);
+  EXPECT_LT(overlap->comm_seconds, base->comm_seconds);
+  EXPECT_GT(copies->comm_seconds, base->comm_seconds);
+  ModelRequest rr = request("alexnet-cifar", "easgd-rr", 8, 1000);
+  rr.resident = false;
+  auto original = predict(gpu, rr);
+  ASSERT_TRUE(original.ok());
+  // The original EASGD spends more of its time not computing (moving weights or waiting for
+  // the master's turn) than Sync EASGD with resident weights.
+  EXPECT_GT(original->comm_share + original->wait_share, base->comm_share + base->wait_share);
+  EXPECT_GT(original->seconds_per_iteration, base->seconds_per_iteration);
+}
+
+TEST(Model, RefusesRequestsNamingTheFlag) {
+  const Machine m = small();
+  ModelRequest r = request("lenet", "msgd", 2);
+  EXPECT_NE(predict(m, r).status().message().find("--algo msgd"), std::string::npos);
+  r = request("lenet", "sync-easgd", 2);
+  r.placement = "hbw";
+  EXPECT_NE(predict(m, r).status().message().find("--placement hbw"), std::string::npos);
+  r = request("lenet", "no-such", 2);
+  EXPECT_NE(predict(m, r).status().message().find("--algo"), std::string::npos);
+}
+
+TEST(Plan, RanksPartitionsAndChecksTheFastMemory) {
+  const Machine knl = load_machine(machines_dir() + "knl-7250.toml").value();
+  ModelRequest r = request("alexnet-cifar", "sync-easgd", 1, 1000);
+  r.batch = 64;
+  auto rows = plan_partitions(knl, r, 100);
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  ASSERT_FALSE(rows->empty());
+  for (size_t i = 1; i < rows->size(); ++i)
+    EXPECT_LE((*rows)[i - 1].seconds, (*rows)[i].seconds);
+  bool snc4_16 = false;
+  for (const PlanRow& row : *rows) {
+    if (row.mode == "snc4-flat") {
+      EXPECT_TRUE(row.groups == 1 || row.groups % 4 == 0);
+    }
+    if (row.mode == "quadrant-cache") {
+      EXPECT_FALSE(row.fits_fast);
+    }
+    if (row.mode == "snc4-flat" && row.groups == 16) {
+      snc4_16 = true;
+      // 4 GB of MCDRAM per cluster, shared by 4 groups: 1 GB each, less than a replica.
+      EXPECT_NEAR(row.hbw_bytes_per_group, 1e9, 1);
+      EXPECT_FALSE(row.fits_fast);
+    }
+  }
+  EXPECT_TRUE(snc4_16);
+}
+
+}  // namespace
+}  // namespace easel::model
+
+namespace {
+
+using easel_test::run_easel;
+
+TEST(ModelCmd, JsonHasTheKeys) {
+  const easel_test::Out o = run_easel(
+      "model --net lenet --algo sync-easgd --groups 4 --threads-per-group 17 --machine knl-7250 "
+      "--json",
+      "", "model_json");
+  ASSERT_EQ(o.code, 0) << o.err;
+  const auto j = nlohmann::json::parse(o.out);
+  for (const char* k :
+       {"seconds_per_iteration", "compute_share", "comm_share", "wait_share", "images_per_second"})
+    ASSERT_TRUE(j.contains(k)) << k;
+  EXPECT_GT(j["seconds_per_iteration"].get<double>(), 0);
+  EXPECT_NEAR(j["compute_share"].get<double>() + j["comm_share"].get<double>() +
+                  j["wait_share"].get<double>(),
+              1, 1e-9);
+}
+
+TEST(ModelCmd, BadMachineIsOneLineExit2) {
+  namespace fs = std::filesystem;
+  const fs::path bad = fs::path(::testing::TempDir()) / "bad_machine.toml";
+  std::ofstream(bad) << "[machine]\nname = \"x\"\nkind = \"cpu\"\ncores = 0\nsource = \"t\"\n";
+  for (const std::string& args :
+       {"model --machine " + bad.string(), "plan --machine " + bad.string(),
+        std::string("model --machine no-such-machine"),
+        std::string("model --machine /no/file.toml"),
+        std::string("model --machine knl-7250 --groups 0")}) {
+    const easel_test::Out o = run_easel(args, "", "model_bad");
+    EXPECT_EQ(o.code, 2) << args << ": " << o.err;
+    EXPECT_EQ(o.err.find('\n'), o.err.size() - 1) << o.err;
+  }
+  const easel_test::Out o = run_easel("model --machine " + bad.string(), "", "model_bad");
+  EXPECT_NE(o.err.find("machine.cores"), std::string::npos) << o.err;
+}
+
+TEST(ModelCmd, PlanPrintsEveryMode) {
+  const easel_test::Out o =
+      run_easel("plan --net alexnet-cifar --classes 1000 --machine knl-7250", "", "plan");
+  ASSERT_EQ(o.code, 0) << o.err;
+  for (const char* mode : {"quadrant-flat", "snc2-flat", "snc4-flat", "quadrant-cache"})
+    EXPECT_NE(o.out.find(mode), std::string::npos) << mode;
+}
+
+}  // namespace

@@ -1,0 +1,18 @@
+// `easel bench --calibrate`: this machine's description for the performance model
+// (tools/model/machine.hpp), measured and written as TOML (calibrate.cpp says what it runs).
+#pragma once
+
+#include <string>
+
+#include "engine/status.hpp"
+#include "engine/topology.hpp"
+#include "tools/bench/bench_model.hpp"
+
+namespace easel::bench {
+
+// Measures with `cfg` (its nets, its first batch size, warm-up, repeats and minimum time) on
+// `topo` and writes the description to out_path (its directory created). Call before any thread
+// starts (the triad forks a child).
+Status run_calibration(const BenchConfig& cfg, const Topology& topo, const std::string& out_path);
+
+}  // namespace easel::bench

@@ -1,0 +1,345 @@
+#include "tools/model/machine.hpp"
+
+#include <toml++/toml.h>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tools/model/machines_dirs.h"
+
+#ifndef EASEL_MACHINES_SOURCE_DIR
+#define EASEL_MACHINES_SOURCE_DIR ""
+#endif
+#ifndef EASEL_MACHINES_INSTALL_DIR
+#define EASEL_MACHINES_INSTALL_DIR ""
+#endif
+
+namespace easel::model {
+
+namespace {
+
+// Reads one table of the description, naming the file and key in every error.
+class Reader {
+ public:
+  Reader(const toml::table& root, std::string origin) : root_(root), origin_(std::move(origin)) {}
+
+  Status error(const std::string& key, const std::string& what, const toml::node* n = nullptr) {
+    std::string line;
+    if (n != nullptr && n->source().begin.line) line = ":" + std::to_string(n->source().begin.line);
+    return invalid_argument(origin_ + line + ": " + key + ": " + what);
+  }
+
+  // A table that must exist (and carry a non-empty `source`).
+  Result<const toml::table*> table(const toml::table& in, const std::string& prefix,
+                                   const std::string& key, bool required) {
+    const toml::node* n = in.get(key);
+    const std::string full = prefix.empty() ? key : prefix + "." + key;
+    if (n == nullptr) {
+      if (required) return error(full, "missing (a table)");
+      return static_cast<const toml::table*>(nullptr);
+    }
+    const toml::table* t = n->as_table();
+    if (t == nullptr) return error(full, "must be a table", n);
+    EASEL_RETURN_IF_ERROR(source(*t, full));
+    return t;
+  }
+
+  // Every table says where its figures come from.
+  Status source(const toml::table& t, const std::string& full) {
+    const toml::node* s = t.get("source");
+    if (s == nullptr) return error(full + ".source", "missing (where the figures come from)");
+    if (!s->is_string() || s->as_string()->get().empty())
+      return error(full + ".source", "must be a non-empty string", s);
+    return Status::ok_status();
+  }
+
+  // A number in [lo, hi]; `def` when absent and not required.
+  Result<double> number(const toml::table& t, const std::string& prefix, const std::string& key,
+                        double lo, double hi, bool required, double def = 0) {
+    const toml::node* n = t.get(key);
+    const std::string full = prefix + "." + key;
+    if (n == nullptr) {
+      if (required) return error(full, "missing (a number)");
+      return def;
+    }
+    double v = 0;
+    if (const auto* i = n->as_integer())
+      v = static_cast<double>(i->get());
+    else if (const auto* f = n->as_floating_point())
+      v = f->get();
+    else
+      return error(full, "must be a number", n);
+    if (!std::isfinite(v) || v < lo || v > hi) {
+      std::ostringstream os;
+      os << "must be in [" << lo << ", " << hi << "], not " << v;
+      return error(full, os.str(), n);
+    }
+    return v;
+  }
+
+  Result<std::string> text(const toml::table& t, const std::string& prefix, const std::string& key,
+                           bool required) {
+    const toml::node* n = t.get(key);
+    const std::string full = prefix + "." + key;
+    if (n == nullptr) {
+      if (required) return error(full, "missing (a string)");
+      return std::string();
+    }
+    if (!n->is_string() || n->as_string()->get().empty())
+      return error(full, "must be a non-empty string", n);
+    return n->as_string()->get();
+  }
+
+  // Keys of t that are not in `known`: an error naming the first (a typo would silently use a
+  // default otherwise).
+  Status only(const toml::table& t, const std::string& prefix,
+              std::initializer_list<const char*> known) {
+    for (const auto& [k, v] : t) {
+      bool ok = false;
+      for (const char* name : known)
+        ok = ok || k.str() == name;
+      if (!ok)
+        return error(prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str()),
+                     "unknown key", &v);
+    }
+    return Status::ok_status();
+  }
+
+  const toml::table& root() const { return root_; }
+
+ private:
+  const toml::table& root_;
+  std::string origin_;
+};
+
+constexpr double kBig = 1e9;
+
+Status read_memory(Reader& r, const toml::table& mem, const std::string& key, MemoryFigure* out) {
+  EASEL_ASSIGN_OR_RETURN(const toml::table* t, r.table(mem, "memory", key, false));
+  if (t == nullptr) return Status::ok_status();
+  const std::string p = "memory." + key;
+  EASEL_RETURN_IF_ERROR(
+      r.only(*t, p, {"bandwidth_gbs", "core_bandwidth_gbs", "capacity_gb", "source"}));
+  out->present = true;
+  EASEL_ASSIGN_OR_RETURN(out->bandwidth_gbs, r.number(*t, p, "bandwidth_gbs", 1e-3, kBig, true));
+  EASEL_ASSIGN_OR_RETURN(out->core_bandwidth_gbs,
+                         r.number(*t, p, "core_bandwidth_gbs", 1e-3, kBig, false));
+  EASEL_ASSIGN_OR_RETURN(out->capacity_gb, r.number(*t, p, "capacity_gb", 1e-6, kBig, true));
+  return Status::ok_status();
+}
+
+Status read_transport(Reader& r, const toml::table& tr, const std::string& key, Transport* out) {
+  EASEL_ASSIGN_OR_RETURN(const toml::table* t, r.table(tr, "transport", key, false));
+  if (t == nullptr) return Status::ok_status();
+  const std::string p = "transport." + key;
+  EASEL_RETURN_IF_ERROR(r.only(*t, p, {"latency_us", "bandwidth_gbs", "source"}));
+  out->present = true;
+  EASEL_ASSIGN_OR_RETURN(out->latency_us, r.number(*t, p, "latency_us", 0, 1e7, true));
+  EASEL_ASSIGN_OR_RETURN(out->bandwidth_gbs, r.number(*t, p, "bandwidth_gbs", 1e-3, kBig, true));
+  return Status::ok_status();
+}
+
+Status read_nets(Reader& r, const toml::node& node, Machine* m) {
+  const toml::array* arr = node.as_array();
+  if (arr == nullptr) return r.error("net", "must be an array of tables ([[net]])", &node);
+  for (size_t i = 0; i < arr->size(); ++i) {
+    const std::string p = "net[" + std::to_string(i) + "]";
+    const toml::table* t = (*arr)[i].as_table();
+    if (t == nullptr) return r.error(p, "must be a table", &(*arr)[i]);
+    EASEL_RETURN_IF_ERROR(r.source(*t, p));
+    EASEL_RETURN_IF_ERROR(
+        r.only(*t, p, {"name", "batch", "step_seconds", "update_seconds", "layer", "source"}));
+    NetCalibration c;
+    EASEL_ASSIGN_OR_RETURN(c.net, r.text(*t, p, "name", true));
+    EASEL_ASSIGN_OR_RETURN(const double batch, r.number(*t, p, "batch", 1, 65536, true));
+    c.batch = static_cast<int64_t>(batch);
+    EASEL_ASSIGN_OR_RETURN(c.step_seconds, r.number(*t, p, "step_seconds", 1e-9, 1e6, true));
+    EASEL_ASSIGN_OR_RETURN(c.update_seconds, r.number(*t, p, "update_seconds", 0, 1e6, false));
+    if (c.update_seconds > c.step_seconds)
+      return r.error(p + ".update_seconds", "is more than step_seconds", t->get("update_seconds"));
+    if (const toml::node* l = t->get("layer")) {
+      const toml::array* la = l->as_array();
+      if (la == nullptr) return r.error(p + ".layer", "must be an array of tables", l);
+      for (size_t j = 0; j < la->size(); ++j) {
+        const std::string lp = p + ".layer[" + std::to_string(j) + "]";
+        const toml::table* lt = (*la)[j].as_table();
+        if (lt == nullptr) return r.error(lp, "must be a table", &(*la)[j]);
+        EASEL_RETURN_IF_ERROR(
+            r.only(*lt, lp, {"name", "kind", "forward_seconds", "backward_seconds"}));
+        NetCalibration::Layer layer;
+        EASEL_ASSIGN_OR_RETURN(layer.name, r.text(*lt, lp, "name", true));
+        EASEL_ASSIGN_OR_RETURN(layer.kind, r.text(*lt, lp, "kind", true));
+        EASEL_ASSIGN_OR_RETURN(layer.forward_seconds,
+                               r.number(*lt, lp, "forward_seconds", 0, 1e6, true));
+        EASEL_ASSIGN_OR_RETURN(layer.backward_seconds,
+                               r.number(*lt, lp, "backward_seconds", 0, 1e6, true));
+        c.layers.push_back(layer);
+      }
+    }
+    for (const NetCalibration& other : m->nets)
+      if (other.net == c.net) return r.error(p + ".name", "'" + c.net + "' is described twice");
+    m->nets.push_back(std::move(c));
+  }
+  return Status::ok_status();
+}
+
+Status read_modes(Reader& r, const toml::node& node, Machine* m) {
+  const toml::array* arr = node.as_array();
+  if (arr == nullptr) return r.error("mode", "must be an array of tables ([[mode]])", &node);
+  for (size_t i = 0; i < arr->size(); ++i) {
+    const std::string p = "mode[" + std::to_string(i) + "]";
+    const toml::table* t = (*arr)[i].as_table();
+    if (t == nullptr) return r.error(p, "must be a table", &(*arr)[i]);
+    EASEL_RETURN_IF_ERROR(r.source(*t, p));
+    EASEL_RETURN_IF_ERROR(r.only(*t, p, {"name", "localities", "hbw_gb", "dram_gb", "source"}));
+    LocalityMode mode;
+    EASEL_ASSIGN_OR_RETURN(mode.name, r.text(*t, p, "name", true));
+    EASEL_ASSIGN_OR_RETURN(const double loc, r.number(*t, p, "localities", 1, 1024, true));
+    mode.localities = static_cast<int>(loc);
+    if (m->cores % mode.localities != 0)
+      return r.error(p + ".localities",
+                     "must divide machine.cores (" + std::to_string(m->cores) + ")",
+                     t->get("localities"));
+    EASEL_ASSIGN_OR_RETURN(mode.hbw_gb, r.number(*t, p, "hbw_gb", 0, kBig, false));
+    EASEL_ASSIGN_OR_RETURN(mode.dram_gb, r.number(*t, p, "dram_gb", 0, kBig, false));
+    m->modes.push_back(std::move(mode));
+  }
+  return Status::ok_status();
+}
+
+Result<Machine> read(Reader& r, const std::string& origin) {
+  const toml::table& root = r.root();
+  EASEL_RETURN_IF_ERROR(
+      r.only(root, "", {"machine", "compute", "memory", "transport", "net", "mode"}));
+  Machine m;
+  m.file = origin;
+  EASEL_ASSIGN_OR_RETURN(const toml::table* mt, r.table(root, "", "machine", true));
+  EASEL_RETURN_IF_ERROR(r.only(*mt, "machine", {"name", "kind", "cores", "devices", "source"}));
+  EASEL_ASSIGN_OR_RETURN(m.name, r.text(*mt, "machine", "name", true));
+  EASEL_ASSIGN_OR_RETURN(const std::string kind, r.text(*mt, "machine", "kind", true));
+  if (kind != "cpu" && kind != "gpu")
+    return r.error("machine.kind", "must be \"cpu\" or \"gpu\", not \"" + kind + "\"",
+                   mt->get("kind"));
+  m.gpu = kind == "gpu";
+  EASEL_ASSIGN_OR_RETURN(const double cores, r.number(*mt, "machine", "cores", 1, 65536, true));
+  m.cores = static_cast<int>(cores);
+  EASEL_ASSIGN_OR_RETURN(const double devices,
+                         r.number(*mt, "machine", "devices", 1, 4096, m.gpu, 0));
+  m.devices = static_cast<int>(devices);
+  if (!m.gpu && mt->get("devices") != nullptr)
+    return r.error("machine.devices", "only a gpu machine has devices", mt->get("devices"));
+
+  EASEL_ASSIGN_OR_RETURN(const toml::table* ct, r.table(root, "", "compute", true));
+  EASEL_RETURN_IF_ERROR(r.only(*ct, "compute",
+                               {"peak_gflops", "efficiency", "serial_fraction", "contention",
+                                "oversubscription_overhead", "oversubscribed_wait", "source"}));
+  EASEL_ASSIGN_OR_RETURN(m.peak_gflops, r.number(*ct, "compute", "peak_gflops", 1e-3, 1e7, true));
+  EASEL_ASSIGN_OR_RETURN(m.efficiency, r.number(*ct, "compute", "efficiency", 1e-3, 1, true));
+  EASEL_ASSIGN_OR_RETURN(m.serial_fraction,
+                         r.number(*ct, "compute", "serial_fraction", 0, 1, false, 0));
+  EASEL_ASSIGN_OR_RETURN(m.contention, r.number(*ct, "compute", "contention", 0.5, 100, false, 1));
+  EASEL_ASSIGN_OR_RETURN(m.oversubscription_overhead,
+                         r.number(*ct, "compute", "oversubscription_overhead", 0, 10, false, 0));
+  EASEL_ASSIGN_OR_RETURN(m.oversubscribed_wait,
+                         r.number(*ct, "compute", "oversubscribed_wait", 0, 10, false, 0));
+
+  EASEL_ASSIGN_OR_RETURN(const toml::table* mem, r.table(root, "", "memory", true));
+  EASEL_RETURN_IF_ERROR(r.only(*mem, "memory", {"dram", "hbw", "device", "source"}));
+  EASEL_RETURN_IF_ERROR(read_memory(r, *mem, "dram", &m.dram));
+  EASEL_RETURN_IF_ERROR(read_memory(r, *mem, "hbw", &m.hbw));
+  EASEL_RETURN_IF_ERROR(read_memory(r, *mem, "device", &m.device));
+  if (!m.dram.present) return r.error("memory.dram", "missing (a table)");
+  if (m.gpu && !m.device.present)
+    return r.error("memory.device", "missing (a gpu machine's device memory)");
+
+  EASEL_ASSIGN_OR_RETURN(const toml::table* tr, r.table(root, "", "transport", true));
+  EASEL_RETURN_IF_ERROR(
+      r.only(*tr, "transport", {"shared_memory", "mpi", "nccl", "host_device", "source"}));
+  EASEL_RETURN_IF_ERROR(read_transport(r, *tr, "shared_memory", &m.shared_memory));
+  EASEL_RETURN_IF_ERROR(read_transport(r, *tr, "mpi", &m.mpi));
+  EASEL_RETURN_IF_ERROR(read_transport(r, *tr, "nccl", &m.nccl));
+  EASEL_RETURN_IF_ERROR(read_transport(r, *tr, "host_device", &m.host_device));
+  if (!m.shared_memory.present) return r.error("transport.shared_memory", "missing (a table)");
+  if (m.gpu && !m.host_device.present)
+    return r.error("transport.host_device", "missing (a gpu machine's host link)");
+
+  if (const toml::node* n = root.get("net")) EASEL_RETURN_IF_ERROR(read_nets(r, *n, &m));
+  if (const toml::node* n = root.get("mode")) EASEL_RETURN_IF_ERROR(read_modes(r, *n, &m));
+  return m;
+}
+
+}  // namespace
+
+const NetCalibration* Machine::calibration(const std::string& net) const {
+  for (const NetCalibration& c : nets)
+    if (c.net == net) return &c;
+  return nullptr;
+}
+
+Result<Machine> parse_machine(const std::string& text, const std::string& origin) {
+  toml::table table;
+  try {
+    table = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    return invalid_argument(origin + ":" + std::to_string(e.source().begin.line) + ": " +
+                            std::string(e.description()));
+  }
+  Reader r(table, origin);
+  return read(r, origin);
+}
+
+Result<Machine> load_machine(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    return invalid_argument("--machine: " + path + ": no such file");
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream os;
+  os << f.rdbuf();
+  if (!f && !f.eof()) return invalid_argument("--machine: " + path + ": cannot read it");
+  if (os.str().size() > (1u << 20))
+    return invalid_argument("--machine: " + path + ": more than 1 MiB (not a description)");
+  return parse_machine(os.str(), path);
+}
+
+std::string default_calibration_path() {
+  if (const char* e = std::getenv("EASEL_MACHINE"); e != nullptr && *e != 0) return e;
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr && *home != 0 ? home : ".") + "/.config/easel/machine.toml";
+}
+
+Result<std::string> resolve_machine_path(const std::string& spec) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (spec == "this") {
+    const std::string p = default_calibration_path();
+    if (!fs::is_regular_file(p, ec))
+      return invalid_argument("--machine this: " + p +
+                              " does not exist (write it with `easel bench --calibrate`, or set "
+                              "EASEL_MACHINE to a calibration file)");
+    return p;
+  }
+  const bool toml_name = spec.size() > 5 && spec.compare(spec.size() - 5, 5, ".toml") == 0;
+  if (spec.find('/') != std::string::npos || toml_name) return spec;
+  std::vector<std::string> dirs;
+  if (const char* e = std::getenv("EASEL_MACHINES"); e != nullptr && *e != 0) dirs.push_back(e);
+  if (const char* e = std::getenv("EASEL_SOURCE_ROOT"); e != nullptr && *e != 0)
+    dirs.push_back(std::string(e) + "/tools/machines");
+  dirs.push_back(EASEL_MACHINES_SOURCE_DIR);
+  dirs.push_back(EASEL_MACHINES_INSTALL_DIR);
+  std::string names;
+  for (const std::string& d : dirs) {
+    if (d.empty()) continue;
+    const fs::path p = fs::path(d) / (spec + ".toml");
+    if (fs::is_regular_file(p, ec)) return p.string();
+    if (names.empty() && fs::is_directory(d, ec))
+      for (const auto& entry : fs::directory_iterator(d, ec))
+        if (entry.path().extension() == ".toml")
+          names += (names.empty() ? "" : ", ") + entry.path().stem().string();
+  }
+  return invalid_argument("--machine: '" + spec + "' is neither a file nor a described machine" +
+                          (names.empty() ? std::string() : " (" + names + ")") + " nor 'this'");
+}
+
+}  // namespace easel::model

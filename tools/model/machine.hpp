@@ -1,0 +1,101 @@
+// A machine description for the performance model (tools/model/model.hpp): what one node can do,
+// read from a TOML file. `easel bench --calibrate --out FILE` writes this machine's (measured
+// per-net step costs, memory and exchange figures); tools/machines/ holds described ones (a Xeon
+// Phi 7250 node, 8 GPUs on PCIe, 8 GPUs on NVLink) from published figures. Every table carries
+// a `source` saying where its figures come from; docs/MODEL.md describes the format.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/status.hpp"
+
+namespace easel::model {
+
+// A memory kind's bandwidth (all cores or one device streaming at once; STREAM's count) and
+// capacity.
+struct MemoryFigure {
+  bool present = false;
+  double bandwidth_gbs = 0;       // GB/s (1e9 bytes), the whole machine (or one device)
+  double core_bandwidth_gbs = 0;  // one core alone; 0: bandwidth_gbs / cores
+  double capacity_gb = 0;         // GB (1e9 bytes): the machine's (or one device's)
+};
+
+// An exchange transport: a message of B bytes costs latency + B / bandwidth.
+struct Transport {
+  bool present = false;
+  double latency_us = 0;
+  double bandwidth_gbs = 0;
+  double seconds(double bytes) const { return latency_us * 1e-6 + bytes / (bandwidth_gbs * 1e9); }
+};
+
+// A net's training step measured on this machine (easel bench): one group of one thread alone,
+// forward + loss + backward + momentum update, at `batch`; and under the group layouts
+// calibrated (G groups of one thread all stepping at once, each step ending in sync-easgd's
+// exchange, whose modelled cost is taken out).
+struct NetCalibration {
+  std::string net;
+  int64_t batch = 64;
+  double step_seconds = 0;    // whole step, one group alone
+  double update_seconds = 0;  // the momentum update's part of it
+  struct Layer {
+    std::string name, kind;
+    double forward_seconds = 0, backward_seconds = 0;
+  };
+  std::vector<Layer> layers;
+};
+
+// A way the machine can be split into localities (a KNL's quadrant, SNC-2 or SNC-4 mode): each
+// locality has cores / localities cores and hbw_gb of high-bandwidth memory of its own.
+struct LocalityMode {
+  std::string name;
+  int localities = 1;
+  double hbw_gb = 0;  // per locality; 0 when the mode has no high-bandwidth node (cache mode)
+  double dram_gb = 0;
+};
+
+struct Machine {
+  std::string file;  // where it was read from
+  std::string name;
+  bool gpu = false;  // groups are devices (one per GPU), not sets of cores
+  int cores = 1;     // physical cores (CPU machine) or host cores (GPU machine)
+  int devices = 0;   // GPUs (GPU machine)
+
+  // Compute: FP32 FMA peak of one core (CPU) or one device (GPU), the fraction of it the
+  // layers reach, and how a group's step scales with its threads (Amdahl: T / (1 + s (T-1))).
+  double peak_gflops = 0;
+  double efficiency = 0.5;
+  double serial_fraction = 0;
+  // Several groups at once: the slowdown of one group's step when every core runs a group
+  // (memory and cache contention; 1 = none), and the extra cost of sharing a core among several
+  // threads (time slices, cache refills) per oversubscribed thread (0 = none).
+  double contention = 1;
+  double oversubscription_overhead = 0;
+  // Sync algorithms: the waiting at the exchange's barrier, as a fraction of the compute, when
+  // groups share cores (time slices end at different moments).
+  double oversubscribed_wait = 0;
+
+  MemoryFigure dram, hbw, device;
+  Transport shared_memory, mpi, nccl, host_device;
+  std::vector<NetCalibration> nets;
+  std::vector<LocalityMode> modes;
+
+  const NetCalibration* calibration(const std::string& net) const;  // nullptr when none
+};
+
+// Reads and checks a machine description. Errors are one line naming the file and the key
+// (and the line), e.g. "tools/machines/x.toml: compute.peak_gflops: must be a positive number".
+Result<Machine> load_machine(const std::string& path);
+// Parses a description's text; `origin` names it in errors.
+Result<Machine> parse_machine(const std::string& text, const std::string& origin);
+
+// `--machine FILE|this|NAME`: `this` is the calibration `easel bench --calibrate` wrote
+// (EASEL_MACHINE, else ~/.config/easel/machine.toml; the error says how to write it); a bare
+// name (knl-7250) is looked up in the installed machines (tools/machines, EASEL_SOURCE_ROOT or
+// the install's share/easel/machines).
+Result<std::string> resolve_machine_path(const std::string& spec);
+// Where `easel bench --calibrate` writes when --out is not given.
+std::string default_calibration_path();
+
+}  // namespace easel::model

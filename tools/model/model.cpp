@@ -1,0 +1,408 @@
+#include "tools/model/model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "algos/list.hpp"
+
+namespace easel::model {
+
+namespace {
+
+constexpr double kGB = 1e9;
+
+int levels_of(int p) {
+  int l = 0;
+  while ((1 << l) < p)
+    ++l;
+  return l;
+}
+
+bool is_one_group(const std::string& a) {
+  return a == "sgd" || a == "msgd";
+}
+bool is_sync(const std::string& a) {
+  return a == "sync-easgd" || a == "sync-sgd";
+}
+bool is_easgd(const std::string& a) {
+  return a.find("easgd") != std::string::npos;
+}
+bool is_locked(const std::string& a) {
+  return a == "async-sgd" || a == "async-msgd" || a == "async-easgd" || a == "async-measgd";
+}
+bool is_hogwild(const std::string& a) {
+  return a == "hogwild-sgd" || a == "hogwild-easgd";
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// The memory a group's buffers are in.
+const MemoryFigure& memory_of(const Machine& m, const ModelRequest& req) {
+  if (m.gpu) return m.device;
+  if (req.placement == "hbw" && m.hbw.present) return m.hbw;
+  return m.dram;
+}
+
+double core_bandwidth(const Machine& m, const MemoryFigure& mem) {
+  return (mem.core_bandwidth_gbs > 0 ? mem.core_bandwidth_gbs
+                                     : mem.bandwidth_gbs / std::max(m.cores, 1)) *
+         kGB;
+}
+
+// Bytes one step streams through memory besides the FLOPs: the update over the arena (w, g, v
+// read, w, v written: 20 n) and each activation written, read by the backward pass and its
+// gradient written and read (4 passes of 4 bytes per float).
+double step_bytes(const ModelRequest& req) {
+  return 20.0 * static_cast<double>(req.cost.arena_floats) +
+         16.0 * static_cast<double>(req.cost.activation_floats) * static_cast<double>(req.batch);
+}
+
+// One group's step among the others, and where the figure comes from.
+double step_seconds(const Machine& m, const ModelRequest& req, Prediction& out) {
+  const double b = static_cast<double>(req.batch);
+  const double flops = req.cost.train_flops * b;
+  if (m.gpu) {
+    out.compute_source = "described";
+    const double t = flops / (m.peak_gflops * kGB * m.efficiency) +
+                     step_bytes(req) / (m.device.bandwidth_gbs * kGB);
+    // The batch crosses the host link every step (all co-design steps keep that).
+    return t + m.host_device.seconds(b * static_cast<double>(req.input_floats) * 4);
+  }
+  const int t_threads = std::max(req.threads_per_group, 1);
+  const int n_threads = req.groups * t_threads;
+  const int active = std::min(n_threads, m.cores);
+  const double speedup = t_threads / (1 + m.serial_fraction * (t_threads - 1));
+  const MemoryFigure& mem = memory_of(m, req);
+  double t = 0;
+  const NetCalibration* cal = m.calibration(req.net);
+  if (cal != nullptr && req.placement != "hbw") {
+    out.compute_source = "calibrated";
+    t = cal->step_seconds * b / static_cast<double>(cal->batch) / speedup;
+    if (cal->batch != req.batch)
+      out.notes.push_back("the step was measured at batch " + std::to_string(cal->batch) +
+                          ", scaled linearly to " + std::to_string(req.batch));
+    const double groups_at_once = std::min(req.groups, m.cores);
+    if (m.cores > 1)
+      t *= 1 + (m.contention - 1) * (groups_at_once - 1) / static_cast<double>(m.cores - 1);
+  } else {
+    out.compute_source = "described";
+    const double t_flops = flops / (m.peak_gflops * kGB * m.efficiency) / speedup;
+    // Memory: the group's threads stream at up to T cores' bandwidth, and all active cores
+    // share the kind's bandwidth.
+    const double bytes = step_bytes(req);
+    const double own = bytes / (core_bandwidth(m, mem) * t_threads);
+    const double shared = bytes * std::min(req.groups, active) / (mem.bandwidth_gbs * kGB);
+    t = t_flops + std::max(own, shared);
+    if (cal != nullptr)
+      out.notes.push_back("placement " + req.placement +
+                          ": the measured step (DRAM) is not used; FLOPs and bandwidth are");
+  }
+  if (n_threads > m.cores) {
+    out.oversubscribed = true;
+    const double over = static_cast<double>(n_threads) / m.cores;
+    t *= over * (1 + m.oversubscription_overhead * (over - 1));
+    out.notes.push_back(std::to_string(n_threads) + " threads on " + std::to_string(m.cores) +
+                        " cores: each step takes " + fmt("%.2f", over) +
+                        "x as long, plus the calibrated overhead per extra thread");
+  }
+  return t;
+}
+
+// The transport among the groups and the memory bandwidth of a shared-memory exchange.
+struct Link {
+  std::string name;
+  const Transport* t = nullptr;
+  bool shared_memory = false;
+};
+
+Link link_of(const Machine& m, const ModelRequest& req, bool to_master) {
+  if (!m.gpu) return {"shared_memory", &m.shared_memory, true};
+  // GPUs: the original EASGD's master is on the host, over the host link; a non-resident run's
+  // weights are in host memory already (copied every step): its exchange is the host's.
+  if (to_master) return {"host_device", &m.host_device, false};
+  if (!req.resident) return {"shared_memory", &m.shared_memory, true};
+  if (m.nccl.present) return {"nccl", &m.nccl, false};
+  return {"host_device", &m.host_device, false};
+}
+
+// Sync EASGD's (and sync-sgd's) exchange among P groups of one node.
+double sync_exchange(const Machine& m, const ModelRequest& req, Prediction& out) {
+  const int p = req.groups;
+  const double n = static_cast<double>(req.cost.arena_floats);
+  const double w = 4 * n;
+  const int msgs = req.pack == "per-layer" ? std::max(req.param_layers, 1) : 1;
+  const bool sgd = req.algo == "sync-sgd";
+  const Link link = link_of(m, req, false);
+  out.transport = link.name;
+  // One group of sync-easgd still takes its elastic step against the centre; sync-sgd has
+  // nothing to exchange.
+  if (p == 1 && (sgd || !link.shared_memory)) return 0;
+  double t = 0;
+  if (req.reduce == "serial" && !sgd) {
+    // P exchanges with the centre, one after the other: weights both ways each.
+    out.exchange_messages = 2 * msgs * p;
+    if (link.shared_memory) {
+      out.exchange_bytes =
+          36 * n * p;  // read centre, write group (8n), elastic (16n), centre (12n)
+      t = p * (2 * msgs * link.t->latency_us * 1e-6 + 36 * n / (link.t->bandwidth_gbs * kGB));
+    } else {
+      out.exchange_bytes = 2 * w * p;
+      t = p * 2 * (msgs * link.t->latency_us * 1e-6 + w / (link.t->bandwidth_gbs * kGB));
+      // The centre's elastic update in host memory, once per group.
+      t += p * 12 * n / (m.dram.bandwidth_gbs * kGB);
+    }
+    return t;
+  }
+  const int levels = levels_of(p);
+  if (link.shared_memory) {
+    // STREAM-counted bytes of the whole exchange: the reduce's and broadcast's 20n per level
+    // pair (P - 1 of them), every group's elastic step (16n) and the centre's (12n); the
+    // trainer's exchanges (partitioned, mirrored for two) spread them evenly over the groups'
+    // threads, each at the link's bandwidth, all at most at the memory's.
+    const double total = shm_exchange_floats(p, sgd) * n;
+    const int threads = m.gpu ? 1 : std::max(req.threads_per_group, 1);
+    const MemoryFigure& mem = m.gpu ? m.dram : memory_of(m, req);
+    out.exchange_messages = msgs * (2 * levels + 1);
+    out.exchange_bytes = total;
+    t = out.exchange_messages * link.t->latency_us * 1e-6 +
+        std::max(total / p / (threads * link.t->bandwidth_gbs * kGB),
+                 total / (mem.bandwidth_gbs * kGB));
+  } else {
+    // A reduce and a broadcast of the arena, each ceil(log2 P) levels of one message.
+    out.exchange_messages = 2 * levels * msgs;
+    out.exchange_bytes = 2 * levels * w;
+    t = 2 * levels * (msgs * link.t->latency_us * 1e-6 + w / (link.t->bandwidth_gbs * kGB));
+    // The elastic updates on the devices (or host): w, centre read, w written, centre summed.
+    const MemoryFigure& mem = req.resident ? m.device : m.dram;
+    t += 28 * n / (mem.bandwidth_gbs * kGB);
+  }
+  if (req.ranks > 1) {
+    const int rl = levels_of(req.ranks);
+    t += 2 * rl * (msgs * m.mpi.latency_us * 1e-6 + w / (m.mpi.bandwidth_gbs * kGB));
+    out.exchange_messages += 2 * rl * msgs;
+    out.exchange_bytes += 2 * rl * w;
+    out.transport += "+mpi";
+  }
+  return t;
+}
+
+// One group's exchange with the centre (easgd-rr's turn, the async algorithms' locked update,
+// hogwild's unlocked one): its weights or step there and the centre back.
+double centre_exchange(const Machine& m, const ModelRequest& req, Prediction& out) {
+  const double n = static_cast<double>(req.cost.arena_floats);
+  const double w = 4 * n;
+  const int msgs = req.pack == "per-layer" ? std::max(req.param_layers, 1) : 1;
+  const Link link = link_of(m, req, true);
+  out.transport = link.name;
+  out.exchange_messages = 2 * msgs;
+  if (link.shared_memory) {
+    // The group reads the centre and its own weights, updates both (EASGD: 16n + 12n; SGD's
+    // step onto the centre and the copy back: 12n + 8n).
+    const double bytes = is_easgd(req.algo) ? 28 * n : 20 * n;
+    out.exchange_bytes = bytes;
+    double bw = link.t->bandwidth_gbs * kGB;
+    // Hogwild's groups write the centre all at once: they share the machine's bandwidth.
+    if (is_hogwild(req.algo))
+      bw = std::min(bw, m.dram.bandwidth_gbs * kGB / std::min(req.groups, m.cores));
+    return 2 * msgs * link.t->latency_us * 1e-6 + bytes / bw;
+  }
+  out.exchange_bytes = 2 * w;
+  return 2 * (msgs * link.t->latency_us * 1e-6 + w / (link.t->bandwidth_gbs * kGB)) +
+         12 * n / (m.dram.bandwidth_gbs * kGB);
+}
+
+Status check(const Machine& m, const ModelRequest& req) {
+  if (!is_one_group(req.algo) && !is_sync(req.algo) && !is_locked(req.algo) &&
+      !is_hogwild(req.algo) && req.algo != "easgd-rr")
+    return invalid_argument("--algo: unknown algorithm '" + req.algo + "' (easel list)");
+  if (req.groups < 1 || req.groups > 65536)
+    return invalid_argument("--groups: " + std::to_string(req.groups) +
+                            " is out of range [1, 65536]");
+  if (is_one_group(req.algo) && req.groups != 1)
+    return invalid_argument("--algo " + req.algo + " runs one group, not " +
+                            std::to_string(req.groups));
+  if (req.threads_per_group < 1 || req.threads_per_group > 4096)
+    return invalid_argument("--threads-per-group: " + std::to_string(req.threads_per_group) +
+                            " is out of range [1, 4096]");
+  if (m.gpu && req.threads_per_group != 1)
+    return invalid_argument("--threads-per-group: " + m.file +
+                            " is a GPU machine (one group per device)");
+  if (m.gpu && req.groups > m.devices)
+    return invalid_argument("--groups: " + std::to_string(req.groups) + " groups, but " + m.file +
+                            " has " + std::to_string(m.devices) + " devices");
+  if (req.tau < 1 || req.tau > 1000000)
+    return invalid_argument("--tau: " + std::to_string(req.tau) + " is out of range [1, 1000000]");
+  if (req.batch < 1 || req.batch > 65536)
+    return invalid_argument("--batch: " + std::to_string(req.batch) +
+                            " is out of range [1, 65536]");
+  if (req.placement != "dram" && req.placement != "hbw")
+    return invalid_argument("--placement: '" + req.placement + "' (the model takes dram or hbw)");
+  if (req.placement == "hbw" && !m.gpu && !m.hbw.present)
+    return invalid_argument("--placement hbw: " + m.file + " has no [memory.hbw]");
+  if (req.reduce != "tree" && req.reduce != "serial")
+    return invalid_argument("--reduce: '" + req.reduce + "' (tree or serial)");
+  if (req.pack != "single" && req.pack != "per-layer")
+    return invalid_argument("--pack: '" + req.pack + "' (single or per-layer)");
+  if (req.ranks < 1 || req.ranks > 65536)
+    return invalid_argument("--ranks: " + std::to_string(req.ranks) +
+                            " is out of range [1, 65536]");
+  if (req.ranks > 1 && !is_sync(req.algo))
+    return invalid_argument("--ranks: the model spans ranks for sync-easgd and sync-sgd only");
+  if (req.ranks > 1 && !m.mpi.present)
+    return invalid_argument("--ranks: " + m.file + " has no [transport.mpi]");
+  if (!req.resident && !m.gpu) return invalid_argument("--resident off: only for a GPU machine");
+  return Status::ok_status();
+}
+
+}  // namespace
+
+double shm_exchange_floats(int p, bool sgd) {
+  if (p <= 1) return sgd ? 0 : 28;
+  return sgd ? 20.0 * (p - 1) + 20.0 * p : 20.0 * (p - 1) + 16.0 * p + 12;
+}
+
+double group_bytes(const ModelRequest& req) {
+  // weights, gradients, momentum; sync-easgd's partitioned exchange keeps a second weights arena.
+  const double arenas = req.algo == "sync-easgd" ? 4 : 3;
+  return 4.0 * static_cast<double>(req.cost.arena_floats) * arenas +
+         8.0 * static_cast<double>(req.cost.activation_floats) * static_cast<double>(req.batch);
+}
+
+Result<Prediction> predict(const Machine& m, const ModelRequest& req) {
+  EASEL_RETURN_IF_ERROR(check(m, req));
+  Prediction out;
+  const double tc = step_seconds(m, req, out);
+  out.step_seconds = tc;
+  const int p = req.groups;
+  // Weights that do not stay on the device cross the host link at every step: down before the
+  // step, the gradient back after it (the original EASGD and Sync EASGD1 on GPUs).
+  double host_copies = 0;
+  if (m.gpu && !req.resident) {
+    const double w = 4.0 * static_cast<double>(req.cost.arena_floats);
+    host_copies = 2 * m.host_device.seconds(w);
+    out.notes.push_back("weights not resident: " + fmt("%.1f", 2 * w / 1e6) +
+                        " MB cross the host link every step");
+  }
+  double comm = host_copies, wait = 0, iteration = 0;
+  if (is_one_group(req.algo)) {
+    iteration = tc + comm;
+  } else if (is_sync(req.algo)) {
+    const double x = sync_exchange(m, req, out);
+    out.exchange_seconds = x;
+    const double per_step = req.algo == "sync-sgd" ? x : x / req.tau;
+    double exposed = per_step;
+    if (req.overlap && req.algo == "sync-easgd") {
+      exposed = std::max(0.0, per_step - tc);
+      out.notes.push_back("overlap on: the exchange runs beside the next step; exposed " +
+                          fmt("%.3g", exposed) + " s of " + fmt("%.3g", per_step) + " s");
+    }
+    comm += exposed;
+    if (out.oversubscribed) wait = m.oversubscribed_wait * tc;
+    iteration = tc + comm + wait;
+  } else if (req.algo == "easgd-rr") {
+    // The master serves one group at a time, by id: a round takes max(own step + turn, P turns).
+    const double x = centre_exchange(m, req, out) / req.tau;
+    out.exchange_seconds = x * req.tau;
+    comm += x;
+    iteration = std::max(tc + comm, p * x + host_copies);
+    wait = iteration - tc - comm;
+  } else if (is_locked(req.algo)) {
+    // The centre's lock serialises the groups' exchanges: with utilisation U = P x / (step + x)
+    // a group queues about x U / (2 (1 - U)) (M/D/1), at most (P - 1) x; at U >= 1 the lock is
+    // the bottleneck and a round takes P x.
+    const double x = centre_exchange(m, req, out) / (is_easgd(req.algo) ? req.tau : 1);
+    out.exchange_seconds = x * (is_easgd(req.algo) ? req.tau : 1);
+    comm += x;
+    const double u = p * x / (tc + comm);
+    if (u >= 1) {
+      iteration = p * x + host_copies;
+      wait = std::max(0.0, iteration - tc - comm);
+    } else {
+      wait = std::min(x * u / (2 * (1 - u)), (p - 1) * x);
+      iteration = tc + comm + wait;
+    }
+  } else {  // hogwild: no lock, the groups' writes share the bandwidth
+    const double x = centre_exchange(m, req, out) / (is_easgd(req.algo) ? req.tau : 1);
+    out.exchange_seconds = x * (is_easgd(req.algo) ? req.tau : 1);
+    comm += x;
+    iteration = tc + comm;
+  }
+  out.seconds_per_iteration = iteration;
+  out.compute_seconds = tc;
+  out.comm_seconds = comm;
+  out.wait_seconds = wait;
+  out.compute_share = tc / iteration;
+  out.comm_share = comm / iteration;
+  out.wait_share = wait / iteration;
+  out.images_per_second =
+      static_cast<double>(p) * req.ranks * static_cast<double>(req.batch) / iteration;
+  return out;
+}
+
+Result<std::vector<PlanRow>> plan_partitions(const Machine& m, const ModelRequest& base,
+                                             int64_t iterations) {
+  std::vector<LocalityMode> modes = m.modes;
+  if (modes.empty()) {
+    LocalityMode all;
+    all.name = m.gpu ? "gpus" : "one locality";
+    all.localities = 1;
+    all.hbw_gb = m.gpu ? m.device.capacity_gb : (m.hbw.present ? m.hbw.capacity_gb : 0);
+    all.dram_gb = m.dram.capacity_gb;
+    modes.push_back(all);
+  }
+  std::vector<PlanRow> rows;
+  for (const LocalityMode& mode : modes) {
+    std::vector<int> counts;
+    const int limit = m.gpu ? m.devices : m.cores;
+    for (int g = 1; g <= limit; g *= 2)
+      counts.push_back(g);
+    if (!m.gpu) counts.push_back(mode.localities);
+    std::sort(counts.begin(), counts.end());
+    counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+    for (int g : counts) {
+      if (is_one_group(base.algo) && g != 1) continue;
+      if (!m.gpu && g > mode.localities && g % mode.localities != 0) continue;
+      if (!m.gpu && g > 1 && g < mode.localities) continue;  // would straddle localities
+      PlanRow row;
+      row.mode = mode.name;
+      row.localities = mode.localities;
+      row.groups = g;
+      row.threads = m.gpu ? 1 : m.cores / g;
+      ModelRequest req = base;
+      req.groups = g;
+      req.threads_per_group = row.threads;
+      req.batch = std::max<int64_t>(1, base.batch / g);
+      row.group_bytes = group_bytes(req);
+      // The fast memory one group may use: its locality's, shared by the groups in it (one
+      // group over every locality has all of it); a GPU's own memory.
+      const double share = m.gpu ? 1.0 : std::max(1.0, static_cast<double>(g) / mode.localities);
+      row.hbw_bytes_per_group =
+          m.gpu ? mode.hbw_gb * kGB
+                : mode.hbw_gb * kGB * (g < mode.localities ? mode.localities : 1) / share;
+      row.fits_fast = row.hbw_bytes_per_group >= row.group_bytes;
+      if (m.gpu) {
+        row.fit_note = row.fits_fast ? "fits in the device" : "does not fit in the device";
+      } else if (mode.hbw_gb <= 0) {
+        row.fit_note = "no high-bandwidth node (cache mode or none): dram";
+      } else {
+        row.fit_note = row.fits_fast ? "fits in hbw" : "over hbw: dram";
+        req.placement = row.fits_fast ? "hbw" : "dram";
+      }
+      if (!m.gpu && !m.hbw.present) req.placement = "dram";
+      EASEL_ASSIGN_OR_RETURN(row.p, predict(m, req));
+      row.batch = req.batch;
+      row.seconds = static_cast<double>(iterations) * row.p.seconds_per_iteration;
+      rows.push_back(std::move(row));
+    }
+  }
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const PlanRow& a, const PlanRow& b) { return a.seconds < b.seconds; });
+  return rows;
+}
+
+}  // namespace easel::model

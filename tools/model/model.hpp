@@ -1,0 +1,99 @@
+// The performance model behind `easel model` and `easel plan`: for a net, an algorithm, groups x
+// threads, tau and a machine description (machine.hpp), the time of one iteration (every group
+// steps once) and its compute / communication / wait split. docs/MODEL.md gives the formulas and
+// checks them against runs here and against the paper's figures.
+//
+//   compute   one group's step: this machine's measured step (easel bench --calibrate), else
+//             FLOPs / (peak x efficiency) + bytes / bandwidth of the memory kind the buffers are
+//             in; T threads speed it up by T / (1 + s (T - 1)); groups at once slow it by the
+//             calibrated contention (or share the memory bandwidth); N threads on C < N cores
+//             take N / C as long, plus an overhead per extra thread.
+//   exchange  latency x messages + bytes / bandwidth of the transport (shared memory, NCCL, the
+//             host link, MPI), in the algorithm's pattern: a tree of ceil(log2 P) levels or P
+//             serial exchanges, one message or one per layer, overlapped with the next step or
+//             not, every tau steps.
+//   wait      the locked centre's queue (async), the round-robin turn (easgd-rr), the barrier
+//             of groups that share cores (sync).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/status.hpp"
+#include "nets/graph.hpp"
+#include "tools/model/machine.hpp"
+
+namespace easel::model {
+
+struct ModelRequest {
+  std::string net = "lenet";
+  NetCost cost;              // net_cost of the net on its input
+  int64_t input_floats = 0;  // one image: C x H x W
+  int param_layers = 1;      // layers with parameters: the messages of --pack per-layer
+  int64_t batch = 64;        // per group
+  std::string algo = "sync-easgd";
+  int groups = 1;
+  int threads_per_group = 1;  // CPU machines
+  int tau = 1;
+  std::string placement = "dram";  // where the groups' buffers are: dram or hbw
+  std::string reduce = "tree";     // sync-easgd: tree or serial (P exchanges)
+  std::string pack = "single";     // single (one message) or per-layer
+  bool overlap = false;            // sync-easgd: exchange overlapped with the next step
+  bool resident = true;            // GPU: weights stay on the devices (only the batch crosses)
+  int ranks = 1;                   // MPI ranks, `groups` groups each (sync algorithms)
+};
+
+struct Prediction {
+  double seconds_per_iteration = 0;
+  double compute_seconds = 0, comm_seconds = 0, wait_seconds = 0;  // per group, per iteration
+  double compute_share = 0, comm_share = 0, wait_share = 0;
+  double images_per_second = 0;
+  // The parts.
+  double step_seconds = 0;      // one group's step as it runs among the others
+  double exchange_seconds = 0;  // one exchange (every tau steps), before overlap
+  double exchange_bytes = 0;    // bytes one exchange moves on its critical path
+  int exchange_messages = 0;    // messages on its critical path
+  std::string transport;        // "shared_memory", "nccl", "host_device", ...
+  std::string compute_source;   // "calibrated" or "described"
+  bool oversubscribed = false;
+  std::vector<std::string> notes;
+};
+
+// Checks the request against the machine (one line naming the flag) and predicts.
+Result<Prediction> predict(const Machine& m, const ModelRequest& req);
+
+// One partition of a machine as `easel plan` ranks them.
+struct PlanRow {
+  std::string mode;  // the machine's locality mode ("quadrant", "snc4", "this", "gpus")
+  int localities = 1;
+  int groups = 1, threads = 1;
+  int64_t batch = 0;  // per group: the node's batch split evenly
+  Prediction p;
+  double seconds = 0;              // to the budget
+  double group_bytes = 0;          // one group's weights, gradients, momentum, activations
+  double hbw_bytes_per_group = 0;  // the fast memory one group may use (its locality's, shared)
+  bool fits_fast = false;          // P replicas fit in the fast memory (MCDRAM/HBM/device)
+  std::string fit_note;
+};
+
+// Every partition of the machine (for each locality mode: 1, 2, 4, ... groups up to its cores
+// or devices, and one per locality, each group inside one locality), each predicted for `base`
+// with its groups, threads and base.batch split evenly over the groups (the node's batch per
+// iteration, as the paper's KNL partitions split theirs), placement hbw where P replicas fit in
+// the fast memory and dram otherwise; ranked by the time of `iterations` iterations.
+Result<std::vector<PlanRow>> plan_partitions(const Machine& m, const ModelRequest& base,
+                                             int64_t iterations);
+
+// STREAM-counted bytes per arena float of sync-easgd's (sgd: sync-sgd's) whole shared-memory
+// exchange among p groups: 20 (p - 1) + 16 p + 12 (sync-sgd: 20 (p - 1) + 20 p; for p = 1,
+// sync-easgd's elastic steps 28 and sync-sgd's 0).
+// The exchange takes latency x (2 ceil(log2 p) + 1) + max(bytes / p / (T x link bandwidth),
+// bytes / memory bandwidth); easel bench --calibrate fits the latency and bandwidth to it.
+double shm_exchange_floats(int p, bool sgd);
+
+// Bytes one group holds: weights, gradients and momentum (and the algorithm's extra arenas) plus
+// the activations of its batch and their gradients.
+double group_bytes(const ModelRequest& req);
+
+}  // namespace easel::model

@@ -1,0 +1,263 @@
+// `easel model` (one configuration's predicted time per iteration and its split) and `easel plan`
+// (every partition of a machine ranked by predicted time to an iteration budget, with the fit of
+// P replicas in its fast memory). The model itself is tools/model/model.hpp; docs/MODEL.md.
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "nets/graph.hpp"
+#include "nets/models/models.hpp"
+#include "tools/bench/bench_model.hpp"
+#include "tools/cli/cli.hpp"
+#include "tools/model/model.hpp"
+
+namespace easel::cli {
+
+namespace {
+
+using model::Machine;
+using model::ModelRequest;
+using model::Prediction;
+using nlohmann::json;
+
+// The flags both commands share, as typed.
+struct NetFlags {
+  std::string net = "lenet";
+  std::string machine;
+  std::string algo = "sync-easgd";
+  int64_t batch = 64;
+  int64_t classes = 0;
+  int tau = 1;
+  bool json = false;
+};
+
+struct ModelFlags : NetFlags {
+  int groups = 1;
+  int threads_per_group = 1;
+  std::string placement = "dram";
+  std::string reduce = "tree";
+  std::string pack = "single";
+  std::string overlap = "off";
+  std::string resident = "on";
+  int ranks = 1;
+};
+
+struct PlanFlags : NetFlags {
+  int64_t iterations = 1000;
+};
+
+void add_net_flags(CLI::App* c, NetFlags& f) {
+  c->add_option("--net", f.net, "a built-in net (easel list) or a net description file")
+      ->capture_default_str();
+  c->add_option("--machine", f.machine,
+                "machine description: a TOML file, a described machine's name (knl-7250, "
+                "gpu8-pcie, gpu8-nvlink) or 'this' (written by easel bench --calibrate)")
+      ->required();
+  c->add_option("--algo", f.algo, "algorithm (easel list)")->capture_default_str();
+  c->add_option("--batch", f.batch,
+                "mini-batch size per group (plan: of the node, split over the groups)")
+      ->capture_default_str();
+  c->add_option("--classes", f.classes,
+                "classes of the net's output layer (0: the net's own; the paper's AlexNet-CIFAR "
+                "has 1000)")
+      ->capture_default_str();
+  c->add_option("--tau", f.tau, "EASGD communication period")->capture_default_str();
+  c->add_flag("--json", f.json, "print one JSON object");
+}
+
+int fail(const Status& s) {
+  return report(s, Failure::request);
+}
+
+// The net's cost and the request's net fields; errors name --net or --classes.
+Result<ModelRequest> net_request(const NetFlags& f) {
+  if (f.classes < 0 || f.classes > 1000000)
+    return invalid_argument("--classes: " + std::to_string(f.classes) +
+                            " is out of range [0, 1000000]");
+  const bench::BenchInput in = bench::bench_input(f.net);
+  auto spec = build_model(
+      f.net, {in.channels, in.height, in.width, f.classes > 0 ? f.classes : in.classes});
+  if (!spec.ok()) return spec.status();
+  EASEL_ASSIGN_OR_RETURN(NetCost cost, net_cost(*spec));
+  ModelRequest req;
+  req.net = f.net;
+  req.cost = cost;
+  req.input_floats = in.channels * in.height * in.width;
+  req.param_layers = 0;
+  for (const LayerSpec& l : spec->layers)
+    req.param_layers += l.fillers.empty() ? 0 : 1;
+  req.algo = f.algo;
+  req.batch = f.batch;
+  req.tau = f.tau;
+  return req;
+}
+
+Result<Machine> machine_of(const std::string& spec) {
+  EASEL_ASSIGN_OR_RETURN(const std::string path, model::resolve_machine_path(spec));
+  return model::load_machine(path);
+}
+
+Result<bool> on_off(const std::string& flag, const std::string& v) {
+  if (v == "on") return true;
+  if (v == "off") return false;
+  return invalid_argument(flag + ": '" + v + "' (on or off)");
+}
+
+json prediction_json(const Prediction& p) {
+  return {{"seconds_per_iteration", p.seconds_per_iteration},
+          {"compute_share", p.compute_share},
+          {"comm_share", p.comm_share},
+          {"wait_share", p.wait_share},
+          {"images_per_second", p.images_per_second},
+          {"compute_seconds", p.compute_seconds},
+          {"comm_seconds", p.comm_seconds},
+          {"wait_seconds", p.wait_seconds},
+          {"step_seconds", p.step_seconds},
+          {"exchange_seconds", p.exchange_seconds},
+          {"exchange_bytes", p.exchange_bytes},
+          {"exchange_messages", p.exchange_messages},
+          {"transport", p.transport},
+          {"compute_source", p.compute_source},
+          {"oversubscribed", p.oversubscribed},
+          {"notes", p.notes}};
+}
+
+int run_model(const ModelFlags& f) {
+  auto req = net_request(f);
+  if (!req.ok()) return fail(req.status());
+  auto m = machine_of(f.machine);
+  if (!m.ok()) return fail(m.status());
+  req->groups = f.groups;
+  req->threads_per_group = f.threads_per_group;
+  req->placement = f.placement;
+  req->reduce = f.reduce;
+  req->pack = f.pack;
+  req->ranks = f.ranks;
+  auto overlap = on_off("--overlap", f.overlap);
+  if (!overlap.ok()) return fail(overlap.status());
+  auto resident = on_off("--resident", f.resident);
+  if (!resident.ok()) return fail(resident.status());
+  req->overlap = *overlap;
+  req->resident = *resident;
+  auto p = model::predict(*m, *req);
+  if (!p.ok()) return fail(p.status());
+  if (f.json) {
+    json j = prediction_json(*p);
+    j["machine"] = m->name;
+    j["machine_file"] = m->file;
+    j["net"] = f.net;
+    j["algo"] = f.algo;
+    j["groups"] = f.groups;
+    j["threads_per_group"] = f.threads_per_group;
+    j["tau"] = f.tau;
+    j["batch"] = f.batch;
+    j["weight_bytes"] = 4.0 * static_cast<double>(req->cost.params);
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("easel model: %s on %s, %d group(s) x %d thread(s), batch %lld, tau %d; %s (%s)\n",
+              f.algo.c_str(), f.net.c_str(), f.groups, f.threads_per_group,
+              static_cast<long long>(f.batch), f.tau, m->name.c_str(), m->file.c_str());
+  std::printf("seconds_per_iteration %.6g\n", p->seconds_per_iteration);
+  std::printf("compute/comm/wait     %.1f%% / %.1f%% / %.1f%%\n", 100 * p->compute_share,
+              100 * p->comm_share, 100 * p->wait_share);
+  std::printf("images_per_second     %.1f\n", p->images_per_second);
+  std::printf("step %.4g s (%s); exchange %.4g s over %s, %d message(s), %.3g MB on its path\n",
+              p->step_seconds, p->compute_source.c_str(), p->exchange_seconds,
+              p->transport.empty() ? "-" : p->transport.c_str(), p->exchange_messages,
+              p->exchange_bytes / 1e6);
+  for (const std::string& n : p->notes)
+    std::printf("note: %s\n", n.c_str());
+  return 0;
+}
+
+int run_plan(const PlanFlags& f) {
+  auto req = net_request(f);
+  if (!req.ok()) return fail(req.status());
+  if (f.iterations < 1 || f.iterations > 1000000000)
+    return fail(invalid_argument("--iterations: " + std::to_string(f.iterations) +
+                                 " is out of range [1, 1e9]"));
+  auto m = machine_of(f.machine);
+  if (!m.ok()) return fail(m.status());
+  auto rows = model::plan_partitions(*m, *req, f.iterations);
+  if (!rows.ok()) return fail(rows.status());
+  const std::string budget =
+      std::to_string(f.iterations) + " iterations of " + std::to_string(f.batch) + " images";
+  if (f.json) {
+    json out = {{"machine", m->name},
+                {"machine_file", m->file},
+                {"net", f.net},
+                {"algo", f.algo},
+                {"batch", f.batch},
+                {"budget", budget},
+                {"partitions", json::array()}};
+    for (const model::PlanRow& r : *rows) {
+      json j = prediction_json(r.p);
+      j["mode"] = r.mode;
+      j["localities"] = r.localities;
+      j["groups"] = r.groups;
+      j["threads_per_group"] = r.threads;
+      j["batch_per_group"] = r.batch;
+      j["seconds"] = r.seconds;
+      j["group_bytes"] = r.group_bytes;
+      j["fast_bytes_per_group"] = r.hbw_bytes_per_group;
+      j["fits_fast_memory"] = r.fits_fast;
+      j["fit"] = r.fit_note;
+      out["partitions"].push_back(j);
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  std::printf("easel plan: %s on %s, %s (split over the groups); %s (%s); fastest first\n",
+              f.algo.c_str(), f.net.c_str(), budget.c_str(), m->name.c_str(), m->file.c_str());
+  std::printf("%-4s %-14s %6s %7s %5s %12s %10s %6s %6s %6s %9s %9s  %s\n", "rank", "mode",
+              "groups", "threads", "batch", "s/iteration", "seconds", "comp%", "comm%", "wait%",
+              "group MB", "fast MB", "fit");
+  int rank = 1;
+  for (const model::PlanRow& r : *rows)
+    std::printf("%-4d %-14s %6d %7d %5lld %12.5g %10.4g %6.1f %6.1f %6.1f %9.1f %9.1f  %s\n",
+                rank++, r.mode.c_str(), r.groups, r.threads, static_cast<long long>(r.batch),
+                r.p.seconds_per_iteration, r.seconds, 100 * r.p.compute_share, 100 * r.p.comm_share,
+                100 * r.p.wait_share, r.group_bytes / 1e6, r.hbw_bytes_per_group / 1e6,
+                r.fit_note.c_str());
+  return 0;
+}
+
+}  // namespace
+
+ModelCommands add_model_commands(CLI::App& app) {
+  auto mf = std::make_shared<ModelFlags>();
+  auto pf = std::make_shared<PlanFlags>();
+  CLI::App* m = app.add_subcommand(
+      "model", "predict the time per iteration and its compute/comm/wait split (docs/MODEL.md)");
+  add_net_flags(m, *mf);
+  m->add_option("--groups", mf->groups, "worker groups")->capture_default_str();
+  m->add_option("--threads-per-group", mf->threads_per_group, "threads in each group")
+      ->capture_default_str();
+  m->add_option("--placement", mf->placement, "where the groups' buffers are: dram or hbw")
+      ->capture_default_str();
+  m->add_option("--reduce", mf->reduce, "sync-easgd exchange: tree or serial (P exchanges)")
+      ->capture_default_str();
+  m->add_option("--pack", mf->pack, "single (one message) or per-layer")->capture_default_str();
+  m->add_option("--overlap", mf->overlap, "sync-easgd: overlap the exchange (on/off)")
+      ->capture_default_str();
+  m->add_option("--resident", mf->resident,
+                "GPU machine: weights stay on the devices (on) or cross the host link every "
+                "step (off: the original EASGD and Sync EASGD1)")
+      ->capture_default_str();
+  m->add_option("--ranks", mf->ranks, "MPI ranks of --groups groups each (sync algorithms)")
+      ->capture_default_str();
+  CLI::App* p = app.add_subcommand(
+      "plan", "rank a machine's partitions by predicted time, with the fit in fast memory");
+  add_net_flags(p, *pf);
+  p->add_option("--iterations", pf->iterations,
+                "the budget: iterations of --batch images (split evenly over the groups)")
+      ->capture_default_str();
+  return [m, p, mf, pf]() -> int {
+    if (m->parsed()) return run_model(*mf);
+    if (p->parsed()) return run_plan(*pf);
+    return -1;
+  };
+}
+
+}  // namespace easel::cli
