@@ -122,7 +122,7 @@ def series_by_groups(rows, axes_keys, value):
     """{line label: [(groups, value)]}, one line per setting of the swept flags other than groups."""
     lines = {}
     for r in rows:
-        if r.get("status") not in ("done", "diverged", "stalled"):
+        if r.get("status") != "done":  # a diverged run's rate and shares are not a result
             continue
         v = value(r)
         if v is None:
@@ -155,8 +155,7 @@ def one_group_count(rows):
 
 def bars(rows, value, xlabel, title, path):
     """One horizontal bar per run (in the grid's order): for a sweep of one group count."""
-    ran = sorted([r for r in rows if r.get("status") in ("done", "diverged", "stalled")],
-                 key=lambda r: r.get("index", 0) or 0)
+    ran = sorted([r for r in rows if r.get("status") == "done"], key=lambda r: r.get("index", 0) or 0)
     if not ran:
         return
     fig, ax = plt.subplots(figsize=(7.5, 0.32 * len(ran) + 1.4))
@@ -195,7 +194,7 @@ def time_to_target(rows, axes_keys, target, d):
 
 
 def time_shares(rows, d):
-    ran = [r for r in rows if r.get("status") in ("done", "diverged", "stalled")]
+    ran = [r for r in rows if r.get("status") == "done"]
     if not ran:
         return
     ran = sorted(ran, key=lambda r: r.get("index", 0) or 0)
