@@ -10,6 +10,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "engine/comm/mpi_comm.hpp"
+
 namespace easel {
 
 namespace fs = std::filesystem;
@@ -19,6 +21,9 @@ thread_local TraceTrack* current = nullptr;
 }
 
 double trace_now() {
+  // Simulated (SMPI): the simulated clock, as algos' now_seconds(), whose times add_time()
+  // records beside these.
+  if (const double sim = sim_clock_seconds(); sim >= 0) return sim;
   using clock = std::chrono::steady_clock;
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
 }

@@ -26,7 +26,8 @@ inline constexpr int64_t kMaxTraceSteps = 100000;   // largest --trace-steps
 // directory, nor a file this process may not write). Errors name --trace.
 Status check_trace_path(const std::string& path);
 
-// Monotonic seconds on the clock the spans use (steady_clock, as algos' now_seconds()).
+// Monotonic seconds on the clock the spans use (steady_clock, or the simulated clock under
+// SMPI: as algos' now_seconds()).
 double trace_now();
 
 class TraceTrack {
