@@ -175,18 +175,18 @@ class AsyncEasgd final : public Algorithm {
 
   // Rank 0's server thread: serves requests in arrival order until a short (stop) message.
   void serve(Run& run) {
-    const int64_t n = run.arena_floats();
     TraceBind trace(run.centre_trace);  // a span per request served
     int64_t served = 0;
+    const int64_t n = run.arena_floats();
     std::vector<float> in(static_cast<size_t>(n + kRequestExtra));
     std::vector<float> out(static_cast<size_t>(n + kReplyExtra));
     for (;;) {
       int64_t got = 0;
       const int src = run.world->recv(in.data(), n + kRequestExtra, -1, kTagRequest, &got, 0);
       if (got != n + kRequestExtra) return;
-      const float alpha = in[static_cast<size_t>(n)];
       if (run.centre_trace) run.centre_trace->begin_unit(served++);
       TraceSpan span("serve a remote group", "comm");
+      const float alpha = in[static_cast<size_t>(n)];
       int32_t gid = 0;
       std::memcpy(&gid, &in[static_cast<size_t>(n + 1)], sizeof gid);
       {

@@ -395,14 +395,6 @@ const Setting kSettings[] = {
    "config.json; only the flags marked 'may change on --resume' may change"},
   {"log-level", kLogLevel, kTrain, R::per_run,
    "debug, info, warn, error (default: EASEL_LOG or info)"},
-};
-// clang-format on
-
-Status check_range(const char* flag, double v, double lo, double hi, bool lo_open = false) {
-  if (!std::isfinite(v) || v > hi || (lo_open ? v <= lo : v < lo)) {
-    return invalid_argument(std::string(flag) + ": " + std::to_string(v) + " is out of range " +
-                            (lo_open ? "(" : "[") + std::to_string(lo) + ", " + std::to_string(hi) +
-                            "]");
   {"trace", text<&T::trace>(), kTrain, R::per_run,
    "write a Chrome trace-event timeline of the run to FILE.json (Perfetto, chrome://tracing; "
    "under mpirun rank R > 0 writes FILE.rankR.json): a track per group, the centre and the main "
@@ -411,6 +403,14 @@ Status check_range(const char* flag, double v, double lo, double hi, bool lo_ope
    "with --trace: the first N steps of each group in full"},
   {"trace-every", integer<&T::trace_every>(), kTrain, R::per_run,
    "with --trace: after them every K-th step (K doubles whenever 256 such steps are kept)"},
+};
+// clang-format on
+
+Status check_range(const char* flag, double v, double lo, double hi, bool lo_open = false) {
+  if (!std::isfinite(v) || v > hi || (lo_open ? v <= lo : v < lo)) {
+    return invalid_argument(std::string(flag) + ": " + std::to_string(v) + " is out of range " +
+                            (lo_open ? "(" : "[") + std::to_string(lo) + ", " + std::to_string(hi) +
+                            "]");
   }
   return {};
 }
@@ -482,6 +482,12 @@ Status validate_config(const TrainConfig& c) {
     return invalid_argument("--data-threads: " + std::to_string(c.data_threads) +
                             " is out of range [0, " + std::to_string(kMaxDataThreads) +
                             "] (0: one thread per group)");
+  if (c.trace_steps < 0 || c.trace_steps > kMaxTraceSteps)
+    return invalid_argument("--trace-steps: " + std::to_string(c.trace_steps) +
+                            " is out of range [0, " + std::to_string(kMaxTraceSteps) + "]");
+  if (c.trace_every < 1)
+    return invalid_argument("--trace-every: " + std::to_string(c.trace_every) + " must be >= 1");
+  if (!c.trace.empty()) EASEL_RETURN_IF_ERROR(check_trace_path(c.trace));
   EASEL_RETURN_IF_ERROR(make_algorithm(c.algo).status());
   // A net description is checked whole (but its shapes, which follow the data) before the data
   // is read.
@@ -490,12 +496,6 @@ Status validate_config(const TrainConfig& c) {
   if (!c.device.gpu) {
     std::string accelerators;  // the device list's kinds whose units are GPUs
     for (const DeviceEntry& e : device_list())
-  if (c.trace_steps < 0 || c.trace_steps > kMaxTraceSteps)
-    return invalid_argument("--trace-steps: " + std::to_string(c.trace_steps) +
-                            " is out of range [0, " + std::to_string(kMaxTraceSteps) + "]");
-  if (c.trace_every < 1)
-    return invalid_argument("--trace-every: " + std::to_string(c.trace_every) + " must be >= 1");
-  if (!c.trace.empty()) EASEL_RETURN_IF_ERROR(check_trace_path(c.trace));
       if (e.accelerator) accelerators += (accelerators.empty() ? "" : " or ") + std::string(e.name);
     for (MemKind k : c.placement.kind)
       if (k == MemKind::pinned_host || k == MemKind::device)

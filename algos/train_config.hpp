@@ -95,13 +95,13 @@ struct TrainConfig {
   bool checkpoint = true;             // write --out/checkpoint.bin after every evaluation
   std::string resume;                 // a run's --out to continue from
   std::optional<LogLevel> log_level;  // nullopt: EASEL_LOG or info
-  // Every other setting that fixes the run, as its front end writes them (easel train: the
   // A Chrome trace-event timeline of the run (engine/trace.hpp, docs/TRACE.md); empty: none.
   // Each group's track keeps its first trace_steps steps whole, then every trace_every-th step
   // (at most kTraceSampledSteps of them: past that the period doubles).
   std::string trace;
   int64_t trace_steps = 20;
   int64_t trace_every = 100;
+  // Every other setting that fixes the run, as its front end writes them (easel train: the
   // config.json keys a resumed run may not change, as JSON); part of a checkpoint's identity.
   std::string settings;
 };
