@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "algos/train_config.hpp"
+#include "api/run_dir.hpp"
 
 namespace easel::api {  // the public API (include/easel/), which `easel train` uses
 class Config;
@@ -66,9 +67,9 @@ api::Status train_settings_config(SettingValues& values, const std::vector<std::
 Result<std::vector<std::string>> resume_args(const std::string& dir,
                                              const std::vector<std::string>& given);
 
-// Writes text to path atomically: a temporary file beside it, then a rename; on failure the
-// file is as it was and no temporary is left. False on failure.
-bool write_atomic(const std::filesystem::path& path, const std::string& text);
+// Writes text to path atomically (api/run_dir.hpp: a temporary file beside it, then a rename;
+// on failure the file is as it was and no temporary is left). False on failure.
+using run_dir::write_atomic;
 
 // Subcommands. Each returns the process exit code.
 // `easel train` (tools/cli/train_cmd.cpp, through the public API): the settings as

@@ -12,23 +12,6 @@ namespace easel::cli {
 
 namespace fs = std::filesystem;
 
-bool write_atomic(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  std::error_code ec, ignored;
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    if (!f) return false;  // not opened: whatever is at tmp is not ours to remove
-    if (!(f << text) || !f.flush()) {
-      f.close();
-      fs::remove(tmp, ignored);  // our half-written file goes
-      return false;
-    }
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) fs::remove(tmp, ignored);
-  return !ec;
-}
-
 Failure failure_of(const Status& st) {
   return st.code() == Code::invalid_argument ? Failure::request : Failure::run;
 }
@@ -135,7 +118,7 @@ Result<std::vector<std::string>> resume_args(const std::string& dir,
                               " cannot change when a run continues (its config.json fixes it)");
   std::vector<std::pair<std::string, std::string>> settings;
   if (api::Status st = api::read_run_settings(dir, &settings); !st.ok())
-    return Status(st.code() == api::Code::not_found ? Code::not_found
+    return Status(st.code() == api::Code::not_found  ? Code::not_found
                   : st.code() == api::Code::io_error ? Code::io_error
                                                      : Code::data_error,
                   st.message());
