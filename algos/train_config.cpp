@@ -1,4 +1,5 @@
 #include "algos/train_config.hpp"
+#include "algos/train_run.hpp"
 
 #include "engine/trace.hpp"
 #include "nets/data/batch_stream.hpp"
@@ -488,7 +489,14 @@ Status validate_config(const TrainConfig& c) {
   if (c.trace_every < 1)
     return invalid_argument("--trace-every: " + std::to_string(c.trace_every) + " must be >= 1");
   if (!c.trace.empty()) EASEL_RETURN_IF_ERROR(check_trace_path(c.trace));
-  EASEL_RETURN_IF_ERROR(make_algorithm(c.algo).status());
+  auto algo = make_algorithm(c.algo);
+  EASEL_RETURN_IF_ERROR(algo.status());
+  // A number of groups a one-group algorithm cannot take is a bad request, refused before any
+  // data is read (exit 2); "auto", "numa" and cpu lists are checked once planned (trainer.cpp).
+  if (!c.plan.groups.empty() &&
+      c.plan.groups.find_first_not_of("0123456789") == std::string::npos &&
+      c.plan.groups.size() < 9)
+    EASEL_RETURN_IF_ERROR(check_group_count(**algo, std::stoi(c.plan.groups)));
   // A net description is checked whole (but its shapes, which follow the data) before the data
   // is read.
   EASEL_RETURN_IF_ERROR(check_model(c.net));

@@ -228,9 +228,6 @@ int run_train(SettingValues& values, const std::vector<std::string>& given,
   // A diverged or stalled run ended with its summary written: its exit code says so.
   const bool ended_badly =
       s.stop_reason == api::StopReason::diverged || s.stop_reason == api::StopReason::stalled;
-  // A setting the run refuses once it sees the plan (a one-group algorithm on two groups) is a
-  // bad request like those open() refuses: exit 2, so that a sweep lists the cell as refused.
-  if (!st.ok() && st.code() == api::Code::invalid_argument) return report(st, Failure::request);
   if (!st.ok() && !(ended_badly && st.code() == api::Code::internal))
     return report(st, Failure::run);
   const int code = exit_code(s.stop_reason, s.stop_signal);
