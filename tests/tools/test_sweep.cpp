@@ -132,6 +132,18 @@ TEST(Sweep, RecordsARefusedCellAndGoesOn) {
   ASSERT_EQ(o.code, 0) << o.err;
   EXPECT_NE(slurp(d / "report.md").find("| tau=0 | refused: --tau"), std::string::npos)
       << slurp(d / "report.md");
+  // A one-group algorithm on two groups: refused before any data is read, the sweep goes on.
+  const fs::path d2 = tmp_dir("refused-groups") / "s";
+  o = easel("sweep --set algo=sgd,sync-easgd --groups 2" + std::string(kTiny) +
+            " --iterations 4 --eval-every 2 --out " + d2.string());
+  ASSERT_EQ(o.code, 0) << o.err << o.out;
+  const auto rs2 = records(d2);
+  ASSERT_EQ(rs2.size(), 2u);
+  EXPECT_EQ(rs2[0]["status"], "refused") << rs2[0].dump();
+  EXPECT_NE(rs2[0]["reason"].get<std::string>().find("--groups: sgd runs on one group"),
+            std::string::npos)
+      << rs2[0].dump();
+  EXPECT_EQ(rs2[1]["status"], "done");
 }
 
 // Starts `easel ARGS` with its output in d/out and d/err; its pid.
