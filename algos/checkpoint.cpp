@@ -314,7 +314,8 @@ Status write_checkpoint(const std::string& path, const Checkpoint& ck) {
   // The payload streams to the file after a header of zeros; the header is written last.
   bool wrote = std::fwrite(header(0, 0).data(), 1, kHeader, f) == kHeader;
   Writer w([&](std::string_view s) {
-    wrote = wrote && std::fwrite(s.data(), 1, s.size(), f) == s.size();
+    // An empty piece (an empty vector's null data()) is not passed on: fwrite's buffer is nonnull.
+    wrote = wrote && (s.empty() || std::fwrite(s.data(), 1, s.size(), f) == s.size());
   });
   encode_payload(ck, w);
   const std::string head = header(w.bytes(), w.hash());
