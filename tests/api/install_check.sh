@@ -22,7 +22,13 @@ done
 export PKG_CONFIG_PATH="$(dirname "$pc")" PKG_CONFIG_SYSROOT_DIR="$tmp/root"
 flags=$(pkg-config --cflags --libs easel)
 case "$flags" in *"$src"*|*"$build"*) fail "pkg-config points into the source or build tree: $flags" ;; esac
-${CXX:-c++} -std=c++20 -O1 "$src/examples/train_lenet.cpp" $flags -o "$tmp/train_lenet" ||
+# A build under the sanitizers (tools/sanitize) installs a sanitized libeasel: the program that
+# links it takes the same runtimes (the user's own flags, not the package's).
+san=$(meson introspect "$build" --buildoptions 2>/dev/null | tr '{' '\n' |
+  sed -n 's/.*"name": "b_sanitize", "value": "\([^"]*\)".*/\1/p' | head -n 1)
+extra=""
+[ -n "$san" ] && [ "$san" != none ] && extra="-fsanitize=$san"
+${CXX:-c++} -std=c++20 -O1 $extra "$src/examples/train_lenet.cpp" $flags -o "$tmp/train_lenet" ||
   fail "the example does not build with: $flags"
 export LD_LIBRARY_PATH="$(dirname "$(dirname "$pc")")"  # the .pc is in LIBDIR/pkgconfig
 ldd "$tmp/train_lenet" | grep -q "libeasel.so.* => $tmp/root" || fail "the example does not run on the installed libeasel"
