@@ -6,11 +6,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace easel_test {
 
@@ -44,6 +46,46 @@ inline Out run_easel(const std::string& args, const std::string& env = "",
   o.out = slurp(d / "out");
   o.err = slurp(d / "err");
   return o;
+}
+
+// Starts `easel ARGS` (fork and exec, stdout and stderr into files of d); returns its pid.
+inline pid_t start_easel(const std::vector<std::string>& args, const std::filesystem::path& d) {
+  namespace fs = std::filesystem;
+  const char* root = std::getenv("EASEL_BUILD_ROOT");
+  const std::string exe = std::string(root ? root : ".") + "/tools/easel";
+  fs::remove(d / "out");  // an earlier run's lines are not this one's
+  fs::remove(d / "err");
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::vector<char*> argv{const_cast<char*>(exe.c_str())};
+    for (const std::string& a : args)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    if (!std::freopen((d / "out").c_str(), "w", stdout) ||
+        !std::freopen((d / "err").c_str(), "w", stderr))
+      ::_exit(126);
+    ::execv(exe.c_str(), argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Waits (at most ~60 s) until `file` holds at least `lines` lines.
+inline bool wait_for_lines(const std::filesystem::path& file, int lines) {
+  namespace fs = std::filesystem;
+  for (int i = 0; i < 6000; ++i) {
+    const std::string text = fs::exists(file) ? slurp(file) : std::string();
+    if (std::count(text.begin(), text.end(), '\n') >= lines) return true;
+    ::usleep(10000);
+  }
+  return false;
+}
+
+// The exit code, or 128 + the signal that ended it.
+inline int wait_exit(pid_t pid) {
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 }  // namespace easel_test

@@ -23,6 +23,9 @@ namespace fs = std::filesystem;
 
 using easel_test::Out;
 using easel_test::slurp;
+using easel_test::start_easel;
+using easel_test::wait_exit;
+using easel_test::wait_for_lines;
 
 fs::path tmp_dir(const std::string& name) {
   // Per process: two test runs on one machine (a CI clone beside a checkout) must not share.
@@ -448,44 +451,6 @@ TEST(Cli, ResumeIntoAnotherGroupCount) {
 }  // namespace
 
 namespace {
-
-// Starts `easel ARGS` (fork and exec, stdout and stderr into files of d); returns its pid.
-pid_t start_easel(const std::vector<std::string>& args, const fs::path& d) {
-  const char* root = std::getenv("EASEL_BUILD_ROOT");
-  const std::string exe = std::string(root ? root : ".") + "/tools/easel";
-  fs::remove(d / "out");  // an earlier run's lines are not this one's
-  fs::remove(d / "err");
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    std::vector<char*> argv{const_cast<char*>(exe.c_str())};
-    for (const std::string& a : args)
-      argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    if (!std::freopen((d / "out").c_str(), "w", stdout) ||
-        !std::freopen((d / "err").c_str(), "w", stderr))
-      ::_exit(126);
-    ::execv(exe.c_str(), argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-// Waits (at most ~60 s) until `file` holds at least `lines` lines.
-bool wait_for_lines(const fs::path& file, int lines) {
-  for (int i = 0; i < 6000; ++i) {
-    const std::string text = fs::exists(file) ? slurp(file) : std::string();
-    if (std::count(text.begin(), text.end(), '\n') >= lines) return true;
-    ::usleep(10000);
-  }
-  return false;
-}
-
-// The exit code, or 128 + the signal that ended it.
-int wait_exit(pid_t pid) {
-  int status = 0;
-  if (::waitpid(pid, &status, 0) != pid) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
 
 // metrics.jsonl's records without their timings: what a resumed run must repeat exactly.
 std::vector<nlohmann::json> metric_values(const fs::path& file) {

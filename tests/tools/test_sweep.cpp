@@ -25,6 +25,8 @@ namespace {
 namespace fs = std::filesystem;
 using easel_test::Out;
 using easel_test::slurp;
+using easel_test::start_easel;
+using easel_test::wait_exit;
 using nlohmann::json;
 
 fs::path tmp_dir(const std::string& name) {
@@ -144,31 +146,6 @@ TEST(Sweep, RecordsARefusedCellAndGoesOn) {
             std::string::npos)
       << rs2[0].dump();
   EXPECT_EQ(rs2[1]["status"], "done");
-}
-
-// Starts `easel ARGS` with its output in d/out and d/err; its pid.
-pid_t start_easel(const std::vector<std::string>& args, const fs::path& d) {
-  const char* root = std::getenv("EASEL_BUILD_ROOT");
-  const std::string exe = std::string(root ? root : ".") + "/tools/easel";
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    std::vector<char*> argv{const_cast<char*>(exe.c_str())};
-    for (const std::string& a : args)
-      argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    if (!std::freopen((d / "out").c_str(), "w", stdout) ||
-        !std::freopen((d / "err").c_str(), "w", stderr))
-      ::_exit(126);
-    ::execv(exe.c_str(), argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-int wait_exit(pid_t pid) {
-  int status = 0;
-  if (::waitpid(pid, &status, 0) != pid) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 // SIGINT to the sweep while its second cell runs: that cell checkpoints and stops, the sweep
