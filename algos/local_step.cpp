@@ -5,6 +5,7 @@
 #include "algos/exchange.hpp"
 #include "engine/comm/mpi_comm.hpp"
 #include "engine/trace.hpp"
+#include "engine/tsan.hpp"
 
 namespace easel {
 
@@ -91,7 +92,11 @@ void lock_or_stall(std::unique_lock<std::timed_mutex>& lock, const Group& g,
                    const std::string& algo) {
   const double limit = stall_timeout_seconds();
   const double t0 = now_seconds();
-  while (!lock.try_lock_for(std::chrono::milliseconds(100))) {
+  for (;;) {
+    TsanTryLock seen(lock.mutex()->native_handle());  // try_lock_for: pthread_mutex_clocklock
+    const bool locked = lock.try_lock_for(std::chrono::milliseconds(100));
+    seen.done(locked);
+    if (locked) return;
     throw_if_stalled();
     const double waited = now_seconds() - t0;
     if (waited >= limit)
