@@ -131,26 +131,6 @@ void Run::interrupt(int signal) noexcept {
   interrupt_.compare_exchange_strong(none, signal > 0 ? signal : 1);
 }
 
-const char* stop_reason_name(StopReason reason) {
-  switch (reason) {
-    case StopReason::none:
-      return "none";
-    case StopReason::completed:
-      return "completed";
-    case StopReason::target:
-      return "target";
-    case StopReason::requested:
-      return "requested";
-    case StopReason::interrupted:
-      return "interrupted";
-    case StopReason::diverged:
-      return "diverged";
-    case StopReason::stalled:
-      return "stalled";
-  }
-  return "unknown";
-}
-
 namespace {
 
 // What train() needs of the data beyond what Data checked: both sets, of one shape.
@@ -212,6 +192,16 @@ void fill_summary(const TrainSummary& s, Summary& out) {
 }
 
 }  // namespace
+
+// The names are the trainer's (stop_reason_name in algos/trainer.hpp, summary.json's "stopped"),
+// so the two enums cannot drift apart in what they print.
+const char* stop_reason_name(StopReason reason) {
+  for (::easel::StopReason r : {::easel::StopReason::completed, ::easel::StopReason::target,
+                                ::easel::StopReason::requested, ::easel::StopReason::interrupted,
+                                ::easel::StopReason::diverged, ::easel::StopReason::stalled})
+    if (public_reason(r) == reason) return ::easel::stop_reason_name(r);
+  return "none";
+}
 
 Status Run::open(const Config& config) {
   if (trained_)

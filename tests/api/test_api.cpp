@@ -385,6 +385,22 @@ TEST(ApiRunDirectory, WritesTheRunAndResumesItExactly) {
 }
 
 // A run that diverges ends with its summary: internal, with the reason and the message.
+// Every public StopReason prints the name include/easel/run.hpp lists (and summary.json uses).
+TEST(ApiRun, EveryStopReasonHasItsName) {
+  using easel::api::StopReason;
+  const std::pair<StopReason, const char*> names[] = {
+      {StopReason::none, "none"},
+      {StopReason::completed, "completed"},
+      {StopReason::target, "target"},
+      {StopReason::requested, "requested"},
+      {StopReason::interrupted, "interrupted"},
+      {StopReason::diverged, "diverged"},
+      {StopReason::stalled, "stalled"},
+  };
+  for (const auto& [reason, name] : names)
+    EXPECT_STREQ(easel::api::stop_reason_name(reason), name);
+}
+
 TEST(ApiRun, DivergedIsInternalWithItsReason) {
   Data d;
   ASSERT_TRUE(d.load("synthetic:512:1x8x8:4").ok());
