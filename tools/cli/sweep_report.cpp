@@ -133,67 +133,70 @@ int run_plots(const std::string& python, const std::string& script, const fs::pa
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-}  // namespace
-
-int run_sweep_report(const std::vector<std::string>& args) {
-  std::string dir_text, by = "time-to-target";
+// The command line: DIR, --by and --target.
+struct ReportArgs {
+  std::string dir;
+  std::string by = "time-to-target";
   std::optional<double> target;
+  bool help = false;
+};
+
+Status set_report_flag(ReportArgs& out, const std::string& name, const std::string& v) {
+  if (v.empty()) return invalid_argument("sweep report: " + name + ": needs a value");
+  if (name == "--by") {
+    if (v != "time-to-target" && v != "throughput")
+      return invalid_argument("sweep report: --by: '" + printable(v) +
+                              "' (accepted: time-to-target, throughput)");
+    out.by = v;
+    return {};
+  }
+  char* end = nullptr;
+  const double t = std::strtod(v.c_str(), &end);
+  if (end != v.c_str() + v.size() || !(t > 0 && t <= 1))
+    return invalid_argument("sweep report: --target: '" + printable(v) +
+                            "' is not an accuracy in (0, 1]");
+  out.target = t;
+  return {};
+}
+
+Result<ReportArgs> parse_report_args(const std::vector<std::string>& args) {
+  ReportArgs out;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
-      std::fputs(kReportHelp, stdout);
-      return 0;
+      out.help = true;
+      return out;
     }
     const size_t eq = a.find('=');
     const std::string name = a.substr(0, eq);
     if (name == "--by" || name == "--target") {
       std::string v;
-      if (eq != std::string::npos) {
+      if (eq != std::string::npos)
         v = a.substr(eq + 1);
-      } else if (i + 1 < args.size()) {
+      else if (i + 1 < args.size())
         v = args[++i];
-      }
-      if (v.empty())
-        return report(invalid_argument("sweep report: " + name + ": needs a value"),
-                      Failure::request);
-      if (name == "--by") {
-        if (v != "time-to-target" && v != "throughput")
-          return report(invalid_argument("sweep report: --by: '" + printable(v) +
-                                         "' (accepted: time-to-target, throughput)"),
-                        Failure::request);
-        by = v;
-      } else {
-        char* end = nullptr;
-        const double t = std::strtod(v.c_str(), &end);
-        if (end != v.c_str() + v.size() || !(t > 0 && t <= 1))
-          return report(invalid_argument("sweep report: --target: '" + printable(v) +
-                                         "' is not an accuracy in (0, 1]"),
-                        Failure::request);
-        target = t;
-      }
+      EASEL_RETURN_IF_ERROR(set_report_flag(out, name, v));
     } else if (a.rfind("-", 0) == 0) {
-      return report(invalid_argument("sweep report: " + printable(a) +
-                                     ": no such flag (see easel sweep report --help)"),
-                    Failure::request);
-    } else if (!dir_text.empty()) {
-      return report(invalid_argument("sweep report: one directory, not '" + dir_text + "' and '" +
-                                     printable(a) + "'"),
-                    Failure::request);
+      return invalid_argument("sweep report: " + printable(a) +
+                              ": no such flag (see easel sweep report --help)");
+    } else if (!out.dir.empty()) {
+      return invalid_argument("sweep report: one directory, not '" + out.dir + "' and '" +
+                              printable(a) + "'");
     } else {
-      dir_text = a;
+      out.dir = a;
     }
   }
-  if (dir_text.empty())
-    return report(invalid_argument("sweep report: DIR: required (an easel sweep --out)"),
-                  Failure::request);
-  const fs::path dir(dir_text);
-  const fs::path cells = dir / "cells.jsonl";
+  if (out.dir.empty())
+    return invalid_argument("sweep report: DIR: required (an easel sweep --out)");
+  return out;
+}
+
+// cells.jsonl's records, in the sweep's order; each line must be a cell's record.
+Result<std::vector<json>> read_cells(const fs::path& cells) {
   std::ifstream f(cells);
   if (!f)
-    return report(invalid_argument("sweep report: " + cells.string() +
-                                   ": cannot be read (not an easel sweep --out, or no cell "
-                                   "finished yet)"),
-                  Failure::request);
+    return invalid_argument("sweep report: " + cells.string() +
+                            ": cannot be read (not an easel sweep --out, or no cell finished yet)");
   std::vector<json> records;
   std::string line;
   int n = 0;
@@ -204,29 +207,33 @@ int run_sweep_report(const std::vector<std::string>& args) {
     if (j.is_discarded() || !j.is_object() || !j.contains("cell") || !j["cell"].is_string() ||
         !j.contains("status") || !j["status"].is_string() || !j.contains("flags") ||
         !j["flags"].is_object())
-      return report(invalid_argument("sweep report: " + cells.string() + ": line " +
-                                     std::to_string(n) + " is not a cell's record"),
-                    Failure::request);
+      return invalid_argument("sweep report: " + cells.string() + ": line " + std::to_string(n) +
+                              " is not a cell's record");
     records.push_back(std::move(j));
   }
   if (records.empty())
-    return report(invalid_argument("sweep report: " + cells.string() + ": no cell finished yet"),
-                  Failure::request);
+    return invalid_argument("sweep report: " + cells.string() + ": no cell finished yet");
   std::sort(records.begin(), records.end(),
             [](const json& a, const json& b) { return a.value("index", 0) < b.value("index", 0); });
-  // The target: --target, else the one the cells ran to, else 0.8.
-  if (!target) {
-    std::optional<double> shared;
-    bool same = true;
-    for (const json& r : records)
-      if (r.contains("summary") && r["summary"].is_object()) {
-        const double t = r["summary"].value("target_accuracy", 0.0);
-        if (shared && *shared != t) same = false;
-        shared = t;
-      }
-    target = same && shared && *shared > 0 ? *shared : 0.8;
-  }
+  return records;
+}
 
+// The target accuracy the cells ran to when they share one, else 0.8.
+double shared_target(const std::vector<json>& records) {
+  std::optional<double> shared;
+  bool same = true;
+  for (const json& r : records)
+    if (r.contains("summary") && r["summary"].is_object()) {
+      const double t = r["summary"].value("target_accuracy", 0.0);
+      if (shared && *shared != t) same = false;
+      shared = t;
+    }
+  return same && shared && *shared > 0 ? *shared : 0.8;
+}
+
+// One row per record, in the table's order (runs first, by time to target or throughput).
+std::vector<Row> make_rows(const std::vector<json>& records, const fs::path& dir, double target,
+                           bool by_ttt) {
   std::vector<Row> rows;
   for (const json& r : records) {
     Row row;
@@ -245,11 +252,10 @@ int run_sweep_report(const std::vector<std::string>& args) {
       row.comm_share = s.value("comm_share", 0.0);
       row.wait_share = s.value("wait_share", 0.0);
       row.ttt = time_to_target(dir / r.value("dir", r["cell"].get<std::string>()) / "metrics.jsonl",
-                               *target);
+                               target);
     }
     rows.push_back(std::move(row));
   }
-  const bool by_ttt = by == "time-to-target";
   std::stable_sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
     if (a.ran != b.ran) return a.ran;
     if (!a.ran) return false;
@@ -258,67 +264,80 @@ int run_sweep_report(const std::vector<std::string>& args) {
     if (a.ttt) return *a.ttt < *b.ttt;
     return a.best_accuracy > b.best_accuracy;
   });
+  return rows;
+}
 
-  const std::string tgt = fmt("%.2f", *target);
-  std::string table = "| # | cell | status | test accuracy | best | time to " + tgt +
-                      " (s) | training (s) | images/s | compute / comm / wait |\n"
-                      "|---|---|---|---|---|---|---|---|---|\n";
-  json jrows = json::array();
+// The Markdown table and report.json's rows.
+struct Table {
+  std::string markdown;
+  json rows = json::array();
+};
+
+// A row's cells after its flags, and its entry of report.json.
+std::string row_cells(const Row& r, json& jr) {
+  if (!r.ran) {
+    const std::string reason = r.record.value("reason", std::string());
+    jr["reason"] = reason;
+    return r.status +
+           (r.status == "failed" ? " (exit " + std::to_string(r.record.value("exit_code", -1)) + ")"
+                                 : std::string()) +
+           (reason.empty() ? "" : ": " + md(reason)) + " | | | | | | |\n";
+  }
+  const double compute = 1 - r.comm_share - r.wait_share;
+  const json& s = r.record["summary"];
+  jr["algorithm"] = s.value("algorithm", std::string());
+  jr["groups"] = s.value("groups", 0);
+  jr["time_to_target"] = r.ttt ? json(*r.ttt) : json(nullptr);
+  jr["test_accuracy"] = r.test_accuracy;
+  jr["best_accuracy"] = r.best_accuracy;
+  jr["train_seconds"] = r.train_seconds;
+  jr["images_per_second"] = r.ips;
+  jr["compute_share"] = compute;
+  jr["comm_share"] = r.comm_share;
+  jr["wait_share"] = r.wait_share;
+  return r.status + " | " + fmt("%.4f", r.test_accuracy) + " | " + fmt("%.4f", r.best_accuracy) +
+         " | " + (r.ttt ? fmt("%.1f", *r.ttt) : "not reached") + " | " +
+         fmt("%.1f", r.train_seconds) + " | " + fmt("%.0f", r.ips) + " | " +
+         fmt("%.0f%%", 100 * compute) + " / " + fmt("%.0f%%", 100 * r.comm_share) + " / " +
+         fmt("%.0f%%", 100 * r.wait_share) + " |\n";
+}
+
+Table make_table(const std::vector<Row>& rows, const std::string& tgt) {
+  Table t;
+  t.markdown = "| # | cell | status | test accuracy | best | time to " + tgt +
+               " (s) | training (s) | images/s | compute / comm / wait |\n"
+               "|---|---|---|---|---|---|---|---|---|\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     const std::string flags = md(r.flags.empty() ? r.record["cell"].get<std::string>() : r.flags);
-    table += "| " + std::to_string(i + 1) + " | " + flags + " | ";
     json jr = {{"cell", r.record["cell"]},
                {"dir", r.record.value("dir", r.record["cell"].get<std::string>())},
                {"index", r.record.value("index", 0)},
                {"flags", r.record["flags"]},
                {"status", r.status}};
-    if (!r.ran) {
-      const std::string reason = r.record.value("reason", std::string());
-      table +=
-          r.status +
-          (r.status == "failed" ? " (exit " + std::to_string(r.record.value("exit_code", -1)) + ")"
-                                : std::string()) +
-          (reason.empty() ? "" : ": " + md(reason)) + " | | | | | | |\n";
-      jr["reason"] = reason;
-      jrows.push_back(jr);
-      continue;
-    }
-    const double compute = 1 - r.comm_share - r.wait_share;
-    table += r.status + " | " + fmt("%.4f", r.test_accuracy) + " | " +
-             fmt("%.4f", r.best_accuracy) + " | " + (r.ttt ? fmt("%.1f", *r.ttt) : "not reached") +
-             " | " + fmt("%.1f", r.train_seconds) + " | " + fmt("%.0f", r.ips) + " | " +
-             fmt("%.0f%%", 100 * compute) + " / " + fmt("%.0f%%", 100 * r.comm_share) + " / " +
-             fmt("%.0f%%", 100 * r.wait_share) + " |\n";
-    const json& s = r.record["summary"];
-    jr["algorithm"] = s.value("algorithm", std::string());
-    jr["groups"] = s.value("groups", 0);
-    jr["time_to_target"] = r.ttt ? json(*r.ttt) : json(nullptr);
-    jr["test_accuracy"] = r.test_accuracy;
-    jr["best_accuracy"] = r.best_accuracy;
-    jr["train_seconds"] = r.train_seconds;
-    jr["images_per_second"] = r.ips;
-    jr["compute_share"] = compute;
-    jr["comm_share"] = r.comm_share;
-    jr["wait_share"] = r.wait_share;
-    jrows.push_back(jr);
+    t.markdown += "| " + std::to_string(i + 1) + " | " + flags + " | " + row_cells(r, jr);
+    t.rows.push_back(std::move(jr));
   }
-  json axes = json::array();
-  if (auto spec = [&]() -> std::optional<json> {
-        std::ifstream sf(dir / "sweep.json");
-        json j = json::parse(sf, nullptr, false);
-        if (!sf || j.is_discarded() || !j.is_object()) return std::nullopt;
-        return j;
-      }();
-      spec && spec->contains("axes") && (*spec)["axes"].is_array())
-    axes = (*spec)["axes"];
-  const json rj = {{"target", *target}, {"by", by}, {"axes", axes}, {"cells", jrows}};
-  if (!write_atomic(dir / "report.json", rj.dump(2) + "\n"))
-    return report(io_error("sweep report: cannot write " + (dir / "report.json").string()),
-                  Failure::run);
+  return t;
+}
 
+// The sweep's axes as sweep.json lists them (empty when it cannot be read).
+json sweep_axes(const fs::path& dir) {
+  std::ifstream sf(dir / "sweep.json");
+  json j = json::parse(sf, nullptr, false);
+  if (!sf || j.is_discarded() || !j.is_object() || !j.contains("axes") || !j["axes"].is_array())
+    return json::array();
+  return j["axes"];
+}
+
+// The PNGs sweep_plots.py wrote into dir, or why there are none.
+struct Plots {
   std::string warning;
   std::vector<std::string> pngs;
+};
+
+Plots draw_plots(const fs::path& dir) {
+  Plots out;
   const std::string script = find_plots_script();
   const char* py_env = std::getenv("EASEL_PYTHON");
   std::error_code ec;
@@ -326,44 +345,80 @@ int run_sweep_report(const std::vector<std::string>& args) {
                              : fs::exists("/usr/bin/python3", ec) ? "/usr/bin/python3"
                                                                   : "python3";
   if (script.empty()) {
-    warning =
+    out.warning =
         "sweep_plots.py not found beside the program nor in its share/easel (set "
         "EASEL_SWEEP_PLOTS); the report is the table alone";
-  } else {
-    for (const auto& [png, caption] : kPlots)
-      fs::remove(dir / png, ec);
-    const int rc = run_plots(python, script, dir);
-    if (rc == 3)
-      warning = "matplotlib is missing for " + python +
-                " (tools/setup installs python3-matplotlib; apt-get install python3-matplotlib); "
-                "the report is the table alone";
-    else if (rc == 127)
-      warning = "cannot run " + python +
-                " (tools/setup installs python3-matplotlib); the "
-                "report is the table alone";
-    else if (rc != 0)
-      warning = script + " failed (exit " + std::to_string(rc) + "); the report is the table alone";
-    for (const auto& [png, caption] : kPlots)
-      if (fs::exists(dir / png, ec)) pngs.push_back(png);
+    return out;
   }
+  for (const auto& [png, caption] : kPlots)
+    fs::remove(dir / png, ec);
+  const int rc = run_plots(python, script, dir);
+  if (rc == 3)
+    out.warning = "matplotlib is missing for " + python +
+                  " (tools/setup installs python3-matplotlib; apt-get install python3-matplotlib); "
+                  "the report is the table alone";
+  else if (rc == 127)
+    out.warning = "cannot run " + python +
+                  " (tools/setup installs python3-matplotlib); the report is the table alone";
+  else if (rc != 0)
+    out.warning =
+        script + " failed (exit " + std::to_string(rc) + "); the report is the table alone";
+  for (const auto& [png, caption] : kPlots)
+    if (fs::exists(dir / png, ec)) out.pngs.push_back(png);
+  return out;
+}
+
+// report.md: the order, the table, the warning and the plots with their captions.
+std::string report_doc(const fs::path& dir, bool by_ttt, const std::string& tgt,
+                       const std::string& table, const Plots& plots) {
   std::string doc = "# Sweep " + dir.filename().string() + "\n\n" +
                     (by_ttt ? "Sorted by the time to test accuracy " + tgt +
                                   " (training seconds; cells that never reached it follow, "
                                   "by best accuracy)."
                             : std::string("Sorted by throughput (training images per second).")) +
                     "\n\n" + table;
-  if (!warning.empty()) doc += "\n**Warning:** " + warning + ".\n";
+  if (!plots.warning.empty()) doc += "\n**Warning:** " + plots.warning + ".\n";
   for (const auto& [png, caption] : kPlots)
-    if (std::find(pngs.begin(), pngs.end(), png) != pngs.end())
+    if (std::find(plots.pngs.begin(), plots.pngs.end(), png) != plots.pngs.end())
       doc += "\n" + std::string(caption) + ":\n\n![" + caption + "](" + png + ")\n";
-  if (!write_atomic(dir / "report.md", doc))
-    return report(io_error("sweep report: cannot write " + (dir / "report.md").string()),
-                  Failure::run);
-  std::fputs(table.c_str(), stdout);
-  if (!warning.empty()) std::fprintf(stderr, "easel: sweep report: warning: %s\n", warning.c_str());
+  return doc;
+}
+
+Status write_report(const ReportArgs& a) {
+  const fs::path dir(a.dir);
+  EASEL_ASSIGN_OR_RETURN(std::vector<json> records, read_cells(dir / "cells.jsonl"));
+  const double target = a.target ? *a.target : shared_target(records);
+  const bool by_ttt = a.by == "time-to-target";
+  const std::string tgt = fmt("%.2f", target);
+  const Table table = make_table(make_rows(records, dir, target, by_ttt), tgt);
+  const json rj = {
+      {"target", target}, {"by", a.by}, {"axes", sweep_axes(dir)}, {"cells", table.rows}};
+  if (!write_atomic(dir / "report.json", rj.dump(2) + "\n"))
+    return io_error("sweep report: cannot write " + (dir / "report.json").string());
+  const Plots plots = draw_plots(dir);
+  if (!write_atomic(dir / "report.md", report_doc(dir, by_ttt, tgt, table.markdown, plots)))
+    return io_error("sweep report: cannot write " + (dir / "report.md").string());
+  std::fputs(table.markdown.c_str(), stdout);
+  if (!plots.warning.empty())
+    std::fprintf(stderr, "easel: sweep report: warning: %s\n", plots.warning.c_str());
   std::printf("report in %s%s\n", (dir / "report.md").c_str(),
-              pngs.empty() ? "" : (" with " + std::to_string(pngs.size()) + " plot(s)").c_str());
-  return 0;
+              plots.pngs.empty()
+                  ? ""
+                  : (" with " + std::to_string(plots.pngs.size()) + " plot(s)").c_str());
+  return {};
+}
+
+}  // namespace
+
+int run_sweep_report(const std::vector<std::string>& args) {
+  auto a = parse_report_args(args);
+  if (!a.ok()) return report(a.status(), Failure::request);
+  if (a->help) {
+    std::fputs(kReportHelp, stdout);
+    return 0;
+  }
+  const Status st = write_report(*a);
+  return report(st, failure_of(st));
 }
 
 }  // namespace easel::cli
