@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include "engine/log.hpp"
+#include "engine/tsan.hpp"
 #include "engine/worker.hpp"
 #include "nets/data/pipeline.hpp"
 
@@ -54,16 +55,23 @@ Pool& pool() {
 }
 
 // Pins every worker that enters the arena to the runner's cpus (once it has left, another
-// arena's observer pins it to its own).
+// arena's observer pins it to its own). Under TSan (engine/tsan.hpp) the hand-offs libtbb makes
+// are shown: cpus_ from the constructor to the callbacks, and from them to the destructor
+// (observe(false) returns once no callback runs).
 class PinObserver final : public tbb::task_scheduler_observer {
  public:
   PinObserver(tbb::task_arena& arena, std::vector<int> cpus)
       : tbb::task_scheduler_observer(arena), cpus_(std::move(cpus)) {
+    tsan_release(&cpus_);
     if (!cpus_.empty()) observe(true);
   }
-  ~PinObserver() override { observe(false); }
+  ~PinObserver() override {
+    observe(false);
+    tsan_acquire(&cpus_);
+  }
   void on_scheduler_entry(bool worker) override {
     if (!worker) return;  // the driver pinned itself
+    tsan_acquire(&cpus_);
     if (!pin_current_thread(cpus_)) {
       static std::atomic<bool> said{false};
       if (!said.exchange(true))
@@ -71,6 +79,7 @@ class PinObserver final : public tbb::task_scheduler_observer {
                  "cannot pin the data pipeline's threads (the OS refused); they run "
                  "where the OS puts them");
     }
+    tsan_release(&cpus_);
   }
 
  private:
@@ -89,29 +98,61 @@ class PoolShare {
   int workers_;
 };
 
+// TSan's name (engine/tsan.hpp) for the hand-off from a runner's driver to the stages of its
+// run. A stage reaches the runner only through the copy of its lambda that oneTBB made on the
+// driver, so the first name it acquires cannot be one of the runner's: this one is shared by
+// every runner (an order that is real within a runner and stronger than real across runners).
+char run_start;
+
 class TbbRunner final : public PipelineRunner {
  public:
   TbbRunner(int threads, const std::vector<int>& cpus)
       : threads_(threads), share_(threads - 1), arena_(threads, 1), observer_(arena_, cpus) {}
 
+  // The chunks travel between the stages as pointers into items_ (one item per token: at most
+  // `tokens` chunks are in flight, so chunk k and chunk k + tokens never are at once), so that
+  // oneTBB's code neither allocates nor copies them. Under TSan (engine/tsan.hpp) the hand-offs
+  // libtbb makes are shown: the driver's history into the run (run_start), each serial stage's
+  // calls in order, each chunk from next to work to done and its item back to next (the item's
+  // address), and the run's history back out to the driver.
   void run(const PipelineStages& s, int live) override {
-    arena_.execute([&] {
-      tbb::parallel_pipeline(
-          static_cast<size_t>(std::max(1, live)),
-          tbb::make_filter<void, PipelineChunk>(tbb::filter_mode::serial_in_order,
-                                                [&](tbb::flow_control& fc) {
-                                                  PipelineChunk c;
-                                                  if (!s.next(&c)) fc.stop();
-                                                  return c;
-                                                }) &
-              tbb::make_filter<PipelineChunk, PipelineChunk>(tbb::filter_mode::parallel,
-                                                             [&](PipelineChunk c) {
-                                                               s.work(c);
-                                                               return c;
-                                                             }) &
-              tbb::make_filter<PipelineChunk, void>(tbb::filter_mode::serial_in_order,
-                                                    [&](PipelineChunk c) { s.done(c); }));
-    });
+    const size_t tokens = static_cast<size_t>(std::max(1, live));
+    if (items_.size() < tokens) items_.resize(tokens);
+    size_t k = 0;
+    auto next = [&](tbb::flow_control& fc) -> PipelineChunk* {
+      tsan_acquire(&run_start);
+      tsan_acquire(&next_order_);
+      PipelineChunk* c = &items_[k++ % tokens];
+      tsan_acquire(c);  // the chunk it held before is done
+      *c = {};
+      if (!s.next(c)) fc.stop();
+      tsan_release(c);
+      tsan_release(&next_order_);
+      return c;
+    };
+    auto work = [&](PipelineChunk* c) {
+      tsan_acquire(&run_start);
+      tsan_acquire(c);
+      s.work(*c);
+      tsan_release(c);
+      return c;
+    };
+    auto done = [&](PipelineChunk* c) {
+      tsan_acquire(&run_start);
+      tsan_acquire(&done_order_);
+      tsan_acquire(c);
+      s.done(*c);
+      tsan_release(c);
+      tsan_release(&done_order_);
+    };
+    const auto chain =
+        tbb::make_filter<void, PipelineChunk*>(tbb::filter_mode::serial_in_order, next) &
+        tbb::make_filter<PipelineChunk*, PipelineChunk*>(tbb::filter_mode::parallel, work) &
+        tbb::make_filter<PipelineChunk*, void>(tbb::filter_mode::serial_in_order, done);
+    tsan_release(&run_start);
+    arena_.execute([&] { tbb::parallel_pipeline(tokens, chain); });
+    tsan_acquire(&next_order_);
+    tsan_acquire(&done_order_);
   }
   int threads() const override { return threads_; }
   const char* name() const override { return "oneTBB"; }
@@ -121,6 +162,8 @@ class TbbRunner final : public PipelineRunner {
   PoolShare share_;
   tbb::task_arena arena_;
   PinObserver observer_;
+  std::vector<PipelineChunk> items_;      // the chunks in flight, one per token
+  char next_order_ = 0, done_order_ = 0;  // TSan's names of the serial stages' orders
 };
 
 }  // namespace
