@@ -196,6 +196,39 @@ TEST(Model, OversubscriptionCostsTime) {
   EXPECT_EQ(two->wait_share, 0);
 }
 
+// The shared-memory exchange is bounded by the memory's bandwidth unless its arenas, (2P + 1) x
+// the weights, fit the described last-level cache (memory.cache_mb), as LeNet's (1.7 MB) do in
+// a 32 MB one; easel bench --calibrate prices its layouts with the same function.
+TEST(Model, ExchangeInCacheIsNotBoundByMemory) {
+  Machine m = small();
+  m.shared_memory.bandwidth_gbs = 100;  // the link faster than the memory (20 GB/s)
+  const ModelRequest r = request("lenet", "sync-easgd", 2);
+  const double n = static_cast<double>(r.cost.arena_floats);
+  const double bytes = shm_exchange_floats(2, false) * n;
+  const double lat = 3 * m.shared_memory.latency_us * 1e-6;  // 2 levels + 1, one message
+  auto uncached = predict(m, r);
+  ASSERT_TRUE(uncached.ok());
+  EXPECT_FALSE(shm_exchange_cached(m, 2, n));
+  EXPECT_NEAR(uncached->exchange_seconds, lat + bytes / 20e9, 1e-9);
+  m.cache_mb = 32;
+  EXPECT_TRUE(shm_exchange_cached(m, 2, n));
+  EXPECT_FALSE(shm_exchange_cached(m, 2, 2e6));  // 5 x 8 MB > 32 MB
+  auto cached = predict(m, r);
+  ASSERT_TRUE(cached.ok());
+  EXPECT_NEAR(cached->exchange_seconds, lat + bytes / 2 / 100e9, 1e-9);
+  EXPECT_NEAR(cached->exchange_seconds, shm_exchange_seconds(m, m.dram, 2, false, n, 1, 1), 1e-12);
+  // cache_mb is read from [memory] and checked.
+  std::string text = kSmall;
+  text.replace(text.find("[memory]\n"), 9, "[memory]\ncache_mb = 32\n");
+  auto parsed = parse_machine(text, "c.toml");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_EQ(parsed->cache_mb, 32);
+  text.replace(text.find("cache_mb = 32"), 13, "cache_mb = -1");
+  auto bad = parse_machine(text, "c.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("memory.cache_mb"), std::string::npos);
+}
+
 TEST(Model, TauOverlapAndResidencyCutTheExchange) {
   const Machine gpu = load_machine(machines_dir() + "gpu8-pcie.toml").value();
   ModelRequest r = request("alexnet-cifar", "sync-easgd", 8, 1000);

@@ -139,52 +139,61 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
-}  // namespace
+// The last-level cache as the CPU reports it (MB, 1e6 bytes): L3, else L2; 0 when unknown.
+double last_level_cache_mb() {
+  long bytes = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (bytes <= 0) bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return bytes > 0 ? static_cast<double>(bytes) / 1e6 : 0;
+}
 
-Status run_calibration(const BenchConfig& base, const Topology& topo, const std::string& out_path) {
-  BenchConfig cfg = base;
-  cfg.oversubscribe = true;
-  const int c = topo.core_count();
-  const int64_t batch = cfg.batches[0];
-  std::printf("easel bench --calibrate: %d cores (%s), load %s; writing %s\n", c,
-              cpu_name().c_str(), load_average().c_str(), out_path.c_str());
-  EASEL_ASSIGN_OR_RETURN(Ceilings ceil, measure_ceilings(topo, cfg));
-  std::printf("  FMA peak one core %.1f GFLOP/s; triad one core %.1f GB/s, all %.1f GB/s\n",
-              ceil.fma_core_gflops.max, ceil.triad_core_gbs.max, ceil.triad_all_gbs.max);
+// The shared-memory exchange's latency and bandwidth, fitted to the model's formula
+// (model::shm_exchange_seconds, threads 1) from sync-easgd's exchange among p groups over two
+// arenas (mlp's and LeNet's); `memory` holds the machine's DRAM and last-level cache.
+struct ExchangeFit {
+  int p = 2;
+  double small_seconds = 0, large_seconds = 0;
+  model::Machine memory;  // dram, cache_mb and the fitted shared_memory
+};
 
-  // The exchange among max(C, 2) groups over two arenas: latency and bandwidth fitted to the
-  // model's shared-memory formula (tools/model/model.cpp, sync_exchange).
-  const int p = std::max(c, 2);
-  EASEL_ASSIGN_OR_RETURN(ExchangeResult small, time_exchange(topo, cfg, spec_of("mlp"), p));
-  EASEL_ASSIGN_OR_RETURN(ExchangeResult large, time_exchange(topo, cfg, spec_of("lenet"), p));
+Result<ExchangeFit> fit_exchange(const Topology& topo, const BenchConfig& cfg,
+                                 const Ceilings& ceil) {
+  ExchangeFit fit;
+  fit.p = std::max(topo.core_count(), 2);
+  fit.memory.cores = topo.core_count();
+  fit.memory.dram.present = true;
+  fit.memory.dram.bandwidth_gbs = ceil.triad_all_gbs.max;
+  fit.memory.cache_mb = last_level_cache_mb();
+  EASEL_ASSIGN_OR_RETURN(ExchangeResult small, time_exchange(topo, cfg, spec_of("mlp"), fit.p));
+  EASEL_ASSIGN_OR_RETURN(ExchangeResult large, time_exchange(topo, cfg, spec_of("lenet"), fit.p));
   const double t1 = exchange_us(small) * 1e-6, t2 = exchange_us(large) * 1e-6;
   const double n1 = static_cast<double>(small.arena_floats);
   const double n2 = static_cast<double>(large.arena_floats);
-  int levels = 0;
-  while ((1 << levels) < p)
-    ++levels;
-  // The model's formula at T = 1: latency x (2 levels + 1) + f n / p / bandwidth.
-  const double per_float = model::shm_exchange_floats(p, false) / p;
-  const int messages = 2 * levels + 1;
+  const int messages = 2 * model::shm_exchange_levels(fit.p) + 1;
+  // The link's term (per group): latency x messages + f n / p / bandwidth.
+  const double per_float = model::shm_exchange_floats(fit.p, false) / fit.p;
   double bw = t2 > t1 ? per_float * (n2 - n1) / (t2 - t1) : per_float * n2 / std::max(t2, 1e-9);
   double lat = (t1 - per_float * n1 / bw) / messages;
   if (lat < 1e-7) lat = 1e-7;
+  fit.small_seconds = t1;
+  fit.large_seconds = t2;
+  fit.memory.shared_memory = {true, lat * 1e6, bw / 1e9};
   std::printf(
       "  sync-easgd exchange among %d groups: %.1f us (%lld floats), %.1f us (%lld floats) -> "
-      "latency %.2f us per message, %.1f GB/s\n",
-      p, t1 * 1e6, static_cast<long long>(n1), t2 * 1e6, static_cast<long long>(n2), lat * 1e6,
-      bw / 1e9);
+      "latency %.2f us per message, %.1f GB/s; last-level cache %.0f MB\n",
+      fit.p, t1 * 1e6, static_cast<long long>(n1), t2 * 1e6, static_cast<long long>(n2), lat * 1e6,
+      bw / 1e9, fit.memory.cache_mb);
+  return fit;
+}
 
-  std::vector<NetFigures> nets;
-  for (const std::string& name : cfg.nets) {
-    EASEL_ASSIGN_OR_RETURN(NetFigures f, measure_net(topo, cfg, name, batch));
-    f.arena_floats = static_cast<int64_t>(spec_of(name).layers.size());  // replaced below
-    nets.push_back(std::move(f));
-  }
+// How the compute scales (docs/MODEL.md): Amdahl's serial fraction from one group on every
+// core's thread; contention from C groups at once, oversubscription's overhead and the barrier's
+// wait from 2C (and 4C) groups; each layout's exchange (the model's) taken out of its steps.
+struct Scaling {
+  double efficiency = 0, serial = 0, contention = 1, overhead = 0, wait = 0;
+};
 
-  // The compute's scaling: Amdahl's serial fraction from one group on every core's thread;
-  // contention from C groups at once, oversubscription's overhead and the barrier's wait from
-  // 2C (and 4C) groups; each net's own exchange (the model's) taken out of the shared steps.
+Result<Scaling> fit_scaling(std::vector<NetFigures>& nets, const Ceilings& ceil,
+                            const ExchangeFit& fit, int c) {
   std::vector<double> serial, contention, overhead, wait_frac, efficiency;
   for (NetFigures& f : nets) {
     const NetSpec spec = spec_of(f.name);
@@ -198,12 +207,8 @@ Status run_calibration(const BenchConfig& base, const Topology& topo, const std:
       serial.push_back(std::clamp((c / speedup - 1) / (c - 1), 0.0, 1.0));
     }
     for (const NetFigures::Shared& s : f.shared) {
-      // The exchange the model predicts among s.groups groups.
-      const double lv = std::ceil(std::log2(static_cast<double>(s.groups)));
-      const double total =
-          model::shm_exchange_floats(s.groups, false) * static_cast<double>(cost->arena_floats);
-      const double x = (2 * lv + 1) * lat +
-                       std::max(total / s.groups / bw, total / (ceil.triad_all_gbs.max * 1e9));
+      const double x = model::shm_exchange_seconds(fit.memory, fit.memory.dram, s.groups, false,
+                                                   static_cast<double>(cost->arena_floats), 1, 1);
       const double all = s.compute + s.comm + s.wait;
       const double wait_share = all > 0 ? s.wait / all : 0;
       if (s.groups <= c) {
@@ -217,13 +222,26 @@ Status run_calibration(const BenchConfig& base, const Topology& topo, const std:
       }
     }
   }
+  Scaling out;
+  out.efficiency = std::clamp(median(efficiency), 1e-3, 1.0);
+  out.serial = median(serial);
+  out.contention = contention.empty() ? 1.0 : median(contention);
+  out.overhead = median(overhead);
+  out.wait = median(wait_frac);
+  return out;
+}
 
+// The description's text (it must parse back: run_calibration checks).
+std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceilings& ceil,
+                     const ExchangeFit& fit, const Scaling& sc,
+                     const std::vector<NetFigures>& nets) {
   std::ostringstream os;
   const std::string when = now_utc();
   char host[256] = "this machine";
   gethostname(host, sizeof host - 1);
   const std::string origin = "easel bench --calibrate on " + std::string(host) + ", " + when +
                              ", load average " + load_average();
+  const int c = topo.core_count();
   os << "# This machine, as `easel bench --calibrate` measured it (" << when << ").\n"
      << "# Every figure below was measured by that command on this machine; docs/MODEL.md says\n"
      << "# how each one is used. Re-run it after a hardware or build change.\n\n"
@@ -232,18 +250,20 @@ Status run_calibration(const BenchConfig& base, const Topology& topo, const std:
      << "[compute]\n"
      << "peak_gflops = " << num(ceil.fma_core_gflops.max) << "  # one core's FP32 FMA loop ("
      << ceil.isa << ")\n"
-     << "efficiency = " << num(std::clamp(median(efficiency), 1e-3, 1.0))
+     << "efficiency = " << num(sc.efficiency)
      << "  # the calibrated nets' 1x1 step FLOP/s over that peak (median)\n"
-     << "serial_fraction = " << num(median(serial))
+     << "serial_fraction = " << num(sc.serial)
      << "  # Amdahl's s from one group on 1 and on all cores' threads (median over nets)\n"
-     << "contention = " << num(contention.empty() ? 1.0 : median(contention))
+     << "contention = " << num(sc.contention)
      << "  # a group's step with every core running one, over its step alone (exchange out)\n"
-     << "oversubscription_overhead = " << num(median(overhead))
+     << "oversubscription_overhead = " << num(sc.overhead)
      << "  # per extra thread per core, from 2C (and 4C) groups\n"
-     << "oversubscribed_wait = " << num(median(wait_frac))
+     << "oversubscribed_wait = " << num(sc.wait)
      << "  # barrier wait / compute of sync-easgd's groups sharing cores (the algorithm's split)\n"
      << "source = " << quoted(origin + "; FMA loop, steps and layouts of easel bench") << "\n\n"
-     << "[memory]\nsource = "
+     << "[memory]\ncache_mb = " << num(fit.memory.cache_mb)
+     << "  # last-level cache as the CPU reports it (sysconf; a VM may report its host's)\n"
+     << "source = "
      << quoted(origin + "; STREAM-style triad, " + std::to_string(cfg.triad_mib) + " MiB arrays")
      << "\n"
      << "[memory.dram]\nbandwidth_gbs = " << num(ceil.triad_all_gbs.max)
@@ -251,13 +271,12 @@ Status run_calibration(const BenchConfig& base, const Topology& topo, const std:
      << "\ncapacity_gb = " << num(static_cast<double>(topo.total_memory_bytes) / 1e9)
      << "\nsource = " << quoted("triad, best repeat; capacity from hwloc") << "\n\n"
      << "[transport]\nsource = " << quoted(origin) << "\n"
-     << "[transport.shared_memory]\nlatency_us = " << num(lat * 1e6)
-     << "\nbandwidth_gbs = " << num(bw / 1e9) << "\nsource = "
-     << quoted("sync-easgd's exchange among " + std::to_string(p) + " groups over mlp's (" +
-               num(t1 * 1e6) + " us) and LeNet's (" + num(t2 * 1e6) +
+     << "[transport.shared_memory]\nlatency_us = " << num(fit.memory.shared_memory.latency_us)
+     << "\nbandwidth_gbs = " << num(fit.memory.shared_memory.bandwidth_gbs) << "\nsource = "
+     << quoted("sync-easgd's exchange among " + std::to_string(fit.p) + " groups over mlp's (" +
+               num(fit.small_seconds * 1e6) + " us) and LeNet's (" + num(fit.large_seconds * 1e6) +
                " us) arenas, fitted to latency x (2 levels + 1) + (20 (P-1) + 16 P + 12) n / P "
-               "bytes / "
-               "bandwidth")
+               "bytes / bandwidth")
      << "\n";
   for (const NetFigures& f : nets) {
     os << "\n[[net]]\nname = " << quoted(f.name) << "\nbatch = " << f.batch
@@ -281,14 +300,36 @@ Status run_calibration(const BenchConfig& base, const Topology& topo, const std:
      << "\nhbw_gb = " << num(static_cast<double>(locs[0].hbw_bytes) / 1e9)
      << "\ndram_gb = " << num(static_cast<double>(locs[0].dram_bytes) / 1e9)
      << "\nsource = \"engine/topology.cpp's localities of this machine (hwloc)\"\n";
+  return os.str();
+}
+
+}  // namespace
+
+Status run_calibration(const BenchConfig& base, const Topology& topo, const std::string& out_path) {
+  BenchConfig cfg = base;
+  cfg.oversubscribe = true;
+  const int c = topo.core_count();
+  std::printf("easel bench --calibrate: %d cores (%s), load %s; writing %s\n", c,
+              cpu_name().c_str(), load_average().c_str(), out_path.c_str());
+  EASEL_ASSIGN_OR_RETURN(Ceilings ceil, measure_ceilings(topo, cfg));
+  std::printf("  FMA peak one core %.1f GFLOP/s; triad one core %.1f GB/s, all %.1f GB/s\n",
+              ceil.fma_core_gflops.max, ceil.triad_core_gbs.max, ceil.triad_all_gbs.max);
+  EASEL_ASSIGN_OR_RETURN(ExchangeFit fit, fit_exchange(topo, cfg, ceil));
+  std::vector<NetFigures> nets;
+  for (const std::string& name : cfg.nets) {
+    EASEL_ASSIGN_OR_RETURN(NetFigures f, measure_net(topo, cfg, name, cfg.batches[0]));
+    nets.push_back(std::move(f));
+  }
+  EASEL_ASSIGN_OR_RETURN(Scaling sc, fit_scaling(nets, ceil, fit, c));
+  const std::string text = describe(topo, cfg, ceil, fit, sc, nets);
   // What is written must read back.
-  if (auto back = model::parse_machine(os.str(), out_path); !back.ok())
+  if (auto back = model::parse_machine(text, out_path); !back.ok())
     return internal_error("calibration does not parse back: " + back.status().message());
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path parent = fs::path(out_path).parent_path();
   if (!parent.empty()) fs::create_directories(parent, ec);
-  if (!cli::write_atomic(out_path, os.str())) return io_error("--out: cannot write " + out_path);
+  if (!cli::write_atomic(out_path, text)) return io_error("--out: cannot write " + out_path);
   std::printf("machine description written to %s\n", out_path.c_str());
   return Status::ok_status();
 }

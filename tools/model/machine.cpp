@@ -246,7 +246,8 @@ Result<Machine> read(Reader& r, const std::string& origin) {
                          r.number(*ct, "compute", "oversubscribed_wait", 0, 10, false, 0));
 
   EASEL_ASSIGN_OR_RETURN(const toml::table* mem, r.table(root, "", "memory", true));
-  EASEL_RETURN_IF_ERROR(r.only(*mem, "memory", {"dram", "hbw", "device", "source"}));
+  EASEL_RETURN_IF_ERROR(r.only(*mem, "memory", {"dram", "hbw", "device", "cache_mb", "source"}));
+  EASEL_ASSIGN_OR_RETURN(m.cache_mb, r.number(*mem, "memory", "cache_mb", 0, kBig, false, 0));
   EASEL_RETURN_IF_ERROR(read_memory(r, *mem, "dram", &m.dram));
   EASEL_RETURN_IF_ERROR(read_memory(r, *mem, "hbw", &m.hbw));
   EASEL_RETURN_IF_ERROR(read_memory(r, *mem, "device", &m.device));

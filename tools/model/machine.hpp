@@ -77,6 +77,9 @@ struct Machine {
   double oversubscribed_wait = 0;
 
   MemoryFigure dram, hbw, device;
+  // The last-level cache of the whole machine (MB, 1e6 bytes; memory.cache_mb): an exchange
+  // whose arenas fit it is not bounded by the memory's bandwidth. 0: not described.
+  double cache_mb = 0;
   Transport shared_memory, mpi, nccl, host_device;
   std::vector<NetCalibration> nets;
   std::vector<LocalityMode> modes;

@@ -164,14 +164,15 @@ double sync_exchange(const Machine& m, const ModelRequest& req, Prediction& out)
     // pair (P - 1 of them), every group's elastic step (16n) and the centre's (12n); the
     // trainer's exchanges (partitioned, mirrored for two) spread them evenly over the groups'
     // threads, each at the link's bandwidth, all at most at the memory's.
-    const double total = shm_exchange_floats(p, sgd) * n;
     const int threads = m.gpu ? 1 : std::max(req.threads_per_group, 1);
     const MemoryFigure& mem = m.gpu ? m.dram : memory_of(m, req);
     out.exchange_messages = msgs * (2 * levels + 1);
-    out.exchange_bytes = total;
-    t = out.exchange_messages * link.t->latency_us * 1e-6 +
-        std::max(total / p / (threads * link.t->bandwidth_gbs * kGB),
-                 total / (mem.bandwidth_gbs * kGB));
+    out.exchange_bytes = shm_exchange_floats(p, sgd) * n;
+    t = shm_exchange_seconds(m, mem, p, sgd, n, msgs, threads);
+    if (shm_exchange_cached(m, p, n))
+      out.notes.push_back("the exchange's arenas (" + fmt("%.1f", (2.0 * p + 1) * w / 1e6) +
+                          " MB) fit the " + fmt("%.0f", m.cache_mb) +
+                          " MB last-level cache: its bytes are not bounded by memory bandwidth");
   } else {
     // A reduce and a broadcast of the arena, each ceil(log2 P) levels of one message.
     out.exchange_messages = 2 * levels * msgs;
@@ -264,6 +265,25 @@ Status check(const Machine& m, const ModelRequest& req) {
 double shm_exchange_floats(int p, bool sgd) {
   if (p <= 1) return sgd ? 0 : 28;
   return sgd ? 20.0 * (p - 1) + 20.0 * p : 20.0 * (p - 1) + 16.0 * p + 12;
+}
+
+int shm_exchange_levels(int p) {
+  return levels_of(p);
+}
+
+bool shm_exchange_cached(const Machine& m, int p, double n) {
+  return m.cache_mb > 0 && (2.0 * p + 1) * 4 * n <= m.cache_mb * 1e6;
+}
+
+double shm_exchange_seconds(const Machine& m, const MemoryFigure& mem, int p, bool sgd, double n,
+                            int msgs, int threads) {
+  const double total = shm_exchange_floats(p, sgd) * n;
+  const double own =
+      total / std::max(p, 1) / (std::max(threads, 1) * m.shared_memory.bandwidth_gbs * kGB);
+  const double through_memory =
+      shm_exchange_cached(m, p, n) ? 0 : total / (mem.bandwidth_gbs * kGB);
+  return msgs * (2 * levels_of(p) + 1) * m.shared_memory.latency_us * 1e-6 +
+         std::max(own, through_memory);
 }
 
 double group_bytes(const ModelRequest& req) {

@@ -88,9 +88,20 @@ Result<std::vector<PlanRow>> plan_partitions(const Machine& m, const ModelReques
 // STREAM-counted bytes per arena float of sync-easgd's (sgd: sync-sgd's) whole shared-memory
 // exchange among p groups: 20 (p - 1) + 16 p + 12 (sync-sgd: 20 (p - 1) + 20 p; for p = 1,
 // sync-easgd's elastic steps 28 and sync-sgd's 0).
-// The exchange takes latency x (2 ceil(log2 p) + 1) + max(bytes / p / (T x link bandwidth),
-// bytes / memory bandwidth); easel bench --calibrate fits the latency and bandwidth to it.
 double shm_exchange_floats(int p, bool sgd);
+// ceil(log2 p): the levels of the exchange's tree.
+int shm_exchange_levels(int p);
+
+// That exchange's time among p groups of `threads` threads over an arena of n floats in `msgs`
+// messages: latency x msgs x (2 ceil(log2 p) + 1) + max(bytes / p / (T x link bandwidth),
+// bytes / mem's bandwidth), where the second term (every byte through memory) is left out when
+// the exchange's arenas (each group's weights and send buffer, and the centre: (2p + 1) x 4n
+// bytes) fit the machine's last-level cache (memory.cache_mb; 0: not described, never).
+// easel bench --calibrate fits the latency and bandwidth to it and prices its layouts with it.
+double shm_exchange_seconds(const Machine& m, const MemoryFigure& mem, int p, bool sgd, double n,
+                            int msgs, int threads);
+// Whether that exchange's arenas fit m's last-level cache.
+bool shm_exchange_cached(const Machine& m, int p, double n);
 
 // Bytes one group holds: weights, gradients and momentum (and the algorithm's extra arenas) plus
 // the activations of its batch and their gradients.
