@@ -2,6 +2,7 @@
 #include "algos/groups.hpp"
 
 #include "algos/trainer.hpp"
+#include "engine/span_ops.hpp"
 
 #include <algorithm>
 
@@ -65,6 +66,10 @@ std::vector<EvalStats> evaluate_groups(Run& run, const Dataset& ds, const float*
         EvalStats acc;
         for (int64_t b = g.global_id; b < nb; b += p) {
           const int64_t n = std::min(batch, ds.count - b * batch);
+          if (values_ignored()) {  // simulated, compute injected: no forward pass (loss 0, acc 0)
+            acc.count += n;
+            continue;
+          }
           for (int64_t i = 0; i < n; ++i)
             idx[static_cast<size_t>(i)] = b * batch + i;
           // Normalised as the training batches are, never cropped or flipped.

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "algos/train_run.hpp"
+#include "engine/span_ops.hpp"
 
 namespace easel {
 
@@ -139,9 +140,10 @@ void finish_summary(TrainRun& t, TrainSummary& sum) {
   sum.wait_share = all > 0 ? sum.wait_seconds / all : 0;
   sum.preempted_share = all > 0 ? sum.preempted_seconds / all : 0;
   const Run& run = t.run;
+  if (values_ignored()) return;  // simulated, compute injected: no weights to hand back
   sum.final_weights.resize(static_cast<size_t>(run.arena_floats()));
   if (t.world)
-    sum.final_weights = t.eval_buf;
+    std::copy(t.eval_buf.data(), t.eval_buf.data() + run.arena_floats(), sum.final_weights.begin());
   else
     copy_bytes(sum.final_weights.data(), MemKind::dram, t.algo->eval_weights(t.run),
                run.resident ? MemKind::device : MemKind::dram, t.arena_bytes);

@@ -11,6 +11,7 @@
 #include "algos/groups.hpp"
 #include "algos/train_run.hpp"
 #include "engine/log.hpp"
+#include "engine/span_ops.hpp"
 
 namespace easel {
 
@@ -187,16 +188,24 @@ Status init_weights(TrainRun& t) {
   Run& run = t.run;
   Group& g0 = *run.groups[0];
   t.arena_bytes = static_cast<size_t>(run.arena_floats()) * sizeof(float);
-  std::vector<float> init(static_cast<size_t>(run.arena_floats()));
-  g0.net->init_params(init.data(), t.cfg.seed);
-  EASEL_RETURN_IF_ERROR(t.report->on_init_weights(init));
-  if (t.world) t.world->broadcast(t.rank, init.data(), run.arena_floats(), 0);
-  for (auto& g : run.groups)
-    copy_bytes(g->weights.data(), g->weights.kind(), init.data(), MemKind::dram, t.arena_bytes);
+  // Simulated with injected compute (tools/simulate --compute model) no value is computed, so
+  // none is drawn or copied: rank 0's broadcast is sent from group 0's weights as they are.
+  const bool values = !values_ignored();
+  std::vector<float> init(values ? static_cast<size_t>(run.arena_floats()) : 0);
+  float* w0 = values ? init.data() : g0.weights.data();
+  if (values) {
+    g0.net->init_params(init.data(), t.cfg.seed);
+    EASEL_RETURN_IF_ERROR(t.report->on_init_weights(init));
+  }
+  if (t.world) t.world->broadcast(t.rank, w0, run.arena_floats(), 0);
+  if (values)
+    for (auto& g : run.groups)
+      copy_bytes(g->weights.data(), g->weights.kind(), init.data(), MemKind::dram, t.arena_bytes);
   if (t.algo->uses_centre()) {
     const MemKind centre_kind = arena_kind_of(t, BufferClass::centre);
     EASEL_ASSIGN_OR_RETURN(run.centre, arena_on(g0, run.arena_floats(), centre_kind));
-    copy_bytes(run.centre.data(), run.centre.kind(), init.data(), MemKind::dram, t.arena_bytes);
+    if (values)
+      copy_bytes(run.centre.data(), run.centre.kind(), init.data(), MemKind::dram, t.arena_bytes);
   }
   return {};
 }
@@ -317,7 +326,9 @@ Status build_run(TrainRun& t, const Dataset& train) {
                " group(s), batch " + std::to_string(cfg.batch) + ", " +
                std::to_string(t.run.arena_floats()) + " parameters" +
                (cfg.settings.empty() ? "" : kSettingsMark + cfg.settings);
-  if (t.world || t.run.resident) t.eval_buf.resize(static_cast<size_t>(t.run.arena_floats()));
+  if (t.world || t.run.resident) {
+    EASEL_ASSIGN_OR_RETURN(t.eval_buf, Arena::create(t.run.arena_floats(), MemKind::dram));
+  }
   return {};
 }
 

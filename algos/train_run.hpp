@@ -58,7 +58,7 @@ struct TrainRun {
   std::vector<TraceTrack*> group_tracks;
   // The evaluated model in host memory: across ranks rank 0's, broadcast for sharded
   // evaluation; on GPUs with resident weights, downloaded from the device.
-  std::vector<float> eval_buf;
+  Arena eval_buf;
 };
 
 // ---- building the run (run_builder.cpp) ----

@@ -464,7 +464,7 @@ Result<Buffer> Buffer::allocate(size_t bytes, MemKind kind) {
 }
 
 void Buffer::zero() {
-  if (bytes_ == 0) return;
+  if (bytes_ == 0 || sim_shared_) return;  // SMPI's shared pages: no rank's values matter
   if (external_ && kind_ == MemKind::device) {
     g_external.load(std::memory_order_acquire)->zero(ptr_, bytes_);
   } else {

@@ -90,33 +90,48 @@ void streamed_segments(std::span<const Segment> segs, float* dst, int64_t keep_l
   stream_fence();
 }
 
+bool g_values_ignored = false;
+
 }  // namespace
 
+void set_values_ignored(bool on) {
+  g_values_ignored = on;
+}
+
+bool values_ignored() {
+  return g_values_ignored;
+}
+
 void span_copy(float* y, const float* x, int64_t n) {
+  if (g_values_ignored) return;
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i)
     y[i] = x[i];
 }
 
 void span_axpy(float* y, float a, const float* x, int64_t n) {
+  if (g_values_ignored) return;
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i)
     y[i] += a * x[i];
 }
 
 void span_axpby(float* y, float a, const float* x, float b, int64_t n) {
+  if (g_values_ignored) return;
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i)
     y[i] = a * x[i] + b * y[i];
 }
 
 void span_scale(float* y, float a, int64_t n) {
+  if (g_values_ignored) return;
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i)
     y[i] *= a;
 }
 
 void span_zero(float* y, int64_t n) {
+  if (g_values_ignored) return;
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i)
     y[i] = 0.f;
@@ -133,6 +148,7 @@ double span_sum_squares(const float* x, int64_t n) {
 }
 
 void sgd_step(std::span<const Segment> segs, float* w, const float* g, float lr, float wd) {
+  if (g_values_ignored) return;
   for (const Segment& s : segs) {
     const SegRange r = range_of(s, lr, wd);
 #pragma omp simd
@@ -143,6 +159,7 @@ void sgd_step(std::span<const Segment> segs, float* w, const float* g, float lr,
 
 void momentum_step(std::span<const Segment> segs, float* w, const float* g, float* v, float lr,
                    float mu, float wd) {
+  if (g_values_ignored) return;
   for (const Segment& s : segs) {
     const SegRange r = range_of(s, lr, wd);
 #pragma omp simd
@@ -156,6 +173,7 @@ void momentum_step(std::span<const Segment> segs, float* w, const float* g, floa
 
 void nesterov_step(std::span<const Segment> segs, float* w, const float* g, float* v, float lr,
                    float mu, float wd) {
+  if (g_values_ignored) return;
   for (const Segment& s : segs) {
     const SegRange r = range_of(s, lr, wd);
 #pragma omp simd
@@ -170,6 +188,7 @@ void nesterov_step(std::span<const Segment> segs, float* w, const float* g, floa
 
 void elastic_sgd_step(std::span<const Segment> segs, float* w, const float* g, const float* centre,
                       float lr, float wd, float alpha) {
+  if (g_values_ignored) return;
   if (alpha == 0.f) {
     sgd_step(segs, w, g, lr, wd);
     return;
@@ -184,6 +203,7 @@ void elastic_sgd_step(std::span<const Segment> segs, float* w, const float* g, c
 void elastic_momentum_step(std::span<const Segment> segs, float* w, const float* g, float* v,
                            const float* centre, float lr, float delta, float wd, float alpha,
                            bool nesterov) {
+  if (g_values_ignored) return;
   if (alpha == 0.f) {
     if (nesterov) {
       nesterov_step(segs, w, g, v, lr, delta, wd);
@@ -201,16 +221,19 @@ void elastic_momentum_step(std::span<const Segment> segs, float* w, const float*
 
 void elastic_sgd_range(float* w_out, const float* w, const float* g, const float* centre, int64_t n,
                        float lr_eff, float wd_eff, float alpha) {
+  if (g_values_ignored) return;
   elastic_sgd_block(w_out, w, g, centre, n, lr_eff, wd_eff, alpha);
 }
 
 void elastic_momentum_range(float* w_out, const float* w, const float* g, float* v,
                             const float* centre, int64_t n, float lr_eff, float wd_eff, float delta,
                             float alpha, bool nesterov) {
+  if (g_values_ignored) return;
   elastic_momentum_block(w_out, w, g, v, centre, n, lr_eff, wd_eff, delta, alpha, nesterov);
 }
 
 void stream_store(float* dst, const float* src, int64_t n) {
+  if (g_values_ignored) return;
   int64_t i = 0;
 #if defined(__AVX512F__)
   for (; i < n && (reinterpret_cast<uintptr_t>(dst + i) & 63) != 0; ++i)
@@ -243,6 +266,7 @@ void stream_fence() {
 void elastic_sgd_step_streamed(std::span<const Segment> segs, const float* w, float* w_out,
                                const float* g, const float* centre, float lr, float wd, float alpha,
                                int64_t keep_lo, int64_t keep_hi) {
+  if (g_values_ignored) return;
   if (alpha == 0.f) {  // sgd_step's own rule (bit for bit), in place
     if (w_out != w) span_copy(w_out, w, segs.empty() ? 0 : segs.back().offset + segs.back().count);
     sgd_step(segs, w_out, g, lr, wd);
@@ -258,6 +282,7 @@ void elastic_momentum_step_streamed(std::span<const Segment> segs, const float* 
                                     const float* g, float* v, const float* centre, float lr,
                                     float delta, float wd, float alpha, bool nesterov,
                                     int64_t keep_lo, int64_t keep_hi) {
+  if (g_values_ignored) return;
   if (alpha == 0.f) {  // the plain momentum rules (bit for bit), in place
     if (w_out != w) span_copy(w_out, w, segs.empty() ? 0 : segs.back().offset + segs.back().count);
     elastic_momentum_step(segs, w_out, g, v, centre, lr, delta, wd, alpha, nesterov);
@@ -271,6 +296,7 @@ void elastic_momentum_step_streamed(std::span<const Segment> segs, const float* 
 }
 
 void elastic_pull(float* w, const float* centre, float alpha, int64_t n) {
+  if (g_values_ignored) return;
   if (alpha == 0.f) return;  // keeps w bit-identical (no -0/+0 flips)
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i)
@@ -278,6 +304,7 @@ void elastic_pull(float* w, const float* centre, float alpha, int64_t n) {
 }
 
 void elastic_centre(float* centre, const float* w, float alpha, int64_t n) {
+  if (g_values_ignored) return;
   if (alpha == 0.f) return;
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i)
@@ -285,11 +312,13 @@ void elastic_centre(float* centre, const float* w, float alpha, int64_t n) {
 }
 
 void elastic_centre_sum(float* centre, const float* sum_w, float alpha, int p, int64_t n) {
+  if (g_values_ignored) return;
   elastic_centre_from(centre, centre, sum_w, alpha, p, n);
 }
 
 void elastic_centre_from(float* c_new, const float* c_old, const float* sum_w, float alpha, int p,
                          int64_t n) {
+  if (g_values_ignored) return;
   if (alpha == 0.f) {
     if (c_new != c_old) span_copy(c_new, c_old, n);
     return;
@@ -324,6 +353,7 @@ void racy_elastic_centre(float* shared, const float* w, float alpha, int64_t n) 
 }
 
 void copy_state(std::span<const Segment> segs, float* dst, const float* src) {
+  if (g_values_ignored) return;
   for (const Segment& s : segs)
     if (s.state) std::memcpy(dst + s.offset, src + s.offset, sizeof(float) * s.count);
 }

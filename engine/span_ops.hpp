@@ -11,6 +11,13 @@
 
 namespace easel {
 
+// Simulated runs with injected compute (tools/simulate --compute model; docs/SIMULATION.md): no
+// arena's values matter, so every O(n) pass below except span_sum_squares returns at once, as
+// do the Comms' local sums and copies (engine/comm). Set by mpi_start under SMPI when compute is
+// injected (once per simulated rank: SMPI gives every rank its own copy); false everywhere else.
+void set_values_ignored(bool on);
+bool values_ignored();
+
 // y[i] = x[i]
 void span_copy(float* y, const float* x, int64_t n);
 // y[i] += a * x[i]

@@ -14,6 +14,23 @@
 
 namespace easel {
 
+// A Comm's scratch floats: grows, never shrinks, and is not zero-filled (every use writes what
+// it reads; simulated runs with injected compute then touch none of its pages).
+class ScratchFloats {
+ public:
+  float* at_least(int64_t n) {
+    if (n > size_) {
+      p_.reset(new float[static_cast<size_t>(n)]);
+      size_ = n;
+    }
+    return p_.get();
+  }
+
+ private:
+  std::unique_ptr<float[]> p_;
+  int64_t size_ = 0;
+};
+
 enum class CollectiveAlgo { tree, ring };
 const char* collective_algo_name(CollectiveAlgo a);
 

@@ -43,8 +43,7 @@ class HierComm final : public Comm {
     }
     float* acc = dst;
     if (world_.rank() != rp) {
-      if (static_cast<int64_t>(scratch_.size()) < n) scratch_.resize(static_cast<size_t>(n));
-      acc = scratch_.data();
+      acc = scratch_.at_least(n);
     }
     local_->reduce_sum(l, src, acc, n, rl);
     timed(l, [&] { world_.reduce_sum(world_.rank(), acc, acc, n, rp); });
@@ -88,7 +87,7 @@ class HierComm final : public Comm {
   MpiComm& world_;
   const int l_, base_;
   std::vector<double> world_wait_;  // per local rank, written by that rank's thread
-  std::vector<float> scratch_;      // the local root's partial on processes other than the root's
+  ScratchFloats scratch_;           // the local root's partial on processes other than the root's
 };
 
 }  // namespace

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "engine/comm/mpi_comm.hpp"
+#include "engine/span_ops.hpp"
 
 namespace easel {
 
@@ -157,8 +158,9 @@ class MpiWorld final : public MpiComm {
     enter();
     const int p = size_;
     const int v = (rank_ - root + p) % p;
+    const bool add = !values_ignored();  // simulated, compute injected: the messages only
     if (p == 1) {
-      if (dst != src) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      if (dst != src && add) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
       return;
     }
     const float* cur = src;
@@ -176,12 +178,15 @@ class MpiWorld final : public MpiComm {
       }
       float* in = grow(recv_, n);
       post_and_wait_recv(in, n, MPI_FLOAT, child, kTagReduce, "reduce");
+      if (add) {
 #pragma omp simd
-      for (int64_t i = 0; i < n; ++i)
-        acc[i] = cur[i] + in[i];
+        for (int64_t i = 0; i < n; ++i)
+          acc[i] = cur[i] + in[i];
+      }
       cur = acc;
     }
-    if (rank_ == root && cur != dst) std::memcpy(dst, cur, static_cast<size_t>(n) * sizeof(float));
+    if (rank_ == root && cur != dst && add)
+      std::memcpy(dst, cur, static_cast<size_t>(n) * sizeof(float));
   }
 
   void broadcast(int rank, float* buf, int64_t n, int root) override {
@@ -279,9 +284,8 @@ class MpiWorld final : public MpiComm {
 #endif
   }
 
-  static float* grow(std::vector<float>& v, int64_t n) {
-    if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
-    return v.data();
+  static float* grow(ScratchFloats& v, int64_t n) {
+    return v.at_least(n);
   }
 
   // Binomial broadcast from root: at round mask, the ranks that have the data (v < mask) send to
@@ -407,7 +411,7 @@ class MpiWorld final : public MpiComm {
   double timeout_s_ = 300;
   bool stall_ = false;
   double wait_s_ = 0;
-  std::vector<float> scratch_, recv_;  // collectives only (one calling thread)
+  ScratchFloats scratch_, recv_;  // collectives only (one calling thread)
 };
 
 std::unique_ptr<MpiWorld>& world_slot() {
@@ -440,6 +444,8 @@ Status mpi_start(int* argc, char*** argv) {
   if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
     return unavailable("MPI_Init_thread failed (launched by mpirun, but MPI did not start)");
   world_slot() = std::make_unique<MpiWorld>(provided >= MPI_THREAD_MULTIPLE);
+  // Injected compute: the values are not computed, so neither are the exchange's O(n) passes.
+  set_values_ignored(sim_injected_flops() > 0);
   return {};
 }
 
@@ -527,9 +533,30 @@ namespace {
 
 constexpr size_t kSharedFrom = size_t{1} << 20;
 
+// The registry's own nodes come from malloc, not from the operator new below: erase() frees a
+// node while the lock is held, and through sim_delete that would take the lock again (the
+// self-deadlock that stopped model runs of nets with blocks of 1 MB or more at their first
+// free, e.g. alexnet-cifar in build_run).
+template <class T>
+struct MallocAllocator {
+  using value_type = T;
+  MallocAllocator() = default;
+  template <class U>
+  MallocAllocator(const MallocAllocator<U>&) {}
+  T* allocate(size_t n) {
+    if (void* p = std::malloc(n * sizeof(T))) return static_cast<T*>(p);
+    throw std::bad_alloc();
+  }
+  void deallocate(T* p, size_t) { std::free(p); }
+  template <class U>
+  bool operator==(const MallocAllocator<U>&) const {
+    return true;
+  }
+};
+
 struct SharedBlocks {
   std::mutex mu;
-  std::unordered_set<void*> set;
+  std::unordered_set<void*, std::hash<void*>, std::equal_to<void*>, MallocAllocator<void*>> set;
 };
 SharedBlocks& shared_blocks() {
   static SharedBlocks* b = new SharedBlocks;  // never destroyed: deletes may come late

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "engine/comm/comm.hpp"
+#include "engine/span_ops.hpp"
 #include "engine/trace.hpp"
 #include "engine/worker.hpp"
 
@@ -41,13 +42,14 @@ namespace {
 
 // dst[i] = a[i] + b[i] on [begin, end). dst may alias a or b.
 void add_range(float* dst, const float* a, const float* b, int64_t begin, int64_t end) {
+  if (values_ignored()) return;  // simulated, compute injected (engine/span_ops.hpp)
 #pragma omp simd
   for (int64_t i = begin; i < end; ++i)
     dst[i] = a[i] + b[i];
 }
 
 void copy_range(float* dst, const float* src, int64_t begin, int64_t end) {
-  if (end > begin && dst != src) {
+  if (end > begin && dst != src && !values_ignored()) {
     std::memcpy(dst + begin, src + begin, static_cast<size_t>(end - begin) * sizeof(float));
   }
 }
