@@ -229,6 +229,20 @@ TEST(Model, ExchangeInCacheIsNotBoundByMemory) {
   EXPECT_NE(bad.status().message().find("memory.cache_mb"), std::string::npos);
 }
 
+// A calibrated net's own oversubscription_overhead ([[net]]) replaces the machine's for it.
+TEST(Model, NetsOwnOversubscriptionOverhead) {
+  std::string text = kSmall;
+  text.replace(text.find("update_seconds = 0.001"), 22,
+               "update_seconds = 0.001\noversubscription_overhead = 0.25");
+  auto m = parse_machine(text, "net.toml");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  auto own = predict(*m, request("lenet", "sync-easgd", 4));
+  auto machine_wide = predict(small(), request("lenet", "sync-easgd", 4));
+  ASSERT_TRUE(own.ok() && machine_wide.ok());
+  // Four groups on two cores: x 2 x (1 + overhead), 0.25 against the machine's 0.05.
+  EXPECT_NEAR(own->step_seconds / machine_wide->step_seconds, 1.25 / 1.05, 1e-9);
+}
+
 TEST(Model, TauOverlapAndResidencyCutTheExchange) {
   const Machine gpu = load_machine(machines_dir() + "gpu8-pcie.toml").value();
   ModelRequest r = request("alexnet-cifar", "sync-easgd", 8, 1000);

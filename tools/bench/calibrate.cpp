@@ -78,6 +78,7 @@ struct NetFigures {
   int64_t arena_floats = 0;
   double step = 0, update = 0, step_threads = 0, flops_per_image = 0;
   std::vector<LayerTime> layers;
+  double overhead = -1;  // oversubscription's, from this net's own 2C (and 4C) layouts
   // Gx1 layouts: groups, group 0's step (s), and the algorithm's split summed over groups.
   struct Shared {
     int groups = 0;
@@ -206,6 +207,7 @@ Result<Scaling> fit_scaling(std::vector<NetFigures>& nets, const Ceilings& ceil,
       const double speedup = f.step / f.step_threads;
       serial.push_back(std::clamp((c / speedup - 1) / (c - 1), 0.0, 1.0));
     }
+    std::vector<double> own_overhead;
     for (const NetFigures::Shared& s : f.shared) {
       const double x = model::shm_exchange_seconds(fit.memory, fit.memory.dram, s.groups, false,
                                                    static_cast<double>(cost->arena_floats), 1, 1);
@@ -217,10 +219,12 @@ Result<Scaling> fit_scaling(std::vector<NetFigures>& nets, const Ceilings& ceil,
         const double over = static_cast<double>(s.groups) / c;
         const double cont = contention.empty() ? 1 : contention.back();
         const double compute = s.step * (1 - wait_share) - x;
-        overhead.push_back(std::max(0.0, (compute / (f.step * cont * over) - 1) / (over - 1)));
+        own_overhead.push_back(std::max(0.0, (compute / (f.step * cont * over) - 1) / (over - 1)));
+        overhead.push_back(own_overhead.back());
         wait_frac.push_back(all > 0 && s.compute > 0 ? s.wait / s.compute : 0);
       }
     }
+    if (!own_overhead.empty()) f.overhead = median(own_overhead);
   }
   Scaling out;
   out.efficiency = std::clamp(median(efficiency), 1e-3, 1.0);
@@ -280,8 +284,11 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
      << "\n";
   for (const NetFigures& f : nets) {
     os << "\n[[net]]\nname = " << quoted(f.name) << "\nbatch = " << f.batch
-       << "\nstep_seconds = " << num(f.step) << "\nupdate_seconds = " << num(f.update)
-       << "\nsource = "
+       << "\nstep_seconds = " << num(f.step) << "\nupdate_seconds = " << num(f.update);
+    if (f.overhead >= 0)
+      os << "\noversubscription_overhead = " << num(f.overhead)
+         << "  # this net's own, from its 2C (and 4C) groups";
+    os << "\nsource = "
        << quoted(
               "one group of one thread alone: forward, loss, backward, momentum update; "
               "median of the repeats");

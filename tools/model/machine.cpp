@@ -149,14 +149,17 @@ Status read_nets(Reader& r, const toml::node& node, Machine* m) {
     const toml::table* t = (*arr)[i].as_table();
     if (t == nullptr) return r.error(p, "must be a table", &(*arr)[i]);
     EASEL_RETURN_IF_ERROR(r.source(*t, p));
-    EASEL_RETURN_IF_ERROR(
-        r.only(*t, p, {"name", "batch", "step_seconds", "update_seconds", "layer", "source"}));
+    EASEL_RETURN_IF_ERROR(r.only(*t, p,
+                                 {"name", "batch", "step_seconds", "update_seconds",
+                                  "oversubscription_overhead", "layer", "source"}));
     NetCalibration c;
     EASEL_ASSIGN_OR_RETURN(c.net, r.text(*t, p, "name", true));
     EASEL_ASSIGN_OR_RETURN(const double batch, r.number(*t, p, "batch", 1, 65536, true));
     c.batch = static_cast<int64_t>(batch);
     EASEL_ASSIGN_OR_RETURN(c.step_seconds, r.number(*t, p, "step_seconds", 1e-9, 1e6, true));
     EASEL_ASSIGN_OR_RETURN(c.update_seconds, r.number(*t, p, "update_seconds", 0, 1e6, false));
+    EASEL_ASSIGN_OR_RETURN(c.oversubscription_overhead,
+                           r.number(*t, p, "oversubscription_overhead", 0, 10, false, -1));
     if (c.update_seconds > c.step_seconds)
       return r.error(p + ".update_seconds", "is more than step_seconds", t->get("update_seconds"));
     if (const toml::node* l = t->get("layer")) {

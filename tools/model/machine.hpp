@@ -39,6 +39,9 @@ struct NetCalibration {
   int64_t batch = 64;
   double step_seconds = 0;    // whole step, one group alone
   double update_seconds = 0;  // the momentum update's part of it
+  // This net's compute.oversubscription_overhead, from its own 2C (and 4C) layouts (the cost of
+  // sharing a core depends on how much of the cache a step refills); -1: the machine's.
+  double oversubscription_overhead = -1;
   struct Layer {
     std::string name, kind;
     double forward_seconds = 0, backward_seconds = 0;

@@ -105,7 +105,11 @@ double step_seconds(const Machine& m, const ModelRequest& req, Prediction& out) 
   if (n_threads > m.cores) {
     out.oversubscribed = true;
     const double over = static_cast<double>(n_threads) / m.cores;
-    t *= over * (1 + m.oversubscription_overhead * (over - 1));
+    const double overhead =
+        cal != nullptr && req.placement != "hbw" && cal->oversubscription_overhead >= 0
+            ? cal->oversubscription_overhead
+            : m.oversubscription_overhead;
+    t *= over * (1 + overhead * (over - 1));
     out.notes.push_back(std::to_string(n_threads) + " threads on " + std::to_string(m.cores) +
                         " cores: each step takes " + fmt("%.2f", over) +
                         "x as long, plus the calibrated overhead per extra thread");
