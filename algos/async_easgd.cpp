@@ -50,13 +50,16 @@ class AsyncEasgd final : public Algorithm {
                          "MPI_THREAD_MULTIPLE, which this MPI library does not provide (with one "
                          "group per rank, rank 0's group serves the centre itself)");
     const int64_t n = run.arena_floats();
+    // Arenas (zeroed), which under tools/simulate --compute model share SMPI's pages unfilled.
     for (int i = 0; i < run.size(); ++i) {
-      request_.emplace_back(static_cast<size_t>(n + kRequestExtra));
-      reply_.emplace_back(static_cast<size_t>(n + kReplyExtra));
+      EASEL_ASSIGN_OR_RETURN(Arena req, Arena::create(n + kRequestExtra, MemKind::dram));
+      EASEL_ASSIGN_OR_RETURN(Arena rep, Arena::create(n + kReplyExtra, MemKind::dram));
+      request_.push_back(std::move(req));
+      reply_.push_back(std::move(rep));
     }
     if (polled_) {
-      in_.resize(static_cast<size_t>(n + kRequestExtra));
-      out_.resize(static_cast<size_t>(n + kReplyExtra));
+      EASEL_ASSIGN_OR_RETURN(in_, Arena::create(n + kRequestExtra, MemKind::dram));
+      EASEL_ASSIGN_OR_RETURN(out_, Arena::create(n + kReplyExtra, MemKind::dram));
     } else if (run.rank == 0) {
       server_ = std::thread([this, &run] { serve(run); });
     }
@@ -161,11 +164,12 @@ class AsyncEasgd final : public Algorithm {
     const int src =
         run.world->recv(in_.data(), n + kRequestExtra, -1, kTagRequest, &got, timeout_s);
     if (got != n + kRequestExtra) return false;
-    const float alpha = in_[static_cast<size_t>(n)];
-    int32_t gid = 0;
-    std::memcpy(&gid, &in_[static_cast<size_t>(n + 1)], sizeof gid);
+    const float alpha = in_.data()[n];
+    // One group per rank here: its global id is its rank. (Under tools/simulate --compute model
+    // the request's payload, in SMPI's shared pages, is not copied: its id could be another's.)
+    const int32_t gid = src;
     const int64_t v = run.centre_version.fetch_add(1, std::memory_order_relaxed);
-    std::memcpy(&out_[static_cast<size_t>(n)], &v, sizeof v);
+    std::memcpy(&out_.data()[n], &v, sizeof v);
     span_copy(out_.data(), run.centre.data(), n);
     easgd_centre_pull(run.centre.data(), in_.data(), alpha, n);
     if (run.serve_log) run.serve_log->push_back(gid);
@@ -202,11 +206,11 @@ class AsyncEasgd final : public Algorithm {
   }
 
   bool momentum_;
-  bool polled_ = false;          // no server thread (MPI_THREAD_SINGLE, one group per rank)
-  int rounds_over_ = 0;          // rank 0, polled: the other ranks whose round is over
-  std::vector<float> in_, out_;  // rank 0's request and reply, polled
-  std::vector<std::vector<float>> request_, reply_;  // per local group, its thread only
-  std::thread server_;                               // rank 0, across ranks
+  bool polled_ = false;                 // no server thread (MPI_THREAD_SINGLE, one group per rank)
+  int rounds_over_ = 0;                 // rank 0, polled: the other ranks whose round is over
+  Arena in_, out_;                      // rank 0's request and reply, polled
+  std::vector<Arena> request_, reply_;  // per local group, its thread only
+  std::thread server_;                  // rank 0, across ranks
   std::timed_mutex centre_mu_;  // guards run.centre: this process's groups and the server thread
 };
 

@@ -9,6 +9,7 @@ namespace easel {
 
 void easgd_exchange(std::span<const Segment> segs, float* w, const float* g, float* c, float lr,
                     float wd, float alpha) {
+  if (values_ignored()) return;  // simulated, compute injected (engine/span_ops.hpp)
   for (const Segment& s : segs) {
     const float l = lr * s.lr_mult, d = wd * s.decay_mult;
     float* ws = w + s.offset;
@@ -26,6 +27,7 @@ void easgd_exchange(std::span<const Segment> segs, float* w, const float* g, flo
 void easgd_momentum_exchange(std::span<const Segment> segs, float* w, const float* g, float* v,
                              float* c, float lr, float delta, float wd, float alpha,
                              bool nesterov) {
+  if (values_ignored()) return;  // simulated, compute injected (engine/span_ops.hpp)
   for (const Segment& s : segs) {
     const float l = lr * s.lr_mult, d = wd * s.decay_mult;
     float* ws = w + s.offset;
@@ -55,6 +57,7 @@ void easgd_momentum_exchange(std::span<const Segment> segs, float* w, const floa
 }
 
 void easgd_centre_pull(float* c, const float* w, float alpha, int64_t n) {
+  if (values_ignored()) return;  // simulated, compute injected (engine/span_ops.hpp)
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const float e = alpha * (w[i] - c[i]);
@@ -64,6 +67,7 @@ void easgd_centre_pull(float* c, const float* w, float alpha, int64_t n) {
 
 void easgd_exchange_racy(std::span<const Segment> segs, float* w, const float* g, float* c,
                          float lr, float wd, float alpha) {
+  if (values_ignored()) return;  // simulated, compute injected (engine/span_ops.hpp)
   for (const Segment& s : segs) {
     const float l = lr * s.lr_mult, d = wd * s.decay_mult;
     float* ws = w + s.offset;
@@ -83,6 +87,7 @@ void easgd_exchange_racy(std::span<const Segment> segs, float* w, const float* g
 
 namespace easel {
 void scaled_gradient(std::span<const Segment> segs, float* g, const float* w, float lr, float wd) {
+  if (values_ignored()) return;  // simulated, compute injected (engine/span_ops.hpp)
   for (const Segment& s : segs) {
     const float l = lr * s.lr_mult, d = wd * s.decay_mult;
     float* gs = g + s.offset;
