@@ -243,6 +243,23 @@ TEST(Model, NetsOwnOversubscriptionOverhead) {
   EXPECT_NEAR(own->step_seconds / machine_wide->step_seconds, 1.25 / 1.05, 1e-9);
 }
 
+// Ranks sharing one machine split its cores: 2 ranks of 2 groups on 2 cores are oversubscribed.
+TEST(Model, RanksPerNodeShareTheCores) {
+  Machine m = small();
+  m.mpi = {true, 1, 10};
+  ModelRequest r = request("lenet", "sync-easgd", 2);
+  r.ranks = 2;
+  auto apart = predict(m, r);
+  r.ranks_per_node = 2;
+  auto shared = predict(m, r);
+  ASSERT_TRUE(apart.ok() && shared.ok());
+  EXPECT_FALSE(apart->oversubscribed);
+  EXPECT_TRUE(shared->oversubscribed);
+  EXPECT_GT(shared->step_seconds, 2 * apart->step_seconds / m.contention);
+  r.ranks_per_node = 3;
+  EXPECT_FALSE(predict(m, r).ok());
+}
+
 TEST(Model, TauOverlapAndResidencyCutTheExchange) {
   const Machine gpu = load_machine(machines_dir() + "gpu8-pcie.toml").value();
   ModelRequest r = request("alexnet-cifar", "sync-easgd", 8, 1000);

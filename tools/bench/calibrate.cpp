@@ -7,13 +7,16 @@
 // shared-memory latency and bandwidth are fitted. docs/MODEL.md explains each figure.
 #include <unistd.h>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
+#include "engine/comm/mpi_comm.hpp"
 #include "nets/models/models.hpp"
 #include "tools/bench/bench.hpp"
 #include "tools/bench/calibrate.hpp"
@@ -186,6 +189,61 @@ Result<ExchangeFit> fit_exchange(const Topology& topo, const BenchConfig& cfg,
   return fit;
 }
 
+// MPI between ranks 0 and 1 (under mpirun with 2 or more ranks): ping-pongs of a small and a
+// large message, half the fastest round trip of each, fitted to latency + bytes / bandwidth
+// (the model's [transport.mpi]). Ranks other than 0 and 1 only wait.
+struct MpiFit {
+  int ranks = 0;  // 0: not measured (no MPI, or one rank)
+  double small_seconds = 0, large_seconds = 0;
+  model::Transport transport;
+};
+
+constexpr int kPingTag = 7301, kDoneTag = 7302;
+constexpr int64_t kSmallFloats = 1, kLargeFloats = 1 << 20;  // 4 B and 4 MiB
+
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Rank 0's fastest round trip of n floats with rank 1 (rank 1 echoes), over `repeats` trips.
+double ping_pong(MpiComm& world, int64_t n, int repeats) {
+  std::vector<float> buf(static_cast<size_t>(n), 1.0f);
+  double best = 1e30;
+  int64_t count = 0;
+  for (int r = 0; r < repeats; ++r) {
+    if (world.rank() == 0) {
+      const double t0 = steady_seconds();
+      world.send(buf.data(), n, 1, kPingTag);
+      world.recv(buf.data(), n, 1, kPingTag, &count);
+      best = std::min(best, steady_seconds() - t0);
+    } else if (world.rank() == 1) {
+      world.recv(buf.data(), n, 0, kPingTag, &count);
+      world.send(buf.data(), n, 0, kPingTag);
+    }
+  }
+  return best;
+}
+
+MpiFit fit_mpi(MpiComm& world) {
+  MpiFit fit;
+  fit.ranks = world.size();
+  if (world.rank() > 1) return fit;
+  ping_pong(world, kLargeFloats, 3);  // warm-up: connections and buffers
+  const double small = ping_pong(world, kSmallFloats, 200) / 2;
+  const double large = ping_pong(world, kLargeFloats, 20) / 2;
+  if (world.rank() != 0) return fit;
+  const double bytes = 4.0 * (kLargeFloats - kSmallFloats);
+  const double bw = large > small ? bytes / (large - small) : bytes / std::max(large, 1e-9);
+  fit.small_seconds = small;
+  fit.large_seconds = large;
+  fit.transport = {true, std::max(small - 4.0 * kSmallFloats / bw, 1e-7) * 1e6, bw / 1e9};
+  std::printf(
+      "  MPI between ranks 0 and 1 of %d: %.2f us (4 B), %.1f us (4 MiB) -> latency %.2f "
+      "us, %.2f GB/s\n",
+      fit.ranks, small * 1e6, large * 1e6, fit.transport.latency_us, fit.transport.bandwidth_gbs);
+  return fit;
+}
+
 // How the compute scales (docs/MODEL.md): Amdahl's serial fraction from one group on every
 // core's thread; contention from C groups at once, oversubscription's overhead and the barrier's
 // wait from 2C (and 4C) groups; each layout's exchange (the model's) taken out of its steps.
@@ -237,7 +295,7 @@ Result<Scaling> fit_scaling(std::vector<NetFigures>& nets, const Ceilings& ceil,
 
 // The description's text (it must parse back: run_calibration checks).
 std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceilings& ceil,
-                     const ExchangeFit& fit, const Scaling& sc,
+                     const ExchangeFit& fit, const Scaling& sc, const MpiFit& mpi,
                      const std::vector<NetFigures>& nets) {
   std::ostringstream os;
   const std::string when = now_utc();
@@ -282,6 +340,14 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
                " us) arenas, fitted to latency x (2 levels + 1) + (20 (P-1) + 16 P + 12) n / P "
                "bytes / bandwidth")
      << "\n";
+  if (mpi.ranks > 1)
+    os << "[transport.mpi]\nlatency_us = " << num(mpi.transport.latency_us)
+       << "\nbandwidth_gbs = " << num(mpi.transport.bandwidth_gbs) << "\nsource = "
+       << quoted("ping-pong between ranks 0 and 1 of " + std::to_string(mpi.ranks) +
+                 " (mpirun on this machine): half the fastest round trip of 4 B (" +
+                 num(mpi.small_seconds * 1e6) + " us) and of 4 MiB (" +
+                 num(mpi.large_seconds * 1e6) + " us), fitted to latency + bytes / bandwidth")
+       << "\n";
   for (const NetFigures& f : nets) {
     os << "\n[[net]]\nname = " << quoted(f.name) << "\nbatch = " << f.batch
        << "\nstep_seconds = " << num(f.step) << "\nupdate_seconds = " << num(f.update);
@@ -310,14 +376,10 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
   return os.str();
 }
 
-}  // namespace
-
-Status run_calibration(const BenchConfig& base, const Topology& topo, const std::string& out_path) {
-  BenchConfig cfg = base;
-  cfg.oversubscribe = true;
+// Everything but the MPI transport, on this process alone.
+Status calibrate_node(const BenchConfig& cfg, const Topology& topo, const std::string& out_path,
+                      const MpiFit& mpi) {
   const int c = topo.core_count();
-  std::printf("easel bench --calibrate: %d cores (%s), load %s; writing %s\n", c,
-              cpu_name().c_str(), load_average().c_str(), out_path.c_str());
   EASEL_ASSIGN_OR_RETURN(Ceilings ceil, measure_ceilings(topo, cfg));
   std::printf("  FMA peak one core %.1f GFLOP/s; triad one core %.1f GB/s, all %.1f GB/s\n",
               ceil.fma_core_gflops.max, ceil.triad_core_gbs.max, ceil.triad_all_gbs.max);
@@ -328,7 +390,7 @@ Status run_calibration(const BenchConfig& base, const Topology& topo, const std:
     nets.push_back(std::move(f));
   }
   EASEL_ASSIGN_OR_RETURN(Scaling sc, fit_scaling(nets, ceil, fit, c));
-  const std::string text = describe(topo, cfg, ceil, fit, sc, nets);
+  const std::string text = describe(topo, cfg, ceil, fit, sc, mpi, nets);
   // What is written must read back.
   if (auto back = model::parse_machine(text, out_path); !back.ok())
     return internal_error("calibration does not parse back: " + back.status().message());
@@ -339,6 +401,39 @@ Status run_calibration(const BenchConfig& base, const Topology& topo, const std:
   if (!cli::write_atomic(out_path, text)) return io_error("--out: cannot write " + out_path);
   std::printf("machine description written to %s\n", out_path.c_str());
   return Status::ok_status();
+}
+
+}  // namespace
+
+Status run_calibration(const BenchConfig& base, const Topology& topo, const std::string& out_path) {
+  BenchConfig cfg = base;
+  cfg.oversubscribe = true;
+  const int c = topo.core_count();
+  if (process_rank() == 0)
+    std::printf("easel bench --calibrate: %d cores (%s), load %s; writing %s\n", c,
+                cpu_name().c_str(), load_average().c_str(), out_path.c_str());
+  // Under mpirun: the MPI transport first, then rank 0 alone measures the rest while the other
+  // ranks wait idle for its word (they would share its cores).
+  MpiFit mpi;
+  MpiComm* world = mpi_world();
+  if (world != nullptr && world->size() > 1) {
+    mpi = fit_mpi(*world);
+    if (world->rank() != 0) {
+      float done = 0;
+      int64_t count = 0;
+      while (!world->probe(kDoneTag))  // 100 wake-ups a second: rank 0's cores stay its own
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      world->recv(&done, 1, 0, kDoneTag, &count);
+      return done > 0 ? Status::ok_status() : internal_error("rank 0's calibration failed");
+    }
+  }
+  Status st = calibrate_node(cfg, topo, out_path, mpi);
+  if (world != nullptr && world->size() > 1) {
+    const float done = st.ok() ? 1.0f : 0.0f;
+    for (int r = 1; r < world->size(); ++r)
+      world->send(&done, 1, r, kDoneTag);
+  }
+  return st;
 }
 
 }  // namespace easel::bench

@@ -258,6 +258,12 @@ Status check(const Machine& m, const ModelRequest& req) {
                             " is out of range [1, 65536]");
   if (req.ranks > 1 && !is_sync(req.algo))
     return invalid_argument("--ranks: the model spans ranks for sync-easgd and sync-sgd only");
+  if (req.ranks_per_node < 1 || req.ranks_per_node > req.ranks)
+    return invalid_argument("--ranks-per-node: " + std::to_string(req.ranks_per_node) +
+                            " is out of range [1, --ranks]");
+  if (!m.gpu && req.ranks_per_node > m.cores)
+    return invalid_argument("--ranks-per-node: " + std::to_string(req.ranks_per_node) +
+                            " ranks on " + std::to_string(m.cores) + " cores");
   if (req.ranks > 1 && !m.mpi.present)
     return invalid_argument("--ranks: " + m.file + " has no [transport.mpi]");
   if (!req.resident && !m.gpu) return invalid_argument("--resident off: only for a GPU machine");
@@ -297,9 +303,24 @@ double group_bytes(const ModelRequest& req) {
          8.0 * static_cast<double>(req.cost.activation_floats) * static_cast<double>(req.batch);
 }
 
-Result<Prediction> predict(const Machine& m, const ModelRequest& req) {
-  EASEL_RETURN_IF_ERROR(check(m, req));
+// The share of `whole` one rank has when `ranks` ranks share it: its cores and the memories'
+// and transports' bandwidths split evenly (a GPU machine: the host's cores only).
+Machine rank_share(const Machine& whole, int ranks) {
+  Machine m = whole;
+  m.cores = std::max(1, whole.cores / ranks);
+  for (MemoryFigure* mem : {&m.dram, &m.hbw})
+    mem->bandwidth_gbs /= ranks;
+  return m;
+}
+
+Result<Prediction> predict(const Machine& whole, const ModelRequest& req) {
+  EASEL_RETURN_IF_ERROR(check(whole, req));
+  const Machine m = req.ranks_per_node > 1 ? rank_share(whole, req.ranks_per_node) : whole;
   Prediction out;
+  if (req.ranks_per_node > 1)
+    out.notes.push_back(std::to_string(req.ranks_per_node) +
+                        " ranks share the machine: " + std::to_string(m.cores) + " cores and 1/" +
+                        std::to_string(req.ranks_per_node) + " of its memory bandwidth each");
   const double tc = step_seconds(m, req, out);
   out.step_seconds = tc;
   const int p = req.groups;

@@ -42,6 +42,9 @@ struct ModelRequest {
   bool overlap = false;            // sync-easgd: exchange overlapped with the next step
   bool resident = true;            // GPU: weights stay on the devices (only the batch crosses)
   int ranks = 1;                   // MPI ranks, `groups` groups each (sync algorithms)
+  // Ranks that share one machine (its cores and memory bandwidth split evenly among them); 1:
+  // every rank a machine of its own, as on a cluster.
+  int ranks_per_node = 1;
 };
 
 struct Prediction {

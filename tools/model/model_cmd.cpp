@@ -40,6 +40,7 @@ struct ModelFlags : NetFlags {
   std::string overlap = "off";
   std::string resident = "on";
   int ranks = 1;
+  int ranks_per_node = 1;
 };
 
 struct PlanFlags : NetFlags {
@@ -133,6 +134,7 @@ int run_model(const ModelFlags& f) {
   req->reduce = f.reduce;
   req->pack = f.pack;
   req->ranks = f.ranks;
+  req->ranks_per_node = f.ranks_per_node;
   auto overlap = on_off("--overlap", f.overlap);
   if (!overlap.ok()) return fail(overlap.status());
   auto resident = on_off("--resident", f.resident);
@@ -246,6 +248,9 @@ ModelCommands add_model_commands(CLI::App& app) {
                 "step (off: the original EASGD and Sync EASGD1)")
       ->capture_default_str();
   m->add_option("--ranks", mf->ranks, "MPI ranks of --groups groups each (sync algorithms)")
+      ->capture_default_str();
+  m->add_option("--ranks-per-node", mf->ranks_per_node,
+                "ranks sharing one machine's cores and memory bandwidth (1: a machine each)")
       ->capture_default_str();
   CLI::App* p = app.add_subcommand(
       "plan", "rank a machine's partitions by predicted time, with the fit in fast memory");
