@@ -288,19 +288,26 @@ class MpiWorld final : public MpiComm {
     return v.at_least(n);
   }
 
-  // Binomial broadcast from root: at round mask, the ranks that have the data (v < mask) send to
-  // v + mask.
+  // Binomial broadcast from root, farthest first (MPICH's order): a rank receives from its
+  // parent (v less its lowest set bit), then sends to v + mask for every mask below that bit,
+  // largest first. With ranks placed in blocks per node, only the first rounds cross nodes, one
+  // message per pair of nodes; nearest first, the last rounds sent half the ranks' messages
+  // across nodes at once (64 per node's link at 64 ranks per node: 1.6 s instead of 25 ms per
+  // round for alexnet-cifar on cori-knl.xml, simulated).
   void bcast(void* buf, int64_t n, MPI_Datatype type, int root) {
     enter();
     const int p = size_;
     const int v = (rank_ - root + p) % p;
-    for (int mask = 1; mask < p; mask <<= 1) {
-      if (v < mask && v + mask < p) {
-        post_and_wait_send(buf, n, type, (v + mask + root) % p, kTagBcast, "broadcast");
-      } else if (v >= mask && v < 2 * mask) {
-        post_and_wait_recv(buf, n, type, (v - mask + root) % p, kTagBcast, "broadcast");
-      }
+    int mask = 1;
+    while (mask < p)
+      mask <<= 1;
+    if (v != 0) {
+      mask = v & -v;
+      post_and_wait_recv(buf, n, type, (v - mask + root) % p, kTagBcast, "broadcast");
     }
+    for (mask >>= 1; mask > 0; mask >>= 1)
+      if (v + mask < p)
+        post_and_wait_send(buf, n, type, (v + mask + root) % p, kTagBcast, "broadcast");
   }
 
   // The collectives' waits are timed into wait_s_ (their one calling thread); send() is not.
