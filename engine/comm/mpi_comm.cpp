@@ -538,7 +538,11 @@ bool mpi_fault_fail() {
 
 namespace {
 
-constexpr size_t kSharedFrom = size_t{1} << 20;
+// 16 MB and more: the arenas' vectors (the Comm's scratch, an arena's copies), whose values do
+// not matter. Not the 1 MB compressed-input chunk of an IDX file: zlib's input shared between
+// ranks that interleave (a rank yields at MPI_Wtime) read as 'corrupt gzip stream' (Fashion-MNIST
+// under --compute model); control data must stay private.
+constexpr size_t kSharedFrom = size_t{16} << 20;
 
 // The registry's own nodes come from malloc, not from the operator new below: erase() frees a
 // node while the lock is held, and through sim_delete that would take the lock again (the
