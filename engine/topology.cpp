@@ -233,6 +233,20 @@ void apply_memkind_hbw_nodes(Topology& topo) {
   }
 }
 
+// The sizes of the deepest cache level hwloc found (L3, else L2), summed over its objects.
+uint64_t last_level_cache(hwloc_topology_t t) {
+  for (hwloc_obj_type_t type : {HWLOC_OBJ_L3CACHE, HWLOC_OBJ_L2CACHE}) {
+    const int n = hwloc_get_nbobjs_by_type(t, type);
+    if (n <= 0) continue;
+    uint64_t sum = 0;
+    for (int i = 0; i < n; ++i)
+      if (hwloc_obj_t o = hwloc_get_obj_by_type(t, type, static_cast<unsigned>(i)))
+        sum += o->attr->cache.size;
+    return sum;
+  }
+  return 0;
+}
+
 // Loads `xml` (a described machine) or, when empty, this machine restricted to this process's
 // cpu binding; reads it into a Topology.
 Result<Topology> read_topology(const std::string& xml) {
@@ -266,6 +280,7 @@ Result<Topology> read_topology(const std::string& xml) {
   topo.cores = read_cores(h.t, allowed);
   topo.numa = read_nodes(h.t, allowed);
   topo.total_memory_bytes = root != nullptr ? root->total_memory : 0;
+  topo.last_level_cache_bytes = last_level_cache(h.t);
   if (xml.empty()) apply_memkind_hbw_nodes(topo);
   if (topo.cores.empty()) {
     return xml.empty() ? internal_error("hwloc found no usable cores for this process")

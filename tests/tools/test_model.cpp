@@ -256,8 +256,31 @@ TEST(Model, RanksPerNodeShareTheCores) {
   EXPECT_FALSE(apart->oversubscribed);
   EXPECT_TRUE(shared->oversubscribed);
   EXPECT_GT(shared->step_seconds, 2 * apart->step_seconds / m.contention);
-  r.ranks_per_node = 3;
-  EXPECT_FALSE(predict(m, r).ok());
+  // Its step is that of 4 groups on the machine; 2 ranks of 1 group step as 2 groups do,
+  // contention included.
+  ModelRequest four = request("lenet", "sync-easgd", 4);
+  EXPECT_DOUBLE_EQ(shared->step_seconds, predict(m, four)->step_seconds);
+  r.groups = 1;
+  auto one_each = predict(m, r);
+  ASSERT_TRUE(one_each.ok());
+  EXPECT_DOUBLE_EQ(one_each->step_seconds,
+                   predict(m, request("lenet", "sync-easgd", 2))->step_seconds);
+  EXPECT_GT(one_each->step_seconds, predict(m, request("lenet", "sync-easgd", 1))->step_seconds);
+  // Bad counts: more ranks per node than ranks, or than cores; on GPUs, than devices.
+  for (int bad : {3, 0}) {
+    r.ranks_per_node = bad;
+    auto p = predict(m, r);
+    ASSERT_FALSE(p.ok());
+    EXPECT_NE(p.status().message().find("--ranks-per-node"), std::string::npos);
+  }
+  r.ranks = 4;
+  r.ranks_per_node = 4;
+  EXPECT_NE(predict(m, r).status().message().find("use at most 2"), std::string::npos);
+  Machine gpu = load_machine(machines_dir() + "gpu8-pcie.toml").value();
+  ModelRequest g = request("alexnet-cifar", "sync-easgd", 8);
+  g.ranks = 2;
+  g.ranks_per_node = 2;
+  EXPECT_NE(predict(gpu, g).status().message().find("need 16 devices"), std::string::npos);
 }
 
 TEST(Model, TauOverlapAndResidencyCutTheExchange) {

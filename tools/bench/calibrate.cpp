@@ -143,13 +143,6 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
-// The last-level cache as the CPU reports it (MB, 1e6 bytes): L3, else L2; 0 when unknown.
-double last_level_cache_mb() {
-  long bytes = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  if (bytes <= 0) bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
-  return bytes > 0 ? static_cast<double>(bytes) / 1e6 : 0;
-}
-
 // The shared-memory exchange's latency and bandwidth, fitted to the model's formula
 // (model::shm_exchange_seconds, threads 1) from sync-easgd's exchange among p groups over two
 // arenas (mlp's and LeNet's); `memory` holds the machine's DRAM and last-level cache.
@@ -166,7 +159,7 @@ Result<ExchangeFit> fit_exchange(const Topology& topo, const BenchConfig& cfg,
   fit.memory.cores = topo.core_count();
   fit.memory.dram.present = true;
   fit.memory.dram.bandwidth_gbs = ceil.triad_all_gbs.max;
-  fit.memory.cache_mb = last_level_cache_mb();
+  fit.memory.cache_mb = static_cast<double>(topo.last_level_cache_bytes) / 1e6;
   EASEL_ASSIGN_OR_RETURN(ExchangeResult small, time_exchange(topo, cfg, spec_of("mlp"), fit.p));
   EASEL_ASSIGN_OR_RETURN(ExchangeResult large, time_exchange(topo, cfg, spec_of("lenet"), fit.p));
   const double t1 = exchange_us(small) * 1e-6, t2 = exchange_us(large) * 1e-6;
@@ -324,7 +317,7 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
      << "  # barrier wait / compute of sync-easgd's groups sharing cores (the algorithm's split)\n"
      << "source = " << quoted(origin + "; FMA loop, steps and layouts of easel bench") << "\n\n"
      << "[memory]\ncache_mb = " << num(fit.memory.cache_mb)
-     << "  # last-level cache as the CPU reports it (sysconf; a VM may report its host's)\n"
+     << "  # hwloc's last-level caches, summed (a VM may report its host's)\n"
      << "source = "
      << quoted(origin + "; STREAM-style triad, " + std::to_string(cfg.triad_mib) + " MiB arrays")
      << "\n"

@@ -260,10 +260,16 @@ Status check(const Machine& m, const ModelRequest& req) {
     return invalid_argument("--ranks: the model spans ranks for sync-easgd and sync-sgd only");
   if (req.ranks_per_node < 1 || req.ranks_per_node > req.ranks)
     return invalid_argument("--ranks-per-node: " + std::to_string(req.ranks_per_node) +
-                            " is out of range [1, --ranks]");
+                            " is out of range [1, " + std::to_string(req.ranks) + "] (--ranks)");
+  if (m.gpu && req.groups * req.ranks_per_node > m.devices)
+    return invalid_argument("--ranks-per-node: " + std::to_string(req.ranks_per_node) +
+                            " ranks of " + std::to_string(req.groups) + " groups need " +
+                            std::to_string(req.groups * req.ranks_per_node) + " devices; " +
+                            m.file + " has " + std::to_string(m.devices));
   if (!m.gpu && req.ranks_per_node > m.cores)
     return invalid_argument("--ranks-per-node: " + std::to_string(req.ranks_per_node) +
-                            " ranks on " + std::to_string(m.cores) + " cores");
+                            " ranks on " + std::to_string(m.cores) + " cores: use at most " +
+                            std::to_string(m.cores) + " per machine");
   if (req.ranks > 1 && !m.mpi.present)
     return invalid_argument("--ranks: " + m.file + " has no [transport.mpi]");
   if (!req.resident && !m.gpu) return invalid_argument("--resident off: only for a GPU machine");
@@ -303,25 +309,32 @@ double group_bytes(const ModelRequest& req) {
          8.0 * static_cast<double>(req.cost.activation_floats) * static_cast<double>(req.batch);
 }
 
-// The share of `whole` one rank has when `ranks` ranks share it: its cores and the memories'
-// and transports' bandwidths split evenly (a GPU machine: the host's cores only).
+// What one rank's exchange has of `whole` when `ranks` ranks share it: 1/ranks of its cores,
+// of its memories' bandwidth and of its last-level cache (their compute is priced on the whole
+// machine, as groups x ranks groups: predict).
 Machine rank_share(const Machine& whole, int ranks) {
   Machine m = whole;
   m.cores = std::max(1, whole.cores / ranks);
   for (MemoryFigure* mem : {&m.dram, &m.hbw})
     mem->bandwidth_gbs /= ranks;
+  m.cache_mb /= ranks;
   return m;
 }
 
 Result<Prediction> predict(const Machine& whole, const ModelRequest& req) {
   EASEL_RETURN_IF_ERROR(check(whole, req));
-  const Machine m = req.ranks_per_node > 1 ? rank_share(whole, req.ranks_per_node) : whole;
+  const int rpn = req.ranks_per_node;
+  const Machine m = rpn > 1 ? rank_share(whole, rpn) : whole;
   Prediction out;
-  if (req.ranks_per_node > 1)
-    out.notes.push_back(std::to_string(req.ranks_per_node) +
-                        " ranks share the machine: " + std::to_string(m.cores) + " cores and 1/" +
-                        std::to_string(req.ranks_per_node) + " of its memory bandwidth each");
-  const double tc = step_seconds(m, req, out);
+  // Ranks sharing the machine: each group's step is one of groups x rpn on all of its cores.
+  ModelRequest node = req;
+  node.groups = req.groups * rpn;
+  if (rpn > 1)
+    out.notes.push_back(std::to_string(rpn) + " ranks share the machine: the step is one of " +
+                        std::to_string(node.groups) + " groups on its " +
+                        std::to_string(whole.cores) + " cores; each rank's exchange has 1/" +
+                        std::to_string(rpn) + " of its memory bandwidth and cache");
+  const double tc = step_seconds(whole, node, out);
   out.step_seconds = tc;
   const int p = req.groups;
   // Weights that do not stay on the device cross the host link at every step: down before the
