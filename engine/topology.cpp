@@ -2,6 +2,7 @@
 #include "engine/topology.hpp"
 
 #include <hwloc.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -233,8 +234,11 @@ void apply_memkind_hbw_nodes(Topology& topo) {
   }
 }
 
-// The sizes of the deepest cache level hwloc found (L3, else L2), summed over its objects.
-uint64_t last_level_cache(hwloc_topology_t t) {
+// The sizes of the deepest cache level hwloc found (L3, else L2), summed over its objects. On
+// this machine hwloc finds the caches from sysfs, or on x86 from CPUID on each core, which it
+// skips under HWLOC_TOPOLOGY_FLAG_DONT_CHANGE_BINDING: a VM without cache entries in sysfs then
+// shows none, and the C library's size of one last-level cache (a lower bound) stands in.
+uint64_t last_level_cache(hwloc_topology_t t, bool this_system) {
   for (hwloc_obj_type_t type : {HWLOC_OBJ_L3CACHE, HWLOC_OBJ_L2CACHE}) {
     const int n = hwloc_get_nbobjs_by_type(t, type);
     if (n <= 0) continue;
@@ -243,6 +247,11 @@ uint64_t last_level_cache(hwloc_topology_t t) {
       if (hwloc_obj_t o = hwloc_get_obj_by_type(t, type, static_cast<unsigned>(i)))
         sum += o->attr->cache.size;
     return sum;
+  }
+  if (!this_system) return 0;
+  for (int name : {_SC_LEVEL3_CACHE_SIZE, _SC_LEVEL2_CACHE_SIZE}) {
+    const long size = sysconf(name);
+    if (size > 0) return static_cast<uint64_t>(size);
   }
   return 0;
 }
@@ -280,7 +289,7 @@ Result<Topology> read_topology(const std::string& xml) {
   topo.cores = read_cores(h.t, allowed);
   topo.numa = read_nodes(h.t, allowed);
   topo.total_memory_bytes = root != nullptr ? root->total_memory : 0;
-  topo.last_level_cache_bytes = last_level_cache(h.t);
+  topo.last_level_cache_bytes = last_level_cache(h.t, xml.empty());
   if (xml.empty()) apply_memkind_hbw_nodes(topo);
   if (topo.cores.empty()) {
     return xml.empty() ? internal_error("hwloc found no usable cores for this process")

@@ -46,7 +46,8 @@ struct Topology {
   std::vector<std::vector<int>> cores;
   std::vector<NumaNode> numa;
   uint64_t total_memory_bytes = 0;
-  // The last-level caches (L3, else L2) of the usable cores, summed (0 when hwloc sees none).
+  // The last-level caches (L3, else L2) of the usable cores, summed; on this machine, when
+  // hwloc sees none, one cache's size as the C library reports it; 0 when nothing says.
   uint64_t last_level_cache_bytes = 0;
   // Where it came from: empty for this machine, else the hwloc XML file that describes another
   // one (a described machine is planned, never run on).

@@ -46,6 +46,15 @@ TEST(Topology, DetectFindsCores) {
   EXPECT_EQ(t->numa_of_cpu(100000), -1);
 }
 
+// This machine's last-level cache is found even where hwloc, which must not move the process to
+// read each core's CPUID, sees none (a VM without cache entries in sysfs, as here): easel bench
+// --calibrate writes it as cache_mb, and 0 made easel model charge every exchange at DRAM speed.
+TEST(Topology, DetectFindsTheLastLevelCache) {
+  auto t = detect_topology();
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_GT(t->last_level_cache_bytes, 0u);
+}
+
 TEST(Topology, DetectedMachinePlansAuto) {
   auto t = detect_topology();
   ASSERT_TRUE(t.ok());
@@ -489,6 +498,13 @@ TEST(Described, TwoSocketIsTwoGroups) {
   }
   expect_by_locality(plan_of(t, "4"), 4, 8, 2, 16, 0, -1, 0);
   EXPECT_EQ(plan_of(t, "auto").groups.size(), 32u);
+}
+
+// The last-level cache (easel model's cache_mb) is every socket's L3 summed; a described machine
+// without caches says 0 (nothing stands in for what the file does not say).
+TEST(Described, LastLevelCachesAreSummed) {
+  EXPECT_EQ(described("two-socket").last_level_cache_bytes, 2 * 22 * (uint64_t{1} << 20));
+  EXPECT_EQ(described("one-core").last_level_cache_bytes, 0u);
 }
 
 TEST(Described, OneCoreIsOneGroup) {

@@ -44,8 +44,8 @@ MACHINES = {
                            % (32 * GIB, 16 * GIB), "bandwidth",
                            "2 clusters of 8 cores, DDR nodes 0-1 and HBM nodes 2-3 known only "
                            "by their HMAT bandwidth (30 vs 200 GB/s)"),
-    "two-socket": ("pack:2 [numa(memory=%d)] core:16 pu:2" % (192 * GIB), None,
-                   "2 x 16-core Xeon, 2 threads a core, one DDR node a socket"),
+    "two-socket": ("pack:2 [numa(memory=%d)] l3:1(size=22MiB) core:16 pu:2" % (192 * GIB), None,
+                   "2 x 16-core Xeon, 2 threads a core, one DDR node and a 22 MiB L3 a socket"),
     "one-core": ("pack:1 [numa(memory=%d)] core:1 pu:1" % (8 * GIB), None,
                  "one core, one thread, 8 GiB"),
 }
