@@ -7,6 +7,7 @@
 
 #include "devices/cuda/cuda_common.hpp"
 #include "devices/cuda/op_kernels.hpp"
+#include "devices/dropout_hash.hpp"
 
 namespace easel::cuda_kernels {
 
@@ -265,21 +266,12 @@ __global__ void lrn_backward_kernel(LrnShape s, float ratio, const float* src, c
 
 // ---- dropout -------------------------------------------------------------------------------
 
-// SplitMix64's finalizer: a bijective 64-bit mix.
-__host__ __device__ inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;
-
-// Element i of call `key`'s stream is SplitMix64's output number i+1 from state `key`.
+// Element i (the memory index: in nchw, and wherever h = w = 1, the logical index the CPU's
+// own kernel draws) of stream `key` (devices/dropout_hash.hpp).
 __global__ void dropout_forward_kernel(const float* src, float* dst, uint8_t* mask, int64_t count,
-                                       float ratio, float scale, uint64_t key) {
+                                       uint64_t threshold, float scale, uint64_t key) {
   for (int64_t i = first_index(); i < count; i += grid_stride()) {
-    const uint64_t bits = mix64(key + static_cast<uint64_t>(i + 1) * kGolden);
-    const float u = static_cast<float>(bits >> 40) * 0x1.0p-24f;  // [0, 1), 24 bits
-    const bool keep = u >= ratio;
+    const bool keep = dropout_hash::keep(key, static_cast<uint64_t>(i), threshold);
     mask[i] = keep ? 1 : 0;
     dst[i] = keep ? src[i] * scale : 0.f;
   }
@@ -682,9 +674,8 @@ void lrn_backward(cudaStream_t stream, const LrnShape& s, const float* src, cons
 void dropout_forward(cudaStream_t stream, const float* src, float* dst, uint8_t* mask,
                      int64_t count, float ratio, float scale, uint64_t seed, uint64_t call) {
   if (count <= 0) return;
-  const uint64_t key = mix64(seed ^ mix64((call + 1) * kGolden));
-  dropout_forward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(src, dst, mask, count, ratio,
-                                                                     scale, key);
+  dropout_forward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(
+      src, dst, mask, count, dropout_hash::threshold(ratio), scale, dropout_hash::key(seed, call));
   EASEL_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -68,7 +68,8 @@ void lrn_backward(cudaStream_t stream, const LrnShape& s, const float* src, cons
 
 // ---- dropout -------------------------------------------------------------------------------
 
-// mask[i] <- 1 with probability 1-ratio from a counter-based hash of (seed, call, i), else 0;
+// mask[i] <- 1 with probability 1-ratio from a counter-based hash of (seed, call, i)
+// (devices/dropout_hash.hpp), else 0;
 // dst[i] <- mask[i] ? src[i] * scale : 0 (dst may be src).
 void dropout_forward(cudaStream_t stream, const float* src, float* dst, uint8_t* mask,
                      int64_t count, float ratio, float scale, uint64_t seed, uint64_t call);
