@@ -39,6 +39,7 @@ constexpr CpuOpImpl kCpuOps[] = {
 #endif
     // easel's own fast kernels (devices/cpu/own_*.cpp): what oneDNN refuses or lacks.
     {OpKind::lrn, "own", true, make_own_lrn},
+    {OpKind::dropout, "own", true, make_own_dropout},
     // The reference kernels (devices/cpu/ref_ops.cpp), last: they accept every valid descriptor.
     {OpKind::conv, "ref", false, ref<make_ref_conv>},
     {OpKind::max_pool, "ref", false, ref<make_ref_max_pool>},

@@ -97,8 +97,10 @@ class OwnRelu final : public Op {
 
 // ---------------------------------------------------------------------------------------------
 // Dropout: in training a counter-based hash of (desc.seed, the op's training-forward count,
-// element index) draws the mask, which is kept for backward; identity otherwise. The mask is not
-// the CPU's bit for bit (the CPU draws a sequential stream), only equal in distribution.
+// memory index) draws the mask (devices/dropout_hash.hpp), which is kept for backward; identity
+// otherwise. It is the CPU's own kernel's mask (own_dropout.cpp, which draws by logical index)
+// in nchw and wherever h = w = 1; in nhwc with h*w > 1 it is equal in distribution only. The
+// CPU's reference kernel draws a sequential stream.
 class OwnDropout final : public Op {
  public:
   OwnDropout(CudaContext& ctx, const OpDesc& d)

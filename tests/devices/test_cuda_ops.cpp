@@ -13,6 +13,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "devices/cuda/cuda_device.hpp"
@@ -282,6 +283,37 @@ TEST_F(CudaDropout, TrainingMaskScaleAndBackward) {
     for (size_t i = 0; i < n; ++i)
       changed += (y[i] == 0.f) != (y2[i] == 0.f);
     EXPECT_GT(changed, n / 10);
+  }
+}
+
+// The CPU's own kernel (the fast CPU device's row) draws logical element j where the GPU draws
+// memory index j, from the same hash (devices/dropout_hash.hpp): the same masks, call after
+// call, in nchw and wherever h = w = 1 (dropout after an inner product, in either layout).
+TEST_F(CudaDropout, SameMaskAsTheCpuOwnKernel) {
+  const std::unique_ptr<Device> cpu = make_cpu_device(ImplChoice::fast);
+  for (const auto& [s, l] : {std::pair{Shape4{2, 16, 8, 8}, Layout::nchw},
+                             std::pair{Shape4{8, 512, 1, 1}, Layout::nhwc}}) {
+    OpDesc d;
+    d.kind = OpKind::dropout;
+    d.layout = l;
+    d.src = s;
+    d.ratio = 0.5f;
+    d.seed = 21;
+    SCOPED_TRACE(describe_op(d));
+    auto g = must(gpu_->make_op(d), d);
+    auto c = must(cpu->make_op(d), d);
+    ASSERT_TRUE(g && c);
+    EXPECT_EQ(c->impl(), "own:dropout");
+    const size_t n = static_cast<size_t>(s.count());
+    const std::vector<float> src = random_vector(s.count(), 1, 0.5f, 1.5f);
+    const Buffer sb = put(src, MemKind::device), db = put(std::vector<float>(n), MemKind::device);
+    std::vector<float> want(n);
+    for (int call = 0; call < 2; ++call) {
+      g->forward(sb.as<float>(), db.as<float>(), {}, true);
+      c->forward(src.data(), want.data(), {}, true);
+      gpu_->synchronize();
+      EXPECT_EQ(get(db, n), want) << "call " << call;
+    }
   }
 }
 
