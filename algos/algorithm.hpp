@@ -73,6 +73,10 @@ struct Group {
   // they are resident on a GPU (Run::resident), else the CPU's span ops.
   ArenaKernels* kernels = &cpu_arena_kernels();
   std::unique_ptr<Net> net;
+  // The stream of the net's random draws (dropout), from the run's seed and global_id: before
+  // each step the net draws number `steps` of it (Net::set_draw), so a resumed run, which
+  // restores `steps` and takes the seed from its config.json, draws what the first one did.
+  uint64_t draw_stream = 0;
   Arena weights, diff, momentum;
   // A GPU group: the batch's copy on the device (one batch of images, and labels); and when
   // the arenas stay on the host (not resident), the device copies the net reads and writes:

@@ -2,6 +2,7 @@
 #include "algos/groups.hpp"
 
 #include "algos/trainer.hpp"
+#include "devices/dropout_hash.hpp"
 #include "engine/span_ops.hpp"
 
 #include <algorithm>
@@ -19,6 +20,8 @@ Status build_group(Group& g, const NetSpec& spec, const TrainConfig& cfg, Layout
   // What the host side of a GPU group fills and the device reads: pinned, so copies are async.
   const MemKind host_io = gpu ? MemKind::pinned_host : placement[BufferClass::activations];
   EASEL_ASSIGN_OR_RETURN(g.net, Net::create(spec, cfg.batch, layout, dev, acts, local));
+  g.draw_stream =
+      dropout_hash::mix64(cfg.seed ^ dropout_hash::mix64(static_cast<uint64_t>(g.global_id) + 1));
   const int64_t n = g.net->params().total_floats();
   EASEL_ASSIGN_OR_RETURN(g.weights, Arena::create(n, arena_kind(BufferClass::weights)));
   EASEL_ASSIGN_OR_RETURN(g.diff, Arena::create(n, arena_kind(BufferClass::grads)));

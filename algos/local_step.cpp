@@ -30,6 +30,7 @@ double local_gradient(Group& g) {
     return 0;
   }
   const Batch& b = g.data->next();
+  g.net->set_draw(g.draw_stream, static_cast<uint64_t>(g.steps.load(std::memory_order_relaxed)));
   StepStats st;
   if (g.device->is_host()) {
     st = g.net->train_step(b.images.as<float>(), b.labels.data(), g.weights.data(), g.diff.data());

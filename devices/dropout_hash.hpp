@@ -25,6 +25,11 @@ EASEL_HOST_DEVICE constexpr uint64_t mix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+// An op's seed in draw stream `stream` (Op::set_draw): stream 0 is the op's own seed.
+EASEL_HOST_DEVICE constexpr uint64_t stream_seed(uint64_t op_seed, uint64_t stream) {
+  return op_seed ^ mix64(stream);  // mix64(0) == 0
+}
+
 // The stream of one training forward (call = 0, 1, ... per op).
 EASEL_HOST_DEVICE constexpr uint64_t key(uint64_t seed, uint64_t call) {
   return mix64(seed ^ mix64((call + 1) * kGolden));

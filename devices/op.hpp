@@ -141,6 +141,12 @@ class Op {
                          std::span<const float* const> weights, bool training) {
     forward(srcs[0], dst, weights, training);
   }
+  // The kinds that draw random numbers (dropout): the next training forward is draw `n` of
+  // stream `stream`, the one after it n + 1. The trainer passes each group's own stream and its
+  // step count before every step, so that groups draw apart and a resumed run draws what the
+  // uninterrupted one did. Without a call an op draws 0, 1, ... of stream 0.
+  virtual void set_draw(uint64_t /*stream*/, uint64_t /*n*/) {}
+
   virtual void backward_n(std::span<const float* const> srcs, const float* dst,
                           const float* diff_dst, std::span<float* const> diff_srcs,
                           std::span<const float* const> weights,

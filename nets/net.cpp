@@ -213,6 +213,11 @@ void Net::backward_layer(size_t i, const float* weights, float* diff) {
   }
 }
 
+void Net::set_draw(uint64_t stream, uint64_t n) {
+  for (auto& l : layers_)
+    l->op->set_draw(stream, n);
+}
+
 StepStats Net::train_step(const float* images, const int32_t* labels, float* weights, float* diff) {
   input_ = images;
   // With a trace (engine/trace.hpp) every layer's forward and backward is a span; on a GPU

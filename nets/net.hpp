@@ -74,6 +74,8 @@ class Net {
   // deterministically from seed.
   void init_params(float* weights, uint64_t seed) const;
 
+  // Every drawing layer's next training forward is draw n of stream `stream` (Op::set_draw).
+  void set_draw(uint64_t stream, uint64_t n);
   // One training pass on a full batch: images [batch, C, H, W] in layout(), labels[batch].
   // diff (params().total_floats()) is overwritten with d mean_loss / d weights. The state
   // segments of `weights` (batch norm's running statistics) are updated in place.

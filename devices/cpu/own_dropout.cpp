@@ -8,8 +8,8 @@
 // and the mask is the CUDA kernel's for the same seed and call.
 //
 // Not the reference's mask (that one is a sequential stream): equal in distribution only.
-// The call counter starts at 0 with the op, as the reference's stream does at its seed: neither
-// is saved in a checkpoint.
+// set_draw (the trainer's group stream and step) sets the seed and the call counter, so a
+// resumed run draws the masks of the uninterrupted one.
 #include <cstring>
 #include <vector>
 
@@ -24,10 +24,16 @@ class OwnDropout final : public Op {
  public:
   explicit OwnDropout(const OpDesc& d)
       : Op(d),
+        seed_(d.seed),
         count_(d.src.count()),
         scale_(1.f / (1.f - d.ratio)),
         mask_(static_cast<size_t>(count_), 1) {}
   std::string impl() const override { return "own:dropout"; }
+
+  void set_draw(uint64_t stream, uint64_t n) override {
+    seed_ = dropout_hash::stream_seed(desc_.seed, stream);
+    calls_ = n;
+  }
 
   void forward(const float* src, float* dst, std::span<const float* const> /*weights*/,
                bool training) override {
@@ -36,7 +42,7 @@ class OwnDropout final : public Op {
       if (dst != src) std::memcpy(dst, src, static_cast<size_t>(count_) * sizeof(float));
       return;
     }
-    const uint64_t k = dropout_hash::key(desc_.seed, calls_++);
+    const uint64_t k = dropout_hash::key(seed_, calls_++);
     const uint64_t t = dropout_hash::threshold(desc_.ratio);
     const float scale = scale_;
     uint8_t* m = mask_.data();
@@ -88,6 +94,7 @@ class OwnDropout final : public Op {
   }
 
  private:
+  uint64_t seed_;  // desc.seed in the stream set_draw named
   int64_t count_;
   float scale_;
   std::vector<uint8_t> mask_;  // 1 kept, 0 dropped, per element (memory order) of the last

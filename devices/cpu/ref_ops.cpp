@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "devices/cpu/ref_ops.hpp"
+#include "devices/dropout_hash.hpp"
 
 namespace easel {
 
@@ -433,12 +434,17 @@ class RefLrn final : public Op {
 // ---------------------------------------------------------------------------------------------
 // Dropout: in training, keep each element with probability 1-ratio and scale it by 1/(1-ratio);
 // identity otherwise. The mask is drawn in logical (n, c, h, w) order, so both layouts drop the
-// same elements; the generator is seeded once by desc.seed and advances every training forward.
+// same elements; the generator is seeded once by desc.seed and advances every training forward,
+// and set_draw (a group's stream and step, from the trainer) seeds it from the pair.
 class RefDropout final : public Op {
  public:
   explicit RefDropout(const OpDesc& d)
       : Op(d), rng_(d.seed), mask_(static_cast<size_t>(d.src.count()), 1.f) {}
   std::string impl() const override { return "ref"; }
+
+  void set_draw(uint64_t stream, uint64_t n) override {
+    rng_.reseed(dropout_hash::key(dropout_hash::stream_seed(desc_.seed, stream), n));
+  }
 
   void forward(const float* src, float* dst, std::span<const float* const> /*weights*/,
                bool training) override {

@@ -7,6 +7,7 @@
 #include "devices/cuda/cublas_dyn.hpp"
 #include "devices/cuda/cuda_ops.hpp"
 #include "devices/cuda/op_kernels.hpp"
+#include "devices/dropout_hash.hpp"
 
 namespace easel {
 
@@ -104,13 +105,18 @@ class OwnRelu final : public Op {
 class OwnDropout final : public Op {
  public:
   OwnDropout(CudaContext& ctx, const OpDesc& d)
-      : Op(d), ctx_(ctx), count_(d.src.count()), scale_(1.f / (1.f - d.ratio)) {}
+      : Op(d), ctx_(ctx), seed_(d.seed), count_(d.src.count()), scale_(1.f / (1.f - d.ratio)) {}
 
   Status init() {
     EASEL_ASSIGN_OR_RETURN(mask_, device_array<uint8_t>(count_));
     return {};
   }
   std::string impl() const override { return "own:dropout"; }
+
+  void set_draw(uint64_t stream, uint64_t n) override {
+    seed_ = dropout_hash::stream_seed(desc_.seed, stream);
+    calls_ = n;
+  }
 
   void forward(const float* src, float* dst, std::span<const float* const> /*weights*/,
                bool training) override {
@@ -120,7 +126,7 @@ class OwnDropout final : public Op {
       return;
     }
     cuda_kernels::dropout_forward(ctx_.stream, src, dst, mask_.as<uint8_t>(), count_, desc_.ratio,
-                                  scale_, desc_.seed, calls_++);
+                                  scale_, seed_, calls_++);
   }
 
   void backward(const float* /*src*/, const float* /*dst*/, const float* diff_dst, float* diff_src,
@@ -143,6 +149,7 @@ class OwnDropout final : public Op {
   }
 
   CudaContext& ctx_;
+  uint64_t seed_;  // desc.seed in the stream set_draw named
   int64_t count_;
   float scale_;
   Buffer mask_;         // 1 kept, 0 dropped, per element of the last training forward

@@ -13,6 +13,7 @@
 
 #include "devices/cpu/cpu_op_list.hpp"
 #include "devices/cpu/own_ops.hpp"
+#include "devices/cpu/ref_ops.hpp"
 #include "devices/dropout_hash.hpp"
 #include "tests/support/grad_check.hpp"
 
@@ -204,6 +205,40 @@ TEST(OwnDropout, NewMaskPerCallSameForSeedCallAndThreads) {
     other.seed = 78;
     EXPECT_NE(kept_of(forwards(other, src)), k1);
   }
+}
+
+// set_draw(stream, n): the next training forward is draw n of the stream, as in a run that did
+// n steps before (what a resumed group passes); stream 0 is the op's own seed; another stream
+// (another group) another mask. The reference kernel follows the pair the same way.
+TEST(OwnDropout, SetDrawPicksTheStreamAndTheCall) {
+  const OpDesc d = dropout({8, 16, 4, 4}, 0.5f, 77, Layout::nhwc);
+  const auto src = random_vector(d.src.count(), 5, 0.5f, 1.5f);
+  const size_t n = src.size();
+  auto draw = [&](const std::unique_ptr<Op>& op, uint64_t stream, uint64_t call) {
+    std::vector<float> dst(n);
+    op->set_draw(stream, call);
+    op->forward(src.data(), dst.data(), {}, true);
+    return dst;
+  };
+  auto op = make_own(d);
+  EXPECT_EQ(draw(op, 0, 2), forwards(d, src, 3));  // stream 0, call 2: a fresh op's third
+  const auto a = draw(op, 5, 3);
+  EXPECT_EQ(draw(make_own(d), 5, 3), a);  // the pair alone decides
+  EXPECT_NE(kept_of(draw(op, 6, 3)), kept_of(a));
+  EXPECT_NE(kept_of(draw(op, 5, 4)), kept_of(a));
+  std::vector<float> next(n);  // without set_draw the count goes on: call 5 of stream 5
+  op->set_draw(5, 4);
+  op->forward(src.data(), next.data(), {}, true);
+  op->forward(src.data(), next.data(), {}, true);
+  EXPECT_EQ(draw(make_own(d), 5, 5), next);
+
+  auto ref = make_ref_dropout(d);
+  ASSERT_TRUE(ref.ok());
+  const auto r = draw(*ref, 5, 3);
+  auto ref2 = make_ref_dropout(d);
+  ASSERT_TRUE(ref2.ok());
+  EXPECT_EQ(draw(*ref2, 5, 3), r);
+  EXPECT_NE(kept_of(draw(*ref2, 6, 3)), kept_of(r));
 }
 
 }  // namespace
