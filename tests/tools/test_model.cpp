@@ -80,7 +80,7 @@ ModelRequest request(const std::string& net, const std::string& algo, int groups
 }
 
 TEST(Machine, DescribedMachinesParse) {
-  for (const char* name : {"knl-7250", "gpu8-pcie", "gpu8-nvlink"}) {
+  for (const char* name : {"knl-7250", "gpu8-pcie", "gpu8-nvlink", "gpu8-a100-pcie"}) {
     auto m = load_machine(machines_dir() + name + ".toml");
     ASSERT_TRUE(m.ok()) << name << ": " << m.status().message();
     EXPECT_FALSE(m->name.empty());
@@ -167,7 +167,7 @@ TEST(Model, SerialPatternsNeverCheaperWithMoreGroups) {
 }
 
 TEST(Model, TreeBeatsSerialAtLargeP) {
-  for (const char* file : {"knl-7250", "gpu8-pcie", "gpu8-nvlink"}) {
+  for (const char* file : {"knl-7250", "gpu8-pcie", "gpu8-nvlink", "gpu8-a100-pcie"}) {
     const Machine m = load_machine(machines_dir() + file + ".toml").value();
     const int g = m.gpu ? 8 : 16;
     ModelRequest tree = request("alexnet-cifar", "sync-easgd", g);

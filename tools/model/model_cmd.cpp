@@ -51,8 +51,9 @@ void add_net_flags(CLI::App* c, NetFlags& f) {
   c->add_option("--net", f.net, "a built-in net (easel list) or a net description file")
       ->capture_default_str();
   c->add_option("--machine", f.machine,
-                "machine description: a TOML file, a described machine's name (knl-7250, "
-                "gpu8-pcie, gpu8-nvlink) or 'this' (written by easel bench --calibrate)")
+                "machine description: a TOML file, a described machine's name (tools/machines: "
+                "knl-7250, xeon-max-9480, gpu8-pcie, gpu8-a100-pcie, gpu8-nvlink) or 'this' "
+                "(written by easel bench --calibrate)")
       ->required();
   c->add_option("--algo", f.algo, "algorithm (easel list)")->capture_default_str();
   c->add_option("--batch", f.batch,
