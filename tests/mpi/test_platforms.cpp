@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <simgrid/s4u.hpp>
 
+#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
