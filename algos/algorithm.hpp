@@ -43,7 +43,7 @@ struct AlgoParams {
   ReduceMode reduce = ReduceMode::tree;
   PackMode pack = PackMode::single;
   bool overlap = false;
-  CollectiveAlgo collective = CollectiveAlgo::tree;
+  CollectiveAlgo collective = CollectiveAlgo::automatic;
   SyncExchange exchange = SyncExchange::automatic;
 
   // alpha for a given local iteration.

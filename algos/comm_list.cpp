@@ -3,6 +3,9 @@
 
 #include <array>
 
+#include "engine/comm/collective_cost.hpp"
+#include "engine/comm/transport.hpp"
+
 namespace easel {
 
 namespace {
@@ -17,8 +20,21 @@ Result<std::unique_ptr<Comm>> device_comm(const CommNeeds& n) {
 bool across_ranks(const CommNeeds& n) {
   return n.world != nullptr;
 }
+// This process's groups over shared memory, then the processes: the picked algorithm among the
+// processes (or the MPI library's own), and inside the process the algorithm `auto` picks for
+// its groups (the tree under --collective mpi).
 Result<std::unique_ptr<Comm>> hier_comm(const CommNeeds& n) {
-  return make_hier_comm(make_shm_comm(n.local_groups, n.collective), *n.world);
+  EASEL_ASSIGN_OR_RETURN(CollectivePick world, pick_collective(n));
+  CommNeeds local = n;
+  local.world = nullptr;
+  if (n.collective == CollectiveAlgo::mpi) local.collective = CollectiveAlgo::tree;
+  EASEL_ASSIGN_OR_RETURN(CollectivePick inside, pick_collective(local));
+  std::unique_ptr<Comm> across =
+      world.algo == CollectiveAlgo::mpi
+          ? n.world->native_comm()
+          : make_collective_comm(n.world->transport(), world.algo, world.inter);
+  return make_hier_comm(make_shm_comm(n.local_groups, inside.algo), std::move(across),
+                        n.world->rank());
 }
 
 bool always(const CommNeeds&) {
@@ -29,7 +45,9 @@ double shm_spin(const CommNeeds& n) {
   return n.has_cores ? kShmSpinSeconds : 0;
 }
 Result<std::unique_ptr<Comm>> shm_comm(const CommNeeds& n) {
-  return make_shm_comm(n.local_groups, n.collective, shm_spin(n));
+  EASEL_ASSIGN_OR_RETURN(CollectivePick pick, pick_collective(n));
+  return make_collective_comm(make_shm_transport(n.local_groups, shm_spin(n)), pick.algo,
+                              pick.inter);
 }
 
 double no_spin(const CommNeeds&) {
@@ -43,7 +61,8 @@ constexpr std::array kComms = {
               on_devices, device_comm, no_spin},
     CommEntry{"hier", "shared memory among this process's groups, then MPI among the ranks",
               across_ranks, hier_comm, no_spin},
-    CommEntry{"shm", "shared memory among the groups of one process (--collective tree or ring)",
+    CommEntry{"shm",
+              "shared memory among the groups of one process (--collective picks the algorithm)",
               always, shm_comm, shm_spin},
 };
 
@@ -51,6 +70,40 @@ constexpr std::array kComms = {
 
 std::span<const CommEntry> comm_list() {
   return kComms;
+}
+
+Result<CollectivePick> pick_collective(const CommNeeds& n) {
+  CollectivePick pick;
+  if (n.collective == CollectiveAlgo::mpi) {
+    if (n.world == nullptr)
+      return invalid_argument(
+          "--collective mpi: the MPI library's own collectives run among the ranks of an "
+          "mpirun launch (an MPI build); one process takes auto, tree, ring, halving-doubling or "
+          "hierarchical");
+    pick.algo = CollectiveAlgo::mpi;
+    return pick;
+  }
+  if (n.collective != CollectiveAlgo::automatic) {
+    pick.algo = n.collective;
+    return pick;
+  }
+  CollectiveShape shape;
+  std::string error;
+  if (!collective_links(&shape.intra, &shape.inter, &error)) return invalid_argument(error);
+  shape.bytes = static_cast<double>(n.arena_floats) * sizeof(float);
+  if (n.world != nullptr) {
+    const std::shared_ptr<Transport> t = n.world->transport();
+    shape.ranks = t->size();
+    shape.ranks_per_node = std::max(1, t->size() / std::max(1, t->nodes()));
+  } else {
+    shape.ranks = n.local_groups;
+    shape.ranks_per_node = n.local_groups;
+  }
+  const CollectiveChoice c = choose_collective(shape);
+  pick.algo = c.algo;
+  pick.inter = c.inter;
+  if (shape.ranks > 1) pick.why = c.why;
+  return pick;
 }
 
 const CommEntry& choose_comm(const CommNeeds& needs) {

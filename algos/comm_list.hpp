@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <span>
+#include <string>
 
 #include "devices/list.hpp"
 #include "engine/comm/comm.hpp"
@@ -14,10 +15,11 @@ namespace easel {
 
 // What the run asks of its Comm.
 struct CommNeeds {
-  int local_groups = 1;                              // this process's groups, one rank each
-  CollectiveAlgo collective = CollectiveAlgo::tree;  // --collective, for host-memory collectives
-  MpiComm* world = nullptr;                          // across MPI ranks; null in one process
-  bool has_cores = false;  // every thread of this process has a core of its own
+  int local_groups = 1;                                   // this process's groups, one rank each
+  CollectiveAlgo collective = CollectiveAlgo::automatic;  // --collective, host-memory collectives
+  int64_t arena_floats = 0;  // the span an exchange sums (what --collective auto prices)
+  MpiComm* world = nullptr;  // across MPI ranks; null in one process
+  bool has_cores = false;    // every thread of this process has a core of its own
   // The groups' arenas live on their devices (Run::resident) and the algorithm exchanges: only
   // the device kind's own Comm reaches them.
   bool on_devices = false;
@@ -39,5 +41,16 @@ std::span<const CommEntry> comm_list();
 
 // The first entry of comm_list() that serves `needs`; every run is served by one.
 const CommEntry& choose_comm(const CommNeeds& needs);
+
+// The algorithm a host Comm runs for `needs`: --collective itself, or for auto the cost model's
+// choice (engine/comm/collective_cost.hpp) for the arena, the ranks and the ranks per node; `why`
+// says which and why in one line (empty unless auto). Fails on a malformed
+// EASEL_COLLECTIVE_LINKS.
+struct CollectivePick {
+  CollectiveAlgo algo = CollectiveAlgo::tree;
+  CollectiveAlgo inter = CollectiveAlgo::ring;
+  std::string why;
+};
+Result<CollectivePick> pick_collective(const CommNeeds& needs);
 
 }  // namespace easel

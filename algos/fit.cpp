@@ -225,9 +225,10 @@ FitRequest fit_request(const TrainConfig& cfg, const NetCost& cost, const DataSp
   r.batch = cfg.batch;
   r.algo = cfg.algo;
   r.prefetch = cfg.prefetch;
-  r.sync_fast = process_count() == 1 && cfg.reduce == ReduceMode::tree &&
-                cfg.pack == PackMode::single && cfg.collective == CollectiveAlgo::tree &&
-                !cfg.overlap;
+  r.sync_fast =
+      process_count() == 1 && cfg.reduce == ReduceMode::tree && cfg.pack == PackMode::single &&
+      (cfg.collective == CollectiveAlgo::tree || cfg.collective == CollectiveAlgo::automatic) &&
+      !cfg.overlap;
   r.overlap = cfg.overlap;
   r.gpu = cfg.device.gpu;
   r.placement = cfg.placement;

@@ -169,11 +169,16 @@ Status make_comm(TrainRun& t) {
   CommNeeds needs;
   needs.local_groups = t.local;
   needs.collective = t.run.params.collective;
+  needs.arena_floats = t.run.arena_floats();
   needs.world = t.world;
   needs.has_cores = !t.world && !t.plan.oversubscribed;
   needs.on_devices = t.run.resident && t.algo->max_groups() > 1;
   needs.kind = t.dev_req.kind;
   needs.devices = devs;
+  if (!needs.on_devices) {  // what the host Comm runs, and why when auto chose it
+    EASEL_ASSIGN_OR_RETURN(CollectivePick pick, pick_collective(needs));
+    if (!pick.why.empty() && t.rank == 0) log_info("comm", pick.why);
+  }
   const CommEntry& entry = choose_comm(needs);
   auto comm = entry.make(needs);
   if (!comm.ok())
@@ -262,6 +267,12 @@ Status plan_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices) {
   t.ranks = t.world ? t.world->size() : 1;
   t.rank = t.world ? t.world->rank() : 0;
   t.report = t.rank == 0 ? t.obs : &t.null_observer;
+  if (cfg.collective == CollectiveAlgo::mpi) {  // refused before the data is read
+    CommNeeds needs;
+    needs.collective = cfg.collective;
+    needs.world = t.world;
+    EASEL_RETURN_IF_ERROR(pick_collective(needs).status());
+  }
   if (t.ranks > 1 && !algo.multi_process())
     return invalid_argument("--algo " + algo.name() +
                             " runs within one process; across MPI ranks use sync-sgd, "

@@ -123,9 +123,11 @@ class SyncEasgd final : public Algorithm {
   Result<std::unique_ptr<FastExchange>> choose_fast(const Run& run) const {
     const AlgoParams& p = run.params;
     const SyncExchange which = which_ != SyncExchange::automatic ? which_ : p.exchange;
-    const bool fast_ok = run.ranks == 1 && !run.resident && p.reduce == ReduceMode::tree &&
-                         p.pack == PackMode::single && p.collective == CollectiveAlgo::tree &&
-                         !p.overlap;
+    const bool fast_ok =
+        run.ranks == 1 && !run.resident && p.reduce == ReduceMode::tree &&
+        p.pack == PackMode::single &&
+        (p.collective == CollectiveAlgo::tree || p.collective == CollectiveAlgo::automatic) &&
+        !p.overlap;
     if (which == SyncExchange::comm || (which == SyncExchange::automatic && !fast_ok))
       return std::unique_ptr<FastExchange>();
     const std::string flag = std::string("--exchange ") +
@@ -134,7 +136,8 @@ class SyncEasgd final : public Algorithm {
       return invalid_argument(
           flag +
           ": sync-easgd's fast exchanges run in one process on the CPU with --reduce "
-          "tree, --pack single, --collective tree and --overlap off (--exchange comm runs "
+          "tree, --pack single, --collective tree (or auto) and --overlap off (--exchange comm "
+          "runs "
           "every combination)");
     // The fast exchanges read the other groups' weights as soon as they are published, before
     // those groups' steps: state a step updates in place (batch norm's running statistics)

@@ -144,8 +144,13 @@ constexpr Name<SyncExchange> kSyncExchanges[] = {{SyncExchange::automatic, "auto
                                                  {SyncExchange::partitioned, "partitioned"},
                                                  {SyncExchange::mirrored, "mirrored"}};
 constexpr Name<bool> kOnOff[] = {{true, "on"}, {false, "off"}};
-constexpr Name<CollectiveAlgo> kCollectives[] = {{CollectiveAlgo::tree, "tree"},
-                                                 {CollectiveAlgo::ring, "ring"}};
+constexpr Name<CollectiveAlgo> kCollectives[] = {
+    {CollectiveAlgo::automatic, "auto"},
+    {CollectiveAlgo::tree, "tree"},
+    {CollectiveAlgo::ring, "ring"},
+    {CollectiveAlgo::halving_doubling, "halving-doubling"},
+    {CollectiveAlgo::hierarchical, "hierarchical"},
+    {CollectiveAlgo::mpi, "mpi"}};
 constexpr Name<Progress> kProgress[] = {{Progress::automatic, "auto"},
                                         {Progress::bar, "bar"},
                                         {Progress::lines, "lines"},
@@ -382,7 +387,9 @@ const Setting kSettings[] = {
    "sync-easgd's exchange code: auto (the fastest that applies), comm (the Comm's, which "
    "--reduce, --pack and --overlap switch), partitioned or mirrored (one process, CPU)"},
   {"collective", choice<kCollectives, &T::collective>(), kTrain, R::fixed,
-   "shared-memory collective: tree or ring"},
+   "the exchange's collective algorithm: auto (the cheapest by the latency-bandwidth model for "
+   "the arena, ranks and ranks per node, said in the log), tree, ring, halving-doubling, "
+   "hierarchical, or mpi (the MPI library's own; not bit for bit across layouts)"},
   {"progress", choice<kProgress, &T::progress>(), kTrain, R::per_run, "auto, bar, lines or none"},
   {"prefetch", boolean<&T::prefetch>(), kTrain, R::changeable,
    "prepare batches ahead, off the groups' threads", "no-prefetch"},
@@ -455,18 +462,20 @@ Status validate_config(const TrainConfig& c) {
   // A forced fast exchange of sync-easgd has none of the switches below (algos/sync_easgd.cpp
   // checks again what only the run knows: ranks, a net with state, the mirrored's 2 groups).
   if (c.exchange == SyncExchange::partitioned || c.exchange == SyncExchange::mirrored) {
-    const char* lacks = c.reduce != ReduceMode::tree           ? "--reduce serial"
-                        : c.pack != PackMode::single           ? "--pack per-layer"
-                        : c.overlap                            ? "--overlap on"
-                        : c.collective != CollectiveAlgo::tree ? "--collective ring"
-                        : c.device.gpu                         ? "--device (a GPU)"
-                                                               : nullptr;
+    const char* lacks =
+        c.reduce != ReduceMode::tree ? "--reduce serial"
+        : c.pack != PackMode::single ? "--pack per-layer"
+        : c.overlap                  ? "--overlap on"
+        : c.collective != CollectiveAlgo::tree && c.collective != CollectiveAlgo::automatic
+            ? "--collective other than tree or auto"
+        : c.device.gpu ? "--device (a GPU)"
+                       : nullptr;
     if (lacks)
       return invalid_argument(
           std::string("--exchange ") +
           (c.exchange == SyncExchange::partitioned ? "partitioned" : "mirrored") +
           ": sync-easgd's fast exchanges run in one process on the CPU with --reduce tree, "
-          "--pack single, --collective tree and --overlap off, not " +
+          "--pack single, --collective tree (or auto) and --overlap off, not " +
           lacks + " (--exchange comm runs every combination)");
   }
   EASEL_RETURN_IF_ERROR(check_range("--weight-decay", c.weight_decay, 0, 1));

@@ -84,7 +84,7 @@ struct TrainConfig {
   ReduceMode reduce = ReduceMode::tree;
   PackMode pack = PackMode::single;
   bool overlap = false;
-  CollectiveAlgo collective = CollectiveAlgo::tree;
+  CollectiveAlgo collective = CollectiveAlgo::automatic;
   SyncExchange exchange = SyncExchange::automatic;  // sync-easgd's exchange code (--exchange)
   Progress progress = Progress::automatic;
   bool prefetch = true;

@@ -31,7 +31,11 @@ class ScratchFloats {
   int64_t size_ = 0;
 };
 
-enum class CollectiveAlgo { tree, ring };
+// The collective algorithms (engine/comm/collectives/, one file each, over a Transport), the MPI
+// library's own collectives, and `automatic`: chosen per run by their latency-bandwidth cost
+// (engine/comm/collective_cost.hpp). Flag names: auto, tree, ring, halving-doubling,
+// hierarchical, mpi.
+enum class CollectiveAlgo { automatic, tree, ring, halving_doubling, hierarchical, mpi };
 const char* collective_algo_name(CollectiveAlgo a);
 
 class Comm {
@@ -65,9 +69,19 @@ class Comm {
   virtual double wait_seconds(int rank) const = 0;
 };
 
-// Shared-memory Comm among `size` threads of this process. At a barrier a rank spins for up to
-// spin_seconds before it sleeps: give a spin (kShmSpinSeconds) only when every rank has a core
-// of its own, and 0 when ranks share cores (oversubscribed, or other processes on the cores).
+class Transport;
+
+// The Comm of a collective algorithm over a transport: its collectives run `algo` (tree, ring,
+// halving_doubling or hierarchical; not automatic or mpi, which the caller resolves), among all
+// the transport's ranks. hierarchical runs `inter` (ring or halving_doubling) across nodes.
+std::unique_ptr<Comm> make_collective_comm(std::shared_ptr<Transport> transport,
+                                           CollectiveAlgo algo,
+                                           CollectiveAlgo inter = CollectiveAlgo::ring);
+
+// Shared-memory Comm among `size` threads of this process: a collective algorithm over the
+// shared-memory transport. A waiting rank spins for up to spin_seconds before it sleeps: give a
+// spin (kShmSpinSeconds) only when every rank has a core of its own, and 0 when ranks share
+// cores (oversubscribed, or other processes on the cores).
 inline constexpr double kShmSpinSeconds = 0.01;
 std::unique_ptr<Comm> make_shm_comm(int size, CollectiveAlgo algo, double spin_seconds = 0);
 

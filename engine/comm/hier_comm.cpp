@@ -1,4 +1,4 @@
-// The hierarchical Comm: the groups of this process (thread per rank, any local Comm), then the
+// The composed Comm: the groups of this process (thread per rank, any local Comm), then the
 // processes over MPI (one packed message per process and collective), then back. Global rank
 // of local group l on process r: r * L + l. For a root at global rank q = (rp, rl):
 //   reduce:    local reduce into group rl, then the world reduce of those partials into process rp
@@ -15,11 +15,13 @@ namespace {
 
 class HierComm final : public Comm {
  public:
-  HierComm(std::unique_ptr<Comm> local, MpiComm& world)
+  HierComm(std::unique_ptr<Comm> local, std::unique_ptr<Comm> world, int world_rank)
       : local_(std::move(local)),
-        world_(world),
+        world_owned_(std::move(world)),
+        world_(*world_owned_),
+        world_rank_(world_rank),
         l_(local_->size()),
-        base_(world.rank() * l_),
+        base_(world_rank * l_),
         world_wait_(static_cast<size_t>(l_), 0.0) {}
 
   int size() const override { return l_ * world_.size(); }
@@ -30,7 +32,7 @@ class HierComm final : public Comm {
   void allreduce_sum(int rank, float* buf, int64_t n) override {
     const int l = local_of(rank);
     local_->reduce_sum(l, buf, buf, n, 0);
-    if (l == 0) timed(l, [&] { world_.allreduce_sum(world_.rank(), buf, n); });
+    if (l == 0) timed(l, [&] { world_.allreduce_sum(world_rank_, buf, n); });
     local_->broadcast(l, buf, n, 0);
   }
 
@@ -42,24 +44,24 @@ class HierComm final : public Comm {
       return;
     }
     float* acc = dst;
-    if (world_.rank() != rp) {
+    if (world_rank_ != rp) {
       acc = scratch_.at_least(n);
     }
     local_->reduce_sum(l, src, acc, n, rl);
-    timed(l, [&] { world_.reduce_sum(world_.rank(), acc, acc, n, rp); });
+    timed(l, [&] { world_.reduce_sum(world_rank_, acc, acc, n, rp); });
   }
 
   void broadcast(int rank, float* buf, int64_t n, int root) override {
     const int l = local_of(rank);
     const int rp = root / l_, rl = root % l_;
-    if (l == rl) timed(l, [&] { world_.broadcast(world_.rank(), buf, n, rp); });
+    if (l == rl) timed(l, [&] { world_.broadcast(world_rank_, buf, n, rp); });
     local_->broadcast(l, buf, n, rl);
   }
 
   void barrier(int rank) override {
     const int l = local_of(rank);
     local_->barrier(l);
-    if (l == 0) timed(l, [&] { world_.barrier(world_.rank()); });
+    if (l == 0) timed(l, [&] { world_.barrier(world_rank_); });
     local_->barrier(l);
   }
 
@@ -78,13 +80,15 @@ class HierComm final : public Comm {
   // Adds the world Comm's wait growth during fn to local rank l's wait.
   template <typename Fn>
   void timed(int l, Fn fn) {
-    const double w0 = world_.wait_seconds(world_.rank());
+    const double w0 = world_.wait_seconds(world_rank_);
     fn();
-    world_wait_[static_cast<size_t>(l)] += world_.wait_seconds(world_.rank()) - w0;
+    world_wait_[static_cast<size_t>(l)] += world_.wait_seconds(world_rank_) - w0;
   }
 
   std::unique_ptr<Comm> local_;
-  MpiComm& world_;
+  std::unique_ptr<Comm> world_owned_;
+  Comm& world_;
+  const int world_rank_;
   const int l_, base_;
   std::vector<double> world_wait_;  // per local rank, written by that rank's thread
   ScratchFloats scratch_;           // the local root's partial on processes other than the root's
@@ -92,9 +96,10 @@ class HierComm final : public Comm {
 
 }  // namespace
 
-std::unique_ptr<Comm> make_hier_comm(std::unique_ptr<Comm> local, MpiComm& world) {
-  EASEL_CHECK(local != nullptr);
-  return std::make_unique<HierComm>(std::move(local), world);
+std::unique_ptr<Comm> make_hier_comm(std::unique_ptr<Comm> local, std::unique_ptr<Comm> world,
+                                     int world_rank) {
+  EASEL_CHECK(local != nullptr && world != nullptr);
+  return std::make_unique<HierComm>(std::move(local), std::move(world), world_rank);
 }
 
 }  // namespace easel

@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/comm/collectives/team.hpp"
 #include "engine/comm/mpi_comm.hpp"
 #include "engine/span_ops.hpp"
 
@@ -48,7 +49,7 @@ namespace {
       ::easel::mpi_call_failed(#call, easel_mpi_rc_, __FILE__, __LINE__); \
   } while (0)
 
-constexpr int kTagReduce = 1, kTagBcast = 2, kTagGather = 3;
+constexpr int kTagStep = 1, kTagGather = 3;
 constexpr int kFirstUserTag = 100;
 
 bool env_set(const char* name) {
@@ -112,7 +113,28 @@ class MpiWorld final : public MpiComm {
     EASEL_MPI(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
     EASEL_MPI(MPI_Comm_rank(node, &local_rank_));
     EASEL_MPI(MPI_Comm_size(node, &local_size_));
+    // Node of each rank: the world rank of its node's first rank, numbered in order.
+    int first = rank_;
+    EASEL_MPI(MPI_Bcast(&first, 1, MPI_INT, 0, node));
     EASEL_MPI(MPI_Comm_free(&node));
+    std::vector<int> firsts(static_cast<size_t>(size_));
+    EASEL_MPI(MPI_Allgather(&first, 1, MPI_INT, firsts.data(), 1, MPI_INT, comm_));
+    const int per_node = static_cast<int>(env_seconds("EASEL_RANKS_PER_NODE", 0));
+    node_of_.resize(static_cast<size_t>(size_));
+    nodes_ = 0;
+    for (int r = 0; r < size_; ++r) {
+      if (per_node > 0) {
+        node_of_[static_cast<size_t>(r)] = r / per_node;
+      } else {
+        int k = 0;
+        while (firsts[static_cast<size_t>(k)] != firsts[static_cast<size_t>(r)])
+          ++k;
+        node_of_[static_cast<size_t>(r)] = k == r ? nodes_ : node_of_[static_cast<size_t>(k)];
+      }
+      if (node_of_[static_cast<size_t>(r)] >= nodes_) nodes_ = node_of_[static_cast<size_t>(r)] + 1;
+    }
+    piece_ = static_cast<int64_t>(env_seconds("EASEL_MPI_PIECE_MB", 4) * (1 << 20) / 4);
+    if (piece_ < 1024) piece_ = 1024;
     timeout_s_ = env_seconds("EASEL_MPI_TIMEOUT", 300);
     stall_ = fault_rank("stall") == rank_;
 #if EASEL_HAVE_SMPI
@@ -144,61 +166,28 @@ class MpiWorld final : public MpiComm {
     return "mpi(" + std::to_string(size_) + ")";
   }
 
+  // The world's own Comm calls (control values, the initial weights, evaluation copies): the
+  // binomial tree over the world's transport.
   void allreduce_sum(int rank, float* buf, int64_t n) override {
     check_self(rank);
-    if (size_ == 1) return;
-    reduce_sum(rank, buf, buf, n, 0);
-    broadcast(rank, buf, n, 0);
+    tree::allreduce(team(), buf, n, scratch_);
   }
 
-  // Binomial tree into root; a parent adds each child's partial to its own (acc = acc + child),
-  // children in increasing distance, as the shared-memory tree does.
   void reduce_sum(int rank, const float* src, float* dst, int64_t n, int root) override {
     check_self(rank);
     enter();
-    const int p = size_;
-    const int v = (rank_ - root + p) % p;
-    const bool add = !values_ignored();  // simulated, compute injected: the messages only
-    if (p == 1) {
-      if (dst != src && add) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-      return;
-    }
-    const float* cur = src;
-    float* acc = nullptr;
-    for (int mask = 1; mask < p; mask <<= 1) {
-      if (v % (2 * mask) != 0) {  // send the partial to the parent, done
-        const int parent = (v - mask + root) % p;
-        post_and_wait_send(cur, n, MPI_FLOAT, parent, kTagReduce, "reduce");
-        return;
-      }
-      if (v + mask >= p) continue;
-      const int child = (v + mask + root) % p;
-      if (acc == nullptr) {
-        acc = rank_ == root ? dst : grow(scratch_, n);
-      }
-      float* in = grow(recv_, n);
-      post_and_wait_recv(in, n, MPI_FLOAT, child, kTagReduce, "reduce");
-      if (add) {
-#pragma omp simd
-        for (int64_t i = 0; i < n; ++i)
-          acc[i] = cur[i] + in[i];
-      }
-      cur = acc;
-    }
-    if (rank_ == root && cur != dst && add)
-      std::memcpy(dst, cur, static_cast<size_t>(n) * sizeof(float));
+    tree::reduce(team(), src, dst, n, root, scratch_);
   }
 
   void broadcast(int rank, float* buf, int64_t n, int root) override {
     check_self(rank);
-    bcast(buf, n, MPI_FLOAT, root);
+    enter();
+    tree::broadcast(team(), buf, n, root);
   }
 
   void barrier(int rank) override {
     check_self(rank);
-    float dummy = 0;
-    reduce_sum(rank, &dummy, &dummy, 0, 0);
-    broadcast(rank, &dummy, 0, 0);
+    transport_barrier();
   }
 
   double wait_seconds(int rank) const override {
@@ -206,8 +195,14 @@ class MpiWorld final : public MpiComm {
     return wait_s_;
   }
 
+  // Bytes travel as the floats that hold them (a broadcast only copies).
   void broadcast_bytes(void* buf, size_t bytes, int root) override {
-    bcast(buf, static_cast<int64_t>(bytes), MPI_BYTE, root);
+    enter();
+    const int64_t n = static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float));
+    float* f = bytes_.at_least(n);
+    if (rank_ == root) std::memcpy(f, buf, bytes);
+    tree::broadcast(team(), f, n, root);
+    if (rank_ != root) std::memcpy(buf, f, bytes);
   }
 
   void gather_bytes(const void* src, size_t bytes, void* dst, int root) override {
@@ -256,6 +251,79 @@ class MpiWorld final : public MpiComm {
   void allreduce_sum_native(float* buf, int64_t n) override {
     EASEL_MPI(MPI_Allreduce(MPI_IN_PLACE, buf, checked_count(n), MPI_FLOAT, MPI_SUM, comm_));
   }
+  void reduce_sum_native(const float* src, float* dst, int64_t n, int root) {
+    const bool in_place = rank_ == root && src == dst;
+    EASEL_MPI(MPI_Reduce(in_place ? MPI_IN_PLACE : src, rank_ == root ? dst : nullptr,
+                         checked_count(n), MPI_FLOAT, MPI_SUM, root, comm_));
+  }
+  void broadcast_native(float* buf, int64_t n, int root) {
+    EASEL_MPI(MPI_Bcast(buf, checked_count(n), MPI_FLOAT, root, comm_));
+  }
+  void barrier_native() {
+    EASEL_MPI(MPI_Barrier(comm_));
+  }
+
+  std::shared_ptr<Transport> transport() override {
+    return std::shared_ptr<Transport>(&transport_, [](Transport*) {});  // lives as the world
+  }
+  std::unique_ptr<Comm> native_comm() override;
+
+  // ---- the transport (WorldTransport forwards here) ----
+
+  int node_of(int rank) const {
+    return node_of_[static_cast<size_t>(rank)];
+  }
+  int nodes() const {
+    return nodes_;
+  }
+
+  // Posts the step's send and receive (each cut into pieces of piece_ floats, in order), then
+  // completes the receive piece by piece (adding each as it lands), then the send.
+  void step(int rank, const Transfer& x, const char* what) {
+    check_self(rank);
+    enter();
+    std::vector<MPI_Request>& sends = send_reqs_;
+    std::vector<MPI_Request>& recvs = recv_reqs_;
+    sends.clear();
+    recvs.clear();
+    if (x.send_peer >= 0)
+      for (int64_t b = 0; b < x.send_n || (b == 0 && x.send_n == 0); b += piece_) {
+        const int64_t m = std::min(piece_, x.send_n - b);
+        sends.emplace_back();
+        EASEL_MPI(MPI_Isend(x.send + b, checked_count(m), MPI_FLOAT, x.send_peer, kTagStep, comm_,
+                            &sends.back()));
+      }
+    const bool add = x.op == RecvOp::add;
+    float* in = add ? recv_.at_least(x.recv_n) : x.dst;
+    if (x.recv_peer >= 0)
+      for (int64_t b = 0; b < x.recv_n || (b == 0 && x.recv_n == 0); b += piece_) {
+        const int64_t m = std::min(piece_, x.recv_n - b);
+        recvs.emplace_back();
+        EASEL_MPI(MPI_Irecv(in + b, checked_count(m), MPI_FLOAT, x.recv_peer, kTagStep, comm_,
+                            &recvs.back()));
+      }
+    const bool values = !values_ignored();
+    for (size_t k = 0; k < recvs.size(); ++k) {
+      wait_s_ += wait(&recvs[k], nullptr, x.recv_peer, what, timeout_s_, nullptr);
+      if (!add || !values) continue;
+      const int64_t b = static_cast<int64_t>(k) * piece_, e = std::min(x.recv_n, b + piece_);
+      float* dst = x.dst;
+      const float* own = x.own;
+#pragma omp simd
+      for (int64_t i = b; i < e; ++i)
+        dst[i] = own[i] + in[i];
+    }
+    for (MPI_Request& r : sends)
+      wait_s_ += wait(&r, nullptr, x.send_peer, what, timeout_s_, "did not take a message");
+  }
+
+  // Every rank meets: a zero-length tree reduce and broadcast (each wait names its peer).
+  void transport_barrier() {
+    enter();
+    float dummy = 0;
+    tree::reduce(team(), &dummy, &dummy, 0, 0, scratch_);
+    tree::broadcast(team(), &dummy, 0, 0);
+  }
 
   [[noreturn]] void abort(const std::string& message, int code) override {
     std::fprintf(stderr, "easel: rank %d: %s\n", rank_, message.c_str());
@@ -284,30 +352,8 @@ class MpiWorld final : public MpiComm {
 #endif
   }
 
-  static float* grow(ScratchFloats& v, int64_t n) {
-    return v.at_least(n);
-  }
-
-  // Binomial broadcast from root, farthest first (MPICH's order): a rank receives from its
-  // parent (v less its lowest set bit), then sends to v + mask for every mask below that bit,
-  // largest first. With ranks placed in blocks per node, only the first rounds cross nodes, one
-  // message per pair of nodes; nearest first, the last rounds sent half the ranks' messages
-  // across nodes at once (64 per node's link at 64 ranks per node: 1.6 s instead of 25 ms per
-  // round for alexnet-cifar on cori-knl.xml, simulated).
-  void bcast(void* buf, int64_t n, MPI_Datatype type, int root) {
-    enter();
-    const int p = size_;
-    const int v = (rank_ - root + p) % p;
-    int mask = 1;
-    while (mask < p)
-      mask <<= 1;
-    if (v != 0) {
-      mask = v & -v;
-      post_and_wait_recv(buf, n, type, (v - mask + root) % p, kTagBcast, "broadcast");
-    }
-    for (mask >>= 1; mask > 0; mask >>= 1)
-      if (v + mask < p)
-        post_and_wait_send(buf, n, type, (v + mask + root) % p, kTagBcast, "broadcast");
+  Team team() {
+    return Team::all(transport_, rank_);
   }
 
   // The collectives' waits are timed into wait_s_ (their one calling thread); send() is not.
@@ -418,8 +464,69 @@ class MpiWorld final : public MpiComm {
   double timeout_s_ = 300;
   bool stall_ = false;
   double wait_s_ = 0;
-  ScratchFloats scratch_, recv_;  // collectives only (one calling thread)
+  ScratchFloats scratch_, recv_, bytes_;  // collectives only (one calling thread)
+  std::vector<MPI_Request> send_reqs_, recv_reqs_;
+  std::vector<int> node_of_;  // [rank]
+  int nodes_ = 1;
+  int64_t piece_ = int64_t{1} << 20;
+
+  // The world seen as a Transport by the collective algorithms.
+  class WorldTransport final : public Transport {
+   public:
+    explicit WorldTransport(MpiWorld& w) : w_(w) {}
+    int size() const override { return w_.size(); }
+    std::string name() const override { return w_.name(); }
+    int node_of(int rank) const override { return w_.node_of(rank); }
+    int nodes() const override { return w_.nodes(); }
+    int first_local() const override { return w_.rank(); }
+    int local_size() const override { return 1; }
+    void step(int rank, const Transfer& x, const char* what) override { w_.step(rank, x, what); }
+    void barrier(int rank) override {
+      w_.check_self(rank);
+      w_.transport_barrier();
+    }
+    double wait_seconds(int rank) const override { return w_.wait_seconds(rank); }
+    int64_t pipeline_floats() const override { return w_.piece_; }
+
+   private:
+    MpiWorld& w_;
+  };
+  WorldTransport transport_{*this};
 };
+
+// --collective mpi: the library's own collectives among the processes.
+class NativeComm final : public Comm {
+ public:
+  explicit NativeComm(MpiWorld& w) : w_(w) {}
+  int size() const override { return w_.size(); }
+  std::string name() const override { return "mpi-native(" + std::to_string(w_.size()) + ")"; }
+  void allreduce_sum(int rank, float* buf, int64_t n) override {
+    timed(rank, [&] { w_.allreduce_sum_native(buf, n); });
+  }
+  void reduce_sum(int rank, const float* src, float* dst, int64_t n, int root) override {
+    timed(rank, [&] { w_.reduce_sum_native(src, dst, n, root); });
+  }
+  void broadcast(int rank, float* buf, int64_t n, int root) override {
+    timed(rank, [&] { w_.broadcast_native(buf, n, root); });
+  }
+  void barrier(int rank) override {
+    timed(rank, [&] { w_.barrier_native(); });
+  }
+  // A blocking library call does not tell waiting from moving: none is counted as wait.
+  double wait_seconds(int) const override { return 0; }
+
+ private:
+  template <typename Fn>
+  void timed(int rank, Fn fn) {
+    EASEL_CHECK_MSG(rank == w_.rank(), "an MPI Comm is called with the calling process's rank");
+    fn();
+  }
+  MpiWorld& w_;
+};
+
+std::unique_ptr<Comm> MpiWorld::native_comm() {
+  return std::make_unique<NativeComm>(*this);
+}
 
 std::unique_ptr<MpiWorld>& world_slot() {
   static std::unique_ptr<MpiWorld> w;

@@ -6,9 +6,10 @@
 // Every inter-process wait is a point-to-point request on a known peer, polled with a deadline
 // (EASEL_MPI_TIMEOUT seconds, default 300): a rank that stalls or dies makes the waiting rank
 // call MPI_Abort with a message naming the rank that did not arrive, so the job stops instead of
-// hanging. The collectives are binomial trees over point-to-point messages, summing in the same
-// order as the shared-memory tree (engine/comm/shm_comm.cpp), so they are deterministic by
-// construction for a fixed number of ranks.
+// hanging. The world is a Transport (transport()): the collective algorithms of
+// engine/comm/collectives/ run over it as over shared memory, so they sum in the same order as
+// one process of as many groups; its own Comm calls (control values, the initial weights) run
+// the binomial tree, and native_comm() is the MPI library's own collectives.
 //
 // Fault injection for tests: EASEL_MPI_FAULT=stall:R makes rank R sleep forever in its first
 // collective; EASEL_MPI_FAULT=fail:R makes mpi_fault_fail() true on rank R.
@@ -20,6 +21,7 @@
 #include <string>
 
 #include "engine/comm/comm.hpp"
+#include "engine/comm/transport.hpp"
 #include "engine/status.hpp"
 
 namespace easel {
@@ -53,6 +55,16 @@ class MpiComm : public Comm {
   // summation order is the library's choice.
   virtual void allreduce_sum_native(float* buf, int64_t n) = 0;
 
+  // The world as a transport (one rank a process, this process's rank calling): point-to-point
+  // steps, large ones pipelined in pieces (EASEL_MPI_PIECE_MB, default 4). Its nodes: the ranks
+  // sharing memory (MPI_COMM_TYPE_SHARED), or blocks of EASEL_RANKS_PER_NODE when set (a
+  // simulated platform's nodes, whose hosts SMPI keeps apart).
+  virtual std::shared_ptr<Transport> transport() = 0;
+  // The MPI library's own MPI_Allreduce / MPI_Reduce / MPI_Bcast as a Comm (--collective mpi):
+  // Open MPI's tuned or HAN components, SimGrid's smpi/allreduce choice. Its summation order is
+  // the library's: not bit for bit across rank counts or layouts.
+  virtual std::unique_ptr<Comm> native_comm() = 0;
+
   // Prints "easel: rank R: message" and stops every process of the job (MPI_Abort).
   [[noreturn]] virtual void abort(const std::string& message, int code) = 0;
 };
@@ -83,12 +95,14 @@ bool sim_inject_step();
 // The simulated clock (MPI_Wtime under SMPI once MPI runs), else -1.
 double sim_clock_seconds();
 
-// The hierarchical composition: `local` (size L, the groups of this process, thread per rank)
-// then `world` (R processes). Its ranks are global group ids, process r holding r*L .. r*L+L-1;
+// The composition of a process's groups and the processes: `local` (size L, the groups of this
+// process, thread per rank) then `world` (R processes, any Comm whose ranks are the processes,
+// this one being world_rank). Its ranks are global group ids, process r holding r*L .. r*L+L-1;
 // each collective reduces inside the process first, then one message per process goes over the
-// world, then back to the process's groups. With L a power of two (or R == 1) the summation
-// order equals the flat binomial tree over R*L ranks, so results equal a single process with
-// R*L groups bit for bit (tree collective).
-std::unique_ptr<Comm> make_hier_comm(std::unique_ptr<Comm> local, MpiComm& world);
+// world, then back to the process's groups. With L == 1 it is the world's algorithm itself, so
+// R ranks equal one process of R groups bit for bit for every algorithm; with the tree and L a
+// power of two the order equals the flat tree over R*L ranks as well.
+std::unique_ptr<Comm> make_hier_comm(std::unique_ptr<Comm> local, std::unique_ptr<Comm> world,
+                                     int world_rank);
 
 }  // namespace easel

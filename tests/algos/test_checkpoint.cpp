@@ -413,7 +413,7 @@ TEST(Stall, AWaitingGroupNamesTheStalledOneAndTheRunStops) {
     const char* says;
   };
   for (const Case& k :
-       {Case{"sync-sgd", "at the shared-memory Comm's barrier for group(s) 1"},
+       {Case{"sync-sgd", "group 1 has not reached it"},
         Case{"easgd-rr", "for its turn at the centre (easgd-rr: it is group 1's"}}) {
     TrainConfig c = config(k.algo, 2);
     struct Sleepy : Interrupter {

@@ -1,7 +1,8 @@
-// The MPI Comm and the hierarchical Comm, run under `mpirun -np N` (tests/meson.build): every
-// collective's result equals the shared-memory tree Comm over the same number of ranks, bit for
-// bit, because both sum in the same binomial-tree order; plus broadcast from any root, gather
-// in rank order, and the hierarchical composition of 2 local groups per process.
+// The MPI world and the composed Comm, run under `mpirun -np N` (tests/meson.build): every
+// collective algorithm over the world's transport equals the same algorithm over shared memory
+// among as many threads, bit for bit (one file of code, the same order); the world's own calls
+// equal the tree; plus broadcast from any root, gather in rank order, the MPI library's own
+// collectives, and the composition of 2 local groups per process.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,9 +21,9 @@ float value(int rank, int64_t i) {
          1e-3f * static_cast<float>(rank * 7 + 1);
 }
 
-// The shared-memory tree allreduce over `p` ranks (threads) of value(r, i).
-std::vector<float> shm_allreduce(int p, int64_t n) {
-  auto comm = make_shm_comm(p, CollectiveAlgo::tree);
+// The shared-memory allreduce of `algo` over `p` ranks (threads) of value(r, i).
+std::vector<float> shm_allreduce(int p, int64_t n, CollectiveAlgo algo = CollectiveAlgo::tree) {
+  auto comm = make_shm_comm(p, algo);
   std::vector<std::vector<float>> bufs(static_cast<size_t>(p), std::vector<float>(n));
   std::vector<std::thread> ts;
   for (int r = 0; r < p; ++r)
@@ -37,6 +38,26 @@ std::vector<float> shm_allreduce(int p, int64_t n) {
   return bufs[0];
 }
 
+// The same over shared memory: reduce into `root`, then broadcast from it.
+std::vector<float> shm_reduce_broadcast(int p, int64_t n, CollectiveAlgo algo, int root) {
+  auto comm = make_shm_comm(p, algo);
+  std::vector<std::vector<float>> src(static_cast<size_t>(p), std::vector<float>(n));
+  std::vector<float> dst(static_cast<size_t>(n));
+  std::vector<std::thread> ts;
+  for (int r = 0; r < p; ++r)
+    ts.emplace_back([&, r] {
+      auto& b = src[static_cast<size_t>(r)];
+      for (int64_t i = 0; i < n; ++i)
+        b[static_cast<size_t>(i)] = value(r, i);
+      comm->reduce_sum(r, b.data(), dst.data(), n, root);
+      if (r != root) b.assign(static_cast<size_t>(n), 0.f);
+      comm->broadcast(r, r == root ? dst.data() : b.data(), n, root);
+    });
+  for (auto& t : ts)
+    t.join();
+  return dst;
+}
+
 MpiComm& world() {
   return *mpi_world();
 }
@@ -47,6 +68,48 @@ class Mpi : public ::testing::Test {
     if (mpi_world() == nullptr) GTEST_SKIP() << "not started by mpirun";
   }
 };
+
+TEST_F(Mpi, EveryAlgorithmEqualsItsSharedMemoryRunBitForBit) {
+  const int p = world().size(), me = world().rank();
+  for (CollectiveAlgo algo : {CollectiveAlgo::tree, CollectiveAlgo::ring,
+                              CollectiveAlgo::halving_doubling, CollectiveAlgo::hierarchical}) {
+    auto comm = make_collective_comm(world().transport(), algo);
+    for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{p + 1}, int64_t{431080}}) {
+      std::vector<float> buf(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i)
+        buf[static_cast<size_t>(i)] = value(me, i);
+      comm->allreduce_sum(me, buf.data(), n);
+      EXPECT_EQ(buf, shm_allreduce(p, n, algo)) << collective_algo_name(algo) << " n=" << n;
+      // reduce to the last rank and broadcast back from it
+      std::vector<float> src(static_cast<size_t>(n)), dst(static_cast<size_t>(n), -1.f);
+      for (int64_t i = 0; i < n; ++i)
+        src[static_cast<size_t>(i)] = value(me, i);
+      comm->reduce_sum(me, src.data(), dst.data(), n, p - 1);
+      comm->broadcast(me, dst.data(), n, p - 1);
+      EXPECT_EQ(dst, shm_reduce_broadcast(p, n, algo, p - 1))
+          << collective_algo_name(algo) << " reduce + broadcast, n=" << n;
+    }
+  }
+}
+
+// The MPI library's own collectives: the same sums within float32 rounding (their order is the
+// library's).
+TEST_F(Mpi, NativeCollectivesSum) {
+  const int p = world().size(), me = world().rank();
+  auto comm = world().native_comm();
+  const int64_t n = 10007;
+  std::vector<float> buf(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    buf[static_cast<size_t>(i)] = value(me, i);
+  comm->allreduce_sum(me, buf.data(), n);
+  const std::vector<float> ref = shm_allreduce(p, n);
+  for (int64_t i = 0; i < n; ++i)
+    EXPECT_NEAR(buf[static_cast<size_t>(i)], ref[static_cast<size_t>(i)],
+                1e-5 * std::abs(ref[static_cast<size_t>(i)]));
+  std::vector<float> b(static_cast<size_t>(n), static_cast<float>(me));
+  comm->broadcast(me, b.data(), n, p - 1);
+  EXPECT_EQ(b, std::vector<float>(static_cast<size_t>(n), static_cast<float>(p - 1)));
+}
 
 TEST_F(Mpi, AllreduceEqualsTheSharedMemoryTreeBitForBit) {
   const int p = world().size(), me = world().rank();
@@ -120,7 +183,9 @@ TEST_F(Mpi, PointToPointAnySource) {
 TEST_F(Mpi, HierarchicalAllreduceEqualsTheFlatTree) {
   const int l = 2, p = world().size() * l, me = world().rank();
   const int64_t n = 4097;
-  auto comm = make_hier_comm(make_shm_comm(l, CollectiveAlgo::tree), world());
+  auto comm = make_hier_comm(make_shm_comm(l, CollectiveAlgo::tree),
+                             make_collective_comm(world().transport(), CollectiveAlgo::tree),
+                             world().rank());
   ASSERT_EQ(comm->size(), p);
   std::vector<std::vector<float>> bufs(l, std::vector<float>(static_cast<size_t>(n)));
   std::vector<std::vector<float>> bc(l, std::vector<float>(static_cast<size_t>(n)));

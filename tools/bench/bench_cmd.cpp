@@ -9,10 +9,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "engine/comm/mpi_comm.hpp"
 #include "nets/models/models.hpp"
 #include "tools/bench/bench.hpp"
 #include "tools/bench/bench_data.hpp"
 #include "tools/bench/calibrate.hpp"
+#include "tools/bench/collectives.hpp"
 #include "tools/cli/cli.hpp"
 #include "tools/model/machine.hpp"
 
@@ -501,6 +503,13 @@ CLI::App* add_bench_flags(CLI::App& app, bench::BenchFlags& f) {
               "measure what the performance model needs (easel model, easel plan) and write "
               "this machine's description (docs/MODEL.md); takes --nets, the first of --batches, "
               "--warmup, --repeats, --min-time");
+  b->add_flag("--collectives", f.collectives,
+              "only the collectives: each algorithm's allreduce time, algbw and busbw from 4 KB "
+              "to the largest net's arena (nccl-tests' table), MPI_Allreduce beside them under "
+              "mpirun; takes --ranks, --max-mb, --repeats, --json");
+  opt("--ranks", f.ranks, "with --collectives in one process: the ranks (threads)");
+  opt("--max-mb", f.max_mb,
+      "with --collectives: the largest message in MB (0: the largest built-in net's arena)");
   opt("--out", f.out,
       "with --calibrate: the description's file (default: EASEL_MACHINE, else "
       "~/.config/easel/machine.toml)");
@@ -508,6 +517,24 @@ CLI::App* add_bench_flags(CLI::App& app, bench::BenchFlags& f) {
 }
 
 int run_bench(const bench::BenchFlags& flags) {
+  if (flags.collectives) {
+    if (flags.calibrate || !flags.data.empty())
+      return fail(invalid_argument("--collectives: runs alone (drop --calibrate and --data)"), 2);
+    if (flags.max_mb < 0) return fail(invalid_argument("--max-mb: must be >= 0"), 2);
+    if (!flags.json.empty() && !flags.overwrite && std::filesystem::exists(flags.json))
+      return fail(invalid_argument("--json: " + flags.json + " exists (--overwrite replaces it)"),
+                  2);
+    bench::CollectivesFlags c;
+    c.ranks = flags.ranks;
+    c.max_mb = flags.max_mb;
+    c.repeats = flags.repeats;
+    nlohmann::json doc;
+    if (Status s = bench::run_collectives_bench(c, &doc); !s.ok())
+      return fail(s, s.code() == Code::invalid_argument ? 2 : 1);
+    if (!flags.json.empty() && process_rank() == 0 && !write_atomic(flags.json, doc.dump(2) + "\n"))
+      return fail(io_error("--json: cannot write " + flags.json), 1);
+    return 0;
+  }
   auto cfg = validate_flags(flags);
   if (!cfg.ok()) return fail(cfg.status(), 2);
   auto data = validate_data_flags(flags);

@@ -44,6 +44,11 @@ struct BenchFlags {
   // (tools/model/machine.hpp) to `out` (empty: the default, ~/.config/easel/machine.toml).
   bool calibrate = false;
   std::string out;
+  // --collectives: only the collectives' table (collectives.hpp), over --ranks threads of this
+  // process or the MPI world, messages up to --max-mb.
+  bool collectives = false;
+  int ranks = 2;
+  double max_mb = 0;
 };
 
 // The flags after validation.

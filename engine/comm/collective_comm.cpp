@@ -1,0 +1,131 @@
+// A Comm that runs one collective algorithm (engine/comm/collectives/) over a transport: the
+// only place that maps a Comm call to an algorithm's function. Every rank of this process keeps
+// its own scratch.
+#include <vector>
+
+#include "engine/comm/collectives/team.hpp"
+#include "engine/comm/comm.hpp"
+#include "engine/comm/transport.hpp"
+#include "engine/trace.hpp"
+
+namespace easel {
+
+const char* collective_algo_name(CollectiveAlgo a) {
+  switch (a) {
+    case CollectiveAlgo::automatic:
+      return "auto";
+    case CollectiveAlgo::tree:
+      return "tree";
+    case CollectiveAlgo::ring:
+      return "ring";
+    case CollectiveAlgo::halving_doubling:
+      return "halving-doubling";
+    case CollectiveAlgo::hierarchical:
+      return "hierarchical";
+    case CollectiveAlgo::mpi:
+      return "mpi";
+  }
+  return "unknown";
+}
+
+namespace {
+
+class CollectiveComm final : public Comm {
+ public:
+  CollectiveComm(std::shared_ptr<Transport> t, CollectiveAlgo algo, CollectiveAlgo inter)
+      : t_(std::move(t)),
+        algo_(algo),
+        inter_(inter),
+        scratch_(static_cast<size_t>(t_->local_size())) {
+    EASEL_CHECK_MSG(algo != CollectiveAlgo::automatic && algo != CollectiveAlgo::mpi,
+                    "a collective Comm runs one of the algorithms over its transport");
+    EASEL_CHECK(inter == CollectiveAlgo::ring || inter == CollectiveAlgo::halving_doubling);
+  }
+
+  int size() const override { return t_->size(); }
+  std::string name() const override {
+    std::string n = collective_algo_name(algo_);
+    if (algo_ == CollectiveAlgo::hierarchical) n += std::string("/") + collective_algo_name(inter_);
+    return n + " over " + t_->name();
+  }
+
+  void allreduce_sum(int rank, float* buf, int64_t n) override {
+    const Team team = Team::all(*t_, rank);
+    if (size() == 1 || n == 0) return;
+    ScratchFloats& s = scratch(rank);
+    switch (algo_) {
+      case CollectiveAlgo::tree:
+        return tree::allreduce(team, buf, n, s);
+      case CollectiveAlgo::ring:
+        return ring::allreduce(team, buf, n, s);
+      case CollectiveAlgo::halving_doubling:
+        return halving_doubling::allreduce(team, buf, n, s);
+      default:
+        return hierarchical::allreduce(team, buf, n, s, inter_);
+    }
+  }
+
+  void reduce_sum(int rank, const float* src, float* dst, int64_t n, int root) override {
+    check_root(root);
+    const Team team = Team::all(*t_, rank);
+    if (n == 0) return;
+    ScratchFloats& s = scratch(rank);
+    switch (algo_) {
+      case CollectiveAlgo::tree:
+        return tree::reduce(team, src, dst, n, root, s);
+      case CollectiveAlgo::ring:
+        return ring::reduce(team, src, dst, n, root, s);
+      case CollectiveAlgo::halving_doubling:
+        return halving_doubling::reduce(team, src, dst, n, root, s);
+      default:
+        return hierarchical::reduce(team, src, dst, n, root, s, inter_);
+    }
+  }
+
+  void broadcast(int rank, float* buf, int64_t n, int root) override {
+    check_root(root);
+    const Team team = Team::all(*t_, rank);
+    if (size() == 1 || n == 0) return;
+    switch (algo_) {
+      case CollectiveAlgo::tree:
+        return tree::broadcast(team, buf, n, root);
+      case CollectiveAlgo::ring:
+        return ring::broadcast(team, buf, n, root);
+      case CollectiveAlgo::halving_doubling:
+        return halving_doubling::broadcast(team, buf, n, root);
+      default:
+        return hierarchical::broadcast(team, buf, n, root, inter_);
+    }
+  }
+
+  void barrier(int rank) override { t_->barrier(rank); }
+
+  double wait_seconds(int rank) const override { return t_->wait_seconds(rank); }
+
+ private:
+  void check_root(int root) const { EASEL_CHECK(root >= 0 && root < size()); }
+  ScratchFloats& scratch(int rank) {
+    const int l = rank - t_->first_local();
+    EASEL_CHECK_MSG(l >= 0 && l < t_->local_size(), "a Comm rank is called from another process");
+    return scratch_[static_cast<size_t>(l)];
+  }
+
+  std::shared_ptr<Transport> t_;
+  const CollectiveAlgo algo_, inter_;
+  std::vector<ScratchFloats> scratch_;  // [local rank], each owned by its rank's thread
+};
+
+}  // namespace
+
+std::unique_ptr<Comm> make_collective_comm(std::shared_ptr<Transport> transport,
+                                           CollectiveAlgo algo, CollectiveAlgo inter) {
+  EASEL_CHECK(transport != nullptr);
+  return std::make_unique<CollectiveComm>(std::move(transport), algo, inter);
+}
+
+std::unique_ptr<Comm> make_shm_comm(int size, CollectiveAlgo algo, double spin_seconds) {
+  EASEL_CHECK_MSG(size >= 1, "a Comm needs at least one rank");
+  return make_collective_comm(make_shm_transport(size, spin_seconds), algo);
+}
+
+}  // namespace easel

@@ -1,0 +1,172 @@
+// The alpha-beta cost of each collective algorithm (collective_cost.hpp). Each formula follows
+// its algorithm's file step by step; a step whose messages cross nodes pays the uplink's latency
+// and its bandwidth divided among the messages that leave a node at once.
+#include "engine/comm/collective_cost.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+namespace easel {
+
+namespace {
+
+int ceil_log2(int x) {
+  int k = 0;
+  while ((1 << k) < x)
+    ++k;
+  return k;
+}
+
+struct Shape {
+  double m;
+  int p, l, nodes;
+  LinkCost in, out;
+  explicit Shape(const CollectiveShape& s)
+      : m(s.bytes),
+        p(std::max(1, s.ranks)),
+        l(std::clamp(s.ranks_per_node, 1, std::max(1, s.ranks))),
+        nodes((p + l - 1) / l),
+        in(s.intra),
+        out(s.inter) {}
+  // One step moving `bytes` per message; `crossing` messages share a node's uplink when any
+  // message of the step leaves its node.
+  double step(double bytes, bool leaves_node, int crossing = 1) const {
+    if (!leaves_node || nodes == 1) return in.latency_s + bytes / in.bytes_per_s;
+    return std::max(in.latency_s + bytes / in.bytes_per_s,
+                    out.latency_s + crossing * bytes / out.bytes_per_s);
+  }
+};
+
+double tree(const Shape& s) {
+  double t = 0;
+  const int rounds = ceil_log2(s.p);
+  for (int k = 0; k < rounds; ++k)
+    t += s.step(s.m, (1 << k) >= s.l);  // round k pairs ranks 2^k apart: across nodes past L
+  return 2 * t;
+}
+
+double ring(const Shape& s) {
+  return 2.0 * (s.p - 1) * s.step(s.m / s.p, true);
+}
+
+double halving_doubling(const Shape& s) {
+  int pp = 1;
+  while (pp * 2 <= s.p)
+    pp *= 2;
+  double t = 0;
+  if (pp < s.p) t += 2 * s.step(s.m, s.l < 2);  // the fold and the unfold, between neighbours
+  double seg = s.m;
+  for (int mask = 1; mask < pp; mask <<= 1) {
+    seg /= 2;
+    const bool far = mask >= s.l;
+    t += 2 * s.step(seg, far, far ? std::min(s.l, s.p) : 1);  // halving, then doubling
+  }
+  return t;
+}
+
+double hierarchical(const Shape& s, CollectiveAlgo inter) {
+  if (s.nodes == 1 || s.p % s.l != 0) {  // one node; unequal nodes: trees inside, leaders across
+    if (s.nodes == 1) return ring(s);
+    Shape node = s;
+    node.p = s.l;
+    node.nodes = 1;
+    Shape across = s;
+    across.p = s.nodes;
+    across.l = 1;
+    across.nodes = s.nodes;
+    const double x =
+        inter == CollectiveAlgo::halving_doubling ? halving_doubling(across) : ring(across);
+    return tree(node) + x;
+  }
+  const double local = 2.0 * (s.l - 1) * (s.in.latency_s + s.m / s.l / s.in.bytes_per_s);
+  Shape across = s;  // L inter-node allreduces of m / L at once, sharing each node's uplink
+  across.m = s.m;    // their bytes together
+  across.p = s.nodes;
+  across.l = 1;
+  across.in = s.out;
+  const double x =
+      inter == CollectiveAlgo::halving_doubling ? halving_doubling(across) : ring(across);
+  return local + x;
+}
+
+}  // namespace
+
+double allreduce_seconds(CollectiveAlgo a, const CollectiveShape& cs, CollectiveAlgo inter) {
+  const Shape s(cs);
+  if (s.p == 1 || s.m <= 0) return 0;
+  switch (a) {
+    case CollectiveAlgo::tree:
+      return tree(s);
+    case CollectiveAlgo::ring:
+    case CollectiveAlgo::mpi:  // priced as the bandwidth-optimal ring it runs for large spans
+      return ring(s);
+    case CollectiveAlgo::halving_doubling:
+      return halving_doubling(s);
+    case CollectiveAlgo::hierarchical:
+      return hierarchical(s, inter);
+    case CollectiveAlgo::automatic:
+      break;
+  }
+  const CollectiveChoice c = choose_collective(cs);
+  return allreduce_seconds(c.algo, cs, c.inter);
+}
+
+CollectiveChoice choose_collective(const CollectiveShape& cs) {
+  CollectiveChoice best;
+  const Shape s(cs);
+  const double h_ring = allreduce_seconds(CollectiveAlgo::hierarchical, cs, CollectiveAlgo::ring);
+  const double h_hd =
+      allreduce_seconds(CollectiveAlgo::hierarchical, cs, CollectiveAlgo::halving_doubling);
+  const CollectiveAlgo h_inter =
+      h_hd < h_ring ? CollectiveAlgo::halving_doubling : CollectiveAlgo::ring;
+  struct Option {
+    CollectiveAlgo a;
+    double t;
+  };
+  const Option options[] = {
+      {CollectiveAlgo::tree, allreduce_seconds(CollectiveAlgo::tree, cs)},
+      {CollectiveAlgo::ring, allreduce_seconds(CollectiveAlgo::ring, cs)},
+      {CollectiveAlgo::halving_doubling, allreduce_seconds(CollectiveAlgo::halving_doubling, cs)},
+      {CollectiveAlgo::hierarchical, std::min(h_ring, h_hd)}};
+  const Option* pick = &options[0];
+  for (const Option& o : options)
+    if (o.t < pick->t * (1 - 1e-9)) pick = &o;
+  best.algo = pick->a;
+  best.inter = h_inter;
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "collective auto: %s%s for %.3g MB over %d ranks (%d per node): predicted "
+                "allreduce tree %.3g ms, ring %.3g ms, halving-doubling %.3g ms, hierarchical "
+                "%.3g ms",
+                collective_algo_name(best.algo),
+                best.algo == CollectiveAlgo::hierarchical
+                    ? (h_inter == CollectiveAlgo::ring ? "/ring" : "/halving-doubling")
+                    : "",
+                s.m / 1e6, s.p, s.l, options[0].t * 1e3, options[1].t * 1e3, options[2].t * 1e3,
+                options[3].t * 1e3);
+  best.why = line;
+  return best;
+}
+
+bool collective_links(LinkCost* intra, LinkCost* inter, std::string* error) {
+  // Shared memory among threads: a hand-off of a few microseconds, one core's copy bandwidth.
+  *intra = LinkCost{2e-6, 8e9};
+  *inter = *intra;
+  const char* v = std::getenv("EASEL_COLLECTIVE_LINKS");
+  if (v == nullptr || *v == '\0') return true;
+  double a = 0, b = 0, c = 0, d = 0;
+  char tail = 0;
+  if (std::sscanf(v, "%lf,%lf,%lf,%lf%c", &a, &b, &c, &d, &tail) != 4 || a < 0 || b <= 0 || c < 0 ||
+      d <= 0) {
+    *error = std::string("EASEL_COLLECTIVE_LINKS='") + v +
+             "' is not INTRA_US,INTRA_GBPS,INTER_US,INTER_GBPS (e.g. 1,24,1,24)";
+    return false;
+  }
+  *intra = LinkCost{a * 1e-6, b * 1e9};
+  *inter = LinkCost{c * 1e-6, d * 1e9};
+  return true;
+}
+
+}  // namespace easel

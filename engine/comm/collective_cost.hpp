@@ -1,0 +1,48 @@
+// The latency-bandwidth (alpha-beta) cost of each collective algorithm, as NCCL's tuner prices
+// its own: what `--collective auto` chooses by, and what the performance model charges. Ranks
+// are placed in blocks of ranks_per_node; a node's uplink is shared by the messages that leave
+// it at once (one per node in a ring or tree round, all of a node's ranks in a
+// halving-doubling round across nodes or in the hierarchical algorithm's inter-node part).
+#pragma once
+
+#include <string>
+
+#include "engine/comm/comm.hpp"
+
+namespace easel {
+
+struct LinkCost {
+  double latency_s = 2e-6;
+  double bytes_per_s = 10e9;
+};
+
+struct CollectiveShape {
+  double bytes = 0;  // the span one allreduce sums
+  int ranks = 1;
+  int ranks_per_node = 1;  // in blocks: ranks [k L, (k+1) L) share node k
+  LinkCost intra;          // between ranks of one node
+  LinkCost inter;          // a node's uplink
+};
+
+// Predicted seconds of one allreduce (reduce + broadcast cost the same order of data: an
+// allreduce is what sync-sgd and the allreduce-based centre run). hierarchical uses `inter`
+// (ring or halving_doubling) across nodes.
+double allreduce_seconds(CollectiveAlgo a, const CollectiveShape& s,
+                         CollectiveAlgo inter = CollectiveAlgo::ring);
+
+// What --collective auto runs for this shape: the cheapest of tree, ring, halving-doubling and
+// hierarchical (the inter-node part the cheaper of ring and halving-doubling), ties going to the
+// earlier of that order; `why` is one line naming the choice and each algorithm's predicted time.
+struct CollectiveChoice {
+  CollectiveAlgo algo = CollectiveAlgo::tree;
+  CollectiveAlgo inter = CollectiveAlgo::ring;
+  std::string why;
+};
+CollectiveChoice choose_collective(const CollectiveShape& s);
+
+// The links a run's collectives cross: shared memory among one process's threads by default;
+// EASEL_COLLECTIVE_LINKS="INTRA_US,INTRA_GBPS,INTER_US,INTER_GBPS" overrides them (tools/simulate
+// sets it from the platform); false with a message naming the variable when it is malformed.
+bool collective_links(LinkCost* intra, LinkCost* inter, std::string* error);
+
+}  // namespace easel

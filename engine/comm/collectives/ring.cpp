@@ -1,0 +1,87 @@
+// The ring: reduce-scatter then all-gather over p chunks, each rank sending to the next and
+// receiving from the previous at every step. Chunk c is summed in rank order c, c+1, ..., c-1
+// and ends at rank c-1. Each rank moves 2 (p-1)/p of the span per allreduce: bandwidth-optimal,
+// with 2 (p-1) latencies. Large chunks are pipelined by the transport (Transport's pieces), so
+// several are in flight while the previous one is added.
+// reduce = reduce-scatter, then the root gathers the chunks; broadcast = the root scatters the
+// chunks, then an all-gather (van de Geijn).
+#include "engine/comm/collectives/team.hpp"
+
+namespace easel::ring {
+
+namespace {
+
+int mod(int a, int p) {
+  return ((a % p) + p) % p;
+}
+
+}  // namespace
+
+void reduce_scatter(const Team& t, const float* src, float* work, int64_t n) {
+  const int p = t.size();
+  const int me = t.me, next = mod(me + 1, p), prev = mod(me - 1, p);
+  for (int s = 0; s < p - 1; ++s) {
+    const int cs = mod(me - s, p), cr = mod(me - s - 1, p);
+    const int64_t bs = chunk_begin(n, cs, p), es = chunk_begin(n, cs + 1, p);
+    const int64_t br = chunk_begin(n, cr, p), er = chunk_begin(n, cr + 1, p);
+    const float* out = (s == 0 ? src : work) + bs;  // chunk cs was received at step s - 1
+    team_step(t, next, out, es - bs, prev, work + br, src + br, er - br, RecvOp::add,
+              "ring reduce-scatter");
+  }
+}
+
+void allgather(const Team& t, float* buf, int64_t n, int shift) {
+  const int p = t.size();
+  const int me = t.me, next = mod(me + 1, p), prev = mod(me - 1, p);
+  for (int s = 0; s < p - 1; ++s) {
+    const int cs = mod(me + shift - s, p), cr = mod(me + shift - s - 1, p);
+    const int64_t bs = chunk_begin(n, cs, p), es = chunk_begin(n, cs + 1, p);
+    const int64_t br = chunk_begin(n, cr, p), er = chunk_begin(n, cr + 1, p);
+    team_step(t, next, buf + bs, es - bs, prev, buf + br, nullptr, er - br, RecvOp::copy,
+              "ring all-gather");
+  }
+}
+
+void allreduce(const Team& t, float* buf, int64_t n, ScratchFloats&) {
+  if (t.size() == 1) return;
+  reduce_scatter(t, buf, buf, n);
+  allgather(t, buf, n, 1);
+}
+
+void reduce(const Team& t, const float* src, float* dst, int64_t n, int root, ScratchFloats& s) {
+  const int p = t.size();
+  if (p == 1) {
+    copy_floats(dst, src, n);
+    return;
+  }
+  float* work = t.me == root ? dst : s.at_least(n);
+  reduce_scatter(t, src, work, n);
+  const int mine = mod(t.me + 1, p);
+  if (t.me != root) {
+    team_send(t, root, work + chunk_begin(n, mine, p),
+              chunk_begin(n, mine + 1, p) - chunk_begin(n, mine, p), "ring reduce (gather)");
+    return;
+  }
+  for (int j = 0; j < p; ++j) {  // chunk j is owned by rank j - 1
+    if (j == mine) continue;
+    team_recv(t, mod(j - 1, p), dst + chunk_begin(n, j, p),
+              chunk_begin(n, j + 1, p) - chunk_begin(n, j, p), "ring reduce (gather)");
+  }
+}
+
+void broadcast(const Team& t, float* buf, int64_t n, int root) {
+  const int p = t.size();
+  if (p == 1) return;
+  if (t.me == root) {
+    for (int j = 0; j < p; ++j)
+      if (j != root)
+        team_send(t, j, buf + chunk_begin(n, j, p), chunk_begin(n, j + 1, p) - chunk_begin(n, j, p),
+                  "ring broadcast (scatter)");
+  } else {
+    team_recv(t, root, buf + chunk_begin(n, t.me, p),
+              chunk_begin(n, t.me + 1, p) - chunk_begin(n, t.me, p), "ring broadcast (scatter)");
+  }
+  allgather(t, buf, n, 0);
+}
+
+}  // namespace easel::ring

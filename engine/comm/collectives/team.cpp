@@ -1,0 +1,42 @@
+// The step helpers every algorithm uses (team.hpp).
+#include <cstring>
+
+#include "engine/comm/collectives/team.hpp"
+#include "engine/span_ops.hpp"
+
+namespace easel {
+
+Team Team::all(Transport& t, int self) {
+  Team team;
+  team.t = &t;
+  team.ranks.resize(static_cast<size_t>(t.size()));
+  for (int i = 0; i < t.size(); ++i)
+    team.ranks[static_cast<size_t>(i)] = i;
+  team.me = self;
+  return team;
+}
+
+void team_step(const Team& team, int to, const float* src, int64_t n, int from, float* dst,
+               const float* own, int64_t m, RecvOp op, const char* what) {
+  Transfer x;
+  if (to >= 0) {
+    x.send_peer = team.rank(to);
+    x.send = src;
+    x.send_n = n;
+  }
+  if (from >= 0) {
+    x.recv_peer = team.rank(from);
+    x.dst = dst;
+    x.own = own;
+    x.recv_n = m;
+    x.op = op;
+  }
+  team.t->step(team.self(), x, what);
+}
+
+void copy_floats(float* dst, const float* src, int64_t n) {
+  if (n > 0 && dst != src && !values_ignored())
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+}
+
+}  // namespace easel

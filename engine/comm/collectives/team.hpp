@@ -1,0 +1,77 @@
+// What every collective algorithm works on: a team of a transport's ranks (all of them, or a
+// node's, or one rank of every node), the calling rank's place in it, and the step helpers.
+// Team indices are the algorithms' ranks; the transport sees its own.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/comm/comm.hpp"
+#include "engine/comm/transport.hpp"
+#include "engine/status.hpp"
+
+namespace easel {
+
+struct Team {
+  Transport* t = nullptr;
+  std::vector<int> ranks;  // team index -> transport rank
+  int me = 0;              // the caller's team index
+
+  int size() const { return static_cast<int>(ranks.size()); }
+  int rank(int i) const { return ranks[static_cast<size_t>(i)]; }
+  int self() const { return rank(me); }
+
+  // Every rank of `t`, the caller being transport rank `self`.
+  static Team all(Transport& t, int self);
+};
+
+// [begin, end) of chunk j of n floats cut into `parts` nearly equal chunks.
+inline int64_t chunk_begin(int64_t n, int j, int parts) {
+  return n * j / parts;
+}
+
+// Sends `n` floats of `src` to team index `to` and receives `m` floats from team index `from`
+// into dst (copy, or dst = own + in); either side may be absent (index < 0 or length ignored).
+// Large adds are pipelined in the transport's pieces (Transport::pipeline_floats).
+void team_step(const Team& team, int to, const float* src, int64_t n, int from, float* dst,
+               const float* own, int64_t m, RecvOp op, const char* what);
+inline void team_send(const Team& team, int to, const float* src, int64_t n, const char* what) {
+  team_step(team, to, src, n, -1, nullptr, nullptr, 0, RecvOp::copy, what);
+}
+inline void team_recv(const Team& team, int from, float* dst, int64_t m, const char* what) {
+  team_step(team, -1, nullptr, 0, from, dst, nullptr, m, RecvOp::copy, what);
+}
+
+// Copies n floats (nothing when values are ignored: simulated, compute injected).
+void copy_floats(float* dst, const float* src, int64_t n);
+
+// The algorithms, one file each. src is const; dst matters on the root only (it may alias the
+// root's src); buf is in and out. scratch is the caller's own, grown on demand.
+namespace tree {  // binomial: reduce into the root, broadcast farthest first (MPICH's order)
+void reduce(const Team& t, const float* src, float* dst, int64_t n, int root, ScratchFloats& s);
+void broadcast(const Team& t, float* buf, int64_t n, int root);
+void allreduce(const Team& t, float* buf, int64_t n, ScratchFloats& s);
+}  // namespace tree
+namespace ring {  // reduce-scatter + all-gather along the ring of team indices
+// On return the caller's work holds the whole sum of chunk (me + 1) mod p (chunks of n by p).
+void reduce_scatter(const Team& t, const float* src, float* work, int64_t n);
+// Rank i starts with chunk (i + shift) mod p of buf; on return buf is whole everywhere.
+void allgather(const Team& t, float* buf, int64_t n, int shift);
+void reduce(const Team& t, const float* src, float* dst, int64_t n, int root, ScratchFloats& s);
+void broadcast(const Team& t, float* buf, int64_t n, int root);
+void allreduce(const Team& t, float* buf, int64_t n, ScratchFloats& s);
+}  // namespace ring
+namespace halving_doubling {  // Rabenseifner: recursive halving, then doubling; any p
+void reduce(const Team& t, const float* src, float* dst, int64_t n, int root, ScratchFloats& s);
+void broadcast(const Team& t, float* buf, int64_t n, int root);
+void allreduce(const Team& t, float* buf, int64_t n, ScratchFloats& s);
+}  // namespace halving_doubling
+namespace hierarchical {  // inside each node, then across nodes on each rank's share, then back
+// `inter` is the algorithm across nodes (ring or halving_doubling).
+void reduce(const Team& t, const float* src, float* dst, int64_t n, int root, ScratchFloats& s,
+            CollectiveAlgo inter);
+void broadcast(const Team& t, float* buf, int64_t n, int root, CollectiveAlgo inter);
+void allreduce(const Team& t, float* buf, int64_t n, ScratchFloats& s, CollectiveAlgo inter);
+}  // namespace hierarchical
+
+}  // namespace easel

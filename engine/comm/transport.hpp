@@ -1,0 +1,75 @@
+// The transport below the collective algorithms (Gloo's pairs and buffers): point-to-point
+// transfers of float spans between ranks, each wait bounded by a deadline that names the peer it
+// waits for. The collective algorithms (engine/comm/collectives/) are written once above it;
+// a transport holds none of its own.
+//
+// Implemented by shared memory among the threads of this process (make_shm_transport, each rank
+// a thread calling with its own id), by MPI among processes (the MPI world, one calling thread a
+// process, SMPI through it) and by the two composed (make_composed_transport: global rank
+// process * L + local group).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace easel {
+
+// What a receive does with the incoming floats `in`.
+enum class RecvOp {
+  copy,  // dst[i] = in[i]
+  add,   // dst[i] = own[i] + in[i]   (own may alias dst)
+};
+
+// One rank's part of one step of an algorithm: at most one send and one receive, posted
+// together (two ranks that exchange do not deadlock). A peer < 0 means none.
+struct Transfer {
+  int send_peer = -1;
+  const float* send = nullptr;
+  int64_t send_n = 0;
+  int recv_peer = -1;
+  float* dst = nullptr;
+  const float* own = nullptr;  // RecvOp::add only
+  int64_t recv_n = 0;
+  RecvOp op = RecvOp::copy;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual int size() const = 0;
+  virtual std::string name() const = 0;
+
+  // The node (shared memory) of a rank, in [0, nodes()); ranks of one node are numbered
+  // consecutively. Hierarchical algorithms and the cost model read it.
+  virtual int node_of(int rank) const = 0;
+  virtual int nodes() const = 0;
+  // The ranks whose calls this process makes: [first_local(), first_local() + local_size()).
+  virtual int first_local() const = 0;
+  virtual int local_size() const = 0;
+
+  // Rank `rank`'s step: posts x's send and receive, returns when both are complete (the send's
+  // buffer may be reused, dst holds the result). Every send is matched by exactly one receive
+  // of the same length, posted by the peer in the same order among the pair's transfers.
+  // `what` names the collective in a stall message ("group 3 waited 300 s for group 5 in ring
+  // allreduce"). Fails (the stall timeout, engine/worker.hpp; or the MPI deadline) naming the
+  // peer that did not arrive.
+  virtual void step(int rank, const Transfer& x, const char* what) = 0;
+  // All ranks meet.
+  virtual void barrier(int rank) = 0;
+
+  // Seconds `rank` spent waiting for its peers inside step() and barrier() (arrival skew, not
+  // data movement where the transport can tell them apart). Read by the rank's own thread.
+  virtual double wait_seconds(int rank) const = 0;
+
+  // Splits a large receive into pieces of at most this many floats, so that adding one piece
+  // overlaps the transfer of the next (0: the transport adds as it reads, no pieces).
+  virtual int64_t pipeline_floats() const { return 0; }
+};
+
+// Shared memory among `size` threads of this process: a sender publishes its span, the receiver
+// copies or adds straight from it (one pass, no staging) and releases it. A waiting rank spins for
+// up to spin_seconds (give it only when every rank has a core of its own), then sleeps.
+std::unique_ptr<Transport> make_shm_transport(int size, double spin_seconds = 0);
+
+}  // namespace easel
