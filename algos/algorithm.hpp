@@ -30,6 +30,11 @@ enum class PackMode { single, per_layer };  // one message over the arena vs one
 // Comm path); comm, the Comm path always (the one whose order, messages and overlap --reduce,
 // --pack and --overlap switch, one at a time); partitioned or mirrored, that fast exchange.
 enum class SyncExchange { automatic, comm, partitioned, mirrored };
+// sync-easgd's centre on its Comm path: master, the paper's reduce of S into one group that
+// updates Wc and broadcasts it; allreduce, every process (group 0 of each) holds Wc and updates
+// it from the allreduced S, with no broadcast (the same rule and, for every collective algorithm,
+// the same S bit for bit); auto, allreduce across MPI ranks on the CPU, else master.
+enum class SyncCentre { automatic, master, allreduce };
 
 // Hyper-parameters of the algorithms (DESIGN.md 4): eta = lr, alpha = eta * rho.
 struct AlgoParams {
@@ -45,6 +50,7 @@ struct AlgoParams {
   bool overlap = false;
   CollectiveAlgo collective = CollectiveAlgo::automatic;
   SyncExchange exchange = SyncExchange::automatic;
+  SyncCentre sync_centre = SyncCentre::automatic;
 
   // alpha for a given local iteration.
   float alpha_at(int64_t iter) const {

@@ -10,11 +10,16 @@
 // the groups compute their next steps; the groups wait for it only at their next exchange. That
 // thread sums in the order --reduce says (tree: the shared-memory Comm's tree collective's) and
 // one pass per message (--pack), so the result is the same bits as without overlap.
-// Across MPI ranks (--reduce tree, --overlap off): S is reduced over all P groups into global
-// group 0 (hierarchical Comm), rank 0 updates Wc and broadcasts it into every rank's copy, so a
-// run of R ranks x L groups equals one process with R*L groups when L is a power of two.
-// In one process on the CPU (--reduce tree, --pack single, --collective tree, --overlap off)
-// a faster exchange replaces the Comm's, with the same numbers bit for bit: partitioned (each
+// Across MPI ranks (--reduce tree, --overlap off), --sync-centre master: S is reduced over all P
+// groups into global group 0, rank 0 updates Wc and broadcasts it into every rank's copy;
+// --sync-centre allreduce (auto's choice across ranks): S is allreduced and every process updates
+// its own copy of Wc from it by the same rule, with no broadcast: the same S (the collective's
+// reduce and allreduce sum in one order), so the same bits. Either way a run of R ranks x 1
+// group equals one process with R groups under the same --collective.
+// The overlap path and the fast exchanges sum in the tree's order; the Comm path in the order
+// of --collective (the tree's with --collective tree, the paper's co-design).
+// In one process on the CPU (--reduce tree, --pack single, --collective tree or auto, --overlap
+// off) a faster exchange replaces the Comm's, with the same numbers bit for bit: partitioned (each
 // group updates its 1/P slice of Wc) or, with P <= 2, mirrored (each group keeps its own Wc).
 // They live beside this file, in algos/sync_easgd_fast.{hpp,cpp}; this file only picks one.
 // On GPUs with resident weights (Run::resident, --reduce tree): the same with NCCL: Wc lives
@@ -53,6 +58,15 @@ class SyncEasgd final : public Algorithm {
     EASEL_RETURN_IF_ERROR(check_switches(run));
     EASEL_ASSIGN_OR_RETURN(fast_, choose_fast(run));
     if (fast_) return fast_->prepare(run);
+    EASEL_ASSIGN_OR_RETURN(allreduce_, centre_by_allreduce(run));
+    if (allreduce_) {  // every group's own sum buffer; no scratch on the root
+      sums_.resize(run.groups.size());
+      for (size_t i = 0; i < run.groups.size(); ++i) {
+        EASEL_ASSIGN_OR_RETURN(sums_[i],
+                               arena_on(*run.groups[i], run.arena_floats(), run.centre.kind()));
+      }
+      return {};
+    }
     // S is reduced into the root.
     EASEL_ASSIGN_OR_RETURN(scratch_,
                            arena_on(*run.groups[0], run.arena_floats(), run.centre.kind()));
@@ -83,6 +97,8 @@ class SyncEasgd final : public Algorithm {
           fast_->exchange(run, g, lr, p.alpha_at(step));
         else if (p.overlap)
           exchange_overlapped(run, g, lr, p.alpha_at(step));
+        else if (allreduce_)
+          exchange_allreduce(run, g, lr, p.alpha_at(step));
         else
           exchange(run, g, lr, p.alpha_at(step));
       } else {
@@ -115,6 +131,46 @@ class SyncEasgd final : public Algorithm {
           "--overlap on: the communication thread runs within one process; across MPI ranks use "
           "--overlap off");
     return {};
+  }
+
+  // --sync-centre: whether the Comm path allreduces S into every process's centre.
+  static Result<bool> centre_by_allreduce(const Run& run) {
+    const AlgoParams& p = run.params;
+    if (p.sync_centre == SyncCentre::master) return false;
+    const bool ok = !run.resident && !p.overlap && p.reduce == ReduceMode::tree;
+    if (p.sync_centre == SyncCentre::allreduce && !ok)
+      return invalid_argument(
+          "--sync-centre allreduce: runs on the CPU's Comm path with --reduce tree and "
+          "--overlap off (with GPU-resident weights or --overlap on the centre is a master's)");
+    return p.sync_centre == SyncCentre::allreduce || (ok && run.ranks > 1);
+  }
+
+  // Sync EASGD on an allreduce: S = the allreduce of the groups' weights into every group's own
+  // buffer, the elastic step from the old Wc, then group 0 of each process updates its copy of
+  // Wc from S: Wc <- Wc + alpha*(S - P*Wc), the master's rule on the same S, and no broadcast.
+  void exchange_allreduce(Run& run, Group& g, float lr, float alpha) {
+    const int64_t n = run.arena_floats();
+    float* s = sums_[static_cast<size_t>(g.id)].data();
+    {
+      ScopedTimer t(&g.times.comm);
+      g.kernels->copy(s, g.weights.data(), n);
+    }
+    timed_collective(run, g, [&] {
+      for_each_message(
+          run, [&](int64_t off, int64_t m) { run.comm->allreduce_sum(g.global_id, s + off, m); });
+    });
+    {
+      ScopedTimer t(&g.times.compute);
+      elastic_step(run, g, lr, alpha);
+    }
+    // Only this process's groups share its Wc: one group alone meets nobody.
+    const bool meet = run.size() > 1;
+    if (meet) timed_collective(run, g, [&] { run.comm->barrier(g.global_id); });  // Wc read
+    if (g.id == 0) {
+      ScopedTimer t(&g.times.comm);
+      g.kernels->elastic_centre_sum(run.centre.data(), s, alpha, run.total_groups(), n);
+    }
+    if (meet) timed_collective(run, g, [&] { run.comm->barrier(g.global_id); });  // Wc updated
   }
 
   // The single-process fast exchange this run takes (null: the Comm or the overlap path).
@@ -339,6 +395,8 @@ class SyncEasgd final : public Algorithm {
   std::unique_ptr<FastExchange> fast_;  // the single-process fast exchange, when it runs
   std::vector<Arena> send_;             // overlap: each group's weights at the exchange
   std::vector<Arena> centre_copies_;    // resident on GPUs: [i] is group i's copy of Wc (i > 0)
+  bool allreduce_ = false;              // --sync-centre: S allreduced into sums_
+  std::vector<Arena> sums_;             // [i]: group i's S (allreduce centre)
   Arena scratch_;                       // the Comm path: S, reduced into the root (group 0)
   std::unique_ptr<WorkerThread> comm_thread_;
   std::vector<float> tree_tmp_;  // overlap, --reduce tree: the communication thread's chunks

@@ -144,6 +144,9 @@ constexpr Name<SyncExchange> kSyncExchanges[] = {{SyncExchange::automatic, "auto
                                                  {SyncExchange::partitioned, "partitioned"},
                                                  {SyncExchange::mirrored, "mirrored"}};
 constexpr Name<bool> kOnOff[] = {{true, "on"}, {false, "off"}};
+constexpr Name<SyncCentre> kSyncCentres[] = {{SyncCentre::automatic, "auto"},
+                                             {SyncCentre::master, "master"},
+                                             {SyncCentre::allreduce, "allreduce"}};
 constexpr Name<CollectiveAlgo> kCollectives[] = {
     {CollectiveAlgo::automatic, "auto"},
     {CollectiveAlgo::tree, "tree"},
@@ -386,6 +389,10 @@ const Setting kSettings[] = {
   {"exchange", choice<kSyncExchanges, &T::exchange>(), kTrain, R::fixed,
    "sync-easgd's exchange code: auto (the fastest that applies), comm (the Comm's, which "
    "--reduce, --pack and --overlap switch), partitioned or mirrored (one process, CPU)"},
+  {"sync-centre", choice<kSyncCentres, &T::sync_centre>(), kTrain, R::fixed,
+   "sync-easgd's centre: master (reduce into one group, which broadcasts Wc), allreduce (every "
+   "process updates its copy of Wc from the allreduced sum, no broadcast), auto (allreduce "
+   "across MPI ranks on the CPU, else master)"},
   {"collective", choice<kCollectives, &T::collective>(), kTrain, R::fixed,
    "the exchange's collective algorithm: auto (the cheapest by the latency-bandwidth model for "
    "the arena, ranks and ranks per node, said in the log), tree, ring, halving-doubling, "
@@ -538,6 +545,7 @@ AlgoParams make_params(const TrainConfig& c, int64_t total_iterations, int group
   p.overlap = c.overlap;
   p.collective = c.collective;
   p.exchange = c.exchange;
+  p.sync_centre = c.sync_centre;
   return p;
 }
 

@@ -86,6 +86,7 @@ struct TrainConfig {
   bool overlap = false;
   CollectiveAlgo collective = CollectiveAlgo::automatic;
   SyncExchange exchange = SyncExchange::automatic;  // sync-easgd's exchange code (--exchange)
+  SyncCentre sync_centre = SyncCentre::automatic;   // sync-easgd's centre (--sync-centre)
   Progress progress = Progress::automatic;
   bool prefetch = true;
   // Threads preparing each group's batches (with prefetch): oneTBB's pipeline where easel has

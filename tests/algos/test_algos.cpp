@@ -187,7 +187,7 @@ class LaggingGroups : public TrainObserver {
 // The single-process exchanges (mirrored with 2 groups, partitioned with 3) let a group run up to
 // about one step ahead of the others (counters instead of barriers, double-buffered weights):
 // with groups lagging at random-looking steps they must still give the bits of the
-// barrier-based exchange (--pack per-layer).
+// barrier-based exchange (--pack per-layer, --collective tree).
 TEST(SyncEasgd, SingleProcessExchangeWithLaggingGroupsEqualsBarrierExchange) {
   for (int groups : {2, 3})
     for (int tau : {1, 2})
@@ -197,6 +197,7 @@ TEST(SyncEasgd, SingleProcessExchangeWithLaggingGroupsEqualsBarrierExchange) {
         c.eval_every = 20;
         c.tau = tau;
         c.momentum = momentum;
+        c.collective = CollectiveAlgo::tree;  // the fast exchanges sum in the tree's order
         LaggingGroups lag(true), steady(false);
         const TrainSummary a = run(c, &lag);
         c.pack = PackMode::per_layer;
@@ -348,7 +349,9 @@ struct HandRun {
 
   // with_state: the middle segment is state its step updates in place (as batch norm's running
   // statistics are), with multipliers 0 and gradient 0.
-  Status build(int p, SyncExchange which, PackMode pack, bool with_state = false) {
+  Status build(int p, SyncExchange which, PackMode pack, bool with_state = false,
+               CollectiveAlgo collective = CollectiveAlgo::tree,
+               SyncCentre centre = SyncCentre::master) {
     for (int64_t count : {1000, 37, 5003}) {
       Segment s;
       s.count = count;
@@ -388,7 +391,9 @@ struct HandRun {
     run.params.lr.policy = LrSchedule::Policy::fixed;
     run.params.alpha = 0.9f / static_cast<float>(p);
     run.params.pack = pack;
-    run.comm = make_shm_comm(p, CollectiveAlgo::tree);
+    run.params.collective = collective;
+    run.params.sync_centre = centre;
+    run.comm = make_shm_comm(p, collective);
     EASEL_ASSIGN_OR_RETURN(run.centre, Arena::create(n, MemKind::dram));
     span_copy(run.centre.data(), run.groups[0]->weights.data(), n);
     algo = make_sync_easgd(which);
@@ -443,6 +448,31 @@ TEST(SyncEasgd, EveryForcedExchangeGivesTheCommPathsBits) {
   HandRun three, per_layer;
   EXPECT_FALSE(three.build(3, SyncExchange::mirrored, PackMode::single).ok());
   EXPECT_FALSE(per_layer.build(2, SyncExchange::partitioned, PackMode::per_layer).ok());
+}
+
+// Sync EASGD on an allreduce (--sync-centre allreduce) gives the master's bits with every
+// collective algorithm: the allreduced S equals the reduced S, and the centre update is the same.
+// The master's path itself is checked against the fast exchanges above.
+TEST(SyncEasgd, AllreduceCentreGivesTheMastersBits) {
+  for (CollectiveAlgo collective : {CollectiveAlgo::tree, CollectiveAlgo::ring,
+                                    CollectiveAlgo::halving_doubling, CollectiveAlgo::hierarchical})
+    for (int p : {2, 3, 5}) {
+      const std::string what =
+          std::string(collective_algo_name(collective)) + ", " + std::to_string(p) + " groups";
+      auto trained = [&](SyncCentre centre) {
+        HandRun h;
+        EXPECT_TRUE(
+            h.build(p, SyncExchange::comm, PackMode::single, false, collective, centre).ok())
+            << what;
+        h.run.params.momentum = 0.9f;
+        return h.train(3, 2);
+      };
+      const std::vector<float> master = trained(SyncCentre::master);
+      EXPECT_EQ(trained(SyncCentre::allreduce), master) << what;
+      if (collective == CollectiveAlgo::tree) {
+        EXPECT_EQ(trained(SyncCentre::automatic), master) << what << " (auto: master here)";
+      }
+    }
 }
 
 TEST(SyncEasgd, OneGroupRhoZeroEqualsSgdBitForBit) {

@@ -29,6 +29,7 @@ TrainConfig codesign(int groups, const char* reduce, const char* pack, const cha
   c.eval_every = 12;
   c.tau = tau;
   EXPECT_TRUE(set_setting(c, "exchange", "comm").ok());
+  EXPECT_TRUE(set_setting(c, "collective", "tree").ok());  // the paper's tree (--reduce tree)
   EXPECT_TRUE(set_setting(c, "reduce", reduce).ok());
   EXPECT_TRUE(set_setting(c, "pack", pack).ok());
   EXPECT_TRUE(set_setting(c, "overlap", overlap).ok());
