@@ -267,12 +267,6 @@ Status plan_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices) {
   t.ranks = t.world ? t.world->size() : 1;
   t.rank = t.world ? t.world->rank() : 0;
   t.report = t.rank == 0 ? t.obs : &t.null_observer;
-  if (cfg.collective == CollectiveAlgo::mpi) {  // refused before the data is read
-    CommNeeds needs;
-    needs.collective = cfg.collective;
-    needs.world = t.world;
-    EASEL_RETURN_IF_ERROR(pick_collective(needs).status());
-  }
   if (t.ranks > 1 && !algo.multi_process())
     return invalid_argument("--algo " + algo.name() +
                             " runs within one process; across MPI ranks use sync-sgd, "

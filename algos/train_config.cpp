@@ -493,6 +493,11 @@ Status validate_config(const TrainConfig& c) {
         "--alpha and --rho: give one (--alpha fixes the elastic step, --rho "
         "makes it lr * rho)");
   if (c.tau < 1 || c.tau > 1000000) return invalid_argument("--tau: must be in [1, 1000000]");
+  if (c.collective == CollectiveAlgo::mpi && process_count() == 1)
+    return invalid_argument(
+        "--collective mpi: the MPI library's own collectives run among the ranks of an mpirun "
+        "launch (an MPI build); one process takes auto, tree, ring, halving-doubling or "
+        "hierarchical");
   EASEL_RETURN_IF_ERROR(check_range("--target-accuracy", c.target_accuracy, 0, 1));
   if (c.eval_every < 0) return invalid_argument("--eval-every: must be >= 0");
   if (c.data_threads < 0 || c.data_threads > kMaxDataThreads)

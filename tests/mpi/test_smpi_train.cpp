@@ -101,11 +101,20 @@ double simulated_seconds(const std::string& out) {
   return std::regex_search(out, m, re) ? std::stod(m[1]) : -1;
 }
 
-class SixteenRanks : public ::testing::TestWithParam<const char*> {};
+struct Sixteen {
+  const char* algo;
+  const char* collective;  // --collective
+  const char* sim;         // extra tools/simulate flags
+};
 
-// Every multi-process algorithm runs to its end on 16 simulated KNL cores and learns.
+class SixteenRanks : public ::testing::TestWithParam<Sixteen> {};
+
+// Every multi-process algorithm runs to its end on 16 simulated KNL cores and learns; the ring
+// and the hierarchical collective (4 ranks a node) too.
 TEST_P(SixteenRanks, RunsAndLearns) {
-  const Outcome o = simulate("--platform " + platform("cori-knl.xml") + " -np 16", GetParam(), 40);
+  const Sixteen& k = GetParam();
+  const Outcome o = simulate("--platform " + platform("cori-knl.xml") + " -np 16 " + k.sim, k.algo,
+                             40, "", kTrain + " --collective " + k.collective);
   ASSERT_EQ(o.rc, 0) << o.output;
   ASSERT_TRUE(o.summary.is_object()) << o.output;
   EXPECT_EQ(o.summary.at("groups").get<int>(), 16);
@@ -115,33 +124,42 @@ TEST_P(SixteenRanks, RunsAndLearns) {
   EXPECT_GT(simulated_seconds(o.output), 0) << o.output;
 }
 
-INSTANTIATE_TEST_SUITE_P(Algorithms, SixteenRanks,
-                         ::testing::Values("sync-easgd", "sync-sgd", "async-easgd"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n)
-                             if (c == '-') c = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Algorithms, SixteenRanks,
+    ::testing::Values(Sixteen{"sync-easgd", "auto", ""}, Sixteen{"sync-sgd", "auto", ""},
+                      Sixteen{"async-easgd", "auto", ""}, Sixteen{"sync-sgd", "ring", ""},
+                      Sixteen{"sync-easgd", "hierarchical", "--ranks-per-node 4"}),
+    [](const auto& info) {
+      std::string n = std::string(info.param.algo) + "_" + info.param.collective;
+      for (char& c : n)
+        if (c == '-') c = '_';
+      return n;
+    });
 
-// The simulated ranks run the same code as mpirun's: 4 of them equal one process of 4 groups.
+// The simulated ranks run the same code as mpirun's: 4 of them equal one process of 4 groups,
+// bit for bit, for each collective algorithm that sums in the same order in both (tree, ring,
+// halving-doubling: one file of code over either transport; sync-easgd's centre by allreduce
+// across ranks and by the master in one process sums the same S).
 TEST(Smpi, FourRanksEqualOneProcessWithFourGroups) {
   const char* ref = std::getenv("EASEL_REFERENCE_EASEL");
   if (ref == nullptr || !fs::exists(ref))
     GTEST_SKIP() << "EASEL_REFERENCE_EASEL (an ordinary build's easel) not set";
-  const Outcome sim =
-      simulate("--platform " + platform("cori-knl.xml") + " -np 4", "sync-easgd", 60);
-  ASSERT_EQ(sim.rc, 0) << sim.output;
-  const fs::path dir = fresh_dir();
-  const std::string log = dir.string() + ".log";
-  std::string train = kTrain;
-  train.replace(train.find("--groups 1"), 10, "--groups 4");
-  const std::string cmd = std::string(ref) + " train --algo sync-easgd --iterations 60" + train +
-                          " --out " + dir.string() + " > " + log + " 2>&1";
-  const Outcome one = read_results(std::system(cmd.c_str()), dir, log);
-  ASSERT_EQ(one.rc, 0) << one.output;
-  ASSERT_EQ(sim.metrics.size(), 3u);
-  EXPECT_EQ(trajectory(sim), trajectory(one));
+  for (const char* collective : {"tree", "ring", "halving-doubling"}) {
+    const std::string train = kTrain + " --collective " + collective;
+    const Outcome sim =
+        simulate("--platform " + platform("cori-knl.xml") + " -np 4", "sync-easgd", 60, "", train);
+    ASSERT_EQ(sim.rc, 0) << sim.output;
+    const fs::path dir = fresh_dir();
+    const std::string log = dir.string() + ".log";
+    std::string one_train = train;
+    one_train.replace(one_train.find("--groups 1"), 10, "--groups 4");
+    const std::string cmd = std::string(ref) + " train --algo sync-easgd --iterations 60" +
+                            one_train + " --out " + dir.string() + " > " + log + " 2>&1";
+    const Outcome one = read_results(std::system(cmd.c_str()), dir, log);
+    ASSERT_EQ(one.rc, 0) << one.output;
+    ASSERT_EQ(sim.metrics.size(), 3u);
+    EXPECT_EQ(trajectory(sim), trajectory(one)) << collective;
+  }
 }
 
 // The rank waiting on the stalled one reports at its deadline (simulated seconds) and names it.

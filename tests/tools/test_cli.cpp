@@ -66,7 +66,8 @@ TEST(Cli, BadFlagsAreOneLineErrors) {
         "train --momentum 1.5", "train --algo nope", "train --lr-policy cosine",
         "train --placement weights=fast", "train --layout chwn", "train --seed -1",
         "train --seed 99999999999999999999", "train --seed 1.5", "train --alpha 0.1 --rho 1",
-        "frobnicate"}) {
+        "train --collective banana", "train --collective mpi --iterations 1",
+        "train --sync-centre both", "bench --collectives --ranks 0", "frobnicate"}) {
     Out o = easel(args);
     EXPECT_EQ(o.code, 2) << args << ": " << o.err;
     EXPECT_FALSE(o.err.empty()) << args;
@@ -100,6 +101,12 @@ TEST(Cli, BadFlagsAreOneLineErrors) {
   EXPECT_NE(o.err.find("--alpha and --rho: give one"), std::string::npos) << o.err;
   o = easel("train --config /");
   EXPECT_NE(o.err.find("--config: /: not a regular file"), std::string::npos) << o.err;
+  o = easel("train --collective banana");
+  EXPECT_NE(o.err.find("--collective"), std::string::npos) << o.err;
+  o = easel("train --collective mpi --iterations 1");  // one process: no MPI library here
+  EXPECT_NE(o.err.find("--collective mpi: the MPI library's own collectives run among the ranks"),
+            std::string::npos)
+      << o.err;
   o = easel("train --seed -1");  // not wrapped around to 2^64 - 1
   EXPECT_NE(o.err.find("--seed: '-1' is not a whole number"), std::string::npos) << o.err;
 }
