@@ -113,6 +113,21 @@ double allreduce_seconds(CollectiveAlgo a, const CollectiveShape& cs, Collective
   return allreduce_seconds(c.algo, cs, c.inter);
 }
 
+double reduce_broadcast_seconds(CollectiveAlgo a, const CollectiveShape& cs, CollectiveAlgo inter) {
+  const Shape s(cs);
+  if (s.p == 1 || s.m <= 0) return 0;
+  if (a == CollectiveAlgo::automatic) {
+    const CollectiveChoice c = choose_collective(cs);
+    a = c.algo;
+    inter = c.inter;
+  }
+  const double all = allreduce_seconds(a, cs, inter);
+  if (a == CollectiveAlgo::tree) return all;
+  // The root's gather and scatter: p - 1 messages of m / p each way, over its one link.
+  const double root = 2.0 * (s.p - 1) * s.step(s.m / s.p, true);
+  return all + root;
+}
+
 CollectiveChoice choose_collective(const CollectiveShape& cs) {
   CollectiveChoice best;
   const Shape s(cs);

@@ -30,6 +30,13 @@ struct CollectiveShape {
 double allreduce_seconds(CollectiveAlgo a, const CollectiveShape& s,
                          CollectiveAlgo inter = CollectiveAlgo::ring);
 
+// Predicted seconds of a reduce into one rank plus a broadcast from it (sync-easgd's master):
+// the tree's is its allreduce; the bandwidth-optimal algorithms add the root's gather of the
+// reduced chunks and its scatter before the broadcast's all-gather, 2 (p-1)/p of the span
+// through the root's link.
+double reduce_broadcast_seconds(CollectiveAlgo a, const CollectiveShape& s,
+                                CollectiveAlgo inter = CollectiveAlgo::ring);
+
 // What --collective auto runs for this shape: the cheapest of tree, ring, halving-doubling and
 // hierarchical (the inter-node part the cheaper of ring and halving-doubling), ties going to the
 // earlier of that order; `why` is one line naming the choice and each algorithm's predicted time.

@@ -1,5 +1,7 @@
 #include "tools/model/model.hpp"
 
+#include "engine/comm/collective_cost.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +13,14 @@ namespace easel::model {
 namespace {
 
 constexpr double kGB = 1e9;
+
+CollectiveAlgo collective_of(const std::string& name) {
+  for (CollectiveAlgo a :
+       {CollectiveAlgo::tree, CollectiveAlgo::ring, CollectiveAlgo::halving_doubling,
+        CollectiveAlgo::hierarchical, CollectiveAlgo::mpi})
+    if (name == collective_algo_name(a)) return a;
+  return CollectiveAlgo::automatic;
+}
 
 int levels_of(int p) {
   int l = 0;
@@ -187,11 +197,29 @@ double sync_exchange(const Machine& m, const ModelRequest& req, Prediction& out)
     t += 28 * n / (mem.bandwidth_gbs * kGB);
   }
   if (req.ranks > 1) {
-    const int rl = levels_of(req.ranks);
-    t += 2 * rl * (msgs * m.mpi.latency_us * 1e-6 + w / (m.mpi.bandwidth_gbs * kGB));
-    out.exchange_messages += 2 * rl * msgs;
-    out.exchange_bytes += 2 * rl * w;
-    out.transport += "+mpi";
+    // The collective across ranks (engine/comm/collective_cost.hpp), on the MPI transport's
+    // latency and bandwidth, one message per process; sync-easgd's centre by an allreduce or by
+    // the master's reduce and broadcast.
+    CollectiveShape shape;
+    shape.bytes = w / msgs;
+    shape.ranks = req.ranks;
+    shape.ranks_per_node = req.ranks_per_node;
+    shape.intra = shape.inter = LinkCost{m.mpi.latency_us * 1e-6, m.mpi.bandwidth_gbs * kGB};
+    const CollectiveAlgo algo = collective_of(req.collective);
+    CollectiveChoice pick;
+    pick.algo = algo;
+    if (algo == CollectiveAlgo::automatic) pick = choose_collective(shape);
+    const bool allreduce = sgd || req.sync_centre != "master";
+    t += msgs * (allreduce ? allreduce_seconds(pick.algo, shape, pick.inter)
+                           : reduce_broadcast_seconds(pick.algo, shape, pick.inter));
+    const double factor = pick.algo == CollectiveAlgo::tree
+                              ? 2.0 * levels_of(req.ranks)
+                              : 2.0 * (req.ranks - 1) / req.ranks * (allreduce ? 1 : 2);
+    out.exchange_messages +=
+        msgs * (pick.algo == CollectiveAlgo::tree ? 2 * levels_of(req.ranks) : 2 * (req.ranks - 1));
+    out.exchange_bytes += factor * w;
+    out.transport += std::string("+mpi(") + collective_algo_name(pick.algo) +
+                     (allreduce ? "" : ", master") + ")";
   }
   return t;
 }
@@ -249,6 +277,11 @@ Status check(const Machine& m, const ModelRequest& req) {
     return invalid_argument("--placement: '" + req.placement + "' (the model takes dram or hbw)");
   if (req.placement == "hbw" && !m.gpu && !m.hbw.present)
     return invalid_argument("--placement hbw: " + m.file + " has no [memory.hbw]");
+  if (req.collective != "auto" && collective_of(req.collective) == CollectiveAlgo::automatic)
+    return invalid_argument("--collective: '" + req.collective +
+                            "' (auto, tree, ring, halving-doubling, hierarchical or mpi)");
+  if (req.sync_centre != "auto" && req.sync_centre != "master" && req.sync_centre != "allreduce")
+    return invalid_argument("--sync-centre: '" + req.sync_centre + "' (auto, master or allreduce)");
   if (req.reduce != "tree" && req.reduce != "serial")
     return invalid_argument("--reduce: '" + req.reduce + "' (tree or serial)");
   if (req.pack != "single" && req.pack != "per-layer")

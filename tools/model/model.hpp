@@ -45,6 +45,12 @@ struct ModelRequest {
   // Ranks that share one machine (its cores and memory bandwidth split evenly among them); 1:
   // every rank a machine of its own, as on a cluster.
   int ranks_per_node = 1;
+  // The collective across ranks (and among GPUs without NCCL's own): --collective's names; auto
+  // is the cost model's choice (engine/comm/collective_cost.hpp).
+  std::string collective = "auto";
+  // sync-easgd's centre across ranks: master (reduce + broadcast) or allreduce; auto: allreduce
+  // across ranks.
+  std::string sync_centre = "auto";
 };
 
 struct Prediction {

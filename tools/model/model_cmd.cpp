@@ -41,6 +41,8 @@ struct ModelFlags : NetFlags {
   std::string resident = "on";
   int ranks = 1;
   int ranks_per_node = 1;
+  std::string collective = "auto";
+  std::string sync_centre = "auto";
 };
 
 struct PlanFlags : NetFlags {
@@ -133,6 +135,8 @@ int run_model(const ModelFlags& f) {
   req->threads_per_group = f.threads_per_group;
   req->placement = f.placement;
   req->reduce = f.reduce;
+  req->collective = f.collective;
+  req->sync_centre = f.sync_centre;
   req->pack = f.pack;
   req->ranks = f.ranks;
   req->ranks_per_node = f.ranks_per_node;
@@ -249,6 +253,13 @@ ModelCommands add_model_commands(CLI::App& app) {
                 "step (off: the original EASGD and Sync EASGD1)")
       ->capture_default_str();
   m->add_option("--ranks", mf->ranks, "MPI ranks of --groups groups each (sync algorithms)")
+      ->capture_default_str();
+  m->add_option("--collective", mf->collective,
+                "the collective across ranks: auto, tree, ring, halving-doubling, hierarchical "
+                "or mpi")
+      ->capture_default_str();
+  m->add_option("--sync-centre", mf->sync_centre,
+                "sync-easgd's centre across ranks: auto (allreduce), master or allreduce")
       ->capture_default_str();
   m->add_option("--ranks-per-node", mf->ranks_per_node,
                 "ranks sharing one machine's cores and memory bandwidth (1: a machine each)")
