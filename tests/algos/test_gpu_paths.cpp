@@ -171,6 +171,54 @@ TEST(GpuPaths, SyncEasgdOverlapOnTheDevicesEqualsCpuOverlap) {
   g_comm_eager = false;
 }
 
+// Groups sharing a GPU (--device cuda:0,0): each its own stand-in device (streams) and replica
+// on one unit, the exchange by the devices' kernels (the shared-GPU Comm: NCCL refuses two ranks
+// on one device). Sync-easgd resident, and overlapped with either stream order, equals the CPU
+// run bit for bit: on one GPU, on three groups of one GPU, and with a third group on a second
+// GPU (its buffers copied across).
+TEST(GpuPaths, GroupsSharingAGpuSyncEasgdEqualsCpu) {
+  struct Case {
+    std::string device;
+    int groups, units;
+  };
+  for (const Case& k : {Case{"cuda:0,0", 2, 1}, Case{"cuda:0,0,0", 3, 1}, Case{"cuda:0,0,1", 3, 2}})
+    for (bool overlap : {false, true})
+      for (bool eager : {false, true}) {
+        if (!overlap && eager) continue;
+        SCOPED_TRACE(k.device + (overlap ? " overlap" : "") + (eager ? " eager" : ""));
+        g_comm_eager = eager;
+        const Runs r = cpu_and_gpu(
+            "sync-easgd", k.groups,
+            overlap ? +[](TrainConfig c) {
+              c.overlap = true;
+              return c;
+            }
+                    : nullptr,
+            k.device, k.units);
+        expect_same(r);
+        EXPECT_GT(r.kernel_calls, 0);
+      }
+  g_comm_eager = false;
+  const Runs r = cpu_and_gpu("sync-easgd", 2, nullptr, "cuda:0,0", 1);
+  EXPECT_EQ(r.gpu.info.device, "cuda:0,cuda:0");
+}
+
+// The asynchronous algorithms on one GPU: staged (async-easgd: the centre in host memory, under
+// its lock) and lock-free (hogwild): they run every step, touch no host memory from the device,
+// and learn as the CPU run does (first come first served: not bit for bit).
+TEST(GpuPaths, GroupsSharingAGpuAsyncAndHogwildRun) {
+  for (const char* algo : {"async-easgd", "hogwild-sgd", "hogwild-easgd"}) {
+    SCOPED_TRACE(algo);
+    const Runs r = cpu_and_gpu(algo, 2, nullptr, "cuda:0,0", 1);
+    ASSERT_FALSE(r.gpu.final_weights.empty());
+    EXPECT_EQ(r.gpu.steps, r.cpu.steps);
+    EXPECT_EQ(r.bad_pointers, 0);
+    EXPECT_NEAR(r.gpu.test_accuracy, r.cpu.test_accuracy, 0.15);
+    for (float w : r.gpu.final_weights)
+      ASSERT_TRUE(std::isfinite(w));
+  }
+}
+
 TEST(GpuPaths, StagedAlgorithmKeepsHostArenasAndEqualsCpu) {
   // easgd-rr is not device-resident: its arenas stay on the host, the weights are uploaded and
   // the gradient downloaded every step, and the device's kernels are never called.
@@ -316,7 +364,9 @@ TEST(DeviceList, ParseDeviceReadsTheListsNames) {
   EXPECT_EQ(bad.status().message(),
             "--device: 'tpu' is not a device (accepted: cpu, cuda, cuda:0, cuda:0,1,...)");
   EXPECT_FALSE(parse_device("cpu:0").ok()) << "the CPU has no units to pick";
-  EXPECT_FALSE(parse_device("cuda:1,1").ok());
+  auto shared = parse_device("cuda:1,1");  // two groups on GPU 1
+  ASSERT_TRUE(shared.ok()) << shared.status().message();
+  EXPECT_EQ(shared->ordinals, (std::vector<int>{1, 1}));
 
   const DeviceEntry only_cpu[] = {device_list()[0]};
   auto none = parse_device("cuda", DeviceRegistry{only_cpu});

@@ -10,6 +10,7 @@
 #include <map>
 #include <new>
 
+#include "devices/shared_gpu_comm.hpp"
 
 namespace easel::standin {
 
@@ -523,8 +524,16 @@ class FakeNccl final : public Comm {
   std::vector<FakeGpu*> devs_;
 };
 
-Result<std::unique_ptr<Comm>> make_fake_comm(std::span<Device* const> devs) {
+// Refuses two ranks on one unit, as NCCL does ("Duplicate GPU detected").
+Result<std::unique_ptr<Comm>> make_fake_nccl(std::span<Device* const> devs) {
+  if (devices_share_a_unit(devs))
+    return unavailable("stand-in NCCL: two ranks on one GPU (NCCL refuses a duplicate GPU)");
   return std::unique_ptr<Comm>(std::make_unique<FakeNccl>(devs));
+}
+
+// As the CUDA entry chooses (devices/list.cpp).
+Result<std::unique_ptr<Comm>> make_fake_comm(std::span<Device* const> devs) {
+  return make_gpu_groups_comm(devs, make_fake_nccl);
 }
 
 }  // namespace

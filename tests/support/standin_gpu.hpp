@@ -118,8 +118,10 @@ class FakeGpu final : public Device {
   std::unique_ptr<ArenaKernels> kernels_, comm_kernels_;
 };
 
-// The device list with its "cuda" entry replaced by the stand-in: `units` GPUs (set before a
-// run), and the stand-in NCCL (the shared-memory Comm in the devices' stream order).
+// The device list with its "cuda" entry replaced by the stand-in: g_gpu_count GPUs (set before
+// a run), and the Comm the CUDA entry chooses (devices/shared_gpu_comm.hpp): the stand-in NCCL
+// (the shared-memory Comm in the devices' stream order; like NCCL it refuses two ranks on one
+// unit) among groups on distinct units, the shared-GPU Comm where units repeat.
 extern int g_gpu_count;
 DeviceRegistry fake_backend();
 
