@@ -9,6 +9,17 @@
 
 namespace easel {
 
+namespace {
+
+// A failed allocation names its buffer class ("weights: cannot allocate ... (out of memory)").
+template <class T>
+Result<T> of_class(BufferClass c, Result<T> r) {
+  if (r.ok()) return r;
+  return Status(r.status().code(), std::string(buffer_class_name(c)) + ": " + r.status().message());
+}
+
+}  // namespace
+
 Status build_group(Group& g, const NetSpec& spec, const TrainConfig& cfg, Layout layout,
                    const Placement& placement,
                    const std::function<MemKind(BufferClass)>& arena_kind, const Dataset& train,
@@ -23,12 +34,17 @@ Status build_group(Group& g, const NetSpec& spec, const TrainConfig& cfg, Layout
   g.draw_stream =
       dropout_hash::mix64(cfg.seed ^ dropout_hash::mix64(static_cast<uint64_t>(g.global_id) + 1));
   const int64_t n = g.net->params().total_floats();
-  EASEL_ASSIGN_OR_RETURN(g.weights, Arena::create(n, arena_kind(BufferClass::weights)));
-  EASEL_ASSIGN_OR_RETURN(g.diff, Arena::create(n, arena_kind(BufferClass::grads)));
-  EASEL_ASSIGN_OR_RETURN(g.momentum, Arena::create(n, arena_kind(BufferClass::momentum)));
+  EASEL_ASSIGN_OR_RETURN(g.weights, of_class(BufferClass::weights,
+                                             Arena::create(n, arena_kind(BufferClass::weights))));
+  EASEL_ASSIGN_OR_RETURN(
+      g.diff, of_class(BufferClass::grads, Arena::create(n, arena_kind(BufferClass::grads))));
+  EASEL_ASSIGN_OR_RETURN(g.momentum, of_class(BufferClass::momentum,
+                                              Arena::create(n, arena_kind(BufferClass::momentum))));
   if (gpu && is_host_kind(g.weights.kind())) {  // staged: the net's copies on the device
-    EASEL_ASSIGN_OR_RETURN(g.dev_weights, Arena::create(n, MemKind::device));
-    EASEL_ASSIGN_OR_RETURN(g.dev_diff, Arena::create(n, MemKind::device));
+    EASEL_ASSIGN_OR_RETURN(g.dev_weights,
+                           of_class(BufferClass::weights, Arena::create(n, MemKind::device)));
+    EASEL_ASSIGN_OR_RETURN(g.dev_diff,
+                           of_class(BufferClass::grads, Arena::create(n, MemKind::device)));
   }
   if (gpu && !is_host_kind(g.weights.kind())) g.kernels = &dev.kernels();
   if (Status s = check_augment(cfg.augment, train); !s.ok())
@@ -43,11 +59,14 @@ Status build_group(Group& g, const NetSpec& spec, const TrainConfig& cfg, Layout
   EASEL_ASSIGN_OR_RETURN(g.eval_images, Buffer::allocate(image_bytes, host_io));
   g.eval_labels.resize(static_cast<size_t>(cfg.batch));
   if (gpu) {
-    EASEL_ASSIGN_OR_RETURN(g.dev_images, Buffer::allocate(image_bytes, MemKind::device));
+    EASEL_ASSIGN_OR_RETURN(g.dev_images, of_class(BufferClass::dataset,
+                                                  Buffer::allocate(image_bytes, MemKind::device)));
     EASEL_ASSIGN_OR_RETURN(
-        g.dev_labels,
-        Buffer::allocate(static_cast<size_t>(cfg.batch) * sizeof(int32_t), MemKind::device));
-    EASEL_ASSIGN_OR_RETURN(g.eval_weights, Arena::create(n, MemKind::device));
+        g.dev_labels, of_class(BufferClass::dataset,
+                               Buffer::allocate(static_cast<size_t>(cfg.batch) * sizeof(int32_t),
+                                                MemKind::device)));
+    EASEL_ASSIGN_OR_RETURN(g.eval_weights,
+                           of_class(BufferClass::weights, Arena::create(n, MemKind::device)));
   }
   return {};
 }

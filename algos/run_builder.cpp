@@ -208,7 +208,10 @@ Status init_weights(TrainRun& t) {
       copy_bytes(g->weights.data(), g->weights.kind(), init.data(), MemKind::dram, t.arena_bytes);
   if (t.algo->uses_centre()) {
     const MemKind centre_kind = arena_kind_of(t, BufferClass::centre);
-    EASEL_ASSIGN_OR_RETURN(run.centre, arena_on(g0, run.arena_floats(), centre_kind));
+    auto centre = arena_on(g0, run.arena_floats(), centre_kind);
+    if (!centre.ok())  // named as the groups' buffers are
+      return Status(centre.status().code(), "centre: " + centre.status().message());
+    run.centre = std::move(centre).value();
     if (values)
       copy_bytes(run.centre.data(), run.centre.kind(), init.data(), MemKind::dram, t.arena_bytes);
   }

@@ -372,7 +372,7 @@ const Setting kSettings[] = {
    "momentum)"},
   {"device", kDevice, kBoth, R::fixed,
    "where the groups run: cpu, cuda (one worker group per GPU; sgd and msgd: the first) or "
-   "cuda:0,1,... (those GPUs)"},
+   "cuda:0,1,... (one group per GPU listed; cuda:0,0: two groups on GPU 0)"},
   {"rho", real<&T::rho>(), kTrain, R::fixed,
    "EASGD elastic coefficient rho: alpha = lr * rho (-1: unset)"},
   {"alpha", real<&T::alpha>(), kTrain, R::fixed,

@@ -30,7 +30,7 @@ Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo,
     const int n = static_cast<int>(ordinals.size());
     if (req.groups != "auto" && req.groups != std::to_string(n))
       return invalid_argument("--groups " + req.groups + ": with --device " +
-                              device_text(cfg.device) + " each GPU is one worker group (" +
+                              device_text(cfg.device) + " each listed GPU is one worker group (" +
                               std::to_string(n) + " GPU(s)" +
                               (algo->max_groups() == 1 && dev.ordinals.empty()
                                    ? ": " + algo->name() + " runs on the first)"

@@ -44,8 +44,6 @@ Result<DeviceRequest> parse_device(const std::string& text, const DeviceRegistry
         !std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; }))
       return bad("has '" + item + "' where a GPU number belongs");
     const int ordinal = std::stoi(item);
-    if (std::find(r.ordinals.begin(), r.ordinals.end(), ordinal) != r.ordinals.end())
-      return bad("names GPU " + item + " twice (each GPU is one worker group)");
     r.ordinals.push_back(ordinal);
   }
   return r;

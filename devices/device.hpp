@@ -70,13 +70,13 @@ class Device {
   virtual Result<std::unique_ptr<LossOp>> make_loss(int64_t batch, int64_t classes) = 0;
 };
 
-// --device: "cpu", "cuda" (every GPU), or "cuda:0,2" (those GPUs); each GPU is one worker group.
+// --device: "cpu", "cuda" (all GPUs), "cuda:0,2": each listed GPU a group ("cuda:0,0": 2 on GPU 0).
 // The names are the device list's (devices/list.hpp).
 struct DeviceEntry;
 struct DeviceRequest {
   const DeviceEntry* kind = nullptr;  // the list's entry (never null once parsed)
   bool gpu = false;                   // kind is an accelerator: one worker group per unit
-  std::vector<int> ordinals;          // with gpu: the GPUs asked for, in order; empty: every GPU
+  std::vector<int> ordinals;  // with gpu: the GPUs asked for, in order (repeats share); empty: all
 };
 // Against the built-in device list. Errors name the flag and the bad part ("--device: 'cuda:x'
 // ..."). parse_device(text, registry) in devices/list.hpp reads it against another list.

@@ -4,6 +4,7 @@
 #include <array>
 
 #include "devices/cuda/cuda_device.hpp"
+#include "devices/shared_gpu_comm.hpp"
 
 namespace easel {
 
@@ -27,11 +28,19 @@ Result<std::unique_ptr<Device>> make_gpu(int unit, ImplChoice /*impl*/, Precisio
   return make_cuda_device(unit, precision);
 }
 
+// NCCL among distinct GPUs; groups that share a GPU (--device cuda:0,0) exchange by the
+// devices' own kernels (NCCL refuses two ranks on one device).
+Result<std::unique_ptr<Comm>> make_gpu_comm(std::span<Device* const> devices) {
+  return make_gpu_groups_comm(devices, make_nccl_comm);
+}
+
 constexpr std::array kDevices = {
     DeviceEntry{"cpu", "the host's cores: oneDNN and own kernels, one device for every group",
                 false, one_unit, make_cpu, nullptr, nullptr, nullptr},
-    DeviceEntry{"cuda", "NVIDIA GPUs: cuDNN, cuBLAS and own kernels, one group per GPU", true,
-                gpu_count, make_gpu, "NCCL", nccl_built, make_nccl_comm},
+    DeviceEntry{"cuda",
+                "NVIDIA GPUs: cuDNN, cuBLAS and own kernels, one group per listed GPU (cuda:0,0: "
+                "two groups on GPU 0)",
+                true, gpu_count, make_gpu, "NCCL", nccl_built, make_gpu_comm},
 };
 
 }  // namespace

@@ -28,8 +28,11 @@ Net::~Net() = default;
 
 namespace {
 
+// An activation buffer; a failure names the buffer class ("activations: cannot allocate ...").
 Result<Buffer> alloc_floats(int64_t n, MemKind kind) {
-  return Buffer::allocate(static_cast<size_t>(n) * sizeof(float), kind);
+  auto b = Buffer::allocate(static_cast<size_t>(n) * sizeof(float), kind);
+  if (!b.ok()) return Status(b.status().code(), "activations: " + b.status().message());
+  return b;
 }
 
 }  // namespace
@@ -44,6 +47,7 @@ Result<std::unique_ptr<Net>> Net::create(const NetSpec& spec, int64_t batch, Lay
   net->spec_ = spec;
   net->batch_ = batch;
   net->layout_ = layout;
+  net->device_ = &device;
 
   const Shape4 input{batch, spec.channels, spec.height, spec.width};
   EASEL_ASSIGN_OR_RETURN(const std::vector<Shape4> shapes_of,
@@ -205,11 +209,13 @@ void Net::backward_layer(size_t i, const float* weights, float* diff) {
   const float* diff_dst =
       i + 1 == layers_.size() ? diff_logits_.as<float>() : diffs_[i].as<float>();
   l.op->backward_n(l.srcs, acts_[i].as<float>(), diff_dst, l.diff_srcs, l.w, l.dw);
+  // The other readers' gradients, added where the tensors live: on the device's own stream,
+  // in order with the ops (a GPU's memory is not the host's).
   for (size_t j = 0; j < l.in.size(); ++j) {
     if (l.in[j] < 0 || l.direct[j]) continue;
     const size_t t = static_cast<size_t>(l.in[j]);
-    span_axpy(diffs_[t].as<float>(), 1.f, scratch_[j].as<float>(),
-              static_cast<int64_t>(acts_[t].bytes() / sizeof(float)));
+    device_->kernels().axpy(diffs_[t].as<float>(), 1.f, scratch_[j].as<float>(),
+                            static_cast<int64_t>(acts_[t].bytes() / sizeof(float)));
   }
 }
 

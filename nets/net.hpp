@@ -58,7 +58,8 @@ struct LayerInfo {
 class Net {
  public:
   // Fills in shapes for `batch` images in `layout`, validates every layer (errors name the
-  // layer), builds each Op on `device` and allocates activations in `activations`. Refuses,
+  // layer), builds each Op on `device` (which must outlive the net) and allocates activations
+  // in `activations`; a failed allocation names the class ("activations: ..."). Refuses,
   // before allocating any, a net whose host activations (and their gradients), times the
   // `replicas` of it the process will hold, exceed the machine's physical memory.
   static Result<std::unique_ptr<Net>> create(const NetSpec& spec, int64_t batch, Layout layout,
@@ -106,6 +107,7 @@ class Net {
   NetSpec spec_;
   int64_t batch_ = 0;
   Layout layout_ = Layout::nchw;
+  Device* device_ = nullptr;  // the ops' device (outlives the net); its kernels add fan-in
   ArenaLayout params_;
   std::vector<std::unique_ptr<Layer>> layers_;  // in topological order
   std::unique_ptr<LossOp> loss_;

@@ -1,413 +1,30 @@
-// The trainer's GPU paths (--device cuda) on any machine: a stand-in GPU backend whose "device"
-// memory is host memory that the stand-in tracks. Its ops are the CPU reference ops, wrapped to
-// check that every pointer they get is device memory; its copies check their directions; its
-// update kernels count their calls. Like a GPU's, its work is asynchronous: the update kernels
-// and uploads are queued on its compute stream and run only when an op, a download, a
-// synchronize() or the communication stream's wait needs them; its communication stream (the
-// overlap's) runs its work either at once (eager) or only when a wait needs it (late), so that a
-// missing wait between the streams, in either direction, changes the result (FakeGpu). So these
-// tests prove the plumbing — batches and weights
-// staged or resident, centre copies and their broadcast, evaluation on the devices — and, since
-// the arithmetic is the CPU's, that a GPU run equals the CPU run bit for bit.
+// The trainer's GPU paths (--device cuda) on any machine, on the stand-in GPU
+// (tests/support/standin_gpu.hpp): device memory the host cannot touch, units told apart, ops
+// and kernels queued on streams that run when a wait needs them. So these tests prove the
+// plumbing — batches and weights staged or resident, centre copies and their broadcast,
+// evaluation on the devices — and, since the arithmetic is the CPU's, that a GPU run equals the
+// CPU run bit for bit.
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <cstring>
-#include <deque>
-#include <fstream>
-#include <functional>
-#include <map>
-#include <mutex>
-#include <new>
+#include <cmath>
 #include <optional>
 
 #include "algos/comm_list.hpp"
 #include "algos/trainer.hpp"
+#include "tests/support/standin_gpu.hpp"
 #include "tests/support/test_nets.hpp"
 
 namespace easel {
 namespace {
 
-// ---- "device" memory: host allocations, remembered ----
-std::mutex g_mu;
-std::map<const char*, size_t>& allocations() {
-  static std::map<const char*, size_t> m;
-  return m;
-}
-
-bool is_device(const void* p) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  const char* c = static_cast<const char*>(p);
-  auto it = allocations().upper_bound(c);
-  if (it == allocations().begin()) return false;
-  --it;
-  return c >= it->first && c < it->first + it->second;
-}
-
-void* fake_alloc(size_t bytes, MemKind kind, std::string*) {
-  void* p = ::operator new (bytes, std::align_val_t{64});
-  if (kind == MemKind::device) {
-    std::lock_guard<std::mutex> lock(g_mu);
-    allocations()[static_cast<const char*>(p)] = bytes;
-  }
-  return p;
-}
-void fake_free(void* p, MemKind kind) {
-  if (kind == MemKind::device) {
-    std::lock_guard<std::mutex> lock(g_mu);
-    allocations().erase(static_cast<const char*>(p));
-  }
-  ::operator delete (p, std::align_val_t{64});
-}
-void fake_copy(void* dst, const void* src, size_t bytes) {
-  std::memcpy(dst, src, bytes);
-}
-void fake_zero(void* p, size_t bytes) {
-  std::memset(p, 0, bytes);
-}
-
-std::atomic<int> g_bad_pointers{0};  // device-side calls that got host memory
-void expect_device(const void* p) {
-  if (p != nullptr && !is_device(p)) g_bad_pointers.fetch_add(1);
-}
-
-// ---- the stand-in device ----
-
-// One stream of a stand-in GPU: work queued in order, run by whoever needs it done (the
-// device's own thread). pushed/done count the items, so that a wait can run the queue up to a
-// point.
-class Stream {
- public:
-  int64_t push(std::function<void()> fn) {
-    std::lock_guard<std::mutex> lock(mu_);
-    q_.push_back(std::move(fn));
-    return ++pushed_;
-  }
-  int64_t pushed() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return pushed_;
-  }
-  // Runs the queued work up to item `target` (all of it by default).
-  void run_until(int64_t target = INT64_MAX) {
-    for (;;) {
-      std::function<void()> fn;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (q_.empty() || done_ >= target) return;
-        fn = std::move(q_.front());
-        q_.pop_front();
-        ++done_;
-      }
-      fn();
-    }
-  }
-
- private:
-  std::mutex mu_;
-  std::deque<std::function<void()>> q_;
-  int64_t pushed_ = 0, done_ = 0;
-};
-
-// When the stand-in's communication stream runs its work: at once (eager: a missing
-// comm_waits_for_compute lets it read what the compute stream has not written yet), or only when
-// a wait or synchronize_comm needs it (late: a missing compute_waits_for_comm lets the compute
-// stream read what the communication stream has not written yet).
-std::atomic<bool> g_comm_eager{false};
-
-class CheckedOp final : public Op {
- public:
-  CheckedOp(std::unique_ptr<Op> op, Stream* compute)
-      : Op(op->desc()), op_(std::move(op)), compute_(compute) {}
-  std::string impl() const override { return op_->impl(); }
-  void forward(const float* src, float* dst, std::span<const float* const> w,
-               bool training) override {
-    expect_device(src);
-    expect_device(dst);
-    for (const float* p : w)
-      expect_device(p);
-    compute_->run_until();  // the queued work before it, in stream order
-    op_->forward(src, dst, w, training);
-  }
-  void backward(const float* src, const float* dst, const float* diff_dst, float* diff_src,
-                std::span<const float* const> w, std::span<float* const> dw) override {
-    for (const void* p : {static_cast<const void*>(src), static_cast<const void*>(dst),
-                          static_cast<const void*>(diff_dst), static_cast<const void*>(diff_src)})
-      expect_device(p);
-    for (const float* p : w)
-      expect_device(p);
-    for (float* p : dw)
-      expect_device(p);
-    compute_->run_until();
-    op_->backward(src, dst, diff_dst, diff_src, w, dw);
-  }
-  // Net calls these for every kind (the kinds of several inputs, add and concat, only these).
-  void forward_n(std::span<const float* const> srcs, float* dst, std::span<const float* const> w,
-                 bool training) override {
-    for (const float* p : srcs)
-      expect_device(p);
-    expect_device(dst);
-    for (const float* p : w)
-      expect_device(p);
-    compute_->run_until();
-    op_->forward_n(srcs, dst, w, training);
-  }
-  void backward_n(std::span<const float* const> srcs, const float* dst, const float* diff_dst,
-                  std::span<float* const> diff_srcs, std::span<const float* const> w,
-                  std::span<float* const> dw) override {
-    for (const float* p : srcs)
-      expect_device(p);
-    for (const float* p : diff_srcs)
-      expect_device(p);
-    expect_device(dst);
-    expect_device(diff_dst);
-    for (const float* p : w)
-      expect_device(p);
-    for (float* p : dw)
-      expect_device(p);
-    compute_->run_until();
-    op_->backward_n(srcs, dst, diff_dst, diff_srcs, w, dw);
-  }
-
- private:
-  std::unique_ptr<Op> op_;
-  Stream* compute_;
-};
-
-class CheckedLoss final : public LossOp {
- public:
-  CheckedLoss(std::unique_ptr<LossOp> l, Stream* compute) : l_(std::move(l)), compute_(compute) {}
-  std::string impl() const override { return l_->impl(); }
-  double forward(const float* logits, const int32_t* labels, float* prob, int64_t n,
-                 int64_t* correct) override {
-    expect_device(logits);
-    expect_device(labels);
-    expect_device(prob);
-    compute_->run_until();
-    return l_->forward(logits, labels, prob, n, correct);
-  }
-  void backward(const float* prob, const int32_t* labels, float* diff, int64_t n,
-                float scale) override {
-    expect_device(prob);
-    expect_device(labels);
-    expect_device(diff);
-    compute_->run_until();
-    l_->backward(prob, labels, diff, n, scale);
-  }
-
- private:
-  std::unique_ptr<LossOp> l_;
-  Stream* compute_;
-};
-
-std::atomic<int> g_kernel_calls{0};
-std::atomic<int64_t> g_host_link_bytes{0};  // bytes uploaded and downloaded by the stand-ins
-
-// The CPU's update kernels, counted, their pointers checked when queued, and queued on a stream
-// (`queue` puts work on it: the compute stream's push, or the communication stream's).
-class CountingKernels final : public ArenaKernels {
- public:
-  explicit CountingKernels(std::function<void(std::function<void()>)> queue)
-      : queue_(std::move(queue)) {}
-  ArenaKernels& k = cpu_arena_kernels();
-  void copy(float* y, const float* x, int64_t n) override {
-    note({y, x});
-    queue_([=, this] { k.copy(y, x, n); });
-  }
-  void axpy(float* y, float a, const float* x, int64_t n) override {
-    note({y, x});
-    queue_([=, this] { k.axpy(y, a, x, n); });
-  }
-  void scale(float* y, float a, int64_t n) override {
-    note({y});
-    queue_([=, this] { k.scale(y, a, n); });
-  }
-  void sgd_step(std::span<const Segment> s, float* w, const float* g, float lr, float wd) override {
-    note({w, g});
-    queue_([=, this] { k.sgd_step(s, w, g, lr, wd); });
-  }
-  void momentum_step(std::span<const Segment> s, float* w, const float* g, float* v, float lr,
-                     float mu, float wd) override {
-    note({w, g, v});
-    queue_([=, this] { k.momentum_step(s, w, g, v, lr, mu, wd); });
-  }
-  void nesterov_step(std::span<const Segment> s, float* w, const float* g, float* v, float lr,
-                     float mu, float wd) override {
-    note({w, g, v});
-    queue_([=, this] { k.nesterov_step(s, w, g, v, lr, mu, wd); });
-  }
-  void elastic_sgd_step(std::span<const Segment> s, float* w, const float* g, const float* c,
-                        float lr, float wd, float alpha) override {
-    note({w, g, c});
-    queue_([=, this] { k.elastic_sgd_step(s, w, g, c, lr, wd, alpha); });
-  }
-  void elastic_momentum_step(std::span<const Segment> s, float* w, const float* g, float* v,
-                             const float* c, float lr, float d, float wd, float alpha,
-                             bool nesterov) override {
-    note({w, g, v, c});
-    queue_([=, this] { k.elastic_momentum_step(s, w, g, v, c, lr, d, wd, alpha, nesterov); });
-  }
-  void elastic_centre_sum(float* c, const float* sum, float alpha, int p, int64_t n) override {
-    note({c, sum});
-    queue_([=, this] { k.elastic_centre_sum(c, sum, alpha, p, n); });
-  }
-
- private:
-  std::function<void(std::function<void()>)> queue_;
-  static void note(std::initializer_list<const void*> ptrs) {
-    g_kernel_calls.fetch_add(1);
-    for (const void* p : ptrs)
-      expect_device(p);
-  }
-};
-
-class FakeGpu final : public Device {
- public:
-  explicit FakeGpu(int ordinal)
-      : ordinal_(ordinal),
-        cpu_(make_cpu_device(ImplChoice::ref)),
-        kernels_([this](std::function<void()> fn) { compute_.push(std::move(fn)); }),
-        comm_kernels_([this](std::function<void()> fn) { queue_comm(std::move(fn)); }) {}
-  std::string name() const override { return "cuda:" + std::to_string(ordinal_); }
-  MemKind memory() const override { return MemKind::device; }
-  Status attach() override {
-    static std::once_flag once;
-    std::call_once(once, [] {
-      ExternalMemory m;
-      m.alloc = fake_alloc;
-      m.free = fake_free;
-      m.copy = fake_copy;
-      m.zero = fake_zero;
-      install_external_memory(m);
-    });
-    return {};
-  }
-  // What the CUDA device takes (devices/cuda/cuda_op_list.cpp): every kind but Caffe's
-  // within-channel LRN, which it refuses (cuda_pool_lrn.cpp).
-  Result<std::unique_ptr<Op>> make_op(const OpDesc& d) override {
-    if (d.kind == OpKind::lrn && d.lrn_within_channel)
-      return unavailable(describe_op(d) +
-                         ": no CUDA implementation applies (the within-channel LRN region)");
-    EASEL_ASSIGN_OR_RETURN(std::unique_ptr<Op> op, cpu_->make_op(d));
-    return std::unique_ptr<Op>(std::make_unique<CheckedOp>(std::move(op), &compute_));
-  }
-  Result<std::unique_ptr<LossOp>> make_loss(int64_t batch, int64_t classes) override {
-    EASEL_ASSIGN_OR_RETURN(std::unique_ptr<LossOp> l, cpu_->make_loss(batch, classes));
-    return std::unique_ptr<LossOp>(std::make_unique<CheckedLoss>(std::move(l), &compute_));
-  }
-  // Queued, as a GPU's (the source must stay unchanged until the next synchronize()).
-  void upload(void* dst, const void* src, size_t bytes) override {
-    expect_device(dst);
-    if (is_device(src)) g_bad_pointers.fetch_add(1);
-    g_host_link_bytes.fetch_add(static_cast<int64_t>(bytes));
-    compute_.push([=] { std::memcpy(dst, src, bytes); });
-  }
-  void download(void* dst, const void* src, size_t bytes) override {
-    expect_device(src);
-    if (is_device(dst)) g_bad_pointers.fetch_add(1);
-    g_host_link_bytes.fetch_add(static_cast<int64_t>(bytes));
-    compute_.run_until();
-    std::memcpy(dst, src, bytes);
-  }
-  void synchronize() override { compute_.run_until(); }
-  ArenaKernels& kernels() override { return kernels_; }
-  ArenaKernels& comm_kernels() override { return comm_kernels_; }
-  // The communication stream's next work first runs the compute stream up to here.
-  void comm_waits_for_compute() override {
-    const int64_t upto = compute_.pushed();
-    queue_comm([this, upto] { compute_.run_until(upto); });
-  }
-  // The compute stream's next work runs after everything queued on the communication stream.
-  void compute_waits_for_comm() override { comm_.run_until(); }
-  void synchronize_comm() override { comm_.run_until(); }
-
-  // Work on the communication stream (its kernels, the stand-in NCCL's queued collectives).
-  void queue_comm(std::function<void()> fn) {
-    comm_.push(std::move(fn));
-    if (g_comm_eager) comm_.run_until();
-  }
-  // Before a collective on the compute stream (NCCL's synchronous ones run there).
-  void finish_compute() { compute_.run_until(); }
-
- private:
-  int ordinal_;
-  std::unique_ptr<Device> cpu_;
-  Stream compute_, comm_;
-  CountingKernels kernels_, comm_kernels_;
-};
-
-int g_gpu_count = 2;
-
-// The device list with its "cuda" entry replaced by the stand-in: g_gpu_count units, each a
-// FakeGpu; host memory underneath, so the shared-memory Comm stands in for NCCL.
-Result<int> fake_gpu_count() {
-  return g_gpu_count;
-}
-Result<std::unique_ptr<Device>> make_fake_gpu(int unit, ImplChoice, Precision) {
-  return std::unique_ptr<Device>(std::make_unique<FakeGpu>(unit));
-}
-// The stand-in NCCL: the shared-memory Comm, in the devices' stream order. Its collectives run
-// after the rank's queued compute work (NCCL's run on the rank's stream); the queued ones go on
-// the rank's communication stream.
-class FakeNccl final : public Comm {
- public:
-  explicit FakeNccl(std::span<Device* const> devs)
-      : shm_(make_shm_comm(static_cast<int>(devs.size()), CollectiveAlgo::tree)) {
-    for (Device* d : devs)
-      devs_.push_back(static_cast<FakeGpu*>(d));
-  }
-  int size() const override { return shm_->size(); }
-  std::string name() const override { return "stand-in nccl"; }
-  void allreduce_sum(int rank, float* buf, int64_t n) override {
-    dev(rank).finish_compute();
-    shm_->allreduce_sum(rank, buf, n);
-  }
-  void reduce_sum(int rank, const float* src, float* dst, int64_t n, int root) override {
-    dev(rank).finish_compute();
-    shm_->reduce_sum(rank, src, dst, n, root);
-  }
-  void broadcast(int rank, float* buf, int64_t n, int root) override {
-    dev(rank).finish_compute();
-    shm_->broadcast(rank, buf, n, root);
-  }
-  void barrier(int rank) override {
-    dev(rank).finish_compute();
-    shm_->barrier(rank);
-  }
-  void reduce_sum_queued(int rank, const float* src, float* dst, int64_t n, int root) override {
-    dev(rank).queue_comm([=, this] { shm_->reduce_sum(rank, src, dst, n, root); });
-  }
-  void broadcast_queued(int rank, float* buf, int64_t n, int root) override {
-    dev(rank).queue_comm([=, this] { shm_->broadcast(rank, buf, n, root); });
-  }
-  double wait_seconds(int rank) const override { return shm_->wait_seconds(rank); }
-
- private:
-  FakeGpu& dev(int rank) { return *devs_[static_cast<size_t>(rank)]; }
-  std::unique_ptr<Comm> shm_;
-  std::vector<FakeGpu*> devs_;
-};
-
-Result<std::unique_ptr<Comm>> make_fake_comm(std::span<Device* const> devs) {
-  return std::unique_ptr<Comm>(std::make_unique<FakeNccl>(devs));
-}
-
-DeviceRegistry fake_backend() {
-  static const std::vector<DeviceEntry> list = [] {
-    std::vector<DeviceEntry> v(device_list().begin(), device_list().end());
-    for (DeviceEntry& e : v)
-      if (std::string(e.name) == "cuda")
-        e = DeviceEntry{"cuda",
-                        "stand-in GPUs over host memory",
-                        true,
-                        fake_gpu_count,
-                        make_fake_gpu,
-                        "stand-in NCCL",
-                        [] { return true; },
-                        make_fake_comm};
-    return v;
-  }();
-  return {list};
-}
+using standin::fake_backend;
+using standin::FakeGpu;
+using standin::g_bad_pointers;
+using standin::g_comm_eager;
+using standin::g_gpu_count;
+using standin::g_host_link_bytes;
+using standin::g_kernel_calls;
 
 DataSplit& small_data() {
   static DataSplit d = [] {
@@ -444,15 +61,18 @@ struct Runs {
   int64_t host_link_bytes = 0;  // the GPU run's uploads and downloads
 };
 
-Runs cpu_and_gpu(const std::string& algo, int groups, TrainConfig (*tweak)(TrainConfig) = nullptr) {
+// The CPU run of `groups` groups and the run on stand-in GPUs: --device cuda on `groups` GPUs,
+// or `device` ("cuda:0,0") on `units` GPUs.
+Runs cpu_and_gpu(const std::string& algo, int groups, TrainConfig (*tweak)(TrainConfig) = nullptr,
+                 const std::string& device = "cuda", int units = 0) {
   Runs r;
   TrainConfig c = config(algo, "cpu");
   c.plan.groups = std::to_string(groups);
   if (tweak) c = tweak(c);
   auto a = train(c, small_data(), nullptr);
   EXPECT_TRUE(a.ok()) << a.status().to_string();
-  g_gpu_count = groups;
-  TrainConfig g = config(algo, "cuda");
+  g_gpu_count = units > 0 ? units : groups;
+  TrainConfig g = config(algo, device);
   if (tweak) g = tweak(g);
   g_kernel_calls = 0;
   g_bad_pointers = 0;
@@ -549,6 +169,54 @@ TEST(GpuPaths, SyncEasgdOverlapOnTheDevicesEqualsCpuOverlap) {
             << "the overlap must not move weights or the centre over the host link";
       }
   g_comm_eager = false;
+}
+
+// Groups sharing a GPU (--device cuda:0,0): each its own stand-in device (streams) and replica
+// on one unit, the exchange by the devices' kernels (the shared-GPU Comm: NCCL refuses two ranks
+// on one device). Sync-easgd resident, and overlapped with either stream order, equals the CPU
+// run bit for bit: on one GPU, on three groups of one GPU, and with a third group on a second
+// GPU (its buffers copied across).
+TEST(GpuPaths, GroupsSharingAGpuSyncEasgdEqualsCpu) {
+  struct Case {
+    std::string device;
+    int groups, units;
+  };
+  for (const Case& k : {Case{"cuda:0,0", 2, 1}, Case{"cuda:0,0,0", 3, 1}, Case{"cuda:0,0,1", 3, 2}})
+    for (bool overlap : {false, true})
+      for (bool eager : {false, true}) {
+        if (!overlap && eager) continue;
+        SCOPED_TRACE(k.device + (overlap ? " overlap" : "") + (eager ? " eager" : ""));
+        g_comm_eager = eager;
+        const Runs r = cpu_and_gpu(
+            "sync-easgd", k.groups,
+            overlap ? +[](TrainConfig c) {
+              c.overlap = true;
+              return c;
+            }
+                    : nullptr,
+            k.device, k.units);
+        expect_same(r);
+        EXPECT_GT(r.kernel_calls, 0);
+      }
+  g_comm_eager = false;
+  const Runs r = cpu_and_gpu("sync-easgd", 2, nullptr, "cuda:0,0", 1);
+  EXPECT_EQ(r.gpu.info.device, "cuda:0,cuda:0");
+}
+
+// The asynchronous algorithms on one GPU: staged (async-easgd: the centre in host memory, under
+// its lock) and lock-free (hogwild): they run every step, touch no host memory from the device,
+// and learn as the CPU run does (first come first served: not bit for bit).
+TEST(GpuPaths, GroupsSharingAGpuAsyncAndHogwildRun) {
+  for (const char* algo : {"async-easgd", "hogwild-sgd", "hogwild-easgd"}) {
+    SCOPED_TRACE(algo);
+    const Runs r = cpu_and_gpu(algo, 2, nullptr, "cuda:0,0", 1);
+    ASSERT_FALSE(r.gpu.final_weights.empty());
+    EXPECT_EQ(r.gpu.steps, r.cpu.steps);
+    EXPECT_EQ(r.bad_pointers, 0);
+    EXPECT_NEAR(r.gpu.test_accuracy, r.cpu.test_accuracy, 0.15);
+    for (float w : r.gpu.final_weights)
+      ASSERT_TRUE(std::isfinite(w));
+  }
 }
 
 TEST(GpuPaths, StagedAlgorithmKeepsHostArenasAndEqualsCpu) {
@@ -696,7 +364,9 @@ TEST(DeviceList, ParseDeviceReadsTheListsNames) {
   EXPECT_EQ(bad.status().message(),
             "--device: 'tpu' is not a device (accepted: cpu, cuda, cuda:0, cuda:0,1,...)");
   EXPECT_FALSE(parse_device("cpu:0").ok()) << "the CPU has no units to pick";
-  EXPECT_FALSE(parse_device("cuda:1,1").ok());
+  auto shared = parse_device("cuda:1,1");  // two groups on GPU 1
+  ASSERT_TRUE(shared.ok()) << shared.status().message();
+  EXPECT_EQ(shared->ordinals, (std::vector<int>{1, 1}));
 
   const DeviceEntry only_cpu[] = {device_list()[0]};
   auto none = parse_device("cuda", DeviceRegistry{only_cpu});

@@ -529,7 +529,7 @@ TEST(Cli, SignalsStopWithACheckpointAndResumeExactly) {
 
 TEST(Cli, DeviceFlagErrorsAreOneLine) {
   for (const char* args : {"train --device gpu", "train --device cuda:", "train --device cuda:x",
-                           "train --device cuda:0,0", "topology --device tpu",
+                           "train --device cuda:0,x", "topology --device tpu",
                            "train --placement dataset=pinned-host"}) {
     Out o = easel(args);
     EXPECT_EQ(o.code, 2) << args << ": " << o.err;
@@ -545,12 +545,18 @@ TEST(Cli, CudaWithoutAGpuSaysWhyAndWritesNothing) {
   if (machine_has_gpu())
     GTEST_SKIP() << "this machine has a GPU: the GPU tests cover --device cuda";
   const fs::path d = tmp_dir("nogpu");
-  Out o = easel("train --device cuda --iterations 2 --out " + (d / "run").string());
-  EXPECT_EQ(o.code, 1) << o.err;
-  EXPECT_NE(o.err.find("--device cuda"), std::string::npos) << o.err;
-  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
-  EXPECT_FALSE(fs::exists(d / "run" / "summary.json"));
-  o = easel("topology --device cuda:1");
+  // A request this machine cannot serve: one line, exit 2, whichever GPUs it names (cuda:0,0:
+  // two groups on GPU 0).
+  for (const char* device : {"cuda", "cuda:0,0"}) {
+    Out o = easel(std::string("train --device ") + device + " --iterations 2 --out " +
+                  (d / "run").string());
+    EXPECT_EQ(o.code, 2) << o.err;
+    EXPECT_NE(o.err.find(std::string("--device ") + device + ": no usable GPU"), std::string::npos)
+        << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_FALSE(fs::exists(d / "run" / "summary.json"));
+  }
+  Out o = easel("topology --device cuda:1");
   EXPECT_EQ(o.code, 1) << o.err;
   EXPECT_NE(o.out.find("GPUs: none ("), std::string::npos) << o.out;
   EXPECT_NE(o.err.find("--device cuda:1"), std::string::npos) << o.err;

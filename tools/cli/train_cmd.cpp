@@ -14,6 +14,7 @@
 #include <ctime>
 #include <string>
 
+#include "devices/list.hpp"
 #include "easel/easel.hpp"
 #include "tools/cli/cli.hpp"
 
@@ -201,6 +202,17 @@ std::string setting(const api::Config& config, const char* name) {
   return text;
 }
 
+// A GPU run asked of a machine without a usable GPU is refused as a request (one line, exit 2),
+// before anything is written; the settings' own checks report a --device that does not parse.
+Status check_gpus_exist(const std::string& device) {
+  if (device.empty()) return {};
+  auto req = parse_device(device);
+  if (!req.ok() || !req->gpu) return {};
+  auto units = req->kind->unit_count();
+  if (!units.ok()) return invalid_argument("--device " + device + ": " + units.status().message());
+  return {};
+}
+
 }  // namespace
 
 int run_train(SettingValues& values, const std::vector<std::string>& given,
@@ -212,6 +224,9 @@ int run_train(SettingValues& values, const std::vector<std::string>& given,
   if (setting(config, "out").empty() && setting(config, "resume").empty())
     if (api::Status st = config.set("out", default_out(setting(config, "algo"))); !st.ok())
       return report(st, Failure::request);
+
+  if (Status st = check_gpus_exist(setting(config, "device")); !st.ok())
+    return report(st, Failure::request);
 
   api::Run run;
   Printer printer(setting(config, "progress"));
