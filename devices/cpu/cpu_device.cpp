@@ -21,6 +21,9 @@ class CpuDevice final : public Device {
                "--precision bf16: this CPU (or build) has no native bf16 compute; running fp32");
       options_.precision = Precision::fp32;
     }
+    // tf32 is refused before a run builds its devices (check_cpu_precision); a caller that
+    // builds one directly gets fp32, the CPU's nearest.
+    if (options_.precision == Precision::tf32) options_.precision = Precision::fp32;
   }
   std::string name() const override { return "cpu"; }
 
@@ -51,12 +54,22 @@ Result<ImplChoice> parse_impl_choice(const std::string& name) {
 
 Result<Precision> parse_precision(const std::string& name) {
   if (name == "fp32") return Precision::fp32;
+  if (name == "tf32") return Precision::tf32;
   if (name == "bf16") return Precision::bf16;
-  return invalid_argument("--precision: unknown precision '" + name + "' (expected fp32 or bf16)");
+  return invalid_argument("--precision: unknown precision '" + name +
+                          "' (expected fp32, tf32 or bf16)");
 }
 
 const char* precision_name(Precision p) {
-  return p == Precision::bf16 ? "bf16" : "fp32";
+  switch (p) {
+    case Precision::fp32:
+      return "fp32";
+    case Precision::tf32:
+      return "tf32";
+    case Precision::bf16:
+      return "bf16";
+  }
+  return "?";
 }
 
 std::unique_ptr<Device> make_cpu_device(ImplChoice choice, const DnnlOptions& options) {

@@ -11,7 +11,9 @@
 // the arithmetic is the CPU's, that a GPU run equals the CPU run bit for bit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -23,6 +25,7 @@
 
 #include "algos/comm_list.hpp"
 #include "algos/trainer.hpp"
+#include "devices/ref_precision.hpp"
 #include "tests/support/test_nets.hpp"
 
 namespace easel {
@@ -262,8 +265,9 @@ class CountingKernels final : public ArenaKernels {
 
 class FakeGpu final : public Device {
  public:
-  explicit FakeGpu(int ordinal)
+  explicit FakeGpu(int ordinal, Precision precision = Precision::fp32)
       : ordinal_(ordinal),
+        precision_(precision),
         cpu_(make_cpu_device(ImplChoice::ref)),
         kernels_([this](std::function<void()> fn) { compute_.push(std::move(fn)); }),
         comm_kernels_([this](std::function<void()> fn) { queue_comm(std::move(fn)); }) {}
@@ -288,6 +292,8 @@ class FakeGpu final : public Device {
       return unavailable(describe_op(d) +
                          ": no CUDA implementation applies (the within-channel LRN region)");
     EASEL_ASSIGN_OR_RETURN(std::unique_ptr<Op> op, cpu_->make_op(d));
+    // tf32/bf16: the convolutions and inner products round their inputs as tensor cores do.
+    op = with_rounded_inputs(std::move(op), precision_);
     return std::unique_ptr<Op>(std::make_unique<CheckedOp>(std::move(op), &compute_));
   }
   Result<std::unique_ptr<LossOp>> make_loss(int64_t batch, int64_t classes) override {
@@ -330,6 +336,7 @@ class FakeGpu final : public Device {
 
  private:
   int ordinal_;
+  Precision precision_;
   std::unique_ptr<Device> cpu_;
   Stream compute_, comm_;
   CountingKernels kernels_, comm_kernels_;
@@ -342,8 +349,8 @@ int g_gpu_count = 2;
 Result<int> fake_gpu_count() {
   return g_gpu_count;
 }
-Result<std::unique_ptr<Device>> make_fake_gpu(int unit, ImplChoice, Precision) {
-  return std::unique_ptr<Device>(std::make_unique<FakeGpu>(unit));
+Result<std::unique_ptr<Device>> make_fake_gpu(int unit, ImplChoice, Precision precision) {
+  return std::unique_ptr<Device>(std::make_unique<FakeGpu>(unit, precision));
 }
 // The stand-in NCCL: the shared-memory Comm, in the devices' stream order. Its collectives run
 // after the rank's queued compute work (NCCL's run on the rank's stream); the queued ones go on
@@ -481,6 +488,39 @@ TEST(GpuPaths, MsgdResidentEqualsCpu) {
   expect_same(r);
   EXPECT_GT(r.kernel_calls, 0) << "resident weights must be updated by the device's kernels";
   EXPECT_EQ(r.gpu.info.device, "cuda:0");
+}
+
+// --precision tf32 and bf16 on the stand-in: its convolutions and inner products round their
+// inputs as tensor cores do (devices/ref_precision.hpp), so each precision trains to weights of
+// its own, close to fp32's: within a few bf16 roundings per step over 40 steps.
+TEST(GpuPaths, ReducedPrecisionsRoundOnTheStandIn) {
+  g_gpu_count = 2;
+  std::map<Precision, TrainSummary> runs;
+  for (Precision p : {Precision::fp32, Precision::tf32, Precision::bf16}) {
+    TrainConfig g = config("sync-sgd", "cuda");
+    g.plan.groups = "2";
+    g.precision = p;
+    auto r = train(g, small_data(), nullptr, fake_backend());
+    ASSERT_TRUE(r.ok()) << precision_name(p) << ": " << r.status().to_string();
+    runs[p] = std::move(r).value();
+  }
+  const std::vector<float>& w32 = runs[Precision::fp32].final_weights;
+  ASSERT_FALSE(w32.empty());
+  float scale = 0;
+  for (float x : w32)
+    scale = std::max(scale, std::fabs(x));
+  for (Precision p : {Precision::tf32, Precision::bf16}) {
+    const std::vector<float>& w = runs[p].final_weights;
+    ASSERT_EQ(w.size(), w32.size());
+    EXPECT_NE(w, w32) << precision_name(p) << " must round (the stand-in computed fp32)";
+    float worst = 0;
+    for (size_t i = 0; i < w.size(); ++i)
+      worst = std::max(worst, std::fabs(w[i] - w32[i]));
+    EXPECT_LT(worst, 0.05f * scale) << precision_name(p);
+    EXPECT_NEAR(runs[p].test_accuracy, runs[Precision::fp32].test_accuracy, 0.1)
+        << precision_name(p);
+  }
+  EXPECT_NE(runs[Precision::tf32].final_weights, runs[Precision::bf16].final_weights);
 }
 
 TEST(GpuPaths, SyncSgdResidentEqualsCpu) {
