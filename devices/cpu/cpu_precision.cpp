@@ -108,6 +108,11 @@ std::string describe_bf16_rates(const Bf16Rates& r) {
   return s;
 }
 
+bool bf16_per_layer_wanted() {
+  const char* force = std::getenv("EASEL_BF16");
+  return force == nullptr || std::strcmp(force, "force") != 0;
+}
+
 Status check_cpu_precision(Precision p, ImplChoice impl) {
   if (p == Precision::tf32)
     return invalid_argument(

@@ -36,6 +36,10 @@ inline constexpr double kBf16MinRateRatio = 1.5;
 // once). ImplChoice::ref computes in fp32 whatever is asked, and is always ok.
 Status check_cpu_precision(Precision p, ImplChoice impl);
 
+// Whether the CPU device times each layer's bf16 kernel against its fp32 one (true), or runs
+// every layer at bf16 (EASEL_BF16=force: the accuracy studies' bf16 everywhere).
+bool bf16_per_layer_wanted();
+
 // The measured reason, in words (for the refusal and `easel bench`).
 std::string describe_bf16_rates(const Bf16Rates& r);
 

@@ -26,6 +26,9 @@ enum class DnnlConvBwdData { automatic, native, forward_flip, blocked, gemm };
 struct DnnlOptions {
   Precision precision = Precision::fp32;
   DnnlConvBwdData conv_bwd_data = DnnlConvBwdData::automatic;
+  // bf16: each convolution and inner product is timed at bf16 and fp32 when built and keeps the
+  // faster (the CPU device's default; off here, for tests that want the bf16 kernels).
+  bool bf16_per_layer = false;
 };
 
 bool dnnl_available();       // built with oneDNN

@@ -9,6 +9,7 @@
 #include "devices/cpu/cpu_precision.hpp"
 #include "devices/cpu/dnnl_ops.hpp"
 #include "devices/list.hpp"
+#include "devices/op.hpp"
 
 namespace easel {
 namespace {
@@ -66,6 +67,36 @@ TEST(Precision, CpuBf16VerdictFollowsTheMeasuredRates) {
   EXPECT_TRUE(cpu_entry().make_device(0, ImplChoice::fast, Precision::bf16).ok());
   unsetenv("EASEL_BF16");
   EXPECT_TRUE(cpu_entry().make_device(0, ImplChoice::ref, Precision::bf16).ok());
+}
+
+// bf16 per layer: a convolution whose bf16 kernel is slower than its fp32 one stays fp32. On a
+// core whose dot product has under 3/4 of the FMA's multiply-adds (the Intel guest: 0.5x) the
+// bf16 convolution is about half as fast, so the choice is fp32; elsewhere either is valid.
+TEST(Precision, CpuBf16PerLayerKeepsTheFasterKernel) {
+  if (!dnnl_bf16_available()) GTEST_SKIP() << "no native bf16 on this CPU";
+  OpDesc d;
+  d.kind = OpKind::conv;
+  d.layout = Layout::nhwc;
+  d.src = {16, 32, 16, 16};
+  d.oc = 32;
+  d.kh = d.kw = 5;
+  d.pad_h = d.pad_w = 2;
+  DnnlOptions o;
+  o.precision = Precision::bf16;
+  o.bf16_per_layer = true;
+  auto dev = make_cpu_device(ImplChoice::fast, o);
+  auto op = dev->make_op(d);
+  ASSERT_TRUE(op.ok()) << op.status().message();
+  const std::string impl = op.value()->impl();
+  EXPECT_TRUE(impl.rfind("dnnl:", 0) == 0 || impl.rfind("dnnl-bf16:", 0) == 0) << impl;
+  if (measure_bf16_rates().ratio() < 0.75) {
+    EXPECT_EQ(impl.rfind("dnnl:", 0), 0u) << impl;
+  }
+  // Without the per-layer choice the bf16 kernel runs whatever its speed.
+  o.bf16_per_layer = false;
+  auto all = make_cpu_device(ImplChoice::fast, o)->make_op(d);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all.value()->impl().rfind("dnnl-bf16:", 0), 0u) << all.value()->impl();
 }
 
 // The probe's rates are a core's: an x86 core with AVX512_BF16 multiplies at least 16 fp32
