@@ -105,8 +105,7 @@ struct Chosen {
 // (these two are the only cuDNN calls whose failure is not an error).
 template <typename Perf, typename Size, typename Run>
 auto pick(const char* direction, const std::vector<Perf>& perf, int count, CudaContext& ctx,
-          Size size, Run run) -> Result<Chosen<decltype(Perf{}.algo)>> {
-  const bool tensor_ops = ctx.precision != Precision::fp32;
+          bool tensor_ops, Size size, Run run) -> Result<Chosen<decltype(Perf{}.algo)>> {
   std::string why;
   auto reject = [&](const Perf& p, const std::string& reason) {
     why += std::string(why.empty() ? "" : "; ") + algo_name(p.algo) + ": " + reason;
@@ -162,12 +161,13 @@ auto pick(const char* direction, const std::vector<Perf>& perf, int count, CudaC
 
 class CudnnConv final : public Op {
  public:
-  CudnnConv(CudaContext& ctx, const OpDesc& d, bool ohwi)
+  CudnnConv(CudaContext& ctx, const OpDesc& d, bool ohwi, Precision precision)
       : Op(d),
         ctx_(ctx),
         ohwi_(ohwi),
         o_(dst_shape(d)),
-        bf16_(ctx.precision == Precision::bf16),
+        precision_(precision),
+        bf16_(precision == Precision::bf16),
         dt_(bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT) {}
 
   Status init() {
@@ -192,9 +192,9 @@ class CudnnConv final : public Op {
         CUDNN_DATA_FLOAT));
     EASEL_CUDNN_RETURN_IF_ERROR(
         cudnnSetConvolutionGroupCount(conv_.get(), static_cast<int>(d.group)));
-    const cudnnMathType_t math = ctx_.precision == Precision::fp32   ? CUDNN_FMA_MATH
-                                 : ctx_.precision == Precision::tf32 ? CUDNN_DEFAULT_MATH
-                                                                     : CUDNN_TENSOR_OP_MATH;
+    const cudnnMathType_t math = precision_ == Precision::fp32   ? CUDNN_FMA_MATH
+                                 : precision_ == Precision::tf32 ? CUDNN_DEFAULT_MATH
+                                                                 : CUDNN_TENSOR_OP_MATH;
     EASEL_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(conv_.get(), math));
     int n = 0, c = 0, h = 0, w = 0;
     EASEL_CUDNN_RETURN_IF_ERROR(
@@ -219,8 +219,8 @@ class CudnnConv final : public Op {
       EASEL_ASSIGN_OR_RETURN(w_bf_, device_array<uint16_t>(w_count_));
       EASEL_ASSIGN_OR_RETURN(dw_bf_, device_array<uint16_t>(w_count_));
     }
-    impl_ = std::string("cudnn") + (ctx_.precision == Precision::fp32 ? "" : "-") +
-            (ctx_.precision == Precision::fp32 ? "" : precision_name(ctx_.precision)) +
+    impl_ = std::string("cudnn") + (precision_ == Precision::fp32 ? "" : "-") +
+            (precision_ == Precision::fp32 ? "" : precision_name(precision_)) +
             ":fwd=" + algo_name(fwd_algo_) + ",bwd_d=" + algo_name(bwd_data_algo_) +
             ",bwd_w=" + algo_name(bwd_filter_algo_) + (ohwi_ ? ",filter=ohwi" : "") +
             ",ws=" + mib(workspace_bytes_);
@@ -318,7 +318,7 @@ class CudnnConv final : public Op {
         h, xc_.get(), w_.get(), conv_.get(), yc_.get(), max_count, &count, fwd.data()));
     EASEL_ASSIGN_OR_RETURN(
         auto f, pick(
-                    "forward", fwd, count, ctx_,
+                    "forward", fwd, count, ctx_, precision_ != Precision::fp32,
                     [&](cudnnConvolutionFwdAlgo_t a, size_t* bytes) {
                       return cudnnGetConvolutionForwardWorkspaceSize(
                           h, xc_.get(), w_.get(), conv_.get(), yc_.get(), a, bytes);
@@ -336,7 +336,7 @@ class CudnnConv final : public Op {
         h, w_.get(), yc_.get(), conv_.get(), xc_.get(), max_count, &count, bwd_d.data()));
     EASEL_ASSIGN_OR_RETURN(
         auto bd, pick(
-                     "backward-data", bwd_d, count, ctx_,
+                     "backward-data", bwd_d, count, ctx_, precision_ != Precision::fp32,
                      [&](cudnnConvolutionBwdDataAlgo_t a, size_t* bytes) {
                        return cudnnGetConvolutionBackwardDataWorkspaceSize(
                            h, w_.get(), yc_.get(), conv_.get(), xc_.get(), a, bytes);
@@ -354,7 +354,7 @@ class CudnnConv final : public Op {
         h, xc_.get(), yc_.get(), conv_.get(), w_.get(), max_count, &count, bwd_w.data()));
     EASEL_ASSIGN_OR_RETURN(auto bw,
                            pick(
-                               "backward-filter", bwd_w, count, ctx_,
+                               "backward-filter", bwd_w, count, ctx_, precision_ != Precision::fp32,
                                [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* bytes) {
                                  return cudnnGetConvolutionBackwardFilterWorkspaceSize(
                                      h, xc_.get(), yc_.get(), conv_.get(), w_.get(), a, bytes);
@@ -373,10 +373,11 @@ class CudnnConv final : public Op {
   }
 
   CudaContext& ctx_;
-  const bool ohwi_;           // the filter descriptor is NHWC (ohwi): weights transposed each step
-  const Shape4 o_;            // dst shape
-  const bool bf16_;           // the convolutions read and write bf16 copies
-  const cudnnDataType_t dt_;  // what they read and write: bf16 or float
+  const bool ohwi_;            // the filter descriptor is NHWC (ohwi): weights transposed each step
+  const Shape4 o_;             // dst shape
+  const Precision precision_;  // the context's, or fp32 where cuDNN had nothing at it
+  const bool bf16_;            // the convolutions read and write bf16 copies
+  const cudnnDataType_t dt_;   // what they read and write: bf16 or float
   int64_t icg_ = 0, w_count_ = 0;
   TensorDesc y_, bias_;  // dst (and diff_dst) and bias {1, oc, 1, 1} in f32: bias add, gradient
   TensorDesc xc_, yc_;   // src (diff_src) and dst (diff_dst) as the convolutions see them (dt_)
@@ -395,8 +396,19 @@ class CudnnConv final : public Op {
   std::string impl_;
 };
 
+// At the context's precision; where cuDNN has no usable algorithm at tf32/bf16 for the shape
+// (bf16 wants channel counts its tensor-core kernels take), the last row of the list for the
+// layout (the ohwi filter for nhwc, the oihw one for nchw) computes fp32 and says so once.
 Result<std::unique_ptr<Op>> make(CudaContext& ctx, const OpDesc& d, bool ohwi) {
-  auto op = std::make_unique<CudnnConv>(ctx, d, ohwi);
+  const bool last_row = ohwi || d.layout == Layout::nchw;
+  auto op = std::make_unique<CudnnConv>(ctx, d, ohwi, ctx.precision);
+  Status s = op->init();
+  if (s.ok()) return std::unique_ptr<Op>(std::move(op));
+  if (ctx.precision == Precision::fp32 || !last_row || s.code() != Code::unavailable) return s;
+  log_once(LogLevel::info, "cuda", "precision-fallback:" + describe_op(d),
+           std::string("--precision ") + precision_name(ctx.precision) + ": " + describe_op(d) +
+               " stays fp32 (" + s.message() + ")");
+  op = std::make_unique<CudnnConv>(ctx, d, ohwi, Precision::fp32);
   EASEL_RETURN_IF_ERROR(op->init());
   return std::unique_ptr<Op>(std::move(op));
 }
