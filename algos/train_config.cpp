@@ -1,5 +1,6 @@
 #include "algos/train_config.hpp"
 #include "algos/train_run.hpp"
+#include "devices/cpu/cpu_precision.hpp"
 
 #include "engine/trace.hpp"
 #include "nets/data/batch_stream.hpp"
@@ -368,8 +369,8 @@ const Setting kSettings[] = {
    "activation layout: auto (nhwc on the CPU, nchw on GPUs), nhwc or nchw"},
   {"impl", kImpl, kTrain, R::fixed, "kernels: fast (oneDNN, reference fallback) or ref"},
   {"precision", kPrecision, kTrain, R::fixed,
-   "fast-kernel arithmetic: fp32 or bf16 (bf16 compute; f32 master weights, gradients, "
-   "momentum)"},
+   "fast-kernel arithmetic: fp32, tf32 (GPUs' tensor cores) or bf16 (bf16 compute; f32 "
+   "master weights, gradients, momentum, exchange)"},
   {"device", kDevice, kBoth, R::fixed,
    "where the groups run: cpu, cuda (one worker group per GPU; sgd and msgd: the first) or "
    "cuda:0,1,... (one group per GPU listed; cuda:0,0: two groups on GPU 0)"},
@@ -460,6 +461,9 @@ Status set_setting(TrainConfig& cfg, std::string_view name, std::string_view tex
 }
 
 Status validate_config(const TrainConfig& c) {
+  // The CPU refuses a precision it lacks or cannot pay with before anything is built (a GPU's
+  // capability is asked when its device is made).
+  if (!c.device.gpu) EASEL_RETURN_IF_ERROR(check_cpu_precision(c.precision, c.impl));
   if (c.batch < 1 || c.batch > 65536)
     return invalid_argument("--batch: " + std::to_string(c.batch) + " is out of range [1, 65536]");
   if (c.iterations < 0) return invalid_argument("--iterations: must be >= 0");

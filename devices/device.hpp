@@ -22,12 +22,16 @@ enum class ImplChoice {
 Result<ImplChoice> parse_impl_choice(const std::string& name);
 
 // The arithmetic of the fast kernels. Parameters, gradients and momentum stay f32 in the arena
-// (master weights) whatever is chosen; bf16 rounds activations and weights to bfloat16 inside
-// the convolutions and inner products (f32 accumulation) where the CPU has AVX512_BF16 or AMX,
-// and falls back to fp32 (logged once) elsewhere. The reference kernels are always fp32.
+// (master weights) whatever is chosen, and so does every exchange. fp32: FMA arithmetic, the
+// same bits as always. tf32: the convolutions and matrix products multiply on tensor cores with
+// 10-bit mantissas, f32 accumulation (GPUs only: the CPU device refuses it). bf16: activations
+// and weights rounded to bfloat16 inside the convolutions and inner products, f32 accumulation
+// (the CPU device refuses it where it cannot pay: devices/cpu/cpu_precision.hpp). The reference
+// kernels are always fp32.
 enum class Precision {
   fp32,
   bf16,
+  tf32,
 };
 Result<Precision> parse_precision(const std::string& name);
 const char* precision_name(Precision p);

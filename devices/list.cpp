@@ -3,6 +3,7 @@
 
 #include <array>
 
+#include "devices/cpu/cpu_precision.hpp"
 #include "devices/cuda/cuda_device.hpp"
 #include "devices/shared_gpu_comm.hpp"
 
@@ -15,6 +16,7 @@ Result<int> one_unit() {
 }
 
 Result<std::unique_ptr<Device>> make_cpu(int /*unit*/, ImplChoice impl, Precision precision) {
+  EASEL_RETURN_IF_ERROR(check_cpu_precision(precision, impl));
   return make_cpu_device(impl, precision);
 }
 

@@ -13,4 +13,8 @@ bool dnnl_bf16_available() {
   return false;
 }
 
+bool dnnl_amx_available() {
+  return false;
+}
+
 }  // namespace easel

@@ -302,6 +302,10 @@ bool dnnl_bf16_available() {
   return yes;
 }
 
+bool dnnl_amx_available() {
+  return dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
+}
+
 Result<std::unique_ptr<Op>> make_dnnl_inner_product(const OpDesc& d, const DnnlOptions& options) {
   return guarded(d, [&] {
     return with_bf16_fallback(options, [&](const DnnlOptions& o) {

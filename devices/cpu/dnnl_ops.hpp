@@ -26,10 +26,14 @@ enum class DnnlConvBwdData { automatic, native, forward_flip, blocked, gemm };
 struct DnnlOptions {
   Precision precision = Precision::fp32;
   DnnlConvBwdData conv_bwd_data = DnnlConvBwdData::automatic;
+  // bf16: each convolution and inner product is timed at bf16 and fp32 when built and keeps the
+  // faster (the CPU device's default; off here, for tests that want the bf16 kernels).
+  bool bf16_per_layer = false;
 };
 
 bool dnnl_available();       // built with oneDNN
 bool dnnl_bf16_available();  // built with oneDNN and the CPU computes bf16 natively
+bool dnnl_amx_available();   // ... with AMX tiles (oneDNN's avx512_core_amx)
 // The oneDNN rows of the CPU device's list (devices/cpu/cpu_op_list.cpp) for desc.kind, in
 // order: the first that accepts desc, else the last refusal (unavailable: "easel was built
 // without oneDNN" or "<kind>: no oneDNN primitive" when no row applies).

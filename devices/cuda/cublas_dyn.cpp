@@ -51,6 +51,7 @@ void open_library() {
   resolve(lib, EASEL_CUBLAS_STR(cublasSetStream), g_api.set_stream, missing);
   resolve(lib, EASEL_CUBLAS_STR(cublasSetPointerMode), g_api.set_pointer_mode, missing);
   resolve(lib, EASEL_CUBLAS_STR(cublasSgemm), g_api.sgemm, missing);
+  resolve(lib, "cublasGemmEx", g_api.gemm_ex, missing);
   resolve(lib, EASEL_CUBLAS_STR(cublasGetStatusName), g_api.status_name, missing);
   resolve(lib, EASEL_CUBLAS_STR(cublasGetStatusString), g_api.status_string, missing);
   if (!missing.empty()) {

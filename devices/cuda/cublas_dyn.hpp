@@ -19,6 +19,11 @@ struct Api {
   decltype(&::cublasSetStream) set_stream = nullptr;
   decltype(&::cublasSetPointerMode) set_pointer_mode = nullptr;
   decltype(&::cublasSgemm) sgemm = nullptr;
+  // cublasGemmEx with a cublasComputeType_t (cublas_api.h overloads the name for C++ callers).
+  cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                            const void*, const void*, cudaDataType, int, const void*, cudaDataType,
+                            int, const void*, void*, cudaDataType, int, cublasComputeType_t,
+                            cublasGemmAlgo_t) = nullptr;
   decltype(&::cublasGetStatusName) status_name = nullptr;
   decltype(&::cublasGetStatusString) status_string = nullptr;
 };

@@ -2,9 +2,14 @@
 // weights in the arena's oihw format (an NCHW filter) or, where cuDNN takes no NCHW filter with
 // NHWC activations, transposed to ohwi each step (make_cudnn_conv_ohwi). The three algorithms
 // are chosen once at creation from cuDNN's heuristics (cudnnGet*Algorithm_v7): the first one
-// that cuDNN says is supported, computes in plain fp32 (no TF32 tensor-op math, which would
-// break agreement with the reference), fits kMaxWorkspaceBytes, and runs once on scratch buffers
-// of the op's shapes. One workspace of the largest chosen size is allocated then.
+// that cuDNN says is supported, fits kMaxWorkspaceBytes, runs once on scratch buffers of the
+// op's shapes and, at fp32, computes in plain FMA arithmetic (no TF32 tensor-op math, which
+// would break agreement with the reference). One workspace of the largest chosen size is
+// allocated then. The precision (CudaContext::precision): fp32 CUDNN_FMA_MATH; tf32 the same
+// f32 tensors with CUDNN_DEFAULT_MATH (TF32 tensor cores allowed, as PyTorch's
+// allow_tf32); bf16 bf16 copies of src, weights and diff_dst (own conversion kernels) with f32
+// compute (cuDNN's pseudo-bf16 configuration) on tensor cores, the results (dst, diff_src,
+// diff_weights) converted back to f32, bias and its gradient in f32.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -100,7 +105,7 @@ struct Chosen {
 // (these two are the only cuDNN calls whose failure is not an error).
 template <typename Perf, typename Size, typename Run>
 auto pick(const char* direction, const std::vector<Perf>& perf, int count, CudaContext& ctx,
-          Size size, Run run) -> Result<Chosen<decltype(Perf{}.algo)>> {
+          bool tensor_ops, Size size, Run run) -> Result<Chosen<decltype(Perf{}.algo)>> {
   std::string why;
   auto reject = [&](const Perf& p, const std::string& reason) {
     why += std::string(why.empty() ? "" : "; ") + algo_name(p.algo) + ": " + reason;
@@ -116,7 +121,8 @@ auto pick(const char* direction, const std::vector<Perf>& perf, int count, CudaC
       reject(p, cudnnGetErrorString(p.status));
       continue;
     }
-    if (p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) {
+    if (!tensor_ops && (p.mathType == CUDNN_TENSOR_OP_MATH ||
+                        p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)) {
       reject(p, "tensor-op (TF32) math only");
       continue;
     }
@@ -155,8 +161,14 @@ auto pick(const char* direction, const std::vector<Perf>& perf, int count, CudaC
 
 class CudnnConv final : public Op {
  public:
-  CudnnConv(CudaContext& ctx, const OpDesc& d, bool ohwi)
-      : Op(d), ctx_(ctx), ohwi_(ohwi), o_(dst_shape(d)) {}
+  CudnnConv(CudaContext& ctx, const OpDesc& d, bool ohwi, Precision precision)
+      : Op(d),
+        ctx_(ctx),
+        ohwi_(ohwi),
+        o_(dst_shape(d)),
+        precision_(precision),
+        bf16_(precision == Precision::bf16),
+        dt_(bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT) {}
 
   Status init() {
     const OpDesc& d = desc_;
@@ -165,14 +177,14 @@ class CudnnConv final : public Op {
     if (!fits_int(w_count_) || !fits_int(d.pad_h) || !fits_int(d.pad_w) || !fits_int(d.stride_h) ||
         !fits_int(d.stride_w) || !fits_int(d.group))
       return unavailable("sizes beyond cuDNN's int arguments");
-    EASEL_RETURN_IF_ERROR(make_tensor_desc(x_, d.src, d.layout));
     EASEL_RETURN_IF_ERROR(make_tensor_desc(y_, o_, d.layout));
+    EASEL_RETURN_IF_ERROR(make_tensor_desc(xc_, d.src, d.layout, dt_));
+    EASEL_RETURN_IF_ERROR(make_tensor_desc(yc_, o_, d.layout, dt_));
     EASEL_RETURN_IF_ERROR(make_tensor_desc(bias_, {1, d.oc, 1, 1}, Layout::nchw));
     EASEL_CUDNN_RETURN_IF_ERROR(cudnnCreateFilterDescriptor(w_.out()));
     EASEL_CUDNN_RETURN_IF_ERROR(cudnnSetFilter4dDescriptor(
-        w_.get(), CUDNN_DATA_FLOAT, ohwi_ ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
-        static_cast<int>(d.oc), static_cast<int>(icg_), static_cast<int>(d.kh),
-        static_cast<int>(d.kw)));
+        w_.get(), dt_, ohwi_ ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, static_cast<int>(d.oc),
+        static_cast<int>(icg_), static_cast<int>(d.kh), static_cast<int>(d.kw)));
     EASEL_CUDNN_RETURN_IF_ERROR(cudnnCreateConvolutionDescriptor(conv_.out()));
     EASEL_CUDNN_RETURN_IF_ERROR(cudnnSetConvolution2dDescriptor(
         conv_.get(), static_cast<int>(d.pad_h), static_cast<int>(d.pad_w),
@@ -180,10 +192,13 @@ class CudnnConv final : public Op {
         CUDNN_DATA_FLOAT));
     EASEL_CUDNN_RETURN_IF_ERROR(
         cudnnSetConvolutionGroupCount(conv_.get(), static_cast<int>(d.group)));
-    EASEL_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(conv_.get(), CUDNN_FMA_MATH));
+    const cudnnMathType_t math = precision_ == Precision::fp32   ? CUDNN_FMA_MATH
+                                 : precision_ == Precision::tf32 ? CUDNN_DEFAULT_MATH
+                                                                 : CUDNN_TENSOR_OP_MATH;
+    EASEL_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(conv_.get(), math));
     int n = 0, c = 0, h = 0, w = 0;
     EASEL_CUDNN_RETURN_IF_ERROR(
-        cudnnGetConvolution2dForwardOutputDim(conv_.get(), x_.get(), w_.get(), &n, &c, &h, &w));
+        cudnnGetConvolution2dForwardOutputDim(conv_.get(), xc_.get(), w_.get(), &n, &c, &h, &w));
     if (Shape4{n, c, h, w} != o_)
       return internal_error("output " + Shape4{n, c, h, w}.to_string() + " differs from " +
                             o_.to_string());
@@ -197,9 +212,18 @@ class CudnnConv final : public Op {
       EASEL_ASSIGN_OR_RETURN(w_t_, device_array<float>(w_count_));
       EASEL_ASSIGN_OR_RETURN(dw_t_, device_array<float>(w_count_));
     }
-    impl_ = std::string("cudnn:fwd=") + algo_name(fwd_algo_) +
-            ",bwd_d=" + algo_name(bwd_data_algo_) + ",bwd_w=" + algo_name(bwd_filter_algo_) +
-            (ohwi_ ? ",filter=ohwi" : "") + ",ws=" + mib(workspace_bytes_);
+    if (bf16_) {
+      EASEL_ASSIGN_OR_RETURN(x_bf_, device_array<uint16_t>(d.src.count()));
+      EASEL_ASSIGN_OR_RETURN(dx_bf_, device_array<uint16_t>(d.src.count()));
+      EASEL_ASSIGN_OR_RETURN(y_bf_, device_array<uint16_t>(o_.count()));
+      EASEL_ASSIGN_OR_RETURN(w_bf_, device_array<uint16_t>(w_count_));
+      EASEL_ASSIGN_OR_RETURN(dw_bf_, device_array<uint16_t>(w_count_));
+    }
+    impl_ = std::string("cudnn") + (precision_ == Precision::fp32 ? "" : "-") +
+            (precision_ == Precision::fp32 ? "" : precision_name(precision_)) +
+            ":fwd=" + algo_name(fwd_algo_) + ",bwd_d=" + algo_name(bwd_data_algo_) +
+            ",bwd_w=" + algo_name(bwd_filter_algo_) + (ohwi_ ? ",filter=ohwi" : "") +
+            ",ws=" + mib(workspace_bytes_);
     return {};
   }
 
@@ -207,10 +231,18 @@ class CudnnConv final : public Op {
 
   void forward(const float* src, float* dst, std::span<const float* const> weights,
                bool /*training*/) override {
-    const float* w = cudnn_weights(weights[0]);
-    EASEL_CUDNN_CHECK(cudnnConvolutionForward(ctx_.cudnn, &kOne, x_.get(), src, w_.get(), w,
+    const void* w = cudnn_weights(weights[0]);
+    const void* x = src;
+    void* y = dst;
+    if (bf16_) {  // x_bf_ is kept for backward-filter
+      cuda_kernels::to_bf16(ctx_.stream, src, x_bf_.as<uint16_t>(), desc_.src.count());
+      x = x_bf_.data();
+      y = y_bf_.data();
+    }
+    EASEL_CUDNN_CHECK(cudnnConvolutionForward(ctx_.cudnn, &kOne, xc_.get(), x, w_.get(), w,
                                               conv_.get(), fwd_algo_, workspace_.data(),
-                                              workspace_bytes_, &kZero, y_.get(), dst));
+                                              workspace_bytes_, &kZero, yc_.get(), y));
+    if (bf16_) cuda_kernels::from_bf16(ctx_.stream, y_bf_.as<uint16_t>(), dst, o_.count());
     if (desc_.bias)
       EASEL_CUDNN_CHECK(
           cudnnAddTensor(ctx_.cudnn, &kOne, bias_.get(), weights[1], &kOne, y_.get(), dst));
@@ -229,26 +261,44 @@ class CudnnConv final : public Op {
       EASEL_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx_.cudnn, &kOne, y_.get(), g, &kZero,
                                                      bias_.get(), diff_weights[1]));
     float* dw = ohwi_ ? dw_t_.as<float>() : diff_weights[0];
+    const void* x = src;
+    const void* gc = g;
+    void* dwc = dw;
+    if (bf16_) {  // src as forward rounded it; the gradient rounded here
+      cuda_kernels::to_bf16(ctx_.stream, g, y_bf_.as<uint16_t>(), o_.count());
+      x = x_bf_.data();
+      gc = y_bf_.data();
+      dwc = dw_bf_.data();
+    }
     EASEL_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-        ctx_.cudnn, &kOne, x_.get(), src, y_.get(), g, conv_.get(), bwd_filter_algo_,
-        workspace_.data(), workspace_bytes_, &kZero, w_.get(), dw));
+        ctx_.cudnn, &kOne, xc_.get(), x, yc_.get(), gc, conv_.get(), bwd_filter_algo_,
+        workspace_.data(), workspace_bytes_, &kZero, w_.get(), dwc));
+    if (bf16_) cuda_kernels::from_bf16(ctx_.stream, dw_bf_.as<uint16_t>(), dw, w_count_);
     if (ohwi_)
       cuda_kernels::transpose_filter(ctx_.stream, dw, diff_weights[0], desc_.oc, icg_, desc_.kh,
                                      desc_.kw, /*to_ohwi=*/false);
     if (diff_src == nullptr) return;
-    const float* w = cudnn_weights(weights[0]);
-    EASEL_CUDNN_CHECK(cudnnConvolutionBackwardData(ctx_.cudnn, &kOne, w_.get(), w, y_.get(), g,
+    const void* w = cudnn_weights(weights[0]);
+    void* dx = bf16_ ? dx_bf_.data() : static_cast<void*>(diff_src);
+    EASEL_CUDNN_CHECK(cudnnConvolutionBackwardData(ctx_.cudnn, &kOne, w_.get(), w, yc_.get(), gc,
                                                    conv_.get(), bwd_data_algo_, workspace_.data(),
-                                                   workspace_bytes_, &kZero, x_.get(), diff_src));
+                                                   workspace_bytes_, &kZero, xc_.get(), dx));
+    if (bf16_)
+      cuda_kernels::from_bf16(ctx_.stream, dx_bf_.as<uint16_t>(), diff_src, desc_.src.count());
   }
 
  private:
-  // The weights as the filter descriptor describes them: the arena's, or an ohwi copy.
-  const float* cudnn_weights(const float* w) {
-    if (!ohwi_) return w;
-    cuda_kernels::transpose_filter(ctx_.stream, w, w_t_.as<float>(), desc_.oc, icg_, desc_.kh,
-                                   desc_.kw, /*to_ohwi=*/true);
-    return w_t_.as<float>();
+  // The weights as the filter descriptor describes them: the arena's, or an ohwi copy; in
+  // bf16, that rounded into w_bf_.
+  const void* cudnn_weights(const float* w) {
+    if (ohwi_) {
+      cuda_kernels::transpose_filter(ctx_.stream, w, w_t_.as<float>(), desc_.oc, icg_, desc_.kh,
+                                     desc_.kw, /*to_ohwi=*/true);
+      w = w_t_.as<float>();
+    }
+    if (!bf16_) return w;
+    cuda_kernels::to_bf16(ctx_.stream, w, w_bf_.as<uint16_t>(), w_count_);
+    return w_bf_.data();
   }
 
   // The three algorithms, each tried once on zeroed scratch tensors of the op's shapes.
@@ -265,55 +315,55 @@ class CudnnConv final : public Op {
     EASEL_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max_count));
     std::vector<cudnnConvolutionFwdAlgoPerf_t> fwd(static_cast<size_t>(std::max(max_count, 1)));
     EASEL_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionForwardAlgorithm_v7(
-        h, x_.get(), w_.get(), conv_.get(), y_.get(), max_count, &count, fwd.data()));
+        h, xc_.get(), w_.get(), conv_.get(), yc_.get(), max_count, &count, fwd.data()));
     EASEL_ASSIGN_OR_RETURN(
         auto f, pick(
-                    "forward", fwd, count, ctx_,
+                    "forward", fwd, count, ctx_, precision_ != Precision::fp32,
                     [&](cudnnConvolutionFwdAlgo_t a, size_t* bytes) {
                       return cudnnGetConvolutionForwardWorkspaceSize(
-                          h, x_.get(), w_.get(), conv_.get(), y_.get(), a, bytes);
+                          h, xc_.get(), w_.get(), conv_.get(), yc_.get(), a, bytes);
                     },
                     [&](cudnnConvolutionFwdAlgo_t a, void* ws, size_t bytes) {
-                      return cudnnConvolutionForward(h, &kOne, x_.get(), x.data(), w_.get(),
+                      return cudnnConvolutionForward(h, &kOne, xc_.get(), x.data(), w_.get(),
                                                      wt.data(), conv_.get(), a, ws, bytes, &kZero,
-                                                     y_.get(), y.data());
+                                                     yc_.get(), y.data());
                     }));
 
     EASEL_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max_count));
     std::vector<cudnnConvolutionBwdDataAlgoPerf_t> bwd_d(
         static_cast<size_t>(std::max(max_count, 1)));
     EASEL_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-        h, w_.get(), y_.get(), conv_.get(), x_.get(), max_count, &count, bwd_d.data()));
+        h, w_.get(), yc_.get(), conv_.get(), xc_.get(), max_count, &count, bwd_d.data()));
     EASEL_ASSIGN_OR_RETURN(
         auto bd, pick(
-                     "backward-data", bwd_d, count, ctx_,
+                     "backward-data", bwd_d, count, ctx_, precision_ != Precision::fp32,
                      [&](cudnnConvolutionBwdDataAlgo_t a, size_t* bytes) {
                        return cudnnGetConvolutionBackwardDataWorkspaceSize(
-                           h, w_.get(), y_.get(), conv_.get(), x_.get(), a, bytes);
+                           h, w_.get(), yc_.get(), conv_.get(), xc_.get(), a, bytes);
                      },
                      [&](cudnnConvolutionBwdDataAlgo_t a, void* ws, size_t bytes) {
-                       return cudnnConvolutionBackwardData(h, &kOne, w_.get(), wt.data(), y_.get(),
+                       return cudnnConvolutionBackwardData(h, &kOne, w_.get(), wt.data(), yc_.get(),
                                                            y.data(), conv_.get(), a, ws, bytes,
-                                                           &kZero, x_.get(), x.data());
+                                                           &kZero, xc_.get(), x.data());
                      }));
 
     EASEL_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max_count));
     std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> bwd_w(
         static_cast<size_t>(std::max(max_count, 1)));
     EASEL_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-        h, x_.get(), y_.get(), conv_.get(), w_.get(), max_count, &count, bwd_w.data()));
-    EASEL_ASSIGN_OR_RETURN(
-        auto bw, pick(
-                     "backward-filter", bwd_w, count, ctx_,
-                     [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* bytes) {
-                       return cudnnGetConvolutionBackwardFilterWorkspaceSize(
-                           h, x_.get(), y_.get(), conv_.get(), w_.get(), a, bytes);
-                     },
-                     [&](cudnnConvolutionBwdFilterAlgo_t a, void* ws, size_t bytes) {
-                       return cudnnConvolutionBackwardFilter(h, &kOne, x_.get(), x.data(), y_.get(),
-                                                             y.data(), conv_.get(), a, ws, bytes,
-                                                             &kZero, w_.get(), wt.data());
-                     }));
+        h, xc_.get(), yc_.get(), conv_.get(), w_.get(), max_count, &count, bwd_w.data()));
+    EASEL_ASSIGN_OR_RETURN(auto bw,
+                           pick(
+                               "backward-filter", bwd_w, count, ctx_, precision_ != Precision::fp32,
+                               [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* bytes) {
+                                 return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                                     h, xc_.get(), yc_.get(), conv_.get(), w_.get(), a, bytes);
+                               },
+                               [&](cudnnConvolutionBwdFilterAlgo_t a, void* ws, size_t bytes) {
+                                 return cudnnConvolutionBackwardFilter(
+                                     h, &kOne, xc_.get(), x.data(), yc_.get(), y.data(),
+                                     conv_.get(), a, ws, bytes, &kZero, w_.get(), wt.data());
+                               }));
 
     fwd_algo_ = f.algo;
     bwd_data_algo_ = bd.algo;
@@ -323,10 +373,14 @@ class CudnnConv final : public Op {
   }
 
   CudaContext& ctx_;
-  const bool ohwi_;  // the filter descriptor is NHWC (ohwi): weights transposed each step
-  const Shape4 o_;   // dst shape
+  const bool ohwi_;            // the filter descriptor is NHWC (ohwi): weights transposed each step
+  const Shape4 o_;             // dst shape
+  const Precision precision_;  // the context's, or fp32 where cuDNN had nothing at it
+  const bool bf16_;            // the convolutions read and write bf16 copies
+  const cudnnDataType_t dt_;   // what they read and write: bf16 or float
   int64_t icg_ = 0, w_count_ = 0;
-  TensorDesc x_, y_, bias_;  // src (and diff_src), dst (and diff_dst), bias {1, oc, 1, 1}
+  TensorDesc y_, bias_;  // dst (and diff_dst) and bias {1, oc, 1, 1} in f32: bias add, gradient
+  TensorDesc xc_, yc_;   // src (diff_src) and dst (diff_dst) as the convolutions see them (dt_)
   FilterDesc w_;
   ConvDesc conv_;
   cudnnConvolutionFwdAlgo_t fwd_algo_{};
@@ -336,11 +390,25 @@ class CudnnConv final : public Op {
   size_t workspace_bytes_ = 0;
   Buffer masked_;      // fused ReLU: diff_dst where dst > 0, else 0 (dst's shape and layout)
   Buffer w_t_, dw_t_;  // ohwi: the weights and their gradient in the filter's layout
+  // bf16: src (kept from forward for backward-filter), diff_src, dst and then diff_dst, the
+  // weights (in the filter's layout) and their gradient.
+  Buffer x_bf_, dx_bf_, y_bf_, w_bf_, dw_bf_;
   std::string impl_;
 };
 
+// At the context's precision; where cuDNN has no usable algorithm at tf32/bf16 for the shape
+// (bf16 wants channel counts its tensor-core kernels take), the last row of the list for the
+// layout (the ohwi filter for nhwc, the oihw one for nchw) computes fp32 and says so once.
 Result<std::unique_ptr<Op>> make(CudaContext& ctx, const OpDesc& d, bool ohwi) {
-  auto op = std::make_unique<CudnnConv>(ctx, d, ohwi);
+  const bool last_row = ohwi || d.layout == Layout::nchw;
+  auto op = std::make_unique<CudnnConv>(ctx, d, ohwi, ctx.precision);
+  Status s = op->init();
+  if (s.ok()) return std::unique_ptr<Op>(std::move(op));
+  if (ctx.precision == Precision::fp32 || !last_row || s.code() != Code::unavailable) return s;
+  log_once(LogLevel::info, "cuda", "precision-fallback:" + describe_op(d),
+           std::string("--precision ") + precision_name(ctx.precision) + ": " + describe_op(d) +
+               " stays fp32 (" + s.message() + ")");
+  op = std::make_unique<CudnnConv>(ctx, d, ohwi, Precision::fp32);
   EASEL_RETURN_IF_ERROR(op->init());
   return std::unique_ptr<Op>(std::move(op));
 }

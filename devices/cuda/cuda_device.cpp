@@ -112,6 +112,8 @@ class CudaDevice final : public Device {
     EASEL_CUBLAS_RETURN_IF_ERROR(blas->create(&ctx_.cublas));
     EASEL_CUBLAS_RETURN_IF_ERROR(blas->set_stream(ctx_.cublas, ctx_.stream));
     EASEL_CUBLAS_RETURN_IF_ERROR(blas->set_pointer_mode(ctx_.cublas, CUBLAS_POINTER_MODE_HOST));
+    // fp32 keeps cuBLAS's pedantic-free default (FMA, no tensor cores for sgemm); the inner
+    // products ask for TF32 or bf16 explicitly through cublasGemmEx's compute type.
     kernels_ = make_cuda_arena_kernels(ctx_);
     // The communication stream, its own kernels (comm_ctx_: ctx_ on that stream) and the events
     // between the two streams.
@@ -270,10 +272,16 @@ Result<std::unique_ptr<Device>> make_cuda_device(int ordinal, Precision precisio
     return invalid_argument("--device: cuda:" + std::to_string(ordinal) + " does not exist (" +
                             std::to_string(gpus.size()) + " GPU(s): cuda:0.." +
                             std::to_string(gpus.size() - 1) + ")");
-  if (precision == Precision::bf16)
-    log_once(LogLevel::warn, "cuda", "bf16",
-             "--precision bf16: the CUDA device computes in fp32 (its bf16 path is not built)");
-  return std::unique_ptr<Device>(std::make_unique<CudaDevice>(ordinal, Precision::fp32));
+  // TF32 and bf16 tensor cores came with compute capability 8.0 (A100); before it cuDNN and
+  // cuBLAS would quietly compute fp32 (tf32) or emulate bf16 slowly.
+  const GpuInfo& g = gpus[static_cast<size_t>(ordinal)];
+  if (precision != Precision::fp32 && g.cc_major < 8)
+    return invalid_argument(std::string("--precision ") + precision_name(precision) +
+                            ": cuda:" + std::to_string(ordinal) + " (" + g.name +
+                            ", compute capability " + std::to_string(g.cc_major) + "." +
+                            std::to_string(g.cc_minor) + ") has no " + precision_name(precision) +
+                            " tensor cores (8.0 and later); use fp32");
+  return std::unique_ptr<Device>(std::make_unique<CudaDevice>(ordinal, precision));
 }
 
 }  // namespace easel

@@ -42,9 +42,11 @@ constexpr CudaOpImpl kOpImpls[] = {
 
 Result<std::unique_ptr<Op>> make_cuda_op(CudaContext& ctx, const OpDesc& desc) {
   if (std::string why = validate(desc); !why.empty()) return invalid_argument(why);
-  if (ctx.precision == Precision::bf16)
-    log_once(LogLevel::warn, "cuda", "bf16-ops",
-             "--precision bf16: the CUDA ops have no bf16 kernels; they compute in fp32");
+  if (ctx.precision != Precision::fp32)
+    log_once(LogLevel::info, "cuda", "precision-ops",
+             std::string("--precision ") + precision_name(ctx.precision) +
+                 ": convolutions (cuDNN) and inner products (cuBLAS) on tensor cores with f32 "
+                 "accumulation; pooling, normalization, the loss and the update stay fp32");
   std::string refusals;  // every reason, for the error when nothing applies
   Code code = Code::internal;
   for (const CudaOpImpl& impl : kOpImpls) {

@@ -30,16 +30,32 @@ class CublasInnerProduct final : public Op {
     if (desc_.fused_relu) {
       EASEL_ASSIGN_OR_RETURN(masked_, device_array<float>(n_ * oc_));
     }
+    if (ctx_.precision == Precision::bf16) {
+      EASEL_ASSIGN_OR_RETURN(src_bf_, device_array<uint16_t>(n_ * k_));
+      EASEL_ASSIGN_OR_RETURN(w_bf_, device_array<uint16_t>(oc_ * k_));
+      EASEL_ASSIGN_OR_RETURN(g_bf_, device_array<uint16_t>(n_ * oc_));
+    }
     return {};
   }
-  std::string impl() const override { return "cublas:sgemm"; }
+  std::string impl() const override {
+    switch (ctx_.precision) {
+      case Precision::tf32:
+        return "cublas:gemm-ex(tf32 tensor ops, f32 accumulation)";
+      case Precision::bf16:
+        return "cublas:gemm-ex(bf16 operands, f32 accumulation and output)";
+      case Precision::fp32:
+        break;
+    }
+    return "cublas:sgemm";
+  }
 
   void forward(const float* src, float* dst, std::span<const float* const> weights,
                bool /*training*/) override {
+    // bf16: the operands' copies, src kept for backward-weights, W for backward-data.
+    const void* w = bf16_copy(weights[0], w_bf_, oc_ * k_);
+    const void* x = bf16_copy(src, src_bf_, n_ * k_);
     // dst^T[oc, N] = (W^T[K, oc])^T * src^T[K, N]
-    EASEL_CUBLAS_CHECK(cublas_dyn::api().sgemm(ctx_.cublas, CUBLAS_OP_T, CUBLAS_OP_N, oc(), n(),
-                                               k(), &kOne, weights[0], k(), src, k(), &kZero, dst,
-                                               oc()));
+    gemm(CUBLAS_OP_T, CUBLAS_OP_N, oc(), n(), k(), w, k(), x, k(), dst, oc());
     cuda_kernels::add_bias_relu_rows(ctx_.stream, dst, desc_.bias ? weights[1] : nullptr, n_, oc_,
                                      desc_.fused_relu);
   }
@@ -52,16 +68,16 @@ class CublasInnerProduct final : public Op {
       cuda_kernels::relu_backward(ctx_.stream, dst, diff_dst, masked_.as<float>(), n_ * oc_);
       g = masked_.as<float>();
     }
+    const void* gc = bf16_copy(g, g_bf_, n_ * oc_);
+    const bool bf16 = ctx_.precision == Precision::bf16;
+    const void* x = bf16 ? src_bf_.data() : static_cast<const void*>(src);
+    const void* w = bf16 ? w_bf_.data() : static_cast<const void*>(weights[0]);
     // diff_W[oc, K] = g^T * src, i.e. diff_W^T[K, oc] = src^T[K, N] * (g^T[oc, N])^T
-    EASEL_CUBLAS_CHECK(cublas_dyn::api().sgemm(ctx_.cublas, CUBLAS_OP_N, CUBLAS_OP_T, k(), oc(),
-                                               n(), &kOne, src, k(), g, oc(), &kZero,
-                                               diff_weights[0], k()));
+    gemm(CUBLAS_OP_N, CUBLAS_OP_T, k(), oc(), n(), x, k(), gc, oc(), diff_weights[0], k());
     if (desc_.bias) cuda_kernels::column_sums(ctx_.stream, g, n_, oc_, diff_weights[1]);
     if (diff_src == nullptr) return;
     // diff_src[N, K] = g * W, i.e. diff_src^T[K, N] = W^T[K, oc] * g^T[oc, N]
-    EASEL_CUBLAS_CHECK(cublas_dyn::api().sgemm(ctx_.cublas, CUBLAS_OP_N, CUBLAS_OP_N, k(), n(),
-                                               oc(), &kOne, weights[0], k(), g, oc(), &kZero,
-                                               diff_src, k()));
+    gemm(CUBLAS_OP_N, CUBLAS_OP_N, k(), n(), oc(), w, k(), gc, oc(), diff_src, k());
   }
 
  private:
@@ -69,9 +85,42 @@ class CublasInnerProduct final : public Op {
   int k() const { return static_cast<int>(k_); }
   int oc() const { return static_cast<int>(oc_); }
 
+  // In bf16, `from` rounded into `to` (returned); else `from` itself.
+  const void* bf16_copy(const float* from, Buffer& to, int64_t count) {
+    if (ctx_.precision != Precision::bf16) return from;
+    cuda_kernels::to_bf16(ctx_.stream, from, to.as<uint16_t>(), count);
+    return to.data();
+  }
+
+  // c (column-major, f32) = op(a) * op(b) in the device's precision: fp32 sgemm (FMA, the bits
+  // the tests pin); tf32 cublasGemmEx on the f32 operands with CUBLAS_COMPUTE_32F_FAST_TF32;
+  // bf16 cublasGemmEx on bf16 operands with CUBLAS_COMPUTE_32F (f32 accumulation and output).
+  void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* a, int lda,
+            const void* b, int ldb, float* c, int ldc) {
+    const cublas_dyn::Api& blas = cublas_dyn::api();
+    switch (ctx_.precision) {
+      case Precision::fp32:
+        EASEL_CUBLAS_CHECK(blas.sgemm(ctx_.cublas, ta, tb, m, n, k, &kOne,
+                                      static_cast<const float*>(a), lda,
+                                      static_cast<const float*>(b), ldb, &kZero, c, ldc));
+        return;
+      case Precision::tf32:
+        EASEL_CUBLAS_CHECK(blas.gemm_ex(ctx_.cublas, ta, tb, m, n, k, &kOne, a, CUDA_R_32F, lda, b,
+                                        CUDA_R_32F, ldb, &kZero, c, CUDA_R_32F, ldc,
+                                        CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
+        return;
+      case Precision::bf16:
+        EASEL_CUBLAS_CHECK(blas.gemm_ex(ctx_.cublas, ta, tb, m, n, k, &kOne, a, CUDA_R_16BF, lda, b,
+                                        CUDA_R_16BF, ldb, &kZero, c, CUDA_R_32F, ldc,
+                                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        return;
+    }
+  }
+
   CudaContext& ctx_;
   int64_t n_, k_, oc_;
-  Buffer masked_;  // fused ReLU: diff_dst where dst > 0, else 0 [N, oc]
+  Buffer masked_;                // fused ReLU: diff_dst where dst > 0, else 0 [N, oc]
+  Buffer src_bf_, w_bf_, g_bf_;  // bf16: src [N, K], W [oc, K], the gradient [N, oc]
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -175,12 +224,12 @@ Result<std::unique_ptr<Op>> make_own_dropout(CudaContext& ctx, const OpDesc& d) 
   return with_init(std::make_unique<OwnDropout>(ctx, d));
 }
 
-Status make_tensor_desc(TensorDesc& t, const Shape4& s, Layout l) {
+Status make_tensor_desc(TensorDesc& t, const Shape4& s, Layout l, cudnnDataType_t type) {
   if (!fits_int(s.n) || !fits_int(s.c) || !fits_int(s.h) || !fits_int(s.w) || !fits_int(s.count()))
     return unavailable("tensor " + s.to_string() + " is beyond cuDNN's int sizes");
   EASEL_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(t.out()));
   EASEL_CUDNN_RETURN_IF_ERROR(cudnnSetTensor4dDescriptor(
-      t.get(), l == Layout::nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+      t.get(), l == Layout::nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, type,
       static_cast<int>(s.n), static_cast<int>(s.c), static_cast<int>(s.h), static_cast<int>(s.w)));
   return {};
 }

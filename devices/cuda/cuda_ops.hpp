@@ -43,9 +43,10 @@ inline bool fits_int(int64_t v) {
   return v >= 0 && v <= std::numeric_limits<int>::max();
 }
 
-// Creates `t` as a dense float tensor of shape s in layout l. Fails (unavailable) when the
-// tensor is too large for cuDNN's int sizes.
-Status make_tensor_desc(TensorDesc& t, const Shape4& s, Layout l);
+// Creates `t` as a dense tensor of `type` (float unless said), shape s, layout l. Fails
+// (unavailable) when the tensor is too large for cuDNN's int sizes.
+Status make_tensor_desc(TensorDesc& t, const Shape4& s, Layout l,
+                        cudnnDataType_t type = CUDNN_DATA_FLOAT);
 
 // Device memory for `count` elements of T, or the allocator's reason.
 template <typename T>

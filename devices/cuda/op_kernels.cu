@@ -2,6 +2,8 @@
 // loops over int64 indices in memory order; every launch checked. The pooling and LRN kernels
 // reproduce devices/cpu/ref_ops.cpp (Caffe's semantics): the gradients are gathers in the
 // reference's summation order, so that max pooling matches it bit for bit.
+#include <cuda_bf16.h>
+
 #include <cfloat>
 #include <cstdint>
 
@@ -78,6 +80,16 @@ __global__ void relu_backward_kernel(const float* dst, const float* diff_dst, fl
                                      int64_t count) {
   for (int64_t i = first_index(); i < count; i += grid_stride())
     diff_src[i] = dst[i] > 0.f ? diff_dst[i] : 0.f;
+}
+
+__global__ void to_bf16_kernel(const float* src, uint16_t* dst, int64_t count) {
+  for (int64_t i = first_index(); i < count; i += grid_stride())
+    dst[i] = __bfloat16_as_ushort(__float2bfloat16_rn(src[i]));
+}
+
+__global__ void from_bf16_kernel(const uint16_t* src, float* dst, int64_t count) {
+  for (int64_t i = first_index(); i < count; i += grid_stride())
+    dst[i] = __bfloat162float(__ushort_as_bfloat16(src[i]));
 }
 
 __global__ void add_bias_relu_rows_kernel(float* x, const float* bias, int64_t rows, int64_t cols,
@@ -592,6 +604,18 @@ void relu_backward(cudaStream_t stream, const float* dst, const float* diff_dst,
                    int64_t count) {
   if (count <= 0) return;
   relu_backward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(dst, diff_dst, diff_src, count);
+  EASEL_CUDA_CHECK(cudaGetLastError());
+}
+
+void to_bf16(cudaStream_t stream, const float* src, uint16_t* dst, int64_t count) {
+  if (count <= 0) return;
+  to_bf16_kernel<<<blocks_for(count), kThreads, 0, stream>>>(src, dst, count);
+  EASEL_CUDA_CHECK(cudaGetLastError());
+}
+
+void from_bf16(cudaStream_t stream, const uint16_t* src, float* dst, int64_t count) {
+  if (count <= 0) return;
+  from_bf16_kernel<<<blocks_for(count), kThreads, 0, stream>>>(src, dst, count);
   EASEL_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -27,6 +27,10 @@ void add_bias_relu_rows(cudaStream_t stream, float* x, const float* bias, int64_
                         int64_t cols, bool relu);
 // out[c] <- sum over r of x[r, c], summed in row order (the reference's order).
 void column_sums(cudaStream_t stream, const float* x, int64_t rows, int64_t cols, float* out);
+// bfloat16 copies (uint16_t: the upper half of an IEEE float) for the bf16 precision:
+// dst[i] <- src[i] rounded to nearest even (NaN stays NaN); and back, exactly.
+void to_bf16(cudaStream_t stream, const float* src, uint16_t* dst, int64_t count);
+void from_bf16(cudaStream_t stream, const uint16_t* src, float* dst, int64_t count);
 // Filter {o, i, kh, kw} <-> {o, kh, kw, i}: to_ohwi converts oihw -> ohwi, else ohwi -> oihw.
 void transpose_filter(cudaStream_t stream, const float* src, float* dst, int64_t o, int64_t i,
                       int64_t kh, int64_t kw, bool to_ohwi);

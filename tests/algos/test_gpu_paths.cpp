@@ -6,8 +6,10 @@
 // CPU run bit for bit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <map>
 #include <optional>
 
 #include "algos/comm_list.hpp"
@@ -101,6 +103,39 @@ TEST(GpuPaths, MsgdResidentEqualsCpu) {
   expect_same(r);
   EXPECT_GT(r.kernel_calls, 0) << "resident weights must be updated by the device's kernels";
   EXPECT_EQ(r.gpu.info.device, "cuda:0");
+}
+
+// --precision tf32 and bf16 on the stand-in: its convolutions and inner products round their
+// inputs as tensor cores do (devices/ref_precision.hpp), so each precision trains to weights of
+// its own, close to fp32's: within a few bf16 roundings per step over 40 steps.
+TEST(GpuPaths, ReducedPrecisionsRoundOnTheStandIn) {
+  g_gpu_count = 2;
+  std::map<Precision, TrainSummary> runs;
+  for (Precision p : {Precision::fp32, Precision::tf32, Precision::bf16}) {
+    TrainConfig g = config("sync-sgd", "cuda");
+    g.plan.groups = "2";
+    g.precision = p;
+    auto r = train(g, small_data(), nullptr, fake_backend());
+    ASSERT_TRUE(r.ok()) << precision_name(p) << ": " << r.status().to_string();
+    runs[p] = std::move(r).value();
+  }
+  const std::vector<float>& w32 = runs[Precision::fp32].final_weights;
+  ASSERT_FALSE(w32.empty());
+  float scale = 0;
+  for (float x : w32)
+    scale = std::max(scale, std::fabs(x));
+  for (Precision p : {Precision::tf32, Precision::bf16}) {
+    const std::vector<float>& w = runs[p].final_weights;
+    ASSERT_EQ(w.size(), w32.size());
+    EXPECT_NE(w, w32) << precision_name(p) << " must round (the stand-in computed fp32)";
+    float worst = 0;
+    for (size_t i = 0; i < w.size(); ++i)
+      worst = std::max(worst, std::fabs(w[i] - w32[i]));
+    EXPECT_LT(worst, 0.05f * scale) << precision_name(p);
+    EXPECT_NEAR(runs[p].test_accuracy, runs[Precision::fp32].test_accuracy, 0.1)
+        << precision_name(p);
+  }
+  EXPECT_NE(runs[Precision::tf32].final_weights, runs[Precision::bf16].final_weights);
 }
 
 TEST(GpuPaths, SyncSgdResidentEqualsCpu) {

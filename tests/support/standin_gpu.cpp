@@ -1,6 +1,8 @@
 // The stand-in GPU (standin_gpu.hpp).
 #include "tests/support/standin_gpu.hpp"
 
+#include "devices/ref_precision.hpp"
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -363,8 +365,9 @@ std::vector<FakeGpu*> devices_of(int unit) {
   return out;
 }
 
-FakeGpu::FakeGpu(int unit)
+FakeGpu::FakeGpu(int unit, Precision precision)
     : unit_(unit),
+      precision_(precision),
       cpu_(make_cpu_device(ImplChoice::ref)),
       kernels_(std::make_unique<CountingKernels>(
           this, [this](std::function<void()> fn) { compute_.push(std::move(fn)); })),
@@ -400,6 +403,8 @@ Result<std::unique_ptr<Op>> FakeGpu::make_op(const OpDesc& d) {
     return unavailable(describe_op(d) +
                        ": no CUDA implementation applies (the within-channel LRN region)");
   EASEL_ASSIGN_OR_RETURN(std::unique_ptr<Op> op, cpu_->make_op(d));
+  // tf32/bf16: the convolutions and inner products round their inputs as tensor cores do.
+  op = with_rounded_inputs(std::move(op), precision_);
   return std::unique_ptr<Op>(std::make_unique<CheckedOp>(std::move(op), this));
 }
 
@@ -455,8 +460,8 @@ namespace {
 Result<int> fake_gpu_count() {
   return g_gpu_count;
 }
-Result<std::unique_ptr<Device>> make_fake_gpu(int unit, ImplChoice, Precision) {
-  return std::unique_ptr<Device>(std::make_unique<FakeGpu>(unit));
+Result<std::unique_ptr<Device>> make_fake_gpu(int unit, ImplChoice, Precision precision) {
+  return std::unique_ptr<Device>(std::make_unique<FakeGpu>(unit, precision));
 }
 
 // The stand-in NCCL: the shared-memory Comm, in the devices' stream order. Its collectives run

@@ -79,7 +79,8 @@ std::vector<FakeGpu*> devices_of(int unit);
 
 class FakeGpu final : public Device {
  public:
-  explicit FakeGpu(int unit);
+  // precision: tf32/bf16 round the inputs of convolutions and inner products as tensor cores do.
+  explicit FakeGpu(int unit, Precision precision = Precision::fp32);
   ~FakeGpu() override;
   std::string name() const override { return "cuda:" + std::to_string(unit_); }
   MemKind memory() const override { return MemKind::device; }
@@ -113,6 +114,7 @@ class FakeGpu final : public Device {
 
  private:
   int unit_;
+  Precision precision_;
   std::unique_ptr<Device> cpu_;
   Stream compute_, comm_;
   std::unique_ptr<ArenaKernels> kernels_, comm_kernels_;

@@ -60,6 +60,27 @@ TEST(Cli, HelpListsEveryFlagWithItsDefault) {
   EXPECT_NE(o.out.find("0.01"), std::string::npos);        // default lr shown
 }
 
+// --precision on the CPU: tf32 and an unknown name refused in one line, exit 2, before any
+// data is read; bf16 either trains or is refused with the probe's measured rates.
+TEST(Cli, PrecisionOnTheCpu) {
+  Out o = easel(std::string("train") + kTiny + " --precision tf32");
+  EXPECT_EQ(o.code, 2) << o.err;
+  EXPECT_NE(o.err.find("--precision tf32: TF32 is the tensor-core format"), std::string::npos)
+      << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  o = easel(std::string("train") + kTiny + " --precision fp16");
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("expected fp32, tf32 or bf16"), std::string::npos) << o.err;
+  const fs::path out = tmp_dir("bf16");
+  o = easel(std::string("train") + kTiny + " --precision bf16 --out " + out.string());
+  if (o.code != 0) {
+    EXPECT_EQ(o.code, 2) << o.err;
+    EXPECT_TRUE(o.err.find("bf16 cannot pay") != std::string::npos ||
+                o.err.find("no native bf16") != std::string::npos)
+        << o.err;
+  }
+}
+
 TEST(Cli, BadFlagsAreOneLineErrors) {
   for (const char* args :
        {"train --no-such-flag", "train --batch abc", "train --batch 0", "train --lr -1",

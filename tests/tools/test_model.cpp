@@ -4,6 +4,9 @@
 // overlap cut the exchange); `easel model --json` and `easel plan` through the program.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
+
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -124,6 +127,38 @@ TEST(Machine, BadDescriptionsNameFileAndKey) {
   auto syntax = parse_machine("[machine\n", "syntax.toml");
   ASSERT_FALSE(syntax.ok());
   EXPECT_EQ(syntax.status().message().rfind("syntax.toml:", 0), 0u);
+}
+
+// --precision: the machine's rate for it divides the step's flops; a machine without the rate
+// refuses in one line naming the file and the key; plan's "all" ranks every precision it has.
+TEST(Model, PrecisionUsesTheMachinesRate) {
+  auto a100 = load_machine(machines_dir() + "gpu8-a100-pcie.toml");
+  ASSERT_TRUE(a100.ok()) << a100.status().message();
+  EXPECT_DOUBLE_EQ(a100->compute_rate("tf32"), 156000);
+  EXPECT_DOUBLE_EQ(a100->compute_rate("bf16"), 312000);
+  ModelRequest r = request("alexnet-cifar", "msgd", 1);
+  std::map<std::string, double> step;
+  for (const char* p : {"fp32", "tf32", "bf16"}) {
+    r.precision = p;
+    auto pred = predict(*a100, r);
+    ASSERT_TRUE(pred.ok()) << p << ": " << pred.status().message();
+    step[p] = pred->step_seconds;
+  }
+  EXPECT_LT(step["tf32"], step["fp32"]);
+  EXPECT_LT(step["bf16"], step["tf32"]);
+  auto knl = load_machine(machines_dir() + "knl-7250.toml");
+  r.precision = "bf16";
+  auto none = predict(*knl, r);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("bf16_gflops"), std::string::npos);
+  r.precision = "all";
+  auto rows = plan_partitions(*a100, r, 100);
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  std::set<std::string> seen;
+  for (const PlanRow& row : *rows)
+    seen.insert(row.precision);
+  EXPECT_EQ(seen, (std::set<std::string>{"fp32", "tf32", "bf16"}));
+  EXPECT_NE(rows->front().precision, "fp32");
 }
 
 TEST(Model, OneGroupIsAllCompute) {

@@ -6,7 +6,8 @@
 // the loss and the update.
 //
 //   bench_step [--net lenet] [--batch 64] [--steps 300] [--block 10] [--cpu 0] [--layers]
-//              [--layout nhwc] VARIANT...
+//              [--layout nhwc] [--input CxHxW] VARIANT...
+// --input: the images' shape (default 3x32x32 for the cifar nets, else 1x28x28).
 // VARIANT: fp32 | bf16 | ref, optionally followed by ",bwd=native|flip|blocked|gemm" (conv data
 // gradient strategy). Default: fp32.
 #include <omp.h>
@@ -91,7 +92,7 @@ bool parse_variant(const std::string& s, Variant& v) {
 
 // The command line, parsed.
 struct Options {
-  std::string net_name = "lenet", layout_name = "nhwc";
+  std::string net_name = "lenet", layout_name = "nhwc", input;
   int64_t batch = 64, steps = 300, block = 10;
   int cpu = 0;  // pinned to it when >= 0
   bool layers = false;
@@ -104,7 +105,7 @@ bool parse_args(int argc, char** argv, Options& o) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool valued = a == "--net" || a == "--batch" || a == "--steps" || a == "--block" ||
-                        a == "--cpu" || a == "--layout";
+                        a == "--cpu" || a == "--layout" || a == "--input";
     if (valued && i + 1 >= argc) {
       std::fprintf(stderr, "bench_step: %s needs a value\n", a.c_str());
       return false;
@@ -121,6 +122,8 @@ bool parse_args(int argc, char** argv, Options& o) {
       o.cpu = std::atoi(argv[++i]);
     } else if (a == "--layout") {
       o.layout_name = argv[++i];
+    } else if (a == "--input") {
+      o.input = argv[++i];
     } else if (a == "--layers") {
       o.layers = true;
     } else {
@@ -306,6 +309,17 @@ int run(int argc, char** argv) {
   const Layout layout = o.layout_name == "nchw" ? Layout::nchw : Layout::nhwc;
   ModelInput in;
   if (o.net_name.rfind("cifar", 0) == 0) in = {3, 32, 32, 10};
+  if (!o.input.empty()) {
+    long long c = 0, h = 0, w = 0;
+    if (std::sscanf(o.input.c_str(), "%lldx%lldx%lld", &c, &h, &w) != 3 || c <= 0 || h <= 0 ||
+        w <= 0) {
+      std::fprintf(stderr, "bench_step: --input '%s' is not CxHxW\n", o.input.c_str());
+      return 2;
+    }
+    in.channels = c;
+    in.height = h;
+    in.width = w;
+  }
   auto spec = build_model(o.net_name, in);
   if (!spec.ok()) {
     std::fprintf(stderr, "bench_step: %s\n", spec.status().to_string().c_str());

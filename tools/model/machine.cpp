@@ -235,11 +235,16 @@ Result<Machine> read(Reader& r, const std::string& origin) {
     return r.error("machine.devices", "only a gpu machine has devices", mt->get("devices"));
 
   EASEL_ASSIGN_OR_RETURN(const toml::table* ct, r.table(root, "", "compute", true));
-  EASEL_RETURN_IF_ERROR(r.only(*ct, "compute",
-                               {"peak_gflops", "efficiency", "serial_fraction", "contention",
-                                "oversubscription_overhead", "oversubscribed_wait", "source"}));
+  EASEL_RETURN_IF_ERROR(
+      r.only(*ct, "compute",
+             {"peak_gflops", "tf32_gflops", "bf16_gflops", "efficiency", "serial_fraction",
+              "contention", "oversubscription_overhead", "oversubscribed_wait", "source"}));
   EASEL_ASSIGN_OR_RETURN(m.peak_gflops, r.number(*ct, "compute", "peak_gflops", 1e-3, 1e7, true));
   EASEL_ASSIGN_OR_RETURN(m.efficiency, r.number(*ct, "compute", "efficiency", 1e-3, 1, true));
+  EASEL_ASSIGN_OR_RETURN(m.tf32_gflops,
+                         r.number(*ct, "compute", "tf32_gflops", 1e-3, 1e8, false, 0));
+  EASEL_ASSIGN_OR_RETURN(m.bf16_gflops,
+                         r.number(*ct, "compute", "bf16_gflops", 1e-3, 1e8, false, 0));
   EASEL_ASSIGN_OR_RETURN(m.serial_fraction,
                          r.number(*ct, "compute", "serial_fraction", 0, 1, false, 0));
   EASEL_ASSIGN_OR_RETURN(m.contention, r.number(*ct, "compute", "contention", 0.5, 100, false, 1));

@@ -69,6 +69,14 @@ struct Machine {
   // layers reach, and how a group's step scales with its threads (Amdahl: T / (1 + s (T-1))).
   double peak_gflops = 0;
   double efficiency = 0.5;
+  // The same peak at the reduced precisions (tensor cores, AMX, AVX512_BF16), 0 where the
+  // machine has none: [compute] tf32_gflops, bf16_gflops. The model's step at --precision p
+  // divides its flops by p's rate (compute_rate()).
+  double tf32_gflops = 0, bf16_gflops = 0;
+  // peak_gflops, tf32_gflops or bf16_gflops by name ("fp32", "tf32", "bf16"); 0: none.
+  double compute_rate(const std::string& precision) const {
+    return precision == "tf32" ? tf32_gflops : precision == "bf16" ? bf16_gflops : peak_gflops;
+  }
   double serial_fraction = 0;
   // Several groups at once: the slowdown of one group's step when every core runs a group
   // (memory and cache contention; 1 = none), and the extra cost of sharing a core among several

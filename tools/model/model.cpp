@@ -78,7 +78,7 @@ double step_seconds(const Machine& m, const ModelRequest& req, Prediction& out) 
   const double flops = req.cost.train_flops * b;
   if (m.gpu) {
     out.compute_source = "described";
-    const double t = flops / (m.peak_gflops * kGB * m.efficiency) +
+    const double t = flops / (m.compute_rate(req.precision) * kGB * m.efficiency) +
                      step_bytes(req) / (m.device.bandwidth_gbs * kGB);
     // The batch crosses the host link every step (all co-design steps keep that).
     return t + m.host_device.seconds(b * static_cast<double>(req.input_floats) * 4);
@@ -92,7 +92,9 @@ double step_seconds(const Machine& m, const ModelRequest& req, Prediction& out) 
   const NetCalibration* cal = m.calibration(req.net);
   if (cal != nullptr && req.placement != "hbw") {
     out.compute_source = "calibrated";
-    t = cal->step_seconds * b / static_cast<double>(cal->batch) / speedup;
+    // Calibrated at fp32: another precision scales it by the rates' ratio.
+    t = cal->step_seconds * b / static_cast<double>(cal->batch) / speedup * m.peak_gflops /
+        m.compute_rate(req.precision);
     if (cal->batch != req.batch)
       out.notes.push_back("the step was measured at batch " + std::to_string(cal->batch) +
                           ", scaled linearly to " + std::to_string(req.batch));
@@ -101,7 +103,7 @@ double step_seconds(const Machine& m, const ModelRequest& req, Prediction& out) 
       t *= 1 + (m.contention - 1) * (groups_at_once - 1) / static_cast<double>(m.cores - 1);
   } else {
     out.compute_source = "described";
-    const double t_flops = flops / (m.peak_gflops * kGB * m.efficiency) / speedup;
+    const double t_flops = flops / (m.compute_rate(req.precision) * kGB * m.efficiency) / speedup;
     // Memory: the group's threads stream at up to T cores' bandwidth, and all active cores
     // share the kind's bandwidth.
     const double bytes = step_bytes(req);
@@ -282,6 +284,11 @@ Status check(const Machine& m, const ModelRequest& req) {
                             "' (auto, tree, ring, halving-doubling, hierarchical or mpi)");
   if (req.sync_centre != "auto" && req.sync_centre != "master" && req.sync_centre != "allreduce")
     return invalid_argument("--sync-centre: '" + req.sync_centre + "' (auto, master or allreduce)");
+  if (req.precision != "fp32" && req.precision != "tf32" && req.precision != "bf16")
+    return invalid_argument("--precision: '" + req.precision + "' (fp32, tf32 or bf16)");
+  if (m.compute_rate(req.precision) <= 0)
+    return invalid_argument("--precision " + req.precision + ": " + m.file + " has no " +
+                            req.precision + " rate ([compute] " + req.precision + "_gflops)");
   if (req.reduce != "tree" && req.reduce != "serial")
     return invalid_argument("--reduce: '" + req.reduce + "' (tree or serial)");
   if (req.pack != "single" && req.pack != "per-layer")
@@ -485,10 +492,15 @@ Result<std::vector<PlanRow>> plan_partitions(const Machine& m, const ModelReques
         req.placement = row.fits_fast ? "hbw" : "dram";
       }
       if (!m.gpu && !m.hbw.present) req.placement = "dram";
-      EASEL_ASSIGN_OR_RETURN(row.p, predict(m, req));
       row.batch = req.batch;
-      row.seconds = static_cast<double>(iterations) * row.p.seconds_per_iteration;
-      rows.push_back(std::move(row));
+      for (const char* p : {"fp32", "tf32", "bf16"}) {
+        if (base.precision == "all" ? m.compute_rate(p) <= 0 : base.precision != p) continue;
+        req.precision = p;
+        row.precision = p;
+        EASEL_ASSIGN_OR_RETURN(row.p, predict(m, req));
+        row.seconds = static_cast<double>(iterations) * row.p.seconds_per_iteration;
+        rows.push_back(row);
+      }
     }
   }
   std::stable_sort(rows.begin(), rows.end(),

@@ -51,6 +51,9 @@ struct ModelRequest {
   // sync-easgd's centre across ranks: master (reduce + broadcast) or allreduce; auto: allreduce
   // across ranks.
   std::string sync_centre = "auto";
+  // The arithmetic of the step: fp32, tf32 or bf16 (the machine's rate for it; the bytes stay
+  // f32's, as easel keeps activations and the arena in f32).
+  std::string precision = "fp32";
 };
 
 struct Prediction {
@@ -78,6 +81,7 @@ struct PlanRow {
   int localities = 1;
   int groups = 1, threads = 1;
   int64_t batch = 0;  // per group: the node's batch split evenly
+  std::string precision = "fp32";
   Prediction p;
   double seconds = 0;              // to the budget
   double group_bytes = 0;          // one group's weights, gradients, momentum, activations
@@ -91,6 +95,7 @@ struct PlanRow {
 // with its groups, threads and base.batch split evenly over the groups (the node's batch per
 // iteration, as the paper's KNL partitions split theirs), placement hbw where P replicas fit in
 // the fast memory and dram otherwise; ranked by the time of `iterations` iterations.
+// base.precision "all": every precision the machine has a rate for, each partition at each.
 Result<std::vector<PlanRow>> plan_partitions(const Machine& m, const ModelRequest& base,
                                              int64_t iterations);
 

@@ -28,6 +28,7 @@ struct NetFlags {
   int64_t batch = 64;
   int64_t classes = 0;
   int tau = 1;
+  std::string precision = "fp32";
   bool json = false;
 };
 
@@ -66,6 +67,10 @@ void add_net_flags(CLI::App* c, NetFlags& f) {
                 "has 1000)")
       ->capture_default_str();
   c->add_option("--tau", f.tau, "EASGD communication period")->capture_default_str();
+  c->add_option("--precision", f.precision,
+                "arithmetic: fp32, tf32 or bf16 (the machine's [compute] rate for it); plan: "
+                "also all (every precision the machine has, ranked together)")
+      ->capture_default_str();
   c->add_flag("--json", f.json, "print one JSON object");
 }
 
@@ -93,6 +98,7 @@ Result<ModelRequest> net_request(const NetFlags& f) {
   req.algo = f.algo;
   req.batch = f.batch;
   req.tau = f.tau;
+  req.precision = f.precision;
   return req;
 }
 
@@ -157,6 +163,7 @@ int run_model(const ModelFlags& f) {
     j["groups"] = f.groups;
     j["threads_per_group"] = f.threads_per_group;
     j["tau"] = f.tau;
+    j["precision"] = f.precision;
     j["batch"] = f.batch;
     j["weight_bytes"] = 4.0 * static_cast<double>(req->cost.params);
     std::printf("%s\n", j.dump(2).c_str());
@@ -201,6 +208,7 @@ int run_plan(const PlanFlags& f) {
     for (const model::PlanRow& r : *rows) {
       json j = prediction_json(r.p);
       j["mode"] = r.mode;
+      j["precision"] = r.precision;
       j["localities"] = r.localities;
       j["groups"] = r.groups;
       j["threads_per_group"] = r.threads;
@@ -217,16 +225,16 @@ int run_plan(const PlanFlags& f) {
   }
   std::printf("easel plan: %s on %s, %s (split over the groups); %s (%s); fastest first\n",
               f.algo.c_str(), f.net.c_str(), budget.c_str(), m->name.c_str(), m->file.c_str());
-  std::printf("%-4s %-14s %6s %7s %5s %12s %10s %6s %6s %6s %9s %9s  %s\n", "rank", "mode",
-              "groups", "threads", "batch", "s/iteration", "seconds", "comp%", "comm%", "wait%",
-              "group MB", "fast MB", "fit");
+  std::printf("%-4s %-14s %-5s %6s %7s %5s %12s %10s %6s %6s %6s %9s %9s  %s\n", "rank", "mode",
+              "prec", "groups", "threads", "batch", "s/iteration", "seconds", "comp%", "comm%",
+              "wait%", "group MB", "fast MB", "fit");
   int rank = 1;
   for (const model::PlanRow& r : *rows)
-    std::printf("%-4d %-14s %6d %7d %5lld %12.5g %10.4g %6.1f %6.1f %6.1f %9.1f %9.1f  %s\n",
-                rank++, r.mode.c_str(), r.groups, r.threads, static_cast<long long>(r.batch),
-                r.p.seconds_per_iteration, r.seconds, 100 * r.p.compute_share, 100 * r.p.comm_share,
-                100 * r.p.wait_share, r.group_bytes / 1e6, r.hbw_bytes_per_group / 1e6,
-                r.fit_note.c_str());
+    std::printf("%-4d %-14s %-5s %6d %7d %5lld %12.5g %10.4g %6.1f %6.1f %6.1f %9.1f %9.1f  %s\n",
+                rank++, r.mode.c_str(), r.precision.c_str(), r.groups, r.threads,
+                static_cast<long long>(r.batch), r.p.seconds_per_iteration, r.seconds,
+                100 * r.p.compute_share, 100 * r.p.comm_share, 100 * r.p.wait_share,
+                r.group_bytes / 1e6, r.hbw_bytes_per_group / 1e6, r.fit_note.c_str());
   return 0;
 }
 
