@@ -273,9 +273,10 @@ constexpr SettingField kLr{SettingType::real,
 // --lr's help: the rule and every algorithm's default.
 std::string lr_help() {
   std::string h = "base learning rate eta, or auto: the algorithm's own (";
-  for (const AlgoLr& a : kAlgoDefaultLr)
-    h += std::string(a.algo) + " " + show_real(a.lr) + ", ";
-  return h + "others " + show_real(kDefaultLr) + "; docs/RESULTS.md)";
+  for (const AlgoEntry& a : algo_list())
+    h += std::string(a.name) + " " + show_real(a.default_lr) + ", ";
+  h.resize(h.size() - 2);
+  return h + "; docs/RESULTS.md)";
 }
 const std::string kLrHelp = lr_help();
 
@@ -303,10 +304,11 @@ constexpr SettingField kLogLevel{
 using T = TrainConfig;
 using R = OnResume;
 constexpr unsigned kTrain = kTrainCommand, kBoth = kTrainCommand | kTopologyCommand;
+constexpr unsigned kModel = kModelCommand, kPlan = kPlanCommand;
 
 // clang-format off
 const Setting kSettings[] = {
-  {"net", text<&T::net>(), kBoth, R::fixed,
+  {"net", text<&T::net>(), kBoth | kModel | kPlan, R::fixed,
    "a built-in net (easel list: lenet, resnet18, ...) or a net description file (a path with a "
    "'/' or ending in .toml; docs/NETS.md)"},
   {"data", text<&T::data>(), kBoth, R::fixed,
@@ -317,13 +319,13 @@ const Setting kSettings[] = {
    "padding), flip (random horizontal flip), normalize=NAME (cifar10, cifar100, imagenet, "
    "mnist, fashion-mnist) or mean=M/M/M,std=S/S/S; e.g. crop-pad=4,flip,normalize=cifar10 "
    "(the test set is normalised alike)"},
-  {"algo", kAlgo, kBoth, R::fixed,
+  {"algo", kAlgo, kBoth | kModel | kPlan, R::fixed,
    "algorithm (easel list; one-group algorithms plan one group)"},
   {"epochs", real<&T::epochs>(), kTrain, R::changeable,
    "epochs to train (ignored when --iterations > 0)"},
   {"iterations", integer<&T::iterations>(), kTrain, R::changeable,
    "iterations to train (each group steps once per iteration)"},
-  {"batch", integer<&T::batch>(), kBoth, R::fixed, "mini-batch size per group"},
+  {"batch", integer<&T::batch>(), kBoth | kModel | kPlan, R::fixed, "mini-batch size per group"},
   {"lr", kLr, kTrain, R::fixed, kLrHelp.c_str(), nullptr, "auto"},
   {"lr-policy", kLrPolicy, kTrain, R::fixed, "fixed, step, inv, exp, poly (Caffe's definitions)"},
   {"lr-gamma", real<&T::lr_gamma>(), kTrain, R::fixed, "gamma of the step, inv and exp policies"},
@@ -334,10 +336,10 @@ const Setting kSettings[] = {
    "momentum mu (msgd, sync-sgd, async-msgd) or the groups' delta (async-measgd, sync-easgd)"},
   {"weight-decay", real<&T::weight_decay>(), kTrain, R::fixed, "L2 weight decay"},
   {"seed", kSeed, kTrain, R::fixed, "seed of the initial weights, shuffling and dropout"},
-  {"groups", text<&T::plan, &PlanRequest::groups>(), kBoth, R::changeable,
+  {"groups", text<&T::plan, &PlanRequest::groups>(), kBoth | kModel, R::changeable,
    "worker groups: a count, 'auto' (one per core) or 'numa' (on --resume, only the EASGD "
    "algorithms may change it: new groups start from the centre)"},
-  {"threads-per-group", integer<&T::plan, &PlanRequest::threads_per_group>(), kBoth, R::fixed,
+  {"threads-per-group", integer<&T::plan, &PlanRequest::threads_per_group>(), kBoth | kModel, R::fixed,
    "threads in each group (0: derive)"},
   {"threads", integer<&T::plan, &PlanRequest::threads>(), kBoth, R::fixed,
    "total threads (0: all cores; with --groups or --cpus it must agree)"},
@@ -345,7 +347,7 @@ const Setting kSettings[] = {
    "explicit cpu list per group, e.g. '0-3;4-7' (sets the groups and their threads)"},
   {"oversubscribe", boolean<&T::plan, &PlanRequest::oversubscribe>(), kBoth, R::fixed,
    "allow more threads than cores"},
-  {"placement", kPlacement, kBoth, R::fixed,
+  {"placement", kPlacement, kBoth | kModel, R::fixed,
    "memory kind per buffer class: KIND or CLASS=KIND,... (classes: all, centre, weights, grads, "
    "momentum, activations, dataset; kinds: dram, hbw, hbw-preferred, interleave, and with "
    "--device cuda pinned-host for the data set)"},
@@ -369,14 +371,14 @@ const Setting kSettings[] = {
    "EASGD elastic coefficient rho: alpha = lr * rho (-1: unset)"},
   {"alpha", real<&T::alpha>(), kTrain, R::fixed,
    "fixed EASGD moving rate alpha (-1: unset; both unset: alpha = 0.9 / groups)"},
-  {"tau", integer<&T::tau>(), kTrain, R::fixed, "EASGD communication period (steps between exchanges)"},
+  {"tau", integer<&T::tau>(), kTrain | kModel | kPlan, R::fixed, "EASGD communication period (steps between exchanges)"},
   {"momentum-form", choice<kMomentumForms, &T::momentum_form>(), kTrain, R::fixed,
    "group momentum of async-measgd and sync-easgd: nesterov or heavy-ball"},
-  {"reduce", choice<kReduceModes, &T::reduce>(), kTrain, R::fixed,
+  {"reduce", choice<kReduceModes, &T::reduce>(), kTrain | kModel, R::fixed,
    "sync-easgd exchange: tree (collective) or serial (P exchanges)"},
-  {"pack", choice<kPackModes, &T::pack>(), kTrain, R::fixed,
+  {"pack", choice<kPackModes, &T::pack>(), kTrain | kModel, R::fixed,
    "exchange: single (one message over the arena) or per-layer"},
-  {"overlap", choice<kOnOff, &T::overlap>(), kTrain, R::fixed,
+  {"overlap", choice<kOnOff, &T::overlap>(), kTrain | kModel, R::fixed,
    "sync-easgd: overlap the centre exchange with the next step (on/off)"},
   {"exchange", choice<kSyncExchanges, &T::exchange>(), kTrain, R::fixed,
    "sync-easgd's exchange code: auto (the fastest that applies), comm (the Comm's, which "
@@ -428,6 +430,18 @@ LrSchedule lr_schedule(const TrainConfig& c, int64_t total_iterations) {
 }
 
 }  // namespace
+
+double default_lr(std::string_view algo) {
+  const AlgoEntry* a = find_algo(algo);
+  return a ? a->default_lr : 0;
+}
+
+const std::vector<AlgoLr> kAlgoDefaultLr = [] {
+  std::vector<AlgoLr> v;
+  for (const AlgoEntry& a : algo_list())
+    v.push_back({a.name, a.default_lr});
+  return v;
+}();
 
 std::span<const Setting> train_settings() {
   return kSettings;

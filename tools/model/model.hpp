@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "algos/list.hpp"
 #include "engine/status.hpp"
 #include "nets/graph.hpp"
 #include "tools/model/machine.hpp"
@@ -32,7 +33,7 @@ struct ModelRequest {
   int64_t input_floats = 0;  // one image: C x H x W
   int param_layers = 1;      // layers with parameters: the messages of --pack per-layer
   int64_t batch = 64;        // per group
-  std::string algo = "sync-easgd";
+  std::string algo = kDefaultAlgo;
   int groups = 1;
   int threads_per_group = 1;  // CPU machines
   int tau = 1;
