@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "algos/outer_ops.hpp"
 #include "algos/schedule.hpp"
 #include "engine/arena.hpp"
 #include "engine/comm/comm.hpp"
@@ -31,6 +32,8 @@ enum class PackMode { single, per_layer };  // one message over the arena vs one
 // Comm path); comm, the Comm path always (the one whose order, messages and overlap --reduce,
 // --pack and --overlap switch, one at a time); partitioned or mirrored, that fast exchange.
 enum class SyncExchange { automatic, comm, partitioned, mirrored };
+// The groups' own optimiser where an algorithm lets them choose (--optimizer; AlgoEntry::adamw).
+enum class Optimizer { msgd, adamw };
 
 // Hyper-parameters of the algorithms (DESIGN.md 4): eta = lr, alpha = eta * rho.
 struct AlgoParams {
@@ -46,6 +49,12 @@ struct AlgoParams {
   bool overlap = false;
   CollectiveAlgo collective = CollectiveAlgo::tree;
   SyncExchange exchange = SyncExchange::automatic;
+  // local-sgd, slowmo, diloco (algos/periodic.hpp): the inner optimiser, the outer step (its
+  // rate and momentum, the row's when not given) and the precision of what is exchanged.
+  Optimizer optimizer = Optimizer::msgd;
+  AdamW adamw;
+  float outer_lr = 1.f, outer_momentum = 0.f;
+  ExchangePrecision precision = ExchangePrecision::fp32;
 
   // alpha for a given local iteration.
   float alpha_at(int64_t iter) const {
@@ -244,7 +253,9 @@ struct ArenaQuery {
   // sync-easgd's shared-memory exchanges apply (one process on the CPU, --reduce tree, --pack
   // single, --collective tree, --overlap off).
   bool sync_fast = true;
-  bool overlap = false;  // --overlap on
+  bool overlap = false;   // --overlap on
+  bool adamw = false;     // --optimizer adamw: a second moment per group
+  bool feedback = false;  // --exchange-precision int8: an error-feedback residual per group
 };
 
 // How the performance model (tools/model) prices an algorithm's exchange.
@@ -255,6 +266,7 @@ enum class ExchangeKind {
   round_robin,      // the master serves one group at a time, by id (easgd-rr)
   locked_centre,    // a group's exchange with the centre under its lock, first come first served
   lockfree_centre,  // the same without the lock (Hogwild)
+  average,          // every tau steps an allreduce of each group's pseudo-gradient (local SGD)
 };
 struct ModelFacts {
   ExchangeKind kind = ExchangeKind::unset;
@@ -275,9 +287,16 @@ struct AlgoEntry {
   // --lr auto's rate: chosen by a sweep of LeNet on Fashion-MNIST with 2 groups for 2 epochs
   // (docs/RESULTS.md, "Algorithm defaults").
   double default_lr = 0;
+  // --tau auto's period (1 for the algorithms that exchange every step or are tuned for it).
+  int default_tau = 0;
   PhaseNames (*phases)(const AlgoParams& p) = nullptr;                     // --trace's names
   std::vector<ExtraArena> (*extra_arenas)(const ArenaQuery& q) = nullptr;  // the memory fit
   ModelFacts model;                                                        // easel model
+  // What it lets a run choose (a flag it does not take is refused, naming the ones that do):
+  bool adamw = false;       // --optimizer adamw for its groups' own steps
+  bool compressed = false;  // --exchange-precision bf16 or int8 for what it sends
+  // Its outer step's defaults (--outer-lr, --outer-momentum); outer_lr 0: it has none.
+  double outer_lr = 0, outer_momentum = 0;
 };
 std::span<const AlgoEntry> algo_list();
 // The row named `name`; nullptr when there is none.

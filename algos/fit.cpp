@@ -82,7 +82,8 @@ std::vector<Item> items_of(const FitRequest& req, int p, bool uses_centre) {
   if (uses_centre) v.push_back({C::centre, pl[C::centre], 0, -1, arena});
   const AlgoEntry* a = find_algo(req.algo);
   EASEL_CHECK(a != nullptr);  // compute_fit refused an unknown one
-  for (const ExtraArena& x : a->extra_arenas({p, req.sync_fast, req.overlap}))
+  for (const ExtraArena& x :
+       a->extra_arenas({p, req.sync_fast, req.overlap, req.adamw, req.feedback}))
     v.push_back({x.cls, pl[x.cls], std::max(x.owner, 0), x.owner, arena});
   return v;
 }
@@ -208,6 +209,8 @@ FitRequest fit_request(const TrainConfig& cfg, const NetCost& cost, const DataSp
                 cfg.pack == PackMode::single && cfg.collective == CollectiveAlgo::tree &&
                 !cfg.overlap;
   r.overlap = cfg.overlap;
+  r.adamw = cfg.optimizer == Optimizer::adamw;
+  r.feedback = cfg.exchange_precision == ExchangePrecision::int8;
   r.gpu = cfg.device.gpu;
   r.placement = cfg.placement;
   r.dataset_bytes = static_cast<uint64_t>(data.train.count * data.train.image_bytes() +

@@ -31,8 +31,10 @@ struct FitRequest {
   // sync-easgd's shared-memory exchanges (one process on the CPU, --reduce tree, --pack single,
   // --collective tree, --overlap off): they keep more arenas (fit.cpp says which).
   bool sync_fast = true;
-  bool overlap = false;  // sync-easgd --overlap on: a snapshot of every group's weights
-  bool gpu = false;      // GPU groups: their buffers live on the devices, not counted
+  bool overlap = false;   // sync-easgd --overlap on: a snapshot of every group's weights
+  bool adamw = false;     // --optimizer adamw: a second moment per group
+  bool feedback = false;  // --exchange-precision int8: a residual per group
+  bool gpu = false;       // GPU groups: their buffers live on the devices, not counted
   Placement placement;
   uint64_t dataset_bytes = 0;  // training and test images as held in memory
 };

@@ -143,6 +143,10 @@ constexpr Name<SyncExchange> kSyncExchanges[] = {{SyncExchange::automatic, "auto
                                                  {SyncExchange::comm, "comm"},
                                                  {SyncExchange::partitioned, "partitioned"},
                                                  {SyncExchange::mirrored, "mirrored"}};
+constexpr Name<Optimizer> kOptimizers[] = {{Optimizer::msgd, "msgd"}, {Optimizer::adamw, "adamw"}};
+constexpr Name<ExchangePrecision> kPrecisions[] = {{ExchangePrecision::fp32, "fp32"},
+                                                   {ExchangePrecision::bf16, "bf16"},
+                                                   {ExchangePrecision::int8, "int8"}};
 constexpr Name<bool> kOnOff[] = {{true, "on"}, {false, "off"}};
 constexpr Name<CollectiveAlgo> kCollectives[] = {{CollectiveAlgo::tree, "tree"},
                                                  {CollectiveAlgo::ring, "ring"}};
@@ -249,6 +253,7 @@ constexpr SettingField kAlgo{SettingType::text,
                              [](const Setting&, std::string_view t, TrainConfig& c) -> Status {
                                c.algo = std::string(t);
                                if (c.lr_auto) c.lr = default_lr(c.algo);
+                               if (c.tau_auto) c.tau = default_tau(c.algo);
                                return {};
                              },
                              [](const TrainConfig& c) -> std::string { return c.algo; }};
@@ -269,6 +274,24 @@ constexpr SettingField kLr{SettingType::real,
                              return {};
                            },
                            [](const TrainConfig& c) -> std::string { return show_real(c.lr); }};
+
+// --tau: a whole number, or auto (the default): --algo's default_tau (config.json keeps the
+// number).
+constexpr SettingField kTau{
+    SettingType::integer,
+    [](const Setting& s, std::string_view t, TrainConfig& c) -> Status {
+      if (t == "auto") {
+        c.tau_auto = true;
+        c.tau = default_tau(c.algo);
+        return {};
+      }
+      int64_t v = 0;
+      EASEL_RETURN_IF_ERROR(read_integer(s, t, &v));
+      c.tau = v;
+      c.tau_auto = false;
+      return {};
+    },
+    [](const TrainConfig& c) -> std::string { return std::to_string(c.tau); }};
 
 // --lr's help: the rule and every algorithm's default.
 std::string lr_help() {
@@ -371,7 +394,23 @@ const Setting kSettings[] = {
    "EASGD elastic coefficient rho: alpha = lr * rho (-1: unset)"},
   {"alpha", real<&T::alpha>(), kTrain, R::fixed,
    "fixed EASGD moving rate alpha (-1: unset; both unset: alpha = 0.9 / groups)"},
-  {"tau", integer<&T::tau>(), kTrain | kModel | kPlan, R::fixed, "EASGD communication period (steps between exchanges)"},
+  {"tau", kTau, kTrain | kModel | kPlan, R::fixed,
+   "communication period (steps between exchanges) of the EASGD family, local-sgd, slowmo and "
+   "diloco, or auto: the algorithm's own (local-sgd 8, slowmo 8, diloco 16, others 1)",
+   nullptr, "auto"},
+  {"optimizer", choice<kOptimizers, &T::optimizer>(), kTrain, R::fixed,
+   "the groups' own steps in local-sgd, slowmo and diloco: msgd (--momentum; 0: plain SGD) or "
+   "adamw (--adam-beta1, --adam-beta2, --adam-epsilon; --weight-decay decoupled)"},
+  {"adam-beta1", real<&T::adam_beta1>(), kTrain, R::fixed, "AdamW's beta1"},
+  {"adam-beta2", real<&T::adam_beta2>(), kTrain, R::fixed, "AdamW's beta2"},
+  {"adam-epsilon", real<&T::adam_epsilon>(), kTrain, R::fixed, "AdamW's epsilon"},
+  {"outer-lr", real<&T::outer_lr>(), kTrain | kModel, R::fixed,
+   "the outer step's rate: slowmo's alpha (1), diloco's Nesterov rate (0.7); -1: the algorithm's"},
+  {"outer-momentum", real<&T::outer_momentum>(), kTrain | kModel, R::fixed,
+   "the outer momentum: slowmo's beta (0.5), diloco's Nesterov mu (0.9); -1: the algorithm's"},
+  {"exchange-precision", choice<kPrecisions, &T::exchange_precision>(), kTrain | kModel, R::fixed,
+   "what local-sgd, slowmo and diloco send: fp32, bf16 or int8 (a scale per 256 floats, with "
+   "error feedback)"},
   {"momentum-form", choice<kMomentumForms, &T::momentum_form>(), kTrain, R::fixed,
    "group momentum of async-measgd and sync-easgd: nesterov or heavy-ball"},
   {"reduce", choice<kReduceModes, &T::reduce>(), kTrain | kModel, R::fixed,
@@ -418,6 +457,49 @@ Status check_range(const char* flag, double v, double lo, double hi, bool lo_ope
   return {};
 }
 
+// The names of the rows that take an option, "a, b and c".
+std::string rows_with(bool AlgoEntry::*option) {
+  std::vector<std::string> names;
+  for (const AlgoEntry& a : algo_list())
+    if (a.*option) names.push_back(a.name);
+  std::string s;
+  for (size_t i = 0; i < names.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  return s;
+}
+
+// --optimizer, the AdamW and outer settings and --exchange-precision: in range, and given only
+// to an algorithm that takes them (its list row says).
+Status check_algo_options(const TrainConfig& c, const AlgoEntry& a) {
+  const std::string algo = "--algo " + std::string(a.name);
+  if (c.optimizer == Optimizer::adamw && !a.adamw)
+    return invalid_argument("--optimizer adamw: " + algo +
+                            "'s update is written in SGD's terms (its exchange applies the "
+                            "learning rate times the gradient); adamw is defined for " +
+                            rows_with(&AlgoEntry::adamw));
+  if (c.exchange_precision != ExchangePrecision::fp32 && !a.compressed)
+    return invalid_argument(std::string("--exchange-precision ") +
+                            exchange_precision_name(c.exchange_precision) + ": " + algo +
+                            " exchanges fp32 weights or gradients; " +
+                            rows_with(&AlgoEntry::compressed) + " compress what they send");
+  for (const auto& [flag, v] :
+       {std::pair{"--outer-lr", c.outer_lr}, std::pair{"--outer-momentum", c.outer_momentum}})
+    if (v != -1 && a.outer_lr == 0)
+      return invalid_argument(std::string(flag) + ": " + algo +
+                              " has no outer step (slowmo and diloco have one)");
+  if (c.outer_lr != -1) EASEL_RETURN_IF_ERROR(check_range("--outer-lr", c.outer_lr, 0, 10, true));
+  if (c.outer_momentum != -1) {
+    EASEL_RETURN_IF_ERROR(check_range("--outer-momentum", c.outer_momentum, 0, 1));
+    if (c.outer_momentum >= 1) return invalid_argument("--outer-momentum: must be < 1");
+  }
+  for (const auto& [flag, v] :
+       {std::pair{"--adam-beta1", c.adam_beta1}, std::pair{"--adam-beta2", c.adam_beta2}}) {
+    EASEL_RETURN_IF_ERROR(check_range(flag, v, 0, 1));
+    if (v >= 1) return invalid_argument(std::string(flag) + ": must be < 1");
+  }
+  return check_range("--adam-epsilon", c.adam_epsilon, 0, 1, true);
+}
+
 LrSchedule lr_schedule(const TrainConfig& c, int64_t total_iterations) {
   LrSchedule s;
   s.policy = c.lr_policy;
@@ -430,6 +512,11 @@ LrSchedule lr_schedule(const TrainConfig& c, int64_t total_iterations) {
 }
 
 }  // namespace
+
+int64_t default_tau(std::string_view algo) {
+  const AlgoEntry* a = find_algo(algo);
+  return a ? a->default_tau : 1;
+}
 
 double default_lr(std::string_view algo) {
   const AlgoEntry* a = find_algo(algo);
@@ -505,6 +592,7 @@ Status validate_config(const TrainConfig& c) {
   if (!c.trace.empty()) EASEL_RETURN_IF_ERROR(check_trace_path(c.trace));
   auto algo = make_algorithm(c.algo);
   EASEL_RETURN_IF_ERROR(algo.status());
+  EASEL_RETURN_IF_ERROR(check_algo_options(c, *find_algo(c.algo)));
   // A number of groups a one-group algorithm cannot take is a bad request, refused before any
   // data is read (exit 2); "auto", "numa" and cpu lists are checked once planned (trainer.cpp).
   if (!c.plan.groups.empty() &&
@@ -543,6 +631,15 @@ AlgoParams make_params(const TrainConfig& c, int64_t total_iterations, int group
   p.overlap = c.overlap;
   p.collective = c.collective;
   p.exchange = c.exchange;
+  p.optimizer = c.optimizer;
+  p.adamw = {static_cast<float>(c.adam_beta1), static_cast<float>(c.adam_beta2),
+             static_cast<float>(c.adam_epsilon)};
+  if (const AlgoEntry* a = find_algo(c.algo)) {
+    p.outer_lr = static_cast<float>(c.outer_lr != -1 ? c.outer_lr : a->outer_lr);
+    p.outer_momentum =
+        static_cast<float>(c.outer_momentum != -1 ? c.outer_momentum : a->outer_momentum);
+  }
+  p.precision = c.exchange_precision;
   return p;
 }
 

@@ -33,6 +33,8 @@ enum class Progress { automatic, bar, lines, none };  // automatic: a bar on a t
 // The learning rate each algorithm runs with when --lr is auto (its default): its list row's
 // (AlgoEntry::default_lr); 0 for a name that is not an algorithm (validate_config refuses it).
 double default_lr(std::string_view algo);
+// --tau auto's period: the row's default_tau; 1 for a name that is not an algorithm.
+int64_t default_tau(std::string_view algo);
 // Every algorithm's default rate, in the list's order.
 struct AlgoLr {
   std::string_view algo;
@@ -74,12 +76,18 @@ struct TrainConfig {
   double rho = -1;
   double alpha = -1;
   int64_t tau = 1;
+  bool tau_auto = true;  // --tau auto: tau follows --algo (its row's default_tau)
   MomentumForm momentum_form = MomentumForm::nesterov;
   ReduceMode reduce = ReduceMode::tree;
   PackMode pack = PackMode::single;
   bool overlap = false;
   CollectiveAlgo collective = CollectiveAlgo::tree;
   SyncExchange exchange = SyncExchange::automatic;  // sync-easgd's exchange code (--exchange)
+  // local-sgd, slowmo, diloco (algos/periodic.hpp)
+  Optimizer optimizer = Optimizer::msgd;  // the groups' own steps
+  double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8;
+  double outer_lr = -1, outer_momentum = -1;  // -1: the algorithm's own (its list row)
+  ExchangePrecision exchange_precision = ExchangePrecision::fp32;
   Progress progress = Progress::automatic;
   bool prefetch = true;
   // Threads preparing each group's batches (with prefetch): oneTBB's pipeline where easel has

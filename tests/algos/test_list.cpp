@@ -24,6 +24,7 @@ TEST(AlgoList, EveryRowHasEveryFact) {
     ASSERT_NE(a.make, nullptr) << name;
     EXPECT_EQ(a.make()->name(), name) << "the row's factory makes another algorithm";
     EXPECT_GT(a.default_lr, 0) << name << ": no default learning rate";
+    EXPECT_GE(a.default_tau, 1) << name << ": no default period";
     ASSERT_NE(a.phases, nullptr) << name << ": no trace phase names";
     const PhaseNames phases = a.phases(AlgoParams{});
     EXPECT_NE(phases.exchange, nullptr) << name;

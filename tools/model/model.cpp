@@ -44,6 +44,9 @@ bool is_locked(const std::string& a) {
 bool is_hogwild(const std::string& a) {
   return kind_of(a) == ExchangeKind::lockfree_centre;
 }
+bool is_average(const std::string& a) {
+  return kind_of(a) == ExchangeKind::average;
+}
 bool is_round_robin(const std::string& a) {
   return kind_of(a) == ExchangeKind::round_robin;
 }
@@ -278,7 +281,7 @@ Status check(const Machine& m, const ModelRequest& req) {
   if (req.ranks < 1 || req.ranks > 65536)
     return invalid_argument("--ranks: " + std::to_string(req.ranks) +
                             " is out of range [1, 65536]");
-  if (req.ranks > 1 && !is_sync(req.algo))
+  if (req.ranks > 1 && !is_sync(req.algo) && !is_average(req.algo))
     return invalid_argument("--ranks: the model spans ranks for " + sync_names() + " only");
   if (req.ranks_per_node < 1 || req.ranks_per_node > req.ranks)
     return invalid_argument("--ranks-per-node: " + std::to_string(req.ranks_per_node) +
@@ -371,6 +374,16 @@ Result<Prediction> predict(const Machine& whole, const ModelRequest& req) {
                         " MB cross the host link every step");
   }
   double comm = host_copies, wait = 0, iteration = 0;
+  {
+    const AlgoEntry& e = *find_algo(req.algo);  // check() refused an unknown one
+    AlgoParams ap;
+    ap.tau = req.tau;
+    ap.precision = req.precision;
+    const int64_t k = steps_per_exchange(e, ap);
+    out.exchanges_per_step = k > 0 ? 1.0 / static_cast<double>(k) : 0;
+    out.group_exchange_bytes =
+        k > 0 ? static_cast<double>(exchange_bytes(e, ap, req.cost.arena_floats)) : 0;
+  }
   if (is_one_group(req.algo)) {
     iteration = tc + comm;
   } else if (is_sync(req.algo)) {
@@ -384,6 +397,18 @@ Result<Prediction> predict(const Machine& whole, const ModelRequest& req) {
                           fmt("%.3g", exposed) + " s of " + fmt("%.3g", per_step) + " s");
     }
     comm += exposed;
+    if (out.oversubscribed) wait = m.oversubscribed_wait * tc;
+    iteration = tc + comm + wait;
+  } else if (is_average(req.algo)) {
+    // local-sgd, slowmo, diloco: every tau steps an allreduce of each group's pseudo-gradient
+    // at its precision (sync-sgd's allreduce of as many bytes), then the outer rule over the
+    // arena (x, u, d and w read, x, u, w written: 28n bytes through the groups' memory).
+    ModelRequest a = req;
+    a.cost.arena_floats = (out.group_exchange_bytes + 3) / 4;
+    const double x = sync_exchange(m, a, out) + 28.0 * static_cast<double>(req.cost.arena_floats) /
+                                                    (memory_of(m, req).bandwidth_gbs * kGB);
+    out.exchange_seconds = x;
+    comm += x / req.tau;
     if (out.oversubscribed) wait = m.oversubscribed_wait * tc;
     iteration = tc + comm + wait;
   } else if (is_round_robin(req.algo)) {

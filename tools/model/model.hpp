@@ -46,6 +46,8 @@ struct ModelRequest {
   // Ranks that share one machine (its cores and memory bandwidth split evenly among them); 1:
   // every rank a machine of its own, as on a cluster.
   int ranks_per_node = 1;
+  // local-sgd, slowmo, diloco: what each group sends (--exchange-precision).
+  ExchangePrecision precision = ExchangePrecision::fp32;
 };
 
 struct Prediction {
@@ -54,12 +56,14 @@ struct Prediction {
   double compute_share = 0, comm_share = 0, wait_share = 0;
   double images_per_second = 0;
   // The parts.
-  double step_seconds = 0;      // one group's step as it runs among the others
-  double exchange_seconds = 0;  // one exchange (every tau steps), before overlap
-  double exchange_bytes = 0;    // bytes one exchange moves on its critical path
-  int exchange_messages = 0;    // messages on its critical path
-  std::string transport;        // "shared_memory", "nccl", "host_device", ...
-  std::string compute_source;   // "calibrated" or "described"
+  double step_seconds = 0;          // one group's step as it runs among the others
+  double exchange_seconds = 0;      // one exchange (every tau steps), before overlap
+  double exchange_bytes = 0;        // bytes one exchange moves on its critical path
+  int exchange_messages = 0;        // messages on its critical path
+  double exchanges_per_step = 0;    // of one group: 1, 1 / tau, or 0 (one group)
+  double group_exchange_bytes = 0;  // what one group sends per exchange (its payload)
+  std::string transport;            // "shared_memory", "nccl", "host_device", ...
+  std::string compute_source;       // "calibrated" or "described"
   bool oversubscribed = false;
   std::vector<std::string> notes;
 };

@@ -133,6 +133,8 @@ json prediction_json(const Prediction& p) {
           {"exchange_seconds", p.exchange_seconds},
           {"exchange_bytes", p.exchange_bytes},
           {"exchange_messages", p.exchange_messages},
+          {"exchanges_per_step", p.exchanges_per_step},
+          {"group_exchange_bytes", p.group_exchange_bytes},
           {"transport", p.transport},
           {"compute_source", p.compute_source},
           {"oversubscribed", p.oversubscribed},
@@ -159,6 +161,7 @@ int run_model(ModelFlags& f) {
   auto resident = on_off("--resident", f.resident);
   if (!resident.ok()) return fail(resident.status());
   req->overlap = cfg.overlap;
+  req->precision = cfg.exchange_precision;
   req->resident = *resident;
   auto p = model::predict(*m, *req);
   if (!p.ok()) return fail(p.status());
