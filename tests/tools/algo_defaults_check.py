@@ -15,7 +15,7 @@ import sys
 import tempfile
 
 MULTI = ["sync-sgd", "async-sgd", "async-msgd", "hogwild-sgd", "easgd-rr", "async-easgd",
-         "async-measgd", "hogwild-easgd", "sync-easgd"]
+         "async-measgd", "hogwild-easgd", "sync-easgd", "local-sgd", "slowmo", "diloco"]
 ONE = ["sgd", "msgd"]
 DATA = "/usr/share/datasets/fashion-mnist"
 
