@@ -204,6 +204,7 @@ int run_plan(PlanFlags& f) {
                                  " is out of range [1, 1e9]"));
   auto m = machine_of(f.machine);
   if (!m.ok()) return fail(m.status());
+  req->precision = cfg.exchange_precision;
   auto rows = model::plan_partitions(*m, *req, f.iterations);
   if (!rows.ok()) return fail(rows.status());
   const std::string budget =
