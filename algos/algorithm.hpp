@@ -10,8 +10,10 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "algos/outer_ops.hpp"
 #include "algos/schedule.hpp"
 #include "engine/arena.hpp"
 #include "engine/comm/comm.hpp"
@@ -35,6 +37,8 @@ enum class SyncExchange { automatic, comm, partitioned, mirrored };
 // it from the allreduced S, with no broadcast (the same rule and, for every collective algorithm,
 // the same S bit for bit); auto, allreduce across MPI ranks on the CPU, else master.
 enum class SyncCentre { automatic, master, allreduce };
+// The groups' own optimiser where an algorithm lets them choose (--optimizer; AlgoEntry::adamw).
+enum class Optimizer { msgd, adamw };
 
 // Hyper-parameters of the algorithms (DESIGN.md 4): eta = lr, alpha = eta * rho.
 struct AlgoParams {
@@ -51,6 +55,12 @@ struct AlgoParams {
   CollectiveAlgo collective = CollectiveAlgo::automatic;
   SyncExchange exchange = SyncExchange::automatic;
   SyncCentre sync_centre = SyncCentre::automatic;
+  // local-sgd, slowmo, diloco (algos/periodic.hpp): the inner optimiser, the outer step (its
+  // rate and momentum, the row's when not given) and the precision of what is exchanged.
+  Optimizer optimizer = Optimizer::msgd;
+  AdamW adamw;
+  float outer_lr = 1.f, outer_momentum = 0.f;
+  ExchangePrecision precision = ExchangePrecision::fp32;
 
   // alpha for a given local iteration.
   float alpha_at(int64_t iter) const {
@@ -227,13 +237,76 @@ class Algorithm {
   }
 };
 
-// One explicit list of the algorithms.
+// ---- an algorithm's facts, as its row of the list (algos/list.cpp) gives them ----------------
+
+// What the trace (--trace) calls the time a group spends in g.times.comm and g.times.wait
+// outside the Comm (the Comm's own waits are "barrier" spans); nullptr: it spends none there.
+struct PhaseNames {
+  const char* exchange;
+  const char* wait;
+};
+
+// An arena an algorithm allocates beyond every group's weights, gradients and momentum and the
+// run's centre, as the memory fit (algos/fit.cpp) counts it: its class, and the group that holds
+// it (-1: the run's own, allocated on group 0's thread).
+struct ExtraArena {
+  BufferClass cls;
+  int owner;
+};
+// What an algorithm's extra arenas depend on.
+struct ArenaQuery {
+  int groups = 1;  // P in this process
+  // sync-easgd's shared-memory exchanges apply (one process on the CPU, --reduce tree, --pack
+  // single, --collective tree, --overlap off).
+  bool sync_fast = true;
+  bool overlap = false;   // --overlap on
+  bool adamw = false;     // --optimizer adamw: a second moment per group
+  bool feedback = false;  // --exchange-precision int8: an error-feedback residual per group
+};
+
+// How the performance model (tools/model) prices an algorithm's exchange.
+enum class ExchangeKind {
+  unset,            // (a row that forgot it: the list's test refuses it)
+  none,             // one group: nothing exchanged
+  collective,       // every group meets in the Comm's collectives (sync-sgd, sync-easgd)
+  round_robin,      // the master serves one group at a time, by id (easgd-rr)
+  locked_centre,    // a group's exchange with the centre under its lock, first come first served
+  lockfree_centre,  // the same without the lock (Hogwild)
+  average,          // every tau steps an allreduce of each group's pseudo-gradient (local SGD)
+};
+struct ModelFacts {
+  ExchangeKind kind = ExchangeKind::unset;
+  // EASGD's elastic exchange of weights every tau steps; else a gradient or step every step.
+  bool elastic = false;
+  bool overlappable = false;  // --overlap hides the exchange behind the next step
+  // Arenas a group holds at most, as the model counts its bytes: weights, gradients, momentum
+  // and the algorithm's own per group (sync-easgd's partitioned exchange: a second weights).
+  int arenas_per_group = 0;
+};
+
+// One row of the explicit list of the algorithms: every fact about an algorithm that is looked
+// up by its name lives here (tests/algos/test_algos.cpp's AlgoList checks that none is missing).
 struct AlgoEntry {
-  const char* name;
-  const char* summary;
-  std::unique_ptr<Algorithm> (*make)();
+  const char* name = nullptr;
+  const char* summary = nullptr;
+  std::unique_ptr<Algorithm> (*make)() = nullptr;
+  // --lr auto's rate: chosen by a sweep of LeNet on Fashion-MNIST with 2 groups for 2 epochs
+  // (docs/RESULTS.md, "Algorithm defaults").
+  double default_lr = 0;
+  // --tau auto's period (1 for the algorithms that exchange every step or are tuned for it).
+  int default_tau = 0;
+  PhaseNames (*phases)(const AlgoParams& p) = nullptr;                     // --trace's names
+  std::vector<ExtraArena> (*extra_arenas)(const ArenaQuery& q) = nullptr;  // the memory fit
+  ModelFacts model;                                                        // easel model
+  // What it lets a run choose (a flag it does not take is refused, naming the ones that do):
+  bool adamw = false;       // --optimizer adamw for its groups' own steps
+  bool compressed = false;  // --exchange-precision bf16 or int8 for what it sends
+  // Its outer step's defaults (--outer-lr, --outer-momentum); outer_lr 0: it has none.
+  double outer_lr = 0, outer_momentum = 0;
 };
 std::span<const AlgoEntry> algo_list();
+// The row named `name`; nullptr when there is none.
+const AlgoEntry* find_algo(std::string_view name);
 Result<std::unique_ptr<Algorithm>> make_algorithm(const std::string& name);
 
 // The shared local step: next batch, forward, backward into g.diff, loss bookkeeping; adds its

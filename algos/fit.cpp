@@ -7,13 +7,7 @@
 //     weights, grads, momentum  one arena each (NetCost::arena_floats); momentum always, as
 //                  build_group allocates it whatever the algorithm
 //   the centre (algorithms that have one; on group 0's thread, so group 0's nodes), and the
-//   algorithms' extra arenas:
-//     sync-easgd, shared-memory exchanges: partitioned (P > 2) a second centre and a second
-//                  weights arena per group; mirrored (P <= 2) a copy of the centre on every
-//                  group but 0 and, P > 1, two published weights arenas per group
-//     sync-easgd through the Comm: a scratch centre; with --overlap a snapshot of each group's
-//                  weights (allocated on the main thread: counted on the group's node)
-//     async-msgd   the centre's momentum
+//     algorithm's extra arenas, as its row of the list says (AlgoEntry::extra_arenas)
 //   the data set: training and test images as bytes (labels are ordinary heap), loaded on the
 //     main thread before the run: counted on group 0's nodes, where memkind's nearest node
 //     would be for a thread on group 0's cores.
@@ -85,26 +79,12 @@ std::vector<Item> items_of(const FitRequest& req, int p, bool uses_centre) {
     for (C c : {C::weights, C::grads, C::momentum})
       v.push_back({c, pl[c], g, g, arena});
   }
-  if (!uses_centre) return v;
-  v.push_back({C::centre, pl[C::centre], 0, -1, arena});
-  if (req.algo == "async-msgd") v.push_back({C::centre, pl[C::centre], 0, -1, arena});
-  if (req.algo != "sync-easgd") return v;
-  if (!req.sync_fast) {
-    v.push_back({C::centre, pl[C::centre], 0, -1, arena});  // the reduction's scratch
-    if (req.overlap)
-      for (int g = 0; g < p; ++g)
-        v.push_back({C::weights, pl[C::weights], g, g, arena});
-  } else if (p > 2) {  // partitioned
-    v.push_back({C::centre, pl[C::centre], 0, -1, arena});
-    for (int g = 0; g < p; ++g)
-      v.push_back({C::weights, pl[C::weights], g, g, arena});
-  } else {  // mirrored
-    for (int g = 0; g < p; ++g) {
-      if (g > 0) v.push_back({C::centre, pl[C::centre], g, g, arena});
-      for (int b = 0; b < 2 && p > 1; ++b)
-        v.push_back({C::weights, pl[C::weights], g, g, arena});
-    }
-  }
+  if (uses_centre) v.push_back({C::centre, pl[C::centre], 0, -1, arena});
+  const AlgoEntry* a = find_algo(req.algo);
+  EASEL_CHECK(a != nullptr);  // compute_fit refused an unknown one
+  for (const ExtraArena& x :
+       a->extra_arenas({p, req.sync_fast, req.overlap, req.adamw, req.feedback}))
+    v.push_back({x.cls, pl[x.cls], std::max(x.owner, 0), x.owner, arena});
   return v;
 }
 
@@ -230,6 +210,8 @@ FitRequest fit_request(const TrainConfig& cfg, const NetCost& cost, const DataSp
       (cfg.collective == CollectiveAlgo::tree || cfg.collective == CollectiveAlgo::automatic) &&
       !cfg.overlap;
   r.overlap = cfg.overlap;
+  r.adamw = cfg.optimizer == Optimizer::adamw;
+  r.feedback = cfg.exchange_precision == ExchangePrecision::int8;
   r.gpu = cfg.device.gpu;
   r.placement = cfg.placement;
   r.dataset_bytes = static_cast<uint64_t>(data.train.count * data.train.image_bytes() +

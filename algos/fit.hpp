@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "algos/list.hpp"
 #include "algos/train_config.hpp"
 #include "engine/memory.hpp"
 #include "engine/status.hpp"
@@ -25,13 +26,15 @@ struct FitRequest {
   NetCost cost;              // the net on the data's input
   int64_t input_floats = 0;  // one image: C * H * W
   int64_t batch = 64;        // per group
-  std::string algo = "sync-easgd";
+  std::string algo = kDefaultAlgo;
   bool prefetch = true;  // the batch stream keeps more batches ready
   // sync-easgd's shared-memory exchanges (one process on the CPU, --reduce tree, --pack single,
   // --collective tree, --overlap off): they keep more arenas (fit.cpp says which).
   bool sync_fast = true;
-  bool overlap = false;  // sync-easgd --overlap on: a snapshot of every group's weights
-  bool gpu = false;      // GPU groups: their buffers live on the devices, not counted
+  bool overlap = false;   // sync-easgd --overlap on: a snapshot of every group's weights
+  bool adamw = false;     // --optimizer adamw: a second moment per group
+  bool feedback = false;  // --exchange-precision int8: a residual per group
+  bool gpu = false;       // GPU groups: their buffers live on the devices, not counted
   Placement placement;
   uint64_t dataset_bytes = 0;  // training and test images as held in memory
 };

@@ -413,4 +413,40 @@ std::unique_ptr<Algorithm> make_sync_easgd() {
   return make_sync_easgd(SyncExchange::automatic);
 }
 
+PhaseNames sync_easgd_phases(const AlgoParams& p) {
+  const char* exchange = p.overlap                        ? "elastic exchange (overlapped)"
+                         : p.reduce == ReduceMode::serial ? "elastic exchange (serial)"
+                         : p.pack == PackMode::per_layer  ? "elastic exchange (per layer)"
+                                                          : "elastic exchange";
+  return {exchange, p.overlap ? "wait for the centre job" : "wait for the groups"};
+}
+
+// Beyond the centre: the shared-memory exchanges' (partitioned, P > 2: a second centre and a
+// second weights arena per group; mirrored, P <= 2: a copy of the centre on every group but 0
+// and, P > 1, two published weights arenas per group), else the Comm path's scratch centre and,
+// with --overlap, a snapshot of each group's weights (allocated on the main thread: counted on
+// the group's node).
+std::vector<ExtraArena> sync_easgd_arenas(const ArenaQuery& q) {
+  using C = BufferClass;
+  const int p = q.groups;
+  std::vector<ExtraArena> v;
+  if (!q.sync_fast) {
+    v.push_back({C::centre, -1});  // the reduction's scratch
+    if (q.overlap)
+      for (int g = 0; g < p; ++g)
+        v.push_back({C::weights, g});
+  } else if (p > 2) {  // partitioned
+    v.push_back({C::centre, -1});
+    for (int g = 0; g < p; ++g)
+      v.push_back({C::weights, g});
+  } else {  // mirrored
+    for (int g = 0; g < p; ++g) {
+      if (g > 0) v.push_back({C::centre, g});
+      for (int b = 0; b < 2 && p > 1; ++b)
+        v.push_back({C::weights, g});
+    }
+  }
+  return v;
+}
+
 }  // namespace easel

@@ -1,39 +1,12 @@
-// The run's timeline (--trace): its tracks, the names of each algorithm's phases, and the file.
+// The run's timeline (--trace): its tracks, named by the algorithm's phases (its list row), and
+// the file.
 #include <cstring>
 
+#include "algos/list.hpp"
 #include "algos/train_run.hpp"
 #include "engine/log.hpp"
 
 namespace easel {
-
-namespace {
-
-// What an algorithm calls the time a group spends in g.times.comm and g.times.wait outside the
-// Comm (the Comm's own waits are "barrier" spans); nullptr: it spends none there.
-struct PhaseNames {
-  const char* exchange;
-  const char* wait;
-};
-
-PhaseNames phase_names(const std::string& algo, const AlgoParams& p) {
-  if (algo == "sync-easgd") {
-    const char* exchange = p.overlap                        ? "elastic exchange (overlapped)"
-                           : p.reduce == ReduceMode::serial ? "elastic exchange (serial)"
-                           : p.pack == PackMode::per_layer  ? "elastic exchange (per layer)"
-                                                            : "elastic exchange";
-    return {exchange, p.overlap ? "wait for the centre job" : "wait for the groups"};
-  }
-  if (algo == "sync-sgd") return {"gradient allreduce", nullptr};
-  if (algo == "async-sgd" || algo == "async-msgd") return {"centre step (locked)", "centre lock"};
-  if (algo == "hogwild-sgd") return {"centre step (lock-free)", nullptr};
-  if (algo == "easgd-rr") return {"elastic exchange (round-robin)", "round-robin turn"};
-  if (algo == "async-easgd" || algo == "async-measgd")
-    return {"elastic exchange (locked)", "centre lock"};
-  if (algo == "hogwild-easgd") return {"elastic exchange (lock-free)", nullptr};
-  return {"exchange", "wait"};  // sgd, msgd: none of either
-}
-
-}  // namespace
 
 void start_trace(TrainRun& t) {
   Run& run = t.run;
@@ -60,7 +33,7 @@ void start_trace(TrainRun& t) {
   // The main thread's units are rounds: kTraceSampledSteps of them whole, then sampled alike.
   t.main_track =
       tr.add_track("main: rounds, evaluation, checkpoints", 0, kTraceSampledSteps, 1, "round");
-  const PhaseNames names = phase_names(algo, run.params);
+  const PhaseNames names = find_algo(algo)->phases(run.params);
   for (auto& g : run.groups) {
     TraceTrack* track = tr.add_track("group " + std::to_string(g->global_id), 1 + g->global_id);
     track->set_phase(0, &g->times.compute, "update", "compute");

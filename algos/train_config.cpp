@@ -144,6 +144,10 @@ constexpr Name<SyncExchange> kSyncExchanges[] = {{SyncExchange::automatic, "auto
                                                  {SyncExchange::comm, "comm"},
                                                  {SyncExchange::partitioned, "partitioned"},
                                                  {SyncExchange::mirrored, "mirrored"}};
+constexpr Name<Optimizer> kOptimizers[] = {{Optimizer::msgd, "msgd"}, {Optimizer::adamw, "adamw"}};
+constexpr Name<ExchangePrecision> kPrecisions[] = {{ExchangePrecision::fp32, "fp32"},
+                                                   {ExchangePrecision::bf16, "bf16"},
+                                                   {ExchangePrecision::int8, "int8"}};
 constexpr Name<bool> kOnOff[] = {{true, "on"}, {false, "off"}};
 constexpr Name<SyncCentre> kSyncCentres[] = {{SyncCentre::automatic, "auto"},
                                              {SyncCentre::master, "master"},
@@ -258,6 +262,7 @@ constexpr SettingField kAlgo{SettingType::text,
                              [](const Setting&, std::string_view t, TrainConfig& c) -> Status {
                                c.algo = std::string(t);
                                if (c.lr_auto) c.lr = default_lr(c.algo);
+                               if (c.tau_auto) c.tau = default_tau(c.algo);
                                return {};
                              },
                              [](const TrainConfig& c) -> std::string { return c.algo; }};
@@ -279,12 +284,31 @@ constexpr SettingField kLr{SettingType::real,
                            },
                            [](const TrainConfig& c) -> std::string { return show_real(c.lr); }};
 
+// --tau: a whole number, or auto (the default): --algo's default_tau (config.json keeps the
+// number).
+constexpr SettingField kTau{
+    SettingType::integer,
+    [](const Setting& s, std::string_view t, TrainConfig& c) -> Status {
+      if (t == "auto") {
+        c.tau_auto = true;
+        c.tau = default_tau(c.algo);
+        return {};
+      }
+      int64_t v = 0;
+      EASEL_RETURN_IF_ERROR(read_integer(s, t, &v));
+      c.tau = v;
+      c.tau_auto = false;
+      return {};
+    },
+    [](const TrainConfig& c) -> std::string { return std::to_string(c.tau); }};
+
 // --lr's help: the rule and every algorithm's default.
 std::string lr_help() {
   std::string h = "base learning rate eta, or auto: the algorithm's own (";
-  for (const AlgoLr& a : kAlgoDefaultLr)
-    h += std::string(a.algo) + " " + show_real(a.lr) + ", ";
-  return h + "others " + show_real(kDefaultLr) + "; docs/RESULTS.md)";
+  for (const AlgoEntry& a : algo_list())
+    h += std::string(a.name) + " " + show_real(a.default_lr) + ", ";
+  h.resize(h.size() - 2);
+  return h + "; docs/RESULTS.md)";
 }
 const std::string kLrHelp = lr_help();
 
@@ -312,10 +336,11 @@ constexpr SettingField kLogLevel{
 using T = TrainConfig;
 using R = OnResume;
 constexpr unsigned kTrain = kTrainCommand, kBoth = kTrainCommand | kTopologyCommand;
+constexpr unsigned kModel = kModelCommand, kPlan = kPlanCommand;
 
 // clang-format off
 const Setting kSettings[] = {
-  {"net", text<&T::net>(), kBoth, R::fixed,
+  {"net", text<&T::net>(), kBoth | kModel | kPlan, R::fixed,
    "a built-in net (easel list: lenet, resnet18, ...) or a net description file (a path with a "
    "'/' or ending in .toml; docs/NETS.md)"},
   {"data", text<&T::data>(), kBoth, R::fixed,
@@ -326,13 +351,13 @@ const Setting kSettings[] = {
    "padding), flip (random horizontal flip), normalize=NAME (cifar10, cifar100, imagenet, "
    "mnist, fashion-mnist) or mean=M/M/M,std=S/S/S; e.g. crop-pad=4,flip,normalize=cifar10 "
    "(the test set is normalised alike)"},
-  {"algo", kAlgo, kBoth, R::fixed,
+  {"algo", kAlgo, kBoth | kModel | kPlan, R::fixed,
    "algorithm (easel list; one-group algorithms plan one group)"},
   {"epochs", real<&T::epochs>(), kTrain, R::changeable,
    "epochs to train (ignored when --iterations > 0)"},
   {"iterations", integer<&T::iterations>(), kTrain, R::changeable,
    "iterations to train (each group steps once per iteration)"},
-  {"batch", integer<&T::batch>(), kBoth, R::fixed, "mini-batch size per group"},
+  {"batch", integer<&T::batch>(), kBoth | kModel | kPlan, R::fixed, "mini-batch size per group"},
   {"lr", kLr, kTrain, R::fixed, kLrHelp.c_str(), nullptr, "auto"},
   {"lr-policy", kLrPolicy, kTrain, R::fixed, "fixed, step, inv, exp, poly (Caffe's definitions)"},
   {"lr-gamma", real<&T::lr_gamma>(), kTrain, R::fixed, "gamma of the step, inv and exp policies"},
@@ -343,10 +368,10 @@ const Setting kSettings[] = {
    "momentum mu (msgd, sync-sgd, async-msgd) or the groups' delta (async-measgd, sync-easgd)"},
   {"weight-decay", real<&T::weight_decay>(), kTrain, R::fixed, "L2 weight decay"},
   {"seed", kSeed, kTrain, R::fixed, "seed of the initial weights, shuffling and dropout"},
-  {"groups", text<&T::plan, &PlanRequest::groups>(), kBoth, R::changeable,
+  {"groups", text<&T::plan, &PlanRequest::groups>(), kBoth | kModel, R::changeable,
    "worker groups: a count, 'auto' (one per core) or 'numa' (on --resume, only the EASGD "
    "algorithms may change it: new groups start from the centre)"},
-  {"threads-per-group", integer<&T::plan, &PlanRequest::threads_per_group>(), kBoth, R::fixed,
+  {"threads-per-group", integer<&T::plan, &PlanRequest::threads_per_group>(), kBoth | kModel, R::fixed,
    "threads in each group (0: derive)"},
   {"threads", integer<&T::plan, &PlanRequest::threads>(), kBoth, R::fixed,
    "total threads (0: all cores; with --groups or --cpus it must agree)"},
@@ -354,7 +379,7 @@ const Setting kSettings[] = {
    "explicit cpu list per group, e.g. '0-3;4-7' (sets the groups and their threads)"},
   {"oversubscribe", boolean<&T::plan, &PlanRequest::oversubscribe>(), kBoth, R::fixed,
    "allow more threads than cores"},
-  {"placement", kPlacement, kBoth, R::fixed,
+  {"placement", kPlacement, kBoth | kModel, R::fixed,
    "memory kind per buffer class: KIND or CLASS=KIND,... (classes: all, centre, weights, grads, "
    "momentum, activations, dataset; kinds: dram, hbw, hbw-preferred, interleave, and with "
    "--device cuda pinned-host for the data set)"},
@@ -378,23 +403,39 @@ const Setting kSettings[] = {
    "EASGD elastic coefficient rho: alpha = lr * rho (-1: unset)"},
   {"alpha", real<&T::alpha>(), kTrain, R::fixed,
    "fixed EASGD moving rate alpha (-1: unset; both unset: alpha = 0.9 / groups)"},
-  {"tau", integer<&T::tau>(), kTrain, R::fixed, "EASGD communication period (steps between exchanges)"},
+  {"tau", kTau, kTrain | kModel | kPlan, R::fixed,
+   "communication period (steps between exchanges) of the EASGD family, local-sgd, slowmo and "
+   "diloco, or auto: the algorithm's own (local-sgd 8, slowmo 8, diloco 16, others 1)",
+   nullptr, "auto"},
+  {"optimizer", choice<kOptimizers, &T::optimizer>(), kTrain, R::fixed,
+   "the groups' own steps in local-sgd, slowmo and diloco: msgd (--momentum; 0: plain SGD) or "
+   "adamw (--adam-beta1, --adam-beta2, --adam-epsilon; --weight-decay decoupled)"},
+  {"adam-beta1", real<&T::adam_beta1>(), kTrain, R::fixed, "AdamW's beta1"},
+  {"adam-beta2", real<&T::adam_beta2>(), kTrain, R::fixed, "AdamW's beta2"},
+  {"adam-epsilon", real<&T::adam_epsilon>(), kTrain, R::fixed, "AdamW's epsilon"},
+  {"outer-lr", real<&T::outer_lr>(), kTrain, R::fixed,
+   "the outer step's rate: slowmo's alpha (1), diloco's Nesterov rate (0.7); -1: the algorithm's"},
+  {"outer-momentum", real<&T::outer_momentum>(), kTrain, R::fixed,
+   "the outer momentum: slowmo's beta (0.5), diloco's Nesterov mu (0.9); -1: the algorithm's"},
+  {"exchange-precision", choice<kPrecisions, &T::exchange_precision>(), kTrain | kModel | kPlan, R::fixed,
+   "what local-sgd, slowmo and diloco send: fp32, bf16 or int8 (a scale per 256 floats, with "
+   "error feedback)"},
   {"momentum-form", choice<kMomentumForms, &T::momentum_form>(), kTrain, R::fixed,
    "group momentum of async-measgd and sync-easgd: nesterov or heavy-ball"},
-  {"reduce", choice<kReduceModes, &T::reduce>(), kTrain, R::fixed,
+  {"reduce", choice<kReduceModes, &T::reduce>(), kTrain | kModel, R::fixed,
    "sync-easgd exchange: tree (collective) or serial (P exchanges)"},
-  {"pack", choice<kPackModes, &T::pack>(), kTrain, R::fixed,
+  {"pack", choice<kPackModes, &T::pack>(), kTrain | kModel, R::fixed,
    "exchange: single (one message over the arena) or per-layer"},
-  {"overlap", choice<kOnOff, &T::overlap>(), kTrain, R::fixed,
+  {"overlap", choice<kOnOff, &T::overlap>(), kTrain | kModel, R::fixed,
    "sync-easgd: overlap the centre exchange with the next step (on/off)"},
   {"exchange", choice<kSyncExchanges, &T::exchange>(), kTrain, R::fixed,
    "sync-easgd's exchange code: auto (the fastest that applies), comm (the Comm's, which "
    "--reduce, --pack and --overlap switch), partitioned or mirrored (one process, CPU)"},
-  {"sync-centre", choice<kSyncCentres, &T::sync_centre>(), kTrain, R::fixed,
+  {"sync-centre", choice<kSyncCentres, &T::sync_centre>(), kTrain | kModel, R::fixed,
    "sync-easgd's centre: master (reduce into one group, which broadcasts Wc), allreduce (every "
    "process updates its copy of Wc from the allreduced sum, no broadcast), auto (allreduce "
    "across MPI ranks on the CPU, else master)"},
-  {"collective", choice<kCollectives, &T::collective>(), kTrain, R::fixed,
+  {"collective", choice<kCollectives, &T::collective>(), kTrain | kModel, R::fixed,
    "the exchange's collective algorithm: auto (the cheapest by the latency-bandwidth model for "
    "the arena, ranks and ranks per node, said in the log), tree, ring, halving-doubling, "
    "hierarchical, or mpi (the MPI library's own; not bit for bit across layouts)"},
@@ -431,6 +472,49 @@ Status check_range(const char* flag, double v, double lo, double hi, bool lo_ope
   return {};
 }
 
+// The names of the rows that take an option, "a, b and c".
+std::string rows_with(bool AlgoEntry::*option) {
+  std::vector<std::string> names;
+  for (const AlgoEntry& a : algo_list())
+    if (a.*option) names.push_back(a.name);
+  std::string s;
+  for (size_t i = 0; i < names.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  return s;
+}
+
+// --optimizer, the AdamW and outer settings and --exchange-precision: in range, and given only
+// to an algorithm that takes them (its list row says).
+Status check_algo_options(const TrainConfig& c, const AlgoEntry& a) {
+  const std::string algo = "--algo " + std::string(a.name);
+  if (c.optimizer == Optimizer::adamw && !a.adamw)
+    return invalid_argument("--optimizer adamw: " + algo +
+                            "'s update is written in SGD's terms (its exchange applies the "
+                            "learning rate times the gradient); adamw is defined for " +
+                            rows_with(&AlgoEntry::adamw));
+  if (c.exchange_precision != ExchangePrecision::fp32 && !a.compressed)
+    return invalid_argument(std::string("--exchange-precision ") +
+                            exchange_precision_name(c.exchange_precision) + ": " + algo +
+                            " exchanges fp32 weights or gradients; " +
+                            rows_with(&AlgoEntry::compressed) + " compress what they send");
+  for (const auto& [flag, v] :
+       {std::pair{"--outer-lr", c.outer_lr}, std::pair{"--outer-momentum", c.outer_momentum}})
+    if (v != -1 && a.outer_lr == 0)
+      return invalid_argument(std::string(flag) + ": " + algo +
+                              " has no outer step (slowmo and diloco have one)");
+  if (c.outer_lr != -1) EASEL_RETURN_IF_ERROR(check_range("--outer-lr", c.outer_lr, 0, 10, true));
+  if (c.outer_momentum != -1) {
+    EASEL_RETURN_IF_ERROR(check_range("--outer-momentum", c.outer_momentum, 0, 1));
+    if (c.outer_momentum >= 1) return invalid_argument("--outer-momentum: must be < 1");
+  }
+  for (const auto& [flag, v] :
+       {std::pair{"--adam-beta1", c.adam_beta1}, std::pair{"--adam-beta2", c.adam_beta2}}) {
+    EASEL_RETURN_IF_ERROR(check_range(flag, v, 0, 1));
+    if (v >= 1) return invalid_argument(std::string(flag) + ": must be < 1");
+  }
+  return check_range("--adam-epsilon", c.adam_epsilon, 0, 1, true);
+}
+
 LrSchedule lr_schedule(const TrainConfig& c, int64_t total_iterations) {
   LrSchedule s;
   s.policy = c.lr_policy;
@@ -443,6 +527,23 @@ LrSchedule lr_schedule(const TrainConfig& c, int64_t total_iterations) {
 }
 
 }  // namespace
+
+int64_t default_tau(std::string_view algo) {
+  const AlgoEntry* a = find_algo(algo);
+  return a ? a->default_tau : 1;
+}
+
+double default_lr(std::string_view algo) {
+  const AlgoEntry* a = find_algo(algo);
+  return a ? a->default_lr : 0;
+}
+
+const std::vector<AlgoLr> kAlgoDefaultLr = [] {
+  std::vector<AlgoLr> v;
+  for (const AlgoEntry& a : algo_list())
+    v.push_back({a.name, a.default_lr});
+  return v;
+}();
 
 std::span<const Setting> train_settings() {
   return kSettings;
@@ -516,6 +617,7 @@ Status validate_config(const TrainConfig& c) {
   if (!c.trace.empty()) EASEL_RETURN_IF_ERROR(check_trace_path(c.trace));
   auto algo = make_algorithm(c.algo);
   EASEL_RETURN_IF_ERROR(algo.status());
+  EASEL_RETURN_IF_ERROR(check_algo_options(c, *find_algo(c.algo)));
   // A number of groups a one-group algorithm cannot take is a bad request, refused before any
   // data is read (exit 2); "auto", "numa" and cpu lists are checked once planned (trainer.cpp).
   if (!c.plan.groups.empty() &&
@@ -555,6 +657,15 @@ AlgoParams make_params(const TrainConfig& c, int64_t total_iterations, int group
   p.collective = c.collective;
   p.exchange = c.exchange;
   p.sync_centre = c.sync_centre;
+  p.optimizer = c.optimizer;
+  p.adamw = {static_cast<float>(c.adam_beta1), static_cast<float>(c.adam_beta2),
+             static_cast<float>(c.adam_epsilon)};
+  if (const AlgoEntry* a = find_algo(c.algo)) {
+    p.outer_lr = static_cast<float>(c.outer_lr != -1 ? c.outer_lr : a->outer_lr);
+    p.outer_momentum =
+        static_cast<float>(c.outer_momentum != -1 ? c.outer_momentum : a->outer_momentum);
+  }
+  p.precision = c.exchange_precision;
   return p;
 }
 

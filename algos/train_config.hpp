@@ -12,8 +12,10 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "algos/algorithm.hpp"
+#include "algos/list.hpp"
 #include "algos/schedule.hpp"
 #include "devices/list.hpp"
 #include "engine/comm/comm.hpp"
@@ -28,23 +30,17 @@ namespace easel {
 enum class MomentumForm { nesterov, heavy_ball };
 enum class Progress { automatic, bar, lines, none };  // automatic: a bar on a terminal
 
-// The learning rate each algorithm runs with when --lr is auto (its default): chosen by a sweep
-// of LeNet on Fashion-MNIST with 2 groups for 2 epochs (docs/RESULTS.md, "Algorithm defaults").
-// An algorithm not listed runs with kDefaultLr.
+// The learning rate each algorithm runs with when --lr is auto (its default): its list row's
+// (AlgoEntry::default_lr); 0 for a name that is not an algorithm (validate_config refuses it).
+double default_lr(std::string_view algo);
+// --tau auto's period: the row's default_tau; 1 for a name that is not an algorithm.
+int64_t default_tau(std::string_view algo);
+// Every algorithm's default rate, in the list's order.
 struct AlgoLr {
   std::string_view algo;
   double lr;
 };
-inline constexpr double kDefaultLr = 0.01;  // Caffe's LeNet solver, meant for momentum SGD
-inline constexpr AlgoLr kAlgoDefaultLr[] = {
-    {"sgd", 0.1},           {"msgd", 0.01},         {"sync-sgd", 0.01},  {"async-sgd", 0.1},
-    {"async-msgd", 0.01},   {"hogwild-sgd", 0.025}, {"easgd-rr", 0.1},   {"async-easgd", 0.1},
-    {"async-measgd", 0.01}, {"hogwild-easgd", 0.1}, {"sync-easgd", 0.01}};
-constexpr double default_lr(std::string_view algo) {
-  for (const AlgoLr& a : kAlgoDefaultLr)
-    if (a.algo == algo) return a.lr;
-  return kDefaultLr;
-}
+extern const std::vector<AlgoLr> kAlgoDefaultLr;
 
 // Defaults are those of Caffe's LeNet solver with the paper's default algorithm on all cores,
 // but the learning rate, which is each algorithm's own (default_lr).
@@ -52,11 +48,11 @@ struct TrainConfig {
   std::string net = "lenet";
   std::string data = "fashion-mnist";
   Augment augment;  // none: the bytes scaled by kPixelScale, as before augmentation existed
-  std::string algo = "sync-easgd";
+  std::string algo = kDefaultAlgo;
   double epochs = 10;      // used when iterations == 0
   int64_t iterations = 0;  // iterations of the run (each group steps once per iteration)
   int64_t batch = 64;      // per group
-  double lr = default_lr("sync-easgd");
+  double lr = default_lr(kDefaultAlgo);
   bool lr_auto = true;  // --lr auto: lr follows --algo (default_lr), set with either
   LrSchedule::Policy lr_policy = LrSchedule::Policy::inv;
   double lr_gamma = 1e-4, lr_power = 0.75;
@@ -80,6 +76,7 @@ struct TrainConfig {
   double rho = -1;
   double alpha = -1;
   int64_t tau = 1;
+  bool tau_auto = true;  // --tau auto: tau follows --algo (its row's default_tau)
   MomentumForm momentum_form = MomentumForm::nesterov;
   ReduceMode reduce = ReduceMode::tree;
   PackMode pack = PackMode::single;
@@ -87,6 +84,11 @@ struct TrainConfig {
   CollectiveAlgo collective = CollectiveAlgo::automatic;
   SyncExchange exchange = SyncExchange::automatic;  // sync-easgd's exchange code (--exchange)
   SyncCentre sync_centre = SyncCentre::automatic;   // sync-easgd's centre (--sync-centre)
+  // local-sgd, slowmo, diloco (algos/periodic.hpp)
+  Optimizer optimizer = Optimizer::msgd;  // the groups' own steps
+  double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8;
+  double outer_lr = -1, outer_momentum = -1;  // -1: the algorithm's own (its list row)
+  ExchangePrecision exchange_precision = ExchangePrecision::fp32;
   Progress progress = Progress::automatic;
   bool prefetch = true;
   // Threads preparing each group's batches (with prefetch): oneTBB's pipeline where easel has
@@ -111,7 +113,14 @@ struct TrainConfig {
 enum class SettingType { text, integer, real, boolean };
 
 // The subcommands that take a setting (bits).
-enum SettingCommand : unsigned { kTrainCommand = 1, kTopologyCommand = 2 };
+// easel model and easel plan take the settings that the performance model prices
+// (tools/model/model_cmd.cpp).
+enum SettingCommand : unsigned {
+  kTrainCommand = 1,
+  kTopologyCommand = 2,
+  kModelCommand = 4,
+  kPlanCommand = 8
+};
 
 // What `easel train --resume DIR` does with a setting.
 enum class OnResume {

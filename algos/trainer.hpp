@@ -70,6 +70,7 @@ struct TrainSummary {
   std::vector<GroupTimes> group_times;
   double compute_seconds = 0, comm_seconds = 0, wait_seconds = 0;  // summed over groups
   double comm_share = 0, wait_share = 0;                           // of compute + comm + wait
+  double exchanged_bytes_per_image = 0;               // exchanged_bytes_per_image() of the run
   double preempted_seconds = 0, preempted_share = 0;  // within them (GroupTimes::preempted)
   double staleness_mean = 0;
   int64_t staleness_max = 0;

@@ -181,6 +181,7 @@ void fill_summary(const TrainSummary& s, Summary& out) {
   out.setup_seconds = s.setup_seconds;
   out.images_per_second = s.images_per_second;
   out.comm_share = s.comm_share;
+  out.exchanged_bytes_per_image = s.exchanged_bytes_per_image;
   out.wait_share = s.wait_share;
   out.target_accuracy = s.target_accuracy;
   out.time_to_target_seconds = s.time_to_target_seconds.value_or(-1);

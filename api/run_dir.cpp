@@ -164,6 +164,7 @@ json summary_json(const TrainSummary& s, json config) {
       {"comm_seconds", s.comm_seconds},
       {"wait_seconds", s.wait_seconds},
       {"comm_share", s.comm_share},
+      {"exchanged_bytes_per_image", s.exchanged_bytes_per_image},
       {"wait_share", s.wait_share},
       {"preempted_seconds", s.preempted_seconds},
       {"preempted_share", s.preempted_share},

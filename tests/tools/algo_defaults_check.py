@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Every algorithm's defaults reach 0.80 test accuracy on Fashion-MNIST (LeNet) within 2 epochs
 with 2 groups (the one-group algorithms, sgd and msgd, with their one group): the promise of
-algos/train_config.hpp's default_lr, checked through `easel sweep` with nothing but the
+the default_lr of each row of algos/list.cpp, checked through `easel sweep` with nothing but the
 algorithm, the groups and the budget given (each run stops at 0.80; evaluated every 94
 iterations). Skipped (77) without the Fashion-MNIST files. Takes minutes on 2 cores: meson test
 --suite workloads algo_defaults.
@@ -15,7 +15,7 @@ import sys
 import tempfile
 
 MULTI = ["sync-sgd", "async-sgd", "async-msgd", "hogwild-sgd", "easgd-rr", "async-easgd",
-         "async-measgd", "hogwild-easgd", "sync-easgd"]
+         "async-measgd", "hogwild-easgd", "sync-easgd", "local-sgd", "slowmo", "diloco"]
 ONE = ["sgd", "msgd"]
 DATA = "/usr/share/datasets/fashion-mnist"
 

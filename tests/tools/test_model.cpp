@@ -6,6 +6,7 @@
 
 #include <map>
 #include <set>
+#include <cmath>
 
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -344,6 +345,27 @@ TEST(Model, TauOverlapAndResidencyCutTheExchange) {
   EXPECT_GT(original->seconds_per_iteration, base->seconds_per_iteration);
 }
 
+// local-sgd, slowmo and diloco: one allreduce of each group's payload every tau steps, at
+// --exchange-precision (int8: a byte per float and a scale per 256).
+TEST(Model, PeriodicAlgorithmsPriceTheirPayloadEveryTau) {
+  const Machine m = small();
+  ModelRequest r = request("lenet", "diloco", 2);
+  r.tau = 16;
+  auto fp32 = predict(m, r);
+  r.precision = ExchangePrecision::int8;
+  auto int8 = predict(m, r);
+  ModelRequest s = request("lenet", "sync-sgd", 2);
+  auto sync = predict(m, s);
+  ASSERT_TRUE(fp32.ok() && int8.ok() && sync.ok()) << fp32.status().message();
+  const double n = static_cast<double>(r.cost.arena_floats);
+  EXPECT_EQ(fp32->group_exchange_bytes, 4 * n);
+  EXPECT_EQ(int8->group_exchange_bytes, n + 4 * std::ceil(n / 256));
+  EXPECT_EQ(fp32->exchanges_per_step, 1.0 / 16);
+  EXPECT_EQ(sync->exchanges_per_step, 1.0);
+  EXPECT_LT(int8->comm_seconds, fp32->comm_seconds);
+  EXPECT_LT(fp32->comm_seconds, sync->comm_seconds);
+}
+
 TEST(Model, RefusesRequestsNamingTheFlag) {
   const Machine m = small();
   ModelRequest r = request("lenet", "msgd", 2);
@@ -428,6 +450,35 @@ TEST(ModelCmd, PlanPrintsEveryMode) {
   ASSERT_EQ(o.code, 0) << o.err;
   for (const char* mode : {"quadrant-flat", "snc2-flat", "snc4-flat", "quadrant-cache"})
     EXPECT_NE(o.out.find(mode), std::string::npos) << mode;
+}
+
+}  // namespace
+
+namespace {
+
+// The outer-optimiser flags through the program: refused in one line, exit 2, naming the flag,
+// before any data is read; `easel model` takes them from the same table.
+TEST(PeriodicCmd, BadFlagsAreOneLineExit2AndTheModelPricesThem) {
+  for (const std::string& args :
+       {std::string("train --algo sync-easgd --optimizer adamw"),
+        std::string("train --algo async-sgd --exchange-precision int8"),
+        std::string("train --algo local-sgd --outer-lr 0.5"),
+        std::string("train --algo diloco --outer-momentum 1.5"),
+        std::string("train --algo diloco --optimizer adam"),
+        std::string("train --algo diloco --exchange-precision fp8"),
+        std::string("train --algo diloco --tau 0"),
+        std::string("model --machine knl-7250 --algo sync-sgd --exchange-precision bf16")}) {
+    const easel_test::Out o = easel_test::run_easel(args, "", "periodic_bad");
+    EXPECT_EQ(o.code, 2) << args << ": " << o.err;
+    EXPECT_EQ(o.err.find('\n'), o.err.size() - 1) << args << ": " << o.err;
+  }
+  const easel_test::Out o = easel_test::run_easel(
+      "model --machine knl-7250 --algo diloco --groups 4 --exchange-precision int8 --json", "",
+      "periodic_model");
+  ASSERT_EQ(o.code, 0) << o.err;
+  const auto j = nlohmann::json::parse(o.out);
+  EXPECT_EQ(j["tau"].get<int>(), 16);  // --tau auto: diloco's own
+  EXPECT_DOUBLE_EQ(j["exchanges_per_step"].get<double>(), 1.0 / 16);
 }
 
 }  // namespace

@@ -116,7 +116,7 @@ Result<std::unique_ptr<Algorithm>> build_run(Run& run, std::vector<Inputs>& inpu
   params.nesterov = false;
   params.alpha = 0.9f / static_cast<float>(run.size());
   EASEL_ASSIGN_OR_RETURN(std::unique_ptr<Algorithm> algo,
-                         make_algorithm(run.size() > 1 ? "sync-easgd" : "msgd"));
+                         make_algorithm(run.size() > 1 ? kDefaultAlgo : kOneGroupAlgo));
   EASEL_RETURN_IF_ERROR(prepare_bench_run(run, *algo, run.groups[0]->net->params(), params,
                                           plan.oversubscribed ? 0 : kShmSpinSeconds));
   return algo;

@@ -29,20 +29,46 @@ int levels_of(int p) {
   return l;
 }
 
+// The algorithm's facts (its row of algos/list.cpp); nullptr for an unknown name.
+const ModelFacts* facts_of(const std::string& a) {
+  const AlgoEntry* e = find_algo(a);
+  return e ? &e->model : nullptr;
+}
+ExchangeKind kind_of(const std::string& a) {
+  const ModelFacts* f = facts_of(a);
+  return f ? f->kind : ExchangeKind::unset;
+}
 bool is_one_group(const std::string& a) {
-  return a == "sgd" || a == "msgd";
+  return kind_of(a) == ExchangeKind::none;
 }
 bool is_sync(const std::string& a) {
-  return a == "sync-easgd" || a == "sync-sgd";
+  return kind_of(a) == ExchangeKind::collective;
 }
 bool is_easgd(const std::string& a) {
-  return a.find("easgd") != std::string::npos;
+  const ModelFacts* f = facts_of(a);
+  return f && f->elastic;
 }
 bool is_locked(const std::string& a) {
-  return a == "async-sgd" || a == "async-msgd" || a == "async-easgd" || a == "async-measgd";
+  return kind_of(a) == ExchangeKind::locked_centre;
 }
 bool is_hogwild(const std::string& a) {
-  return a == "hogwild-sgd" || a == "hogwild-easgd";
+  return kind_of(a) == ExchangeKind::lockfree_centre;
+}
+bool is_average(const std::string& a) {
+  return kind_of(a) == ExchangeKind::average;
+}
+bool is_round_robin(const std::string& a) {
+  return kind_of(a) == ExchangeKind::round_robin;
+}
+// The collective algorithms' names, "a, b and c".
+std::string sync_names() {
+  std::vector<std::string> names;
+  for (const AlgoEntry& a : algo_list())
+    if (a.model.kind == ExchangeKind::collective) names.push_back(a.name);
+  std::string s;
+  for (size_t i = 0; i < names.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  return s;
 }
 
 std::string fmt(const char* f, double v) {
@@ -152,7 +178,7 @@ double sync_exchange(const Machine& m, const ModelRequest& req, Prediction& out)
   const double n = static_cast<double>(req.cost.arena_floats);
   const double w = 4 * n;
   const int msgs = req.pack == "per-layer" ? std::max(req.param_layers, 1) : 1;
-  const bool sgd = req.algo == "sync-sgd";
+  const bool sgd = !is_easgd(req.algo);  // sync-sgd's gradients: no centre, no elastic step
   const Link link = link_of(m, req, false);
   out.transport = link.name;
   // One group of sync-easgd still takes its elastic step against the centre; sync-sgd has
@@ -252,8 +278,7 @@ double centre_exchange(const Machine& m, const ModelRequest& req, Prediction& ou
 }
 
 Status check(const Machine& m, const ModelRequest& req) {
-  if (!is_one_group(req.algo) && !is_sync(req.algo) && !is_locked(req.algo) &&
-      !is_hogwild(req.algo) && req.algo != "easgd-rr")
+  if (facts_of(req.algo) == nullptr)
     return invalid_argument("--algo: unknown algorithm '" + req.algo + "' (easel list)");
   if (req.groups < 1 || req.groups > 65536)
     return invalid_argument("--groups: " + std::to_string(req.groups) +
@@ -296,8 +321,8 @@ Status check(const Machine& m, const ModelRequest& req) {
   if (req.ranks < 1 || req.ranks > 65536)
     return invalid_argument("--ranks: " + std::to_string(req.ranks) +
                             " is out of range [1, 65536]");
-  if (req.ranks > 1 && !is_sync(req.algo))
-    return invalid_argument("--ranks: the model spans ranks for sync-easgd and sync-sgd only");
+  if (req.ranks > 1 && !is_sync(req.algo) && !is_average(req.algo))
+    return invalid_argument("--ranks: the model spans ranks for " + sync_names() + " only");
   if (req.ranks_per_node < 1 || req.ranks_per_node > req.ranks)
     return invalid_argument("--ranks-per-node: " + std::to_string(req.ranks_per_node) +
                             " is out of range [1, " + std::to_string(req.ranks) + "] (--ranks)");
@@ -343,8 +368,10 @@ double shm_exchange_seconds(const Machine& m, const MemoryFigure& mem, int p, bo
 }
 
 double group_bytes(const ModelRequest& req) {
-  // weights, gradients, momentum; sync-easgd's partitioned exchange keeps a second weights arena.
-  const double arenas = req.algo == "sync-easgd" ? 4 : 3;
+  // weights, gradients, momentum and the algorithm's own (sync-easgd's partitioned exchange: a
+  // second weights arena); the list's row says how many.
+  const ModelFacts* f = facts_of(req.algo);
+  const double arenas = f ? f->arenas_per_group : 3;
   return 4.0 * static_cast<double>(req.cost.arena_floats) * arenas +
          8.0 * static_cast<double>(req.cost.activation_floats) * static_cast<double>(req.batch);
 }
@@ -387,14 +414,24 @@ Result<Prediction> predict(const Machine& whole, const ModelRequest& req) {
                         " MB cross the host link every step");
   }
   double comm = host_copies, wait = 0, iteration = 0;
+  {
+    const AlgoEntry& e = *find_algo(req.algo);  // check() refused an unknown one
+    AlgoParams ap;
+    ap.tau = req.tau;
+    ap.precision = req.exchange_precision;
+    const int64_t k = steps_per_exchange(e, ap);
+    out.exchanges_per_step = k > 0 ? 1.0 / static_cast<double>(k) : 0;
+    out.group_exchange_bytes =
+        k > 0 ? static_cast<double>(exchange_bytes(e, ap, req.cost.arena_floats)) : 0;
+  }
   if (is_one_group(req.algo)) {
     iteration = tc + comm;
   } else if (is_sync(req.algo)) {
     const double x = sync_exchange(m, req, out);
     out.exchange_seconds = x;
-    const double per_step = req.algo == "sync-sgd" ? x : x / req.tau;
+    const double per_step = is_easgd(req.algo) ? x / req.tau : x;
     double exposed = per_step;
-    if (req.overlap && req.algo == "sync-easgd") {
+    if (req.overlap && facts_of(req.algo)->overlappable) {
       exposed = std::max(0.0, per_step - tc);
       out.notes.push_back("overlap on: the exchange runs beside the next step; exposed " +
                           fmt("%.3g", exposed) + " s of " + fmt("%.3g", per_step) + " s");
@@ -402,7 +439,19 @@ Result<Prediction> predict(const Machine& whole, const ModelRequest& req) {
     comm += exposed;
     if (out.oversubscribed) wait = m.oversubscribed_wait * tc;
     iteration = tc + comm + wait;
-  } else if (req.algo == "easgd-rr") {
+  } else if (is_average(req.algo)) {
+    // local-sgd, slowmo, diloco: every tau steps an allreduce of each group's pseudo-gradient
+    // at its precision (sync-sgd's allreduce of as many bytes), then the outer rule over the
+    // arena (x, u, d and w read, x, u, w written: 28n bytes through the groups' memory).
+    ModelRequest a = req;
+    a.cost.arena_floats = (out.group_exchange_bytes + 3) / 4;
+    const double x = sync_exchange(m, a, out) + 28.0 * static_cast<double>(req.cost.arena_floats) /
+                                                    (memory_of(m, req).bandwidth_gbs * kGB);
+    out.exchange_seconds = x;
+    comm += x / req.tau;
+    if (out.oversubscribed) wait = m.oversubscribed_wait * tc;
+    iteration = tc + comm + wait;
+  } else if (is_round_robin(req.algo)) {
     // The master serves one group at a time, by id: a round takes max(own step + turn, P turns).
     const double x = centre_exchange(m, req, out) / req.tau;
     out.exchange_seconds = x * req.tau;

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "algos/list.hpp"
 #include "engine/status.hpp"
 #include "nets/graph.hpp"
 #include "tools/model/machine.hpp"
@@ -32,7 +33,7 @@ struct ModelRequest {
   int64_t input_floats = 0;  // one image: C x H x W
   int param_layers = 1;      // layers with parameters: the messages of --pack per-layer
   int64_t batch = 64;        // per group
-  std::string algo = "sync-easgd";
+  std::string algo = kDefaultAlgo;
   int groups = 1;
   int threads_per_group = 1;  // CPU machines
   int tau = 1;
@@ -54,6 +55,8 @@ struct ModelRequest {
   // The arithmetic of the step: fp32, tf32 or bf16 (the machine's rate for it; the bytes stay
   // f32's, as easel keeps activations and the arena in f32).
   std::string precision = "fp32";
+  // local-sgd, slowmo, diloco: what each group sends (--exchange-precision).
+  ExchangePrecision exchange_precision = ExchangePrecision::fp32;
 };
 
 struct Prediction {
@@ -62,12 +65,14 @@ struct Prediction {
   double compute_share = 0, comm_share = 0, wait_share = 0;
   double images_per_second = 0;
   // The parts.
-  double step_seconds = 0;      // one group's step as it runs among the others
-  double exchange_seconds = 0;  // one exchange (every tau steps), before overlap
-  double exchange_bytes = 0;    // bytes one exchange moves on its critical path
-  int exchange_messages = 0;    // messages on its critical path
-  std::string transport;        // "shared_memory", "nccl", "host_device", ...
-  std::string compute_source;   // "calibrated" or "described"
+  double step_seconds = 0;          // one group's step as it runs among the others
+  double exchange_seconds = 0;      // one exchange (every tau steps), before overlap
+  double exchange_bytes = 0;        // bytes one exchange moves on its critical path
+  int exchange_messages = 0;        // messages on its critical path
+  double exchanges_per_step = 0;    // of one group: 1, 1 / tau, or 0 (one group)
+  double group_exchange_bytes = 0;  // what one group sends per exchange (its payload)
+  std::string transport;            // "shared_memory", "nccl", "host_device", ...
+  std::string compute_source;       // "calibrated" or "described"
   bool oversubscribed = false;
   std::vector<std::string> notes;
 };

@@ -20,53 +20,49 @@ using model::ModelRequest;
 using model::Prediction;
 using nlohmann::json;
 
-// The flags both commands share, as typed.
+// The flags both commands share beyond the train settings' (--net, --algo, --batch, --tau and,
+// for `easel model`, --groups, --threads-per-group, --placement, --reduce, --pack, --overlap,
+// --collective, --sync-centre: the
+// rows of train_settings() marked kModelCommand / kPlanCommand, parsed and validated as `easel
+// train` does).
 struct NetFlags {
-  std::string net = "lenet";
+  SettingValues settings = default_setting_values();
   std::string machine;
-  std::string algo = "sync-easgd";
-  int64_t batch = 64;
   int64_t classes = 0;
-  int tau = 1;
   std::string precision = "fp32";
   bool json = false;
 };
 
 struct ModelFlags : NetFlags {
-  int groups = 1;
-  int threads_per_group = 1;
-  std::string placement = "dram";
-  std::string reduce = "tree";
-  std::string pack = "single";
-  std::string overlap = "off";
   std::string resident = "on";
   int ranks = 1;
   int ranks_per_node = 1;
-  std::string collective = "auto";
-  std::string sync_centre = "auto";
 };
 
 struct PlanFlags : NetFlags {
   int64_t iterations = 1000;
 };
 
-void add_net_flags(CLI::App* c, NetFlags& f) {
-  c->add_option("--net", f.net, "a built-in net (easel list) or a net description file")
-      ->capture_default_str();
+// The model's defaults where a train setting's differs: one group of one thread.
+void model_defaults(SettingValues& values) {
+  const auto settings = train_settings();
+  for (size_t i = 0; i < settings.size(); ++i) {
+    const std::string_view name = settings[i].name;
+    if (name == "groups" || name == "threads-per-group") values[i].text = "1";
+  }
+}
+
+void add_net_flags(CLI::App* c, NetFlags& f, unsigned command) {
+  add_setting_flags(*c, command, f.settings);
   c->add_option("--machine", f.machine,
                 "machine description: a TOML file, a described machine's name (tools/machines: "
                 "knl-7250, xeon-max-9480, gpu8-pcie, gpu8-a100-pcie, gpu8-nvlink) or 'this' "
                 "(written by easel bench --calibrate)")
       ->required();
-  c->add_option("--algo", f.algo, "algorithm (easel list)")->capture_default_str();
-  c->add_option("--batch", f.batch,
-                "mini-batch size per group (plan: of the node, split over the groups)")
-      ->capture_default_str();
   c->add_option("--classes", f.classes,
                 "classes of the net's output layer (0: the net's own; the paper's AlexNet-CIFAR "
                 "has 1000)")
       ->capture_default_str();
-  c->add_option("--tau", f.tau, "EASGD communication period")->capture_default_str();
   c->add_option("--precision", f.precision,
                 "arithmetic: fp32, tf32 or bf16 (the machine's [compute] rate for it); plan: "
                 "also all (every precision the machine has, ranked together)")
@@ -78,28 +74,50 @@ int fail(const Status& s) {
   return report(s, Failure::request);
 }
 
-// The net's cost and the request's net fields; errors name --net or --classes.
-Result<ModelRequest> net_request(const NetFlags& f) {
+// The settings as `easel train` reads them, then the net's cost and the request's fields;
+// errors name the flag.
+Result<ModelRequest> net_request(NetFlags& f, unsigned command, TrainConfig* cfg) {
+  EASEL_ASSIGN_OR_RETURN(*cfg, parse_settings(f.settings, command, {}, ""));
   if (f.classes < 0 || f.classes > 1000000)
     return invalid_argument("--classes: " + std::to_string(f.classes) +
                             " is out of range [0, 1000000]");
-  const bench::BenchInput in = bench::bench_input(f.net);
+  const bench::BenchInput in = bench::bench_input(cfg->net);
   auto spec = build_model(
-      f.net, {in.channels, in.height, in.width, f.classes > 0 ? f.classes : in.classes});
+      cfg->net, {in.channels, in.height, in.width, f.classes > 0 ? f.classes : in.classes});
   if (!spec.ok()) return spec.status();
   EASEL_ASSIGN_OR_RETURN(NetCost cost, net_cost(*spec));
   ModelRequest req;
-  req.net = f.net;
+  req.net = cfg->net;
   req.cost = cost;
   req.input_floats = in.channels * in.height * in.width;
   req.param_layers = 0;
   for (const LayerSpec& l : spec->layers)
     req.param_layers += l.fillers.empty() ? 0 : 1;
-  req.algo = f.algo;
-  req.batch = f.batch;
-  req.tau = f.tau;
+  req.algo = cfg->algo;
+  req.batch = cfg->batch;
+  req.tau = static_cast<int>(cfg->tau);
   req.precision = f.precision;
+  req.collective = collective_algo_name(cfg->collective);
+  req.sync_centre = cfg->sync_centre == SyncCentre::master      ? "master"
+                    : cfg->sync_centre == SyncCentre::allreduce ? "allreduce"
+                                                                : "auto";
   return req;
+}
+
+// The model's one memory kind for the groups' buffers: every class in dram or every one in hbw.
+Result<std::string> model_placement(const Placement& p) {
+  const std::string text = placement_text(p);
+  if (text != "dram" && text != "hbw")
+    return invalid_argument("--placement: '" + text + "' (the model takes dram or hbw)");
+  return text;
+}
+
+// --groups for the model: a count.
+Result<int> model_groups(const std::string& groups) {
+  if (groups.empty() || groups.size() > 9 ||
+      groups.find_first_not_of("0123456789") != std::string::npos)
+    return invalid_argument("--groups: '" + groups + "' (the model takes a count)");
+  return std::stoi(groups);
 }
 
 Result<Machine> machine_of(const std::string& spec) {
@@ -126,31 +144,35 @@ json prediction_json(const Prediction& p) {
           {"exchange_seconds", p.exchange_seconds},
           {"exchange_bytes", p.exchange_bytes},
           {"exchange_messages", p.exchange_messages},
+          {"exchanges_per_step", p.exchanges_per_step},
+          {"group_exchange_bytes", p.group_exchange_bytes},
           {"transport", p.transport},
           {"compute_source", p.compute_source},
           {"oversubscribed", p.oversubscribed},
           {"notes", p.notes}};
 }
 
-int run_model(const ModelFlags& f) {
-  auto req = net_request(f);
+int run_model(ModelFlags& f) {
+  TrainConfig cfg;
+  auto req = net_request(f, kModelCommand, &cfg);
   if (!req.ok()) return fail(req.status());
   auto m = machine_of(f.machine);
   if (!m.ok()) return fail(m.status());
-  req->groups = f.groups;
-  req->threads_per_group = f.threads_per_group;
-  req->placement = f.placement;
-  req->reduce = f.reduce;
-  req->collective = f.collective;
-  req->sync_centre = f.sync_centre;
-  req->pack = f.pack;
+  auto groups = model_groups(cfg.plan.groups);
+  if (!groups.ok()) return fail(groups.status());
+  auto placement = model_placement(cfg.placement);
+  if (!placement.ok()) return fail(placement.status());
+  req->groups = *groups;
+  req->threads_per_group = static_cast<int>(cfg.plan.threads_per_group);
+  req->placement = *placement;
+  req->reduce = cfg.reduce == ReduceMode::serial ? "serial" : "tree";
+  req->pack = cfg.pack == PackMode::per_layer ? "per-layer" : "single";
   req->ranks = f.ranks;
   req->ranks_per_node = f.ranks_per_node;
-  auto overlap = on_off("--overlap", f.overlap);
-  if (!overlap.ok()) return fail(overlap.status());
   auto resident = on_off("--resident", f.resident);
   if (!resident.ok()) return fail(resident.status());
-  req->overlap = *overlap;
+  req->overlap = cfg.overlap;
+  req->exchange_precision = cfg.exchange_precision;
   req->resident = *resident;
   auto p = model::predict(*m, *req);
   if (!p.ok()) return fail(p.status());
@@ -158,20 +180,20 @@ int run_model(const ModelFlags& f) {
     json j = prediction_json(*p);
     j["machine"] = m->name;
     j["machine_file"] = m->file;
-    j["net"] = f.net;
-    j["algo"] = f.algo;
-    j["groups"] = f.groups;
-    j["threads_per_group"] = f.threads_per_group;
-    j["tau"] = f.tau;
-    j["precision"] = f.precision;
-    j["batch"] = f.batch;
+    j["net"] = req->net;
+    j["algo"] = req->algo;
+    j["groups"] = req->groups;
+    j["threads_per_group"] = req->threads_per_group;
+    j["tau"] = req->tau;
+    j["precision"] = req->precision;
+    j["batch"] = req->batch;
     j["weight_bytes"] = 4.0 * static_cast<double>(req->cost.params);
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
   std::printf("easel model: %s on %s, %d group(s) x %d thread(s), batch %lld, tau %d; %s (%s)\n",
-              f.algo.c_str(), f.net.c_str(), f.groups, f.threads_per_group,
-              static_cast<long long>(f.batch), f.tau, m->name.c_str(), m->file.c_str());
+              req->algo.c_str(), req->net.c_str(), req->groups, req->threads_per_group,
+              static_cast<long long>(req->batch), req->tau, m->name.c_str(), m->file.c_str());
   std::printf("seconds_per_iteration %.6g\n", p->seconds_per_iteration);
   std::printf("compute/comm/wait     %.1f%% / %.1f%% / %.1f%%\n", 100 * p->compute_share,
               100 * p->comm_share, 100 * p->wait_share);
@@ -185,25 +207,23 @@ int run_model(const ModelFlags& f) {
   return 0;
 }
 
-int run_plan(const PlanFlags& f) {
-  auto req = net_request(f);
+int run_plan(PlanFlags& f) {
+  TrainConfig cfg;
+  auto req = net_request(f, kPlanCommand, &cfg);
   if (!req.ok()) return fail(req.status());
   if (f.iterations < 1 || f.iterations > 1000000000)
     return fail(invalid_argument("--iterations: " + std::to_string(f.iterations) +
                                  " is out of range [1, 1e9]"));
   auto m = machine_of(f.machine);
   if (!m.ok()) return fail(m.status());
+  req->exchange_precision = cfg.exchange_precision;
   auto rows = model::plan_partitions(*m, *req, f.iterations);
   if (!rows.ok()) return fail(rows.status());
   const std::string budget =
-      std::to_string(f.iterations) + " iterations of " + std::to_string(f.batch) + " images";
+      std::to_string(f.iterations) + " iterations of " + std::to_string(req->batch) + " images";
   if (f.json) {
-    json out = {{"machine", m->name},
-                {"machine_file", m->file},
-                {"net", f.net},
-                {"algo", f.algo},
-                {"batch", f.batch},
-                {"budget", budget},
+    json out = {{"machine", m->name},         {"machine_file", m->file}, {"net", req->net},
+                {"algo", req->algo},          {"batch", req->batch},     {"budget", budget},
                 {"partitions", json::array()}};
     for (const model::PlanRow& r : *rows) {
       json j = prediction_json(r.p);
@@ -224,7 +244,8 @@ int run_plan(const PlanFlags& f) {
     return 0;
   }
   std::printf("easel plan: %s on %s, %s (split over the groups); %s (%s); fastest first\n",
-              f.algo.c_str(), f.net.c_str(), budget.c_str(), m->name.c_str(), m->file.c_str());
+              req->algo.c_str(), req->net.c_str(), budget.c_str(), m->name.c_str(),
+              m->file.c_str());
   std::printf("%-4s %-14s %-5s %6s %7s %5s %12s %10s %6s %6s %6s %9s %9s  %s\n", "rank", "mode",
               "prec", "groups", "threads", "batch", "s/iteration", "seconds", "comp%", "comm%",
               "wait%", "group MB", "fast MB", "fit");
@@ -245,36 +266,20 @@ ModelCommands add_model_commands(CLI::App& app) {
   auto pf = std::make_shared<PlanFlags>();
   CLI::App* m = app.add_subcommand(
       "model", "predict the time per iteration and its compute/comm/wait split (docs/MODEL.md)");
-  add_net_flags(m, *mf);
-  m->add_option("--groups", mf->groups, "worker groups")->capture_default_str();
-  m->add_option("--threads-per-group", mf->threads_per_group, "threads in each group")
-      ->capture_default_str();
-  m->add_option("--placement", mf->placement, "where the groups' buffers are: dram or hbw")
-      ->capture_default_str();
-  m->add_option("--reduce", mf->reduce, "sync-easgd exchange: tree or serial (P exchanges)")
-      ->capture_default_str();
-  m->add_option("--pack", mf->pack, "single (one message) or per-layer")->capture_default_str();
-  m->add_option("--overlap", mf->overlap, "sync-easgd: overlap the exchange (on/off)")
-      ->capture_default_str();
+  model_defaults(mf->settings);
+  add_net_flags(m, *mf, kModelCommand);
   m->add_option("--resident", mf->resident,
                 "GPU machine: weights stay on the devices (on) or cross the host link every "
                 "step (off: the original EASGD and Sync EASGD1)")
       ->capture_default_str();
   m->add_option("--ranks", mf->ranks, "MPI ranks of --groups groups each (sync algorithms)")
       ->capture_default_str();
-  m->add_option("--collective", mf->collective,
-                "the collective across ranks: auto, tree, ring, halving-doubling, hierarchical "
-                "or mpi")
-      ->capture_default_str();
-  m->add_option("--sync-centre", mf->sync_centre,
-                "sync-easgd's centre across ranks: auto (allreduce), master or allreduce")
-      ->capture_default_str();
   m->add_option("--ranks-per-node", mf->ranks_per_node,
                 "ranks sharing one machine's cores and memory bandwidth (1: a machine each)")
       ->capture_default_str();
   CLI::App* p = app.add_subcommand(
       "plan", "rank a machine's partitions by predicted time, with the fit in fast memory");
-  add_net_flags(p, *pf);
+  add_net_flags(p, *pf, kPlanCommand);
   p->add_option("--iterations", pf->iterations,
                 "the budget: iterations of --batch images (split evenly over the groups)")
       ->capture_default_str();

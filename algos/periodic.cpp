@@ -1,0 +1,193 @@
+#include "algos/periodic.hpp"
+
+#include "algos/exchange.hpp"
+#include "algos/list.hpp"
+#include "engine/span_ops.hpp"
+
+namespace easel {
+
+namespace {
+
+class Periodic final : public Algorithm {
+ public:
+  Periodic(std::string name, OuterRule rule) : name_(std::move(name)), rule_(rule) {}
+  std::string name() const override { return name_; }
+  bool multi_process() const override { return true; }  // the allreduce spans every rank
+
+  Status prepare(Run& run) override {
+    const AlgoParams& p = run.params;
+    const int64_t n = run.arena_floats();
+    per_.resize(run.groups.size());
+    for (size_t i = 0; i < run.groups.size(); ++i) {
+      Group& g = *run.groups[i];
+      PerGroup& s = per_[i];
+      EASEL_ASSIGN_OR_RETURN(s.anchor, arena_on(g, n, MemKind::dram));
+      EASEL_ASSIGN_OR_RETURN(s.send, arena_on(g, n, MemKind::dram));
+      if (rule_ != OuterRule::average) {
+        EASEL_ASSIGN_OR_RETURN(s.outer, arena_on(g, n, MemKind::dram));
+      }
+      if (p.optimizer == Optimizer::adamw) {
+        EASEL_ASSIGN_OR_RETURN(s.second, arena_on(g, n, MemKind::dram));
+      }
+      if (feedback(p)) {
+        EASEL_ASSIGN_OR_RETURN(s.residual, arena_on(g, n, MemKind::dram));
+      }
+      copy_bytes(s.anchor.data(), MemKind::dram, g.weights.data(), g.weights.kind(),
+                 static_cast<size_t>(n) * sizeof(float));
+    }
+    return {};
+  }
+
+  void run_round(Run& run, Group& g, int64_t iterations) override {
+    const AlgoParams& p = run.params;
+    PerGroup& s = per_[static_cast<size_t>(g.id)];
+    for (int64_t i = 0; i < iterations; ++i) {
+      if (stop_here(run, g)) break;  // every group at the same step
+      local_gradient(g);
+      const int64_t step = g.steps.load(std::memory_order_relaxed);
+      const float lr = static_cast<float>(p.lr.at(step));
+      {
+        ScopedTimer t(&g.times.compute);
+        if (p.optimizer == Optimizer::adamw)
+          adamw_step(run.segments(), g.weights.data(), g.diff.data(), g.momentum.data(),
+                     s.second.data(), lr, p.weight_decay, p.adamw, step + 1);
+        else
+          local_step(run, g, lr, p.momentum > 0 ? LocalRule::heavy_ball : LocalRule::sgd);
+      }
+      g.steps.fetch_add(1, std::memory_order_relaxed);
+      if ((step + 1) % p.tau == 0) exchange(run, g, s, lr);
+    }
+  }
+
+  // The anchor: the model of the groups' last meeting.
+  const float* eval_weights(Run& run) override {
+    (void)run;
+    return per_[0].anchor.data();
+  }
+
+  // [anchor][outer momentum, slowmo and diloco][each group's second moment, adamw][each group's
+  // residual, int8]: the anchor and outer momentum are the same on every group.
+  AlgoState save_state(Run& run) override {
+    AlgoState st;
+    const size_t n = static_cast<size_t>(run.arena_floats());
+    auto put = [&](const Arena& a) { st.buffer.insert(st.buffer.end(), a.data(), a.data() + n); };
+    for (Arena* a : shared_arenas(per_[0]))
+      put(*a);
+    for (PerGroup& s : per_)
+      for (Arena* a : own_arenas(s, run.params))
+        put(*a);
+    return st;
+  }
+
+  Status restore_state(Run& run, const AlgoState& st) override {
+    const size_t n = static_cast<size_t>(run.arena_floats());
+    size_t want = shared_arenas(per_[0]).size();
+    for (PerGroup& s : per_)
+      want += own_arenas(s, run.params).size();
+    if (st.turn != 0 || st.buffer.size() != want * n)
+      return invalid_argument("--resume: the checkpoint's " + name_ +
+                              " state does not fit this run (its groups, --optimizer or "
+                              "--exchange-precision differ)");
+    const float* src = st.buffer.data();
+    const size_t shared = shared_arenas(per_[0]).size();
+    for (PerGroup& s : per_) {
+      const float* p = src;
+      for (Arena* a : shared_arenas(s)) {
+        span_copy(a->data(), p, static_cast<int64_t>(n));
+        p += n;
+      }
+    }
+    src += shared * n;
+    for (PerGroup& s : per_)
+      for (Arena* a : own_arenas(s, run.params)) {
+        span_copy(a->data(), src, static_cast<int64_t>(n));
+        src += n;
+      }
+    return {};
+  }
+
+ private:
+  struct PerGroup {
+    Arena anchor;    // x: the weights of the last meeting (the same on every group)
+    Arena outer;     // u: the outer momentum (slowmo, diloco; the same on every group)
+    Arena second;    // v: AdamW's second moment (--optimizer adamw; m is Group::momentum)
+    Arena residual;  // e: the error-feedback residual (int8)
+    Arena send;      // what the group sends, then the groups' mean
+  };
+
+  static bool feedback(const AlgoParams& p) { return p.precision == ExchangePrecision::int8; }
+
+  std::vector<Arena*> shared_arenas(PerGroup& s) const {
+    std::vector<Arena*> v{&s.anchor};
+    if (rule_ != OuterRule::average) v.push_back(&s.outer);
+    return v;
+  }
+  static std::vector<Arena*> own_arenas(PerGroup& s, const AlgoParams& p) {
+    std::vector<Arena*> v;
+    if (p.optimizer == Optimizer::adamw) v.push_back(&s.second);
+    if (feedback(p)) v.push_back(&s.residual);
+    return v;
+  }
+
+  // d_i = x - w_i, rounded as sent; the mean over all groups; the outer rule; w_i <- x.
+  void exchange(Run& run, Group& g, PerGroup& s, float lr) {
+    const AlgoParams& p = run.params;
+    const int64_t n = run.arena_floats();
+    float* d = s.send.data();
+    float* x = s.anchor.data();
+    {
+      ScopedTimer t(&g.times.comm);
+      const float* w = g.weights.data();
+      for (int64_t j = 0; j < n; ++j)
+        d[j] = x[j] - w[j];
+      if (feedback(p))
+        exchange_with_feedback(d, s.residual.data(), n, p.precision);
+      else
+        exchange_round_trip(d, n, p.precision);
+    }
+    timed_collective(run, g, [&] {
+      for_each_message(
+          run, [&](int64_t off, int64_t m) { run.comm->allreduce_sum(g.global_id, d + off, m); });
+    });
+    ScopedTimer t(&g.times.comm);
+    span_scale(d, 1.f / static_cast<float>(run.total_groups()), n);
+    switch (rule_) {
+      case OuterRule::average:
+        outer_average(x, d, n);
+        break;
+      case OuterRule::slowmo:
+        outer_slowmo(x, s.outer.data(), d, n, p.outer_lr, p.outer_momentum, lr);
+        break;
+      case OuterRule::nesterov:
+        outer_nesterov(x, s.outer.data(), d, n, p.outer_lr, p.outer_momentum);
+        break;
+    }
+    copy_bytes(g.weights.data(), g.weights.kind(), x, MemKind::dram,
+               static_cast<size_t>(n) * sizeof(float));
+  }
+
+  std::string name_;
+  OuterRule rule_;
+  std::vector<PerGroup> per_;
+};
+
+}  // namespace
+
+std::vector<ExtraArena> periodic_arenas(const ArenaQuery& q, bool outer) {
+  using C = BufferClass;
+  std::vector<ExtraArena> v;
+  for (int g = 0; g < q.groups; ++g) {
+    v.push_back({C::weights, g});  // the anchor
+    v.push_back({C::grads, g});    // what it sends
+    if (outer) v.push_back({C::momentum, g});
+    if (q.adamw) v.push_back({C::momentum, g});
+    if (q.feedback) v.push_back({C::grads, g});
+  }
+  return v;
+}
+
+std::unique_ptr<Algorithm> make_periodic(std::string name, OuterRule rule) {
+  return std::make_unique<Periodic>(std::move(name), rule);
+}
+
+}  // namespace easel

@@ -1,0 +1,325 @@
+// local-sgd, slowmo and diloco (algos/periodic.hpp, algos/outer_ops.hpp): each update rule
+// against a hand computation for 2 and 3 groups, the compressed exchange's error bounds and
+// error feedback, AdamW's step by its formula, resume equal to the uninterrupted run bit for bit,
+// and the flags they take refused, in one line naming the flag, where they do not apply.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <random>
+
+#include "algos/checkpoint.hpp"
+#include "algos/exchange.hpp"
+#include "algos/groups.hpp"
+#include "algos/list.hpp"
+#include "algos/periodic.hpp"
+#include "algos/trainer.hpp"
+#include "engine/comm/comm.hpp"
+#include "engine/span_ops.hpp"
+#include "tests/algos/small_run.hpp"
+
+namespace easel {
+namespace {
+
+// p groups of one thread, an arena of one segment of kN floats, all starting from x0; group i's
+// gradient is the constant c_i (j) = 0.1 (i + 1) (j + 1) - 0.05 j, whatever its weights.
+constexpr int64_t kN = 5;
+float x0(int64_t j) {
+  return 1.f - 0.25f * static_cast<float>(j);
+}
+float grad(int i, int64_t j) {
+  return 0.1f * static_cast<float>(i + 1) * static_cast<float>(j + 1) -
+         0.05f * static_cast<float>(j);
+}
+
+struct Hand {
+  std::vector<std::unique_ptr<WorkerThread>> workers;
+  ArenaLayout layout;
+  Run run;
+  std::unique_ptr<Algorithm> algo;
+
+  void build(int p, const std::string& name, int tau) {
+    Segment s;
+    s.count = kN;
+    layout.add(s);
+    const int64_t n = layout.total_floats();
+    for (int i = 0; i < p; ++i) {
+      GroupSpec spec;
+      spec.id = i;
+      spec.cpus = {0};
+      auto w = WorkerThread::start(spec, false);
+      ASSERT_TRUE(w.ok());
+      auto g = std::make_unique<Group>();
+      g->id = g->global_id = i;
+      g->worker = w->get();
+      workers.push_back(std::move(w).value());
+      for (Arena* a : {&g->weights, &g->diff, &g->momentum})
+        *a = Arena::create(n, MemKind::dram).value();
+      for (int64_t j = 0; j < kN; ++j)
+        g->weights.data()[j] = x0(j);
+      g->fake_gradient = [](Group& gr) {
+        for (int64_t j = 0; j < kN; ++j)
+          gr.diff.data()[j] = grad(gr.id, j);
+      };
+      run.groups.push_back(std::move(g));
+    }
+    run.layout = &layout;
+    run.params.lr.policy = LrSchedule::Policy::fixed;
+    run.params.lr.base = 0.1;
+    run.params.momentum = 0;  // plain SGD inside: w <- w - lr g
+    run.params.weight_decay = 0;
+    run.params.tau = tau;
+    run.comm = make_shm_comm(p, CollectiveAlgo::tree);
+    algo = make_algorithm(name).value();
+  }
+  void prepare() { ASSERT_TRUE(algo->prepare(run).ok()); }
+  void steps(int64_t k) {
+    run_on_groups(
+        run, [&](Group& g) { algo->run_round(run, g, k); }, [] {});
+  }
+};
+
+// The groups' mean gradient at element j.
+double mean_grad(int p, int64_t j) {
+  double s = 0;
+  for (int i = 0; i < p; ++i)
+    s += grad(i, j);
+  return s / p;
+}
+
+// Two exchanges of tau = 2 plain-SGD steps each, from x0: every group holds the anchor the rule
+// gives, computed here by hand in double: after tau steps w_i = x - tau lr c_i, so the mean
+// pseudo-gradient is d = tau lr mean(c).
+TEST(Periodic, EachRuleMatchesTheHandComputationFor2And3Groups) {
+  const double lr = 0.1;
+  const int tau = 2;
+  for (int p : {2, 3})
+    for (const std::string name : {"local-sgd", "slowmo", "diloco"}) {
+      SCOPED_TRACE(name + " with " + std::to_string(p) + " groups");
+      Hand h;
+      h.build(p, name, tau);
+      const double alpha = name == "slowmo" ? 1.0 : 0.7, beta = name == "slowmo" ? 0.5 : 0.9;
+      h.run.params.outer_lr = static_cast<float>(alpha);
+      h.run.params.outer_momentum = static_cast<float>(beta);
+      h.prepare();
+      h.steps(3);  // one exchange, and one step past it
+      h.steps(1);  // the second exchange
+      for (int64_t j = 0; j < kN; ++j) {
+        const double d = tau * lr * mean_grad(p, j);
+        double x = x0(j), u = 0;
+        for (int e = 0; e < 2; ++e) {
+          if (name == "local-sgd") {
+            x -= d;
+          } else if (name == "slowmo") {
+            u = beta * u + d / lr;
+            x -= alpha * lr * u;
+          } else {
+            u = beta * u + d;
+            x -= alpha * (d + beta * u);
+          }
+        }
+        for (int i = 0; i < p; ++i)
+          EXPECT_NEAR(h.run.groups[i]->weights.data()[j], x, 1e-5) << "group " << i << " j " << j;
+        EXPECT_NEAR(h.algo->eval_weights(h.run)[j], x, 1e-5);
+      }
+    }
+  // One number by hand: local-sgd, 2 groups, element 0: c = 0.1 and 0.2, so after one exchange
+  // x = 1 - 2 x 0.1 x 0.15 = 0.97.
+  Hand h;
+  h.build(2, "local-sgd", 2);
+  h.prepare();
+  h.steps(2);
+  EXPECT_NEAR(h.run.groups[1]->weights.data()[0], 0.97f, 1e-6);
+}
+
+// Between exchanges the groups step on their own (no communication): after tau - 1 steps group
+// i holds x0 - (tau - 1) lr c_i.
+TEST(Periodic, GroupsStepAloneBetweenExchanges) {
+  Hand h;
+  h.build(3, "diloco", 4);
+  h.prepare();
+  h.steps(3);
+  for (int i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < kN; ++j)
+      EXPECT_NEAR(h.run.groups[i]->weights.data()[j], x0(j) - 3 * 0.1 * grad(i, j), 1e-6);
+}
+
+// --optimizer adamw inside: the groups' steps are AdamW's (checked here against its formula in
+// double; tests/algos/adamw_check.py checks the kernel against torch.optim.AdamW).
+TEST(Periodic, AdamwInnerStepIsTheFormula) {
+  Hand h;
+  h.build(2, "local-sgd", 100);
+  h.run.params.optimizer = Optimizer::adamw;
+  h.run.params.weight_decay = 0.01f;
+  h.prepare();
+  h.steps(3);
+  const double lr = 0.1, wd = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-8;
+  for (int i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < kN; ++j) {
+      double w = x0(j), m = 0, v = 0;
+      for (int t = 1; t <= 3; ++t) {
+        const double g = grad(i, j);
+        w *= 1 - lr * wd;
+        m = b1 * m + (1 - b1) * g;
+        v = b2 * v + (1 - b2) * g * g;
+        w -= lr / (1 - std::pow(b1, t)) * m / (std::sqrt(v / (1 - std::pow(b2, t))) + eps);
+      }
+      EXPECT_NEAR(h.run.groups[i]->weights.data()[j], w, 1e-5) << i << " " << j;
+    }
+}
+
+TEST(ExchangePrecision, RoundTripErrorBoundsAndPayload) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0, 1);
+  const int64_t n = 1000;
+  std::vector<float> x(n);
+  for (float& v : x)
+    v = dist(rng) * (1 + 100 * static_cast<float>(&v - x.data() > 600));  // two scales of block
+  std::vector<float> y = x;
+  exchange_round_trip(y.data(), n, ExchangePrecision::fp32);
+  EXPECT_EQ(std::memcmp(x.data(), y.data(), n * sizeof(float)), 0);
+  y = x;
+  exchange_round_trip(y.data(), n, ExchangePrecision::bf16);
+  for (int64_t i = 0; i < n; ++i)
+    EXPECT_LE(std::fabs(y[i] - x[i]), std::ldexp(std::fabs(x[i]), -8)) << i;
+  y = x;
+  exchange_round_trip(y.data(), n, ExchangePrecision::int8);
+  for (int64_t b = 0; b < n; b += kInt8Block) {
+    float amax = 0;
+    for (int64_t i = b; i < std::min(n, b + kInt8Block); ++i)
+      amax = std::max(amax, std::fabs(x[i]));
+    const float s = amax / 127;
+    for (int64_t i = b; i < std::min(n, b + kInt8Block); ++i) {
+      EXPECT_LE(std::fabs(y[i] - x[i]), s / 2 * (1 + 1e-5f)) << i;
+      const float q = y[i] / s;  // an integer of at most 127 in magnitude
+      EXPECT_NEAR(q, std::nearbyint(q), 1e-3f) << i;
+      EXPECT_LE(std::fabs(q), 127.001f);
+    }
+  }
+  EXPECT_EQ(exchange_payload_bytes(1000, ExchangePrecision::fp32), 4000);
+  EXPECT_EQ(exchange_payload_bytes(1000, ExchangePrecision::bf16), 2000);
+  EXPECT_EQ(exchange_payload_bytes(1000, ExchangePrecision::int8), 1000 + 4 * 4);
+}
+
+// Error feedback: what was sent over K exchanges is what was meant to be sent less the last
+// residual, so the rounding errors do not accumulate.
+TEST(ExchangePrecision, ErrorFeedbackCarriesTheResidual) {
+  const int64_t n = 300;
+  std::vector<float> e(n, 0.f);
+  std::vector<double> meant(n, 0), sent(n, 0);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  for (int k = 0; k < 50; ++k) {
+    std::vector<float> x(n);
+    for (int64_t i = 0; i < n; ++i) {
+      x[i] = dist(rng) * (i == 0 ? 100.f : 1.f);  // one large value sets the block's scale
+      meant[i] += x[i];
+    }
+    exchange_with_feedback(x.data(), e.data(), n, ExchangePrecision::int8);
+    for (int64_t i = 0; i < n; ++i)
+      sent[i] += x[i];
+  }
+  for (int64_t i = 0; i < n; ++i)
+    EXPECT_NEAR(sent[i] + e[i], meant[i], 1e-3) << i;
+  // Without feedback the small values of the first block would be rounded away each time.
+}
+
+// The run's summary counts the bytes sent per image: the payload per exchange over tau x batch.
+TEST(Periodic, SummaryCountsExchangedBytesPerImage) {
+  TrainConfig c = test::small_config("diloco", 2);
+  c.iterations = 8;
+  c.tau = 4;
+  ASSERT_TRUE(set_setting(c, "exchange-precision", "int8").ok());
+  auto r = train(c, test::small_data(), nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const int64_t n = static_cast<int64_t>(r->final_weights.size());
+  EXPECT_DOUBLE_EQ(r->exchanged_bytes_per_image,
+                   static_cast<double>(n + 4 * ((n + 255) / 256)) / (4.0 * 16));
+  c = test::small_config("sync-sgd", 2);
+  c.iterations = 4;
+  r = train(c, test::small_data(), nullptr);
+  ASSERT_TRUE(r.ok());
+  EXPECT_DOUBLE_EQ(r->exchanged_bytes_per_image, 4.0 * static_cast<double>(n) / 16);
+  c = test::small_config("msgd", 1);
+  c.iterations = 4;
+  r = train(c, test::small_data(), nullptr);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exchanged_bytes_per_image, 0);
+}
+
+class Keeper : public TrainObserver {
+ public:
+  bool wants_checkpoints() const override { return true; }
+  Status on_checkpoint(const Checkpoint& ck) override {
+    if (ck.iterations_done == 27) kept = ck;
+    return {};
+  }
+  std::optional<Checkpoint> kept;
+};
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Checkpointed mid-period (27 is not a multiple of tau 4), with the outer momentum, AdamW's
+// moments and the error-feedback residuals in it: the resumed run ends on the same bits.
+TEST(Periodic, ResumeEqualsUninterrupted) {
+  struct Case {
+    const char* algo;
+    int groups;
+    const char* optimizer;
+    const char* precision;
+  };
+  for (const Case& k : {Case{"local-sgd", 3, "msgd", "fp32"}, Case{"slowmo", 2, "msgd", "bf16"},
+                        Case{"diloco", 2, "adamw", "int8"}, Case{"diloco", 3, "msgd", "int8"}}) {
+    SCOPED_TRACE(std::string(k.algo) + " " + k.optimizer + " " + k.precision);
+    TrainConfig c = test::small_config(k.algo, k.groups);
+    c.iterations = 45;
+    c.eval_every = 9;
+    c.tau = 4;
+    c.lr = k.optimizer == std::string("adamw") ? 0.002 : 0.05;
+    ASSERT_TRUE(set_setting(c, "optimizer", k.optimizer).ok());
+    ASSERT_TRUE(set_setting(c, "exchange-precision", k.precision).ok());
+    Keeper keep;
+    auto whole = train(c, test::small_data(), &keep);
+    ASSERT_TRUE(whole.ok()) << whole.status().to_string();
+    ASSERT_TRUE(keep.kept.has_value());
+    const Checkpoint ck = decode_checkpoint(encode_checkpoint(*keep.kept), "mem").value();
+    auto resumed = train(c, test::small_data(), nullptr, {}, &ck);
+    ASSERT_TRUE(resumed.ok()) << resumed.status().to_string();
+    EXPECT_TRUE(same_bits(resumed->final_weights, whole->final_weights));
+    EXPECT_TRUE(same_bits(resumed->group0_weights, whole->group0_weights));
+    EXPECT_EQ(resumed->test_loss, whole->test_loss);
+    EXPECT_GT(whole->best_accuracy, 0.5);  // it learns
+  }
+}
+
+// Where an option does not apply the request is refused, naming the flag and why.
+TEST(Periodic, OptionsRefusedWhereNotDefined) {
+  struct Bad {
+    const char* algo;
+    const char* flag;
+    const char* value;
+  };
+  for (const Bad& b :
+       {Bad{"sync-easgd", "optimizer", "adamw"}, Bad{"sync-sgd", "exchange-precision", "int8"},
+        Bad{"local-sgd", "outer-lr", "0.5"}, Bad{"local-sgd", "outer-momentum", "0.5"},
+        Bad{"diloco", "outer-momentum", "1"}, Bad{"diloco", "outer-lr", "0"},
+        Bad{"diloco", "adam-beta2", "1.5"}, Bad{"diloco", "adam-epsilon", "0"}}) {
+    TrainConfig c = test::small_config(b.algo, 2);
+    ASSERT_TRUE(set_setting(c, b.flag, b.value).ok()) << b.flag;
+    const Status st = validate_config(c);
+    EXPECT_FALSE(st.ok()) << b.algo << " --" << b.flag << " " << b.value;
+    EXPECT_NE(st.message().find(std::string("--") + b.flag), std::string::npos) << st.message();
+    EXPECT_EQ(st.message().find('\n'), std::string::npos);
+  }
+  TrainConfig c = test::small_config("sync-easgd", 2);
+  ASSERT_TRUE(set_setting(c, "optimizer", "adamw").ok());
+  EXPECT_NE(validate_config(c).message().find("diloco"), std::string::npos);
+  EXPECT_FALSE(set_setting(c, "exchange-precision", "fp16").ok());
+  EXPECT_FALSE(set_setting(c, "optimizer", "adam").ok());
+}
+
+}  // namespace
+}  // namespace easel
