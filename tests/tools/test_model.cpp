@@ -352,7 +352,7 @@ TEST(Model, PeriodicAlgorithmsPriceTheirPayloadEveryTau) {
   ModelRequest r = request("lenet", "diloco", 2);
   r.tau = 16;
   auto fp32 = predict(m, r);
-  r.precision = ExchangePrecision::int8;
+  r.exchange_precision = ExchangePrecision::int8;
   auto int8 = predict(m, r);
   ModelRequest s = request("lenet", "sync-sgd", 2);
   auto sync = predict(m, s);
