@@ -88,6 +88,7 @@ struct TrainConfig {
   SyncExchange exchange = SyncExchange::automatic;  // sync-easgd's exchange code (--exchange)
   Progress progress = Progress::automatic;
   bool prefetch = true;
+  bool skip_bad_images = false;  // a bad image of a streamed set is skipped, not fatal
   // Threads preparing each group's batches (with prefetch): oneTBB's pipeline where easel has
   // it, else one helper thread. 0: one per group. They run on the cores no group uses, else
   // on their group's own.
