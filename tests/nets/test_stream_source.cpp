@@ -16,6 +16,7 @@
 #include "nets/data/batch_stream.hpp"
 #include "nets/data/crop.hpp"
 #include "nets/data/image_decode.hpp"
+#include "nets/data/pack.hpp"
 #include "nets/data/stream_source.hpp"
 #include "nets/data/tar_index.hpp"
 
@@ -394,6 +395,35 @@ TEST_F(StreamedFolder, BrokenShardHeaderAndBadClassNamed) {
   EXPECT_NE(c.status().message().find("train-0.tar: member a.cls: the class 'cat'"),
             std::string::npos)
       << c.status().message();
+}
+
+// `easel data pack`: the shards hold the folder's images in list order, so they give the
+// folder's batches bit for bit; with --max-side the larger images are re-encoded smaller.
+TEST_F(StreamedFolder, PackedShardsGiveTheFolderBatches) {
+  make(9);
+  write_file(dir_ / "train" / "c1" / "big.jpg", jpeg(300, 200, 4));
+  auto folder = load();
+  ASSERT_TRUE(folder.ok());
+  PackOptions opt;
+  opt.shard_bytes = 8 << 10;  // several shards
+  PackStats st;
+  ASSERT_TRUE(pack_image_folder(dir_.string(), (dir_ / "shards").string(), opt, &st).ok());
+  EXPECT_EQ(st.images, 13);
+  EXPECT_GT(st.shards, 2);
+  auto shards =
+      load_data("shards:" + (dir_ / "shards").string(), MemKind::dram, 1, DataOptions{32, false});
+  ASSERT_TRUE(shards.ok()) << shards.status().message();
+  EXPECT_EQ(shards->train.labels, folder->train.labels);
+  EXPECT_EQ(batches(shards->train, 2, 4), batches(folder->train, 2, 4));
+  opt.max_side = 200;  // only big.jpg (300 x 200) is larger
+  PackStats small;
+  ASSERT_TRUE(pack_image_folder(dir_.string(), (dir_ / "small").string(), opt, &small).ok());
+  EXPECT_EQ(small.resized, 1);
+  EXPECT_LT(small.bytes, st.bytes);
+  EXPECT_EQ(parse_byte_size("256MB"), int64_t{256} << 20);
+  EXPECT_EQ(parse_byte_size("4096"), 4096);
+  EXPECT_EQ(parse_byte_size("12XB"), -1);
+  EXPECT_EQ(parse_byte_size("0"), -1);
 }
 
 TEST(TarIndex, TruncatedMemberAndEndInsideHeader) {
