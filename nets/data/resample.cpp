@@ -57,45 +57,59 @@ int64_t taps_end(const std::vector<Taps>& t) {
 void resample_box(const uint8_t* region, int64_t region_w, int64_t origin_x, int64_t origin_y,
                   const std::vector<Taps>& tx, const std::vector<Taps>& ty, uint8_t* dst) {
   const int64_t ow = static_cast<int64_t>(tx.size()), oh = static_cast<int64_t>(ty.size());
-  const int64_t row0 = taps_begin(ty), row1 = taps_end(ty);
-  // Horizontal pass over the rows the vertical pass reads: tmp [rows, ow, 3].
+  const int64_t col0 = taps_begin(tx), cols = taps_end(tx) - col0;
+  // Vertical pass first, over the columns the horizontal pass reads: tmp [oh, cols, 3]. Its
+  // inner loop runs over contiguous bytes (vectorised); the horizontal pass then has oh rows.
   // Scratch reused by the thread (a fresh buffer of this size is mmapped and zeroed per call).
-  thread_local std::vector<float> tmp, acc;
-  tmp.resize(static_cast<size_t>((row1 - row0) * ow * 3));
-  for (int64_t y = row0; y < row1; ++y) {
-    const uint8_t* s = region + (y - origin_y) * region_w * 3;
-    float* t = tmp.data() + (y - row0) * ow * 3;
-    for (int64_t x = 0; x < ow; ++x) {
-      const Taps& k = tx[static_cast<size_t>(x)];
-      const uint8_t* p = s + (k.first - origin_x) * 3;
-      float a0 = 0, a1 = 0, a2 = 0;
-      for (size_t i = 0; i < k.w.size(); ++i, p += 3) {
-        a0 += k.w[i] * static_cast<float>(p[0]);
-        a1 += k.w[i] * static_cast<float>(p[1]);
-        a2 += k.w[i] * static_cast<float>(p[2]);
-      }
-      t[x * 3] = a0;
-      t[x * 3 + 1] = a1;
-      t[x * 3 + 2] = a2;
-    }
-  }
-  // Vertical pass, rounded to bytes, chw.
-  const int64_t plane = ow * oh;
-  acc.resize(static_cast<size_t>(ow * 3));
+  thread_local std::vector<float> tmp;
+  tmp.resize(static_cast<size_t>(oh * cols * 3));
+  const int64_t n = cols * 3;
   for (int64_t y = 0; y < oh; ++y) {
     const Taps& k = ty[static_cast<size_t>(y)];
-    std::fill(acc.begin(), acc.end(), 0.f);
+    float* __restrict t = tmp.data() + y * n;
+    std::fill(t, t + n, 0.f);
     for (size_t i = 0; i < k.w.size(); ++i) {
       const float wi = k.w[i];
-      const float* p = tmp.data() + (k.first - row0 + static_cast<int64_t>(i)) * ow * 3;
-      for (int64_t x = 0; x < ow * 3; ++x)
-        acc[static_cast<size_t>(x)] += wi * p[x];
+      const uint8_t* __restrict s = region +
+                                    (k.first + static_cast<int64_t>(i) - origin_y) * region_w * 3 +
+                                    (col0 - origin_x) * 3;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j)
+        t[j] += wi * static_cast<float>(s[j]);
     }
-    for (int64_t x = 0; x < ow; ++x)
-      for (int c = 0; c < 3; ++c) {  // rounded half up (the sums are never negative)
-        const float v = std::clamp(acc[static_cast<size_t>(x * 3 + c)], 0.f, 255.f);
-        dst[c * plane + y * ow + x] = static_cast<uint8_t>(static_cast<int>(v + 0.5f));
+  }
+  // Horizontal pass into float rows, then rounded half up to bytes (the sums are never
+  // negative) in a separate, branch-free and vectorised loop, chw.
+  const int64_t plane = ow * oh;
+  thread_local std::vector<float> row;
+  row.resize(static_cast<size_t>(3 * ow));
+  float* __restrict r = row.data();
+  for (int64_t y = 0; y < oh; ++y) {
+    const float* t = tmp.data() + y * n;
+    for (int64_t x = 0; x < ow; ++x) {
+      const Taps& k = tx[static_cast<size_t>(x)];
+      const float* p = t + (k.first - col0) * 3;
+      float a0 = 0, a1 = 0, a2 = 0;
+      for (size_t i = 0; i < k.w.size(); ++i, p += 3) {
+        a0 += k.w[i] * p[0];
+        a1 += k.w[i] * p[1];
+        a2 += k.w[i] * p[2];
       }
+      r[x] = a0;
+      r[ow + x] = a1;
+      r[2 * ow + x] = a2;
+    }
+    for (int c = 0; c < 3; ++c) {
+      uint8_t* __restrict d = dst + c * plane + y * ow;
+      const float* __restrict rc = r + c * ow;
+#pragma omp simd
+      for (int64_t x = 0; x < ow; ++x) {
+        float v = rc[x];
+        v = v > 255.f ? 255.f : v;
+        v = v < 0.f ? 0.f : v;
+        d[x] = static_cast<uint8_t>(static_cast<int>(v + 0.5f));
+      }
+    }
   }
 }
 

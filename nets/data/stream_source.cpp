@@ -148,14 +148,15 @@ void gather_streamed(const Dataset& ds, const int64_t* idx, int64_t n, Layout la
                      int32_t* labels, const Augment& a, const AugmentDraw* draws) {
   const StreamSource& src = *ds.source;
   const int64_t side = ds.height, hw = side * side, chw = 3 * hw;
-  // Each channel's float for each byte value.
-  float lut[3][256];
+  // Each channel's float = byte * scale + shift: (v / 255 - mean) / std, or v * kPixelScale.
+  float scale[3], shift[3];
   for (int c = 0; c < 3; ++c) {
     const size_t m = a.mean.size() == 1 ? 0 : static_cast<size_t>(c);
-    for (int v = 0; v < 256; ++v)
-      lut[c][v] = a.normalizes() ? (static_cast<float>(v) / 255.f - a.mean[m]) / a.std[m]
-                                 : static_cast<float>(v) * kPixelScale;
+    scale[c] = a.normalizes() ? 1.f / (255.f * a.std[m]) : kPixelScale;
+    shift[c] = a.normalizes() ? -a.mean[m] / a.std[m] : 0.f;
   }
+  thread_local std::vector<float> rows;
+  rows.resize(static_cast<size_t>(3 * side));
   thread_local std::vector<uint8_t> bytes;
   bytes.resize(static_cast<size_t>(chw));
   const bool nhwc = layout == Layout::nhwc;
@@ -183,15 +184,30 @@ void gather_streamed(const Dataset& ds, const int64_t* idx, int64_t n, Layout la
     }
     labels[i] = ds.labels[static_cast<size_t>(k)];
     const bool flip = d != nullptr && d->flip;
-    float* dst = images + i * chw;
-    for (int64_t c = 0; c < 3; ++c) {
-      const float* L = lut[c];
-      const uint8_t* p = bytes.data() + c * hw;
-      for (int64_t y = 0; y < side; ++y) {
-        const uint8_t* row = p + y * side;
+    float* __restrict dst = images + i * chw;
+    const uint8_t* __restrict src = bytes.data();
+    for (int64_t y = 0; y < side; ++y) {
+      for (int64_t c = 0; c < 3; ++c) {
+        const uint8_t* __restrict s = src + c * hw + y * side;
+        float* __restrict o = nhwc ? rows.data() + c * side : dst + c * hw + y * side;
+        const float k = scale[c], b = shift[c];
+        if (flip) {
+#pragma omp simd
+          for (int64_t x = 0; x < side; ++x)
+            o[x] = static_cast<float>(s[side - 1 - x]) * k + b;
+        } else {
+#pragma omp simd
+          for (int64_t x = 0; x < side; ++x)
+            o[x] = static_cast<float>(s[x]) * k + b;
+        }
+      }
+      if (nhwc) {  // interleave the row's three channels
+        float* __restrict o = dst + y * side * 3;
+        const float* __restrict r = rows.data();
         for (int64_t x = 0; x < side; ++x) {
-          const float v = L[row[flip ? side - 1 - x : x]];
-          dst[nhwc ? (y * side + x) * 3 + c : c * hw + y * side + x] = v;
+          o[3 * x] = r[x];
+          o[3 * x + 1] = r[side + x];
+          o[3 * x + 2] = r[2 * side + x];
         }
       }
     }
