@@ -54,12 +54,12 @@ class DataCli : public ::testing::Test {
                  48, 40, 100 + i);
   }
   void TearDown() override { fs::remove_all(dir_); }
-  std::string train(const std::string& data, const std::string& out, const std::string& more) {
+  std::string train(const std::string& data, const std::string& out, const std::string& more,
+                    const std::string& level = "warn") {
     return "train --net cifar10-quick --data " + data +
            " --augment random-resized-crop=32,flip,normalize=imagenet --batch 8 --groups 1"
-           " --threads-per-group 1 --oversubscribe --progress none --log-level warn"
-           " --eval-every 3 --out " +
-           (dir_ / out).string() + " " + more;
+           " --threads-per-group 1 --oversubscribe --progress none --log-level " +
+           level + " --eval-every 3 --out " + (dir_ / out).string() + " " + more;
   }
   double test_loss(const std::string& out) {
     return nlohmann::json::parse(slurp(dir_ / out / "summary.json"))["test_loss"].get<double>();
@@ -110,6 +110,23 @@ TEST_F(DataCli, BadImageExitsTwoOrIsSkipped) {
   const auto s = nlohmann::json::parse(slurp(dir_ / "skip" / "summary.json"));
   EXPECT_EQ(s["skipped_images"], 1);
   EXPECT_NE(o.err.find("skipped a bad image: " + bad.string()), std::string::npos) << o.err;
+}
+
+// The memory fit counts a held folder's images and not a streamed one's (only its list).
+TEST_F(DataCli, FitCountsNoImagesOfAStreamedSet) {
+  const std::string folder = (dir_ / "f").string();
+  Out o = easel(train(folder, "streamed", "--iterations 1", "info"));
+  ASSERT_EQ(o.code, 0) << o.err;
+  const size_t fit = o.err.find("fit: one group");
+  ASSERT_NE(fit, std::string::npos) << o.err;
+  EXPECT_EQ(o.err.substr(fit, o.err.find('\n', fit) - fit).find("dataset"), std::string::npos)
+      << o.err;
+  o = easel("train --net cifar10-quick --data " + folder +
+            ":32 --batch 8 --groups 1 --threads-per-group 1 --oversubscribe --progress none"
+            " --iterations 1 --log-level info --out " +
+            (dir_ / "held").string());
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.err.find("dataset"), std::string::npos) << o.err;
 }
 
 TEST_F(DataCli, BenchDataOnly) {
