@@ -38,6 +38,23 @@ void split_name(const std::string& name, std::string* key, std::string* ext) {
     c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
 }
 
+// A member name or a class text as an error message shows it: control characters (a newline
+// would break the one-line message) and bytes past ASCII as \xNN, at most 200 characters.
+std::string shown(std::string_view s) {
+  std::string out;
+  for (const char ch : s.substr(0, 200)) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c >= 0x7f) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\x%02x", c);
+      out += b;
+    } else {
+      out += ch;
+    }
+  }
+  return s.size() > 200 ? out + "..." : out;
+}
+
 // One sample of a shard: its image member and its label (-1: none yet), or its class folder.
 struct Sample {
   int64_t offset = 0, size = 0;
@@ -131,7 +148,7 @@ Status read_shard(const std::string& path, bool skip_bad, std::vector<Sample>* o
       const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), label);
       if (m.size > 31 || v.empty() || ec != std::errc() || end != v.data() + v.size() ||
           label < 0 || label >= kMaxClasses) {
-        const std::string why = path + ": member " + m.name + ": the class '" + std::string(v) +
+        const std::string why = path + ": member " + shown(m.name) + ": the class '" + shown(v) +
                                 "' is not an integer in [0, 100000)";
         if (!skip_bad) {
           ::close(fd);
@@ -209,14 +226,14 @@ Result<DataSplit> load_shards(const std::string& spec, int64_t side, bool skip_b
         if (label < 0) {
           const auto at = std::lower_bound(folders.begin(), folders.end(), s.folder);
           if (s.folder.empty() || at == folders.end() || *at != s.folder)
-            return data_error(l.files[f] + ": member " + s.member + ": no .cls and " +
+            return data_error(l.files[f] + ": member " + shown(s.member) + ": no .cls and " +
                               (s.folder.empty() ? std::string("no class folder")
-                                                : "its folder '" + s.folder +
+                                                : "its folder '" + shown(s.folder) +
                                                       "' is not a class of "
                                                       "the training shards"));
           label = at - folders.begin();
         } else if (label >= classes) {
-          return data_error(l.files[f] + ": member " + s.member + ": class " +
+          return data_error(l.files[f] + ": member " + shown(s.member) + ": class " +
                             std::to_string(label) + " but the training shards have " +
                             std::to_string(classes) + (is_val ? "" : " classes"));
         }

@@ -47,7 +47,14 @@ std::string StreamSource::where(int64_t i) const {
   const Entry& e = entries[static_cast<size_t>(i)];
   const std::string& f = files[static_cast<size_t>(e.file)];
   if (members.empty()) return f;
-  return f + ": member " + members[static_cast<size_t>(i)];
+  std::string m;  // as shards.cpp shows a member name: control and non-ASCII bytes as \xNN
+  for (const char ch : members[static_cast<size_t>(i)]) {
+    const auto c = static_cast<unsigned char>(ch);
+    char b[8];
+    std::snprintf(b, sizeof b, "\\x%02x", c);
+    m += (c < 0x20 || c >= 0x7f) ? std::string(b) : std::string(1, ch);
+  }
+  return f + ": member " + m;
 }
 
 Status StreamSource::read(int64_t i, std::vector<uint8_t>* bytes) const {

@@ -49,10 +49,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string train = dir.path() + "/train-0.tar", val = dir.path() + "/val-0.tar";
   std::ofstream(train, std::ios::binary)
       .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-  {
-    std::vector<uint8_t> v(512 * 4, 0);
-    easel::tar_header("v.cls", 1, v.data());
-    v[512] = '0';
+  {  // v.jpg (not decoded at load) and v.cls, class 0
+    std::vector<uint8_t> v(512 * 6, 0);
+    easel::tar_header("v.jpg", 4, v.data());
+    std::memcpy(v.data() + 512, "\xff\xd8\xff\xe0", 4);
+    easel::tar_header("v.cls", 1, v.data() + 1024);
+    v[1536] = '0';
     std::ofstream(val, std::ios::binary)
         .write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size()));
   }

@@ -395,6 +395,13 @@ TEST_F(StreamedFolder, BrokenShardHeaderAndBadClassNamed) {
   EXPECT_NE(c.status().message().find("train-0.tar: member a.cls: the class 'cat'"),
             std::string::npos)
       << c.status().message();
+  // A newline in a member's name or class stays out of the one-line message (\x0a).
+  write_file(dir_ / "train-0.tar", tar({{"a.jpg", jpeg(30, 30, 1)}, {"a\nb.cls", text("1\nx")}}));
+  c = load_data("shards:" + dir_.string(), MemKind::dram, 1, DataOptions{32, false});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message().find('\n'), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find("member a\\x0ab.cls: the class '1\\x0ax'"), std::string::npos)
+      << c.status().message();
 }
 
 // `easel data pack`: the shards hold the folder's images in list order, so they give the
