@@ -442,6 +442,10 @@ const Setting kSettings[] = {
   {"progress", choice<kProgress, &T::progress>(), kTrain, R::per_run, "auto, bar, lines or none"},
   {"prefetch", boolean<&T::prefetch>(), kTrain, R::changeable,
    "prepare batches ahead, off the groups' threads", "no-prefetch"},
+  {"skip-bad-images", boolean<&T::skip_bad_images>(), kTrain, R::changeable,
+   "a streamed image folder or shards: skip an unreadable, corrupt or truncated image, a "
+   "broken shard's rest or a bad class file (counted in summary.json skipped_images, the first "
+   "ten named in the log) instead of exiting with code 2"},
   {"data-threads", integer<&T::data_threads>(), kTrain, R::changeable,
    "threads preparing each group's batches with --prefetch (oneTBB pipeline; 0: one), on the "
    "cores no group uses, else on the group's own"},

@@ -91,6 +91,7 @@ struct TrainConfig {
   ExchangePrecision exchange_precision = ExchangePrecision::fp32;
   Progress progress = Progress::automatic;
   bool prefetch = true;
+  bool skip_bad_images = false;  // a bad image of a streamed set is skipped, not fatal
   // Threads preparing each group's batches (with prefetch): oneTBB's pipeline where easel has
   // it, else one helper thread. 0: one per group. They run on the cores no group uses, else
   // on their group's own.

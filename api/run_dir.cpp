@@ -14,6 +14,7 @@
 #include "engine/comm/mpi_comm.hpp"
 #include "engine/config.hpp"
 #include "engine/log.hpp"
+#include "nets/data/stream_source.hpp"
 
 namespace easel::run_dir {
 
@@ -121,6 +122,8 @@ Status trim_metrics(const fs::path& path, int64_t step, int64_t* last_step) {
 }
 
 json summary_json(const TrainSummary& s, json config) {
+  // --skip-bad-images: the distinct bad images a streamed set skipped.
+  const bool skipping = config.value("skip-bad-images", false);
   json groups = json::array();
   for (size_t i = 0; i < s.group_times.size(); ++i) {
     json g = times_json(s.group_times[i]);
@@ -135,7 +138,7 @@ json summary_json(const TrainSummary& s, json config) {
                       {"impl", l.impl},
                       {"params", l.params},
                       {"dst", l.dst.to_string()}});
-  return {
+  json j = {
       {"stopped", stop_reason_name(s.stopped)},
       {"test_accuracy", s.test_accuracy},
       {"test_loss", s.test_loss},
@@ -175,6 +178,8 @@ json summary_json(const TrainSummary& s, json config) {
       {"layers", layers},
       {"config", std::move(config)},
   };
+  if (skipping) j["skipped_images"] = skipped_images();
+  return j;
 }
 
 // config.json's value of setting s as the text Config::set takes; errors name the file and
@@ -319,7 +324,10 @@ Result<DataSplit> load_train_data(const TrainConfig& cfg, const SettingTexts& te
     if (text_of(texts, "placement") == find_setting("placement")->default_text())
       dataset_kind = MemKind::pinned_host;
   }
-  return load_data(cfg.data, dataset_kind, cfg.seed);
+  DataOptions opt;
+  opt.stream_side = cfg.augment.resized_crop;  // an image folder streams for random-resized-crop
+  opt.skip_bad = cfg.skip_bad_images;
+  return load_data(cfg.data, dataset_kind, cfg.seed, opt);
 }
 
 Status Writer::prepare(const TrainConfig& cfg, json config, const Checkpoint* resume) {

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <set>
 
+#include "nets/data/stream_source.hpp"
+
 namespace easel {
 namespace {
 
@@ -66,10 +68,12 @@ Result<Augment> parse_augment(std::string_view text) {
   Augment a;
   const auto bad = [&](const std::string& why) {
     return invalid_argument("augment '" + std::string(text) + "': " + why +
-                            " (expected none or fields crop-pad=N, flip, normalize=NAME, "
-                            "mean=M/M/M and std=S/S/S, e.g. crop-pad=4,flip,normalize=cifar10)");
+                            " (expected none, imagenet, or fields crop-pad=N, "
+                            "random-resized-crop=N, flip, normalize=NAME, mean=M/M/M and "
+                            "std=S/S/S, e.g. crop-pad=4,flip,normalize=cifar10)");
   };
   if (text.empty() || text == "none") return a;
+  if (text == "imagenet") return parse_augment("random-resized-crop=224,flip,normalize=imagenet");
   std::set<std::string> seen;
   bool has_mean = false, has_std = false, has_preset = false;
   std::string_view rest = text;
@@ -87,6 +91,14 @@ Result<Augment> parse_augment(std::string_view text) {
       if (value.empty() || ec != std::errc() || end != value.data() + value.size() ||
           a.crop_pad < 1 || a.crop_pad > kMaxCropPad) {
         return bad("crop-pad must be an integer in [1, 256], not '" + std::string(value) + "'");
+      }
+    } else if (key == "random-resized-crop") {
+      const auto [end, ec] =
+          std::from_chars(value.data(), value.data() + value.size(), a.resized_crop);
+      if (value.empty() || ec != std::errc() || end != value.data() + value.size() ||
+          a.resized_crop < 8 || a.resized_crop > 4096) {
+        return bad("random-resized-crop must be an integer in [8, 4096], not '" +
+                   std::string(value) + "'");
       }
     } else if (key == "flip") {
       if (eq != std::string_view::npos) return bad("flip takes no value");
@@ -124,6 +136,8 @@ Result<Augment> parse_augment(std::string_view text) {
     if (comma == std::string_view::npos) break;
     rest.remove_prefix(comma + 1);
   }
+  if (a.resized_crop > 0 && a.crop_pad > 0)
+    return bad("crop-pad and random-resized-crop both given");
   if (has_preset && (has_mean || has_std)) return bad("normalize and mean/std both given");
   if (has_mean != has_std) return bad(has_mean ? "mean without std" : "std without mean");
   if (a.mean.size() != a.std.size()) {
@@ -136,6 +150,7 @@ Result<Augment> parse_augment(std::string_view text) {
 std::string augment_text(const Augment& a) {
   std::string s;
   const auto add = [&s](const std::string& f) { s += (s.empty() ? "" : ",") + f; };
+  if (a.resized_crop > 0) add("random-resized-crop=" + std::to_string(a.resized_crop));
   if (a.crop_pad > 0) add("crop-pad=" + std::to_string(a.crop_pad));
   if (a.flip) add("flip");
   if (a.normalizes()) add("mean=" + float_list(a.mean) + ",std=" + float_list(a.std));
@@ -154,6 +169,18 @@ Status check_augment(const Augment& a, const Dataset& ds) {
   }
   if (a.crop_pad < 0 || a.crop_pad > kMaxCropPad)
     return invalid_argument("augment: crop-pad must be in [0, 256]");
+  if (a.resized_crop > 0 && !ds.source)
+    return invalid_argument("augment '" + augment_text(a) +
+                            "': random-resized-crop decodes each "
+                            "image as it is needed, and data set '" +
+                            ds.name +
+                            "' is held decoded: give an image folder (DIR, not DIR:SIDE) or "
+                            "shards:DIR");
+  if (ds.source && a.crop_pad > 0)
+    return invalid_argument("augment '" + augment_text(a) +
+                            "': crop-pad needs a data set held "
+                            "decoded, and '" +
+                            ds.name + "' is streamed (use random-resized-crop)");
   return {};
 }
 
@@ -169,11 +196,16 @@ AugmentDraw draw_augment(const Augment& a, uint64_t seed, uint64_t stream, int64
     d.dx = static_cast<int64_t>(rng.below(span));
   }
   if (a.flip) d.flip = (rng.next_u64() >> 63) != 0;
+  if (a.resized_crop > 0) d.key = rng.next_u64();
   return d;
 }
 
 void gather_batch(const Dataset& ds, const int64_t* idx, int64_t n, Layout layout, float* images,
                   int32_t* labels, const Augment& a, const AugmentDraw* draws) {
+  if (ds.source) {  // streamed: decoded now, cropped as the draws say
+    gather_streamed(ds, idx, n, layout, images, labels, a, draws);
+    return;
+  }
   if (!a.normalizes() && (!a.moves() || draws == nullptr)) {
     gather_batch(ds, idx, n, layout, images, labels);  // the same bits as without augmentation
     return;

@@ -15,6 +15,11 @@
 namespace easel {
 
 struct Augment {
+  // torchvision's RandomResizedCrop(N) (scale 0.08-1, ratio 3/4-4/3; nets/data/crop.hpp) for
+  // training and Resize(N * 256 / 224) + CenterCrop(N) for evaluation, decided before each
+  // image is decoded: only a streamed source (an image folder or shards read as batches are
+  // needed, nets/data/stream_source.hpp) takes it. 0: none.
+  int64_t resized_crop = 0;
   // Random crop: the image padded with crop_pad zero pixels on every side (pixel value 0,
   // before normalisation), then a window of the original size at a uniform offset. 0: none.
   int64_t crop_pad = 0;
@@ -24,7 +29,10 @@ struct Augment {
   std::vector<float> mean, std;
 
   bool normalizes() const { return !mean.empty(); }
-  bool moves() const { return crop_pad > 0 || flip; }
+  bool moves() const { return crop_pad > 0 || flip || resized_crop > 0; }
+  // The shorter side an evaluation image is resized to before its centre crop of resized_crop
+  // (256 for 224, as torchvision's ImageNet evaluation).
+  int64_t eval_resize() const { return (resized_crop * 256 + 112) / 224; }
   bool none() const { return !normalizes() && !moves(); }
 };
 
@@ -33,6 +41,9 @@ constexpr int64_t kMaxCropPad = 256;
 
 // Comma-separated fields, any order, each at most once:
 //   none                 no augmentation (also the empty text)
+//   imagenet             random-resized-crop=224,flip,normalize=imagenet (ImageNet training)
+//   random-resized-crop=N  RandomResizedCrop(N) / Resize + CenterCrop(N), N in [8, 4096];
+//                        streamed sources only
 //   crop-pad=N           random crop after padding by N pixels, N in [1, 256]
 //   flip                 random horizontal flip
 //   normalize=NAME       NAME's mean and std: cifar10 (or cifar), cifar100, imagenet, mnist,
@@ -51,10 +62,13 @@ std::string augment_text(const Augment& a);
 Status check_augment(const Augment& a, const Dataset& ds);
 
 // One image's random draws: the crop window's offset (dy, dx) in the padded image, each in
-// [0, 2 crop_pad], and whether it is mirrored. Deterministic in its arguments.
+// [0, 2 crop_pad], and whether it is mirrored; with resized_crop, `key` seeds the Rng that
+// draws the crop once the image's size is known (random_resized_crop). Deterministic in its
+// arguments.
 struct AugmentDraw {
   int64_t dy = 0, dx = 0;
   bool flip = false;
+  uint64_t key = 0;
 };
 AugmentDraw draw_augment(const Augment& a, uint64_t seed, uint64_t stream, int64_t epoch,
                          int64_t position);

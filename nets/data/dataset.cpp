@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "engine/span_ops.hpp"
+#include "nets/data/stream_source.hpp"
 
 namespace easel {
 namespace {
@@ -68,8 +69,8 @@ bool has_idx(const fs::path& dir) {
 
 // A directory's format, told by what it holds. `side` > 0: the spec gave DIR:SIDE, which only
 // an image folder takes.
-Result<DataSplit> load_dir(const std::string& spec, const fs::path& dir, int64_t side,
-                           MemKind kind) {
+Result<DataSplit> load_dir(const std::string& spec, const fs::path& dir, int64_t side, MemKind kind,
+                           const DataOptions& opt) {
   std::string name = dir.lexically_normal().filename().string();
   if (name.empty()) name = dir.lexically_normal().parent_path().filename().string();
   if (name.empty()) name = dir.string();
@@ -81,6 +82,13 @@ Result<DataSplit> load_dir(const std::string& spec, const fs::path& dir, int64_t
   }
   if (idx) return load_idx_dir(dir, name, kind);
   if (cifar) return load_cifar(dir.string(), name, kind);
+  if (has_image_folder(dir.string()) && opt.stream_side > 0) {
+    if (side > 0)
+      return invalid_argument("data set '" + spec +
+                              "': an image folder streamed for "
+                              "random-resized-crop takes no :SIDE (the crop's size is the side)");
+    return stream_image_folder(dir.string(), name, opt.stream_side, opt.skip_bad);
+  }
   if (has_image_folder(dir.string())) {
     return load_image_folder(dir.string(), name, side > 0 ? side : kDefaultImageSide, kind);
   }
@@ -207,6 +215,14 @@ Dataset make_synthetic(int64_t count, int64_t c, int64_t h, int64_t w, int64_t c
 }
 
 Result<DataSplit> load_data(const std::string& spec, MemKind kind, uint64_t seed) {
+  return load_data(spec, kind, seed, DataOptions());
+}
+
+Result<DataSplit> load_data(const std::string& spec, MemKind kind, uint64_t seed,
+                            const DataOptions& opt) {
+  if (spec.starts_with("shards:"))
+    return load_shards(spec.substr(7), opt.stream_side > 0 ? opt.stream_side : kDefaultImageSide,
+                       opt.skip_bad);
   if (spec == "fashion-mnist") {
     if (!is_dir(kFashionDir)) {
       return not_found(std::string("data set 'fashion-mnist': ") + kFashionDir +
@@ -233,7 +249,7 @@ Result<DataSplit> load_data(const std::string& spec, MemKind kind, uint64_t seed
     EASEL_RETURN_IF_ERROR(place(&split.test, kind));
     return split;
   }
-  if (is_dir(spec)) return load_dir(spec, spec, 0, kind);
+  if (is_dir(spec)) return load_dir(spec, spec, 0, kind, opt);
   // DIR:SIDE, an image folder's images resized to SIDE x SIDE.
   if (const size_t colon = spec.rfind(':');
       colon != std::string::npos && colon > 0 && is_dir(spec.substr(0, colon))) {
@@ -242,7 +258,7 @@ Result<DataSplit> load_data(const std::string& spec, MemKind kind, uint64_t seed
       return invalid_argument("data set '" + spec +
                               "': the image side after ':' must be an integer in [1, 4096]");
     }
-    return load_dir(spec, spec.substr(0, colon), side, kind);
+    return load_dir(spec, spec.substr(0, colon), side, kind, opt);
   }
   std::error_code ec;
   if (fs::exists(spec, ec)) {
@@ -260,6 +276,10 @@ Result<DataSplit> load_data(const std::string& spec, MemKind kind, uint64_t seed
 
 void gather_batch(const Dataset& ds, const int64_t* idx, int64_t n, Layout layout, float* images,
                   int32_t* labels) {
+  if (ds.source) {  // streamed: each image decoded now, the centre box
+    gather_streamed(ds, idx, n, layout, images, labels, Augment(), nullptr);
+    return;
+  }
   const int64_t c = ds.channels, hw = ds.height * ds.width, chw = c * hw;
   const float scale = kPixelScale;
   for (int64_t i = 0; i < n; ++i) {
@@ -301,6 +321,11 @@ Result<Dataset> keep_shards(const Dataset& ds, int first, int count, int shards,
   out.height = ds.height;
   out.width = ds.width;
   out.classes = ds.classes;
+  if (ds.source) {  // streamed: the kept entries of the list
+    std::shared_ptr<const StreamSource> src = ds.source->subset(keep);
+    Dataset streamed = streamed_dataset(std::move(src), out.name, ds.height, ds.classes);
+    return streamed;
+  }
   const int64_t bytes = ds.image_bytes();
   EASEL_ASSIGN_OR_RETURN(out.pixels,
                          Buffer::allocate(static_cast<size_t>(out.count * bytes), kind));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,12 +13,17 @@
 
 namespace easel {
 
+class StreamSource;  // nets/data/stream_source.hpp
+
 struct Dataset {
   std::string name;  // "fashion-mnist/train"
   int64_t count = 0, channels = 1, height = 0, width = 0;
   int64_t classes = 10;
   Buffer pixels;                // uint8 [count * channels * height * width]
   std::vector<int32_t> labels;  // [count], each in [0, classes)
+  // Streamed (nets/data/stream_source.hpp): the images are read and decoded per batch; pixels
+  // is empty and image() must not be called.
+  std::shared_ptr<const StreamSource> source;
 
   const uint8_t* image(int64_t i) const {
     return pixels.as<uint8_t>() + i * channels * height * width;
@@ -81,6 +87,17 @@ constexpr int64_t kDefaultImageSide = 224;
 //                 "DIR:SIDE" gives the side (default kDefaultImageSide: "DIR" is "DIR:224").
 // A directory holding none of them is refused in one line that names it and what was looked for.
 Result<DataSplit> load_data(const std::string& spec, MemKind kind, uint64_t seed);
+// How load_data reads image folders and shards.
+struct DataOptions {
+  // > 0: an image folder (DIR) streams, its images decoded as batches need them at this side
+  // (nets/data/stream_source.hpp; --augment random-resized-crop=N gives N); shards always
+  // stream (at this side, else kDefaultImageSide). 0: an image folder is decoded once (DIR:SIDE).
+  int64_t stream_side = 0;
+  bool skip_bad = false;  // --skip-bad-images (StreamSource::skip_bad)
+};
+// Also "shards:DIR" (nets/data/shards.hpp): tar shards DIR/train-*.tar and DIR/val-*.tar.
+Result<DataSplit> load_data(const std::string& spec, MemKind kind, uint64_t seed,
+                            const DataOptions& opt);
 
 // Generates a learnable synthetic set: each class has a fixed random prototype image; samples
 // are the prototype plus noise, as bytes. The prototypes depend on `seed` only; the samples

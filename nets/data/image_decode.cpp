@@ -14,9 +14,11 @@
 #include <algorithm>
 #include <cmath>
 #include <csetjmp>
+#include <cstdlib>
 #include <cstring>
 
 #include "engine/status.hpp"
+#include "nets/data/resample.hpp"
 
 namespace easel {
 namespace {
@@ -127,6 +129,92 @@ int decode_jpeg(const uint8_t* data, size_t size, int64_t min_side, int64_t max_
   return 0;
 }
 
+// What decode_jpeg_box leaves for the resampling (held by its caller: the decoding frame holds
+// no object with a destructor).
+struct BoxWork {
+  std::vector<Taps> tx, ty;
+  std::vector<uint8_t> region;  // rows of region_w * 3 bytes; pixel (0, 0) is (origin_x, origin_y)
+  int64_t region_w = 0, origin_x = 0, origin_y = 0;
+};
+
+// decode_jpeg for a box: 0 on success, else 1 and the reason in why[kWhy].
+int decode_jpeg_box(const uint8_t* data, size_t size, const BoxDecode& how, int64_t max_pixels,
+                    BoxWork* work, char* why) {
+  jpeg_decompress_struct cinfo;
+  JpegErrors err;
+  std::memset(&cinfo, 0, sizeof cinfo);
+  std::memset(&err, 0, sizeof err);
+  cinfo.err = jpeg_std_error(&err.mgr);
+  err.mgr.error_exit = jpeg_fail;
+  err.mgr.emit_message = jpeg_note;
+  if (setjmp(err.jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    std::snprintf(why, kWhy, "corrupt JPEG (libjpeg: %s)", err.message);
+    return 1;
+  }
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&cinfo, TRUE);
+  if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
+    jpeg_destroy_decompress(&cinfo);
+    std::snprintf(why, kWhy, "unsupported JPEG colour space (CMYK): convert the image to RGB");
+    return 1;
+  }
+  const int64_t full_w = cinfo.image_width, full_h = cinfo.image_height;
+  if (full_w * full_h > max_pixels) {  // as decode_jpeg's, at any scale
+    jpeg_destroy_decompress(&cinfo);
+    std::snprintf(why, kWhy, "a JPEG of %lldx%lld pixels, more than the %lld-pixel limit",
+                  static_cast<long long>(full_w), static_cast<long long>(full_h),
+                  static_cast<long long>(max_pixels));
+    return 1;
+  }
+  cinfo.out_color_space = JCS_RGB;
+  const ImageBox box = how.choose(full_w, full_h);
+  unsigned denom = 1;
+  const double side = static_cast<double>(how.side);
+  while (how.dct_scaling && denom < 8 && box.w / (2 * denom) >= side && box.h / (2 * denom) >= side)
+    denom *= 2;
+  cinfo.scale_num = 1;
+  cinfo.scale_denom = denom;
+  jpeg_calc_output_dimensions(&cinfo);
+  const int64_t w = cinfo.output_width, h = cinfo.output_height;
+  const double sx = static_cast<double>(w) / static_cast<double>(full_w);
+  const double sy = static_cast<double>(h) / static_cast<double>(full_h);
+  work->tx = box_taps(w, box.x0 * sx, box.w * sx, how.side);
+  work->ty = box_taps(h, box.y0 * sy, box.h * sy, how.side);
+  // A margin of one iMCU (at most 16 pixels) around what the taps read: fancy upsampling of
+  // subsampled chroma reads the neighbouring samples, which a tighter crop would replicate from
+  // its edge instead (then the bytes would differ from the full decode's).
+  constexpr int64_t kMargin = 16;
+  const int64_t x0 = how.crop ? std::max<int64_t>(taps_begin(work->tx) - kMargin, 0) : 0;
+  const int64_t x1 = how.crop ? std::min<int64_t>(taps_end(work->tx) + kMargin, w) : w;
+  const int64_t y0 = how.crop ? std::max<int64_t>(taps_begin(work->ty) - kMargin, 0) : 0;
+  const int64_t y1 = how.crop ? std::min<int64_t>(taps_end(work->ty) + kMargin, h) : h;
+  jpeg_start_decompress(&cinfo);
+  if (cinfo.output_components != 3) {
+    jpeg_destroy_decompress(&cinfo);
+    std::snprintf(why, kWhy, "JPEG decodes to %d channels, not RGB", cinfo.output_components);
+    return 1;
+  }
+  JDIMENSION xoff = static_cast<JDIMENSION>(x0), cw = static_cast<JDIMENSION>(x1 - x0);
+  if (cw < cinfo.output_width) jpeg_crop_scanline(&cinfo, &xoff, &cw);  // widened to iMCUs
+  work->origin_x = xoff;
+  work->region_w = cw;
+  work->origin_y = y0;
+  if (y0 > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(y0));
+  work->region.resize(static_cast<size_t>((y1 - y0) * int64_t{cw} * 3));
+  while (int64_t{cinfo.output_scanline} < y1 && !err.truncated) {
+    JSAMPROW row = work->region.data() + (int64_t{cinfo.output_scanline} - y0) * cw * 3;
+    jpeg_read_scanlines(&cinfo, &row, 1);
+  }
+  jpeg_destroy_decompress(&cinfo);  // the rows below the box are never decoded
+  if (err.truncated) {
+    std::snprintf(why, kWhy, "truncated JPEG (libjpeg: Premature end of JPEG file)");
+    return 1;
+  }
+  return 0;
+}
+
 // ---- PNG ----
 
 struct PngSource {
@@ -221,12 +309,6 @@ int decode_png(const uint8_t* data, size_t size, int64_t max_pixels, RgbImage* o
 }
 
 // ---- resize ----
-
-// The taps of one output coordinate: weights of input pixels first .. first + w.size() - 1.
-struct Taps {
-  int64_t first = 0;
-  std::vector<float> w;
-};
 
 // PIL's precompute_coeffs for its bilinear (triangle) filter: output coordinate j of `out`
 // samples input `in` around (j + 0.5) * in / out, over a support widened by the scale when
@@ -328,6 +410,79 @@ void resize_center_crop(const RgbImage& src, int64_t side, uint8_t* dst) {
             static_cast<uint8_t>(std::clamp(std::lround(acc[c]), 0l, 255l));
     }
   }
+}
+
+Status decode_box(const uint8_t* data, size_t size, const std::string& path, const BoxDecode& how,
+                  uint8_t* dst, int64_t max_pixels) {
+  EASEL_CHECK(how.side > 0 && max_pixels > 0 && max_pixels <= kMaxImagePixels);
+  char why[kWhy] = "";
+  thread_local BoxWork work;  // reused by the thread: no fresh (mmapped, zeroed) region per image
+  if (size >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff) {
+    if (decode_jpeg_box(data, size, how, max_pixels, &work, why))
+      return data_error(path + ": " + why);
+  } else {
+    RgbImage image;
+    EASEL_RETURN_IF_ERROR(decode_image(data, size, path, 0, &image, max_pixels));
+    const ImageBox box = how.choose(image.width, image.height);
+    work.tx = box_taps(image.width, box.x0, box.w, how.side);
+    work.ty = box_taps(image.height, box.y0, box.h, how.side);
+    work.region = std::move(image.rgb);
+    work.region_w = image.width;
+  }
+  resample_box(work.region.data(), work.region_w, work.origin_x, work.origin_y, work.tx, work.ty,
+               dst);
+  return {};
+}
+
+namespace {
+
+// 0 on success, else 1 and the reason in why[kWhy]; *buf (malloc'd by libjpeg) is the caller's.
+int encode_jpeg_raw(const RgbImage& image, int quality, unsigned char** buf, unsigned long* size,
+                    char* why) {
+  jpeg_compress_struct c;
+  JpegErrors err;
+  std::memset(&c, 0, sizeof c);
+  std::memset(&err, 0, sizeof err);
+  c.err = jpeg_std_error(&err.mgr);
+  err.mgr.error_exit = jpeg_fail;
+  err.mgr.emit_message = jpeg_note;
+  if (setjmp(err.jump)) {
+    jpeg_destroy_compress(&c);
+    std::snprintf(why, kWhy, "JPEG encoding failed (libjpeg: %s)", err.message);
+    return 1;
+  }
+  jpeg_create_compress(&c);
+  jpeg_mem_dest(&c, buf, size);
+  c.image_width = static_cast<JDIMENSION>(image.width);
+  c.image_height = static_cast<JDIMENSION>(image.height);
+  c.input_components = 3;
+  c.in_color_space = JCS_RGB;
+  jpeg_set_defaults(&c);
+  jpeg_set_quality(&c, quality, TRUE);
+  jpeg_start_compress(&c, TRUE);
+  while (c.next_scanline < c.image_height) {
+    JSAMPROW row =
+        const_cast<JSAMPROW>(image.rgb.data()) + int64_t{c.next_scanline} * image.width * 3;
+    jpeg_write_scanlines(&c, &row, 1);
+  }
+  jpeg_finish_compress(&c);
+  jpeg_destroy_compress(&c);
+  return 0;
+}
+
+}  // namespace
+
+Status encode_jpeg(const RgbImage& image, int quality, std::vector<uint8_t>* out) {
+  EASEL_CHECK(image.width > 0 && image.height > 0 &&
+              image.rgb.size() == static_cast<size_t>(image.width * image.height * 3));
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  char why[kWhy] = "";
+  const int failed = encode_jpeg_raw(image, quality, &buf, &size, why);
+  if (!failed) out->assign(buf, buf + size);
+  std::free(buf);  // libjpeg's jpeg_mem_dest buffer
+  if (failed) return internal_error(why);
+  return {};
 }
 
 }  // namespace easel

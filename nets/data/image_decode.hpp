@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,5 +43,38 @@ Status decode_image(const uint8_t* data, size_t size, const std::string& path, i
 // to even as Python's round). Writes dst[3 * side * side] in chw order. Only the kept window is
 // computed. Requires src non-empty and side > 0.
 void resize_center_crop(const RgbImage& src, int64_t side, uint8_t* dst);
+
+// The part of an image a streamed sample keeps, in the full image's pixels (fractions allowed):
+// columns [x0, x0 + w), rows [y0, y0 + h).
+struct ImageBox {
+  double x0 = 0, y0 = 0, w = 0, h = 0;
+};
+
+struct BoxDecode {
+  // Chooses the box from the full image's width and height (read from the header, before any
+  // pixel is decoded).
+  std::function<ImageBox(int64_t width, int64_t height)> choose;
+  int64_t side = 0;  // the box becomes side x side
+  // JPEG: decoded at 1/2, 1/4 or 1/8 scale (scale_num / scale_denom), the smallest at which the
+  // box still has at least `side` pixels each way (so the resampling only ever shrinks it).
+  bool dct_scaling = true;
+  // JPEG: only the columns (jpeg_crop_scanline) and rows (jpeg_skip_scanlines, stopping after
+  // the last) the resampling reads are decoded.
+  bool crop = true;
+};
+
+// Decodes data[0, size) (a JPEG or a PNG, as decode_image) and resamples the chosen box to
+// dst [3, side, side], chw bytes, with PIL's bilinear filter (nets/data/resample.hpp): what
+// torchvision's resized_crop does to a PIL image, computed from the scaled JPEG's pixels when
+// dct_scaling is on (equal to it within the tolerance tests/nets/test_stream_source.cpp
+// states). Errors as decode_image's; a truncated JPEG is an error when a row the box needs is
+// missing. Requires how.side > 0 and a box of positive width and height.
+Status decode_box(const uint8_t* data, size_t size, const std::string& path, const BoxDecode& how,
+                  uint8_t* dst, int64_t max_pixels = kMaxImagePixels);
+
+// Encodes an RGB image as a baseline JPEG of `quality` (1-100; libjpeg's default 2x2 chroma
+// subsampling) into *out: what `easel data pack --max-side` writes and the tests generate.
+// Requires a non-empty image.
+Status encode_jpeg(const RgbImage& image, int quality, std::vector<uint8_t>* out);
 
 }  // namespace easel

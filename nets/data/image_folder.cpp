@@ -20,6 +20,7 @@
 #include "engine/log.hpp"
 #include "nets/data/dataset.hpp"
 #include "nets/data/image_decode.hpp"
+#include "nets/data/stream_source.hpp"
 
 namespace easel {
 namespace {
@@ -233,6 +234,44 @@ Result<DataSplit> load_image_folder(const std::string& dir, const std::string& n
   EASEL_ASSIGN_OR_RETURN(split.train,
                          decode_split(train, train_items, side, n, name + "/train", kind));
   EASEL_ASSIGN_OR_RETURN(split.test, decode_split(val, val_items, side, n, name + "/val", kind));
+  return split;
+}
+
+namespace {
+
+std::shared_ptr<StreamSource> folder_source(const std::vector<Item>& items, bool skip_bad) {
+  auto src = std::make_shared<StreamSource>();
+  src->skip_bad = skip_bad;
+  src->files.reserve(items.size());
+  src->entries.reserve(items.size());
+  for (const Item& it : items) {
+    src->entries.push_back({static_cast<int32_t>(src->files.size()), it.label, 0, -1});
+    src->files.push_back(it.path);
+  }
+  return src;
+}
+
+}  // namespace
+
+Result<DataSplit> stream_image_folder(const std::string& dir, const std::string& name, int64_t side,
+                                      bool skip_bad) {
+  if (side < 1 || side > kMaxSide)
+    return invalid_argument(dir + ": image side " + std::to_string(side) +
+                            " is out of range [1, 4096]");
+  const fs::path train = fs::path(dir) / "train", val = fs::path(dir) / "val";
+  if (!is_dir(train)) return not_found(dir + ": missing train/ (" + kLayout + ")");
+  if (!is_dir(val)) return not_found(dir + ": missing val/ (" + kLayout + ")");
+  int64_t skipped = 0;
+  EASEL_ASSIGN_OR_RETURN(const std::vector<std::string> classes, class_dirs(train));
+  EASEL_ASSIGN_OR_RETURN(const std::vector<Item> train_items, list_split(train, classes, &skipped));
+  EASEL_ASSIGN_OR_RETURN(const std::vector<Item> val_items, list_split(val, classes, &skipped));
+  if (skipped > 0)
+    log_info("data", dir + ": skipped " + std::to_string(skipped) +
+                         " files that are not .jpg, .jpeg or .png");
+  const int64_t n = static_cast<int64_t>(classes.size());
+  DataSplit split;
+  split.train = streamed_dataset(folder_source(train_items, skip_bad), name + "/train", side, n);
+  split.test = streamed_dataset(folder_source(val_items, skip_bad), name + "/val", side, n);
   return split;
 }
 

@@ -318,6 +318,34 @@ def resume_variants():
     }
 
 
+def tar_seeds():
+    """Tar shards (fuzz_tar): ustar with .cls labels, class folders, GNU and pax long names, a bad
+    label; each cut after its end-of-archive blocks (tarfile pads to 10 kB)."""
+    import io
+    import tarfile
+
+    def tar(members, fmt=tarfile.USTAR_FORMAT):
+        b = io.BytesIO()
+        with tarfile.open(fileobj=b, mode="w", format=fmt) as t:
+            for name, data in members:
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+        data = b.getvalue().rstrip(b"\0")
+        n = (len(data) + 511) // 512 * 512 + 1024
+        return data + b"\0" * (n - len(data))
+
+    jpg = bytes([0xFF, 0xD8, 0xFF, 0xE0]) + b"\0" * 60
+    return {
+        "cls.tar": tar([("a.jpg", jpg), ("a.cls", b"1\n"), ("b.jpg", jpg), ("b.cls", b"0")]),
+        "folders.tar": tar([("cat/k0.jpg", jpg), ("dog/k1.png", jpg)]),
+        "gnu-long.tar": tar([("d" * 150 + "/x/k.jpg", jpg), ("d" * 150 + "/x/k.cls", b"3")],
+                            tarfile.GNU_FORMAT),
+        "pax-long.tar": tar([("p" * 200 + "/y/k.jpg", jpg)], tarfile.PAX_FORMAT),
+        "bad-cls.tar": tar([("a.jpg", jpg), ("a.cls", b"-4")]),
+    }
+
+
 def write(sub, seeds):
     d = os.path.join(HERE, "corpus", sub)
     os.makedirs(d, exist_ok=True)
@@ -334,3 +362,4 @@ if __name__ == "__main__":
     write("net", net_seeds())
     write("cifar", cifar_seeds())
     write("image", {**png_seeds(), **jpeg_seeds()})
+    write("tar", tar_seeds())

@@ -499,6 +499,10 @@ CLI::App* add_bench_flags(CLI::App& app, bench::BenchFlags& f) {
       "DIR[:SIDE], CIFAR, ...) against the steps' consumption");
   opt("--augment", f.augment, "the data pipeline's augmentation (as train --augment)");
   opt("--data-threads", f.data_threads, "threads of each stream's data pipeline (0: one)");
+  b->add_flag("--data-only", f.data_only,
+              "time the data pipeline alone (needs --data): no ceilings, steps, layers or "
+              "exchange; --json gets data.images_per_second and "
+              "data.images_per_second_per_thread");
   b->add_flag("--calibrate", f.calibrate,
               "measure what the performance model needs (easel model, easel plan) and write "
               "this machine's description (docs/MODEL.md); takes --nets, the first of --batches, "
@@ -558,8 +562,15 @@ int run_bench(const bench::BenchFlags& flags) {
   BenchRun run{cfg.value(), topo.value(), topo->core_count(), 0, 0, 0, {}};
   if (Status s = check_layouts(run); !s.ok()) return fail(s, 2);
   run.doc = header(flags, run.cfg, run.cores);
-  if (!run.cfg.skip_ceilings) {
+  if (!run.cfg.skip_ceilings && !flags.data_only) {
     if (Status s = ceilings_section(run); !s.ok()) return fail(s, 1);
+  }
+  if (flags.data_only) {
+    if (flags.data.empty())
+      return fail(invalid_argument("--data-only: give --data (the data set to time)"), 2);
+    if (Status s = data_section(run.cfg, data.value(), run.doc); !s.ok()) return fail(s, 1);
+    if (Status s = finish(run); !s.ok()) return fail(s, 1);
+    return 0;
   }
   if (Status s = steps_section(run); !s.ok()) return fail(s, 1);
   if (!data->data.empty()) {

@@ -103,7 +103,9 @@ Result<DataBenchConfig> validate_data_flags(const BenchFlags& f) {
 
 Status data_section(const BenchConfig& cfg, const DataBenchConfig& data, json& doc) {
   const double l0 = seconds_now();
-  auto split = load_data(data.data, MemKind::dram, 1);
+  DataOptions opt;
+  opt.stream_side = data.augment.resized_crop;  // an image folder streams for it
+  auto split = load_data(data.data, MemKind::dram, 1, opt);
   if (!split.ok()) return {split.status().code(), "--data: " + split.status().message()};
   const Dataset& ds = split->train;
   if (Status s = check_augment(data.augment, ds); !s.ok())
@@ -190,7 +192,12 @@ Status data_section(const BenchConfig& cfg, const DataBenchConfig& data, json& d
                 static_cast<long long>(in.channels), static_cast<long long>(in.height),
                 static_cast<long long>(in.width), shape.c_str());
   }
+  // The whole pipeline's rate: one stream of the first batch size (the first row).
+  const double ips = rows.empty() ? 0.0 : rows[0]["images_per_second"]["median"].get<double>();
+  const int row_streams = rows.empty() ? 1 : rows[0]["streams"].get<int>();
   doc["data"] = {{"data", data.data},
+                 {"images_per_second", ips},
+                 {"images_per_second_per_thread", ips / (row_streams * data.threads)},
                  {"name", ds.name},
                  {"images", ds.count},
                  {"shape", shape},

@@ -40,6 +40,7 @@ struct BenchFlags {
   std::string data;
   std::string augment = "none";
   int data_threads = 0;
+  bool data_only = false;  // --data-only: only the data section (no ceilings, steps, layers)
   // --calibrate: measure what the performance model needs and write this machine's description
   // (tools/model/machine.hpp) to `out` (empty: the default, ~/.config/easel/machine.toml).
   bool calibrate = false;

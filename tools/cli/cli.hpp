@@ -89,5 +89,9 @@ int run_bench(const bench::BenchFlags& flags);
 // when neither was.
 using ModelCommands = std::function<int()>;
 ModelCommands add_model_commands(CLI::App& app);
+// `easel data pack` (tools/cli/data_cmd.cpp): adds the subcommand; the function returned runs it
+// and returns its exit code, or -1 when it was not parsed.
+using DataCommands = std::function<int()>;
+DataCommands add_data_commands(CLI::App& app);
 
 }  // namespace easel::cli

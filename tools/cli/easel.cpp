@@ -123,6 +123,7 @@ int easel_main(int argc, char** argv) {
                      "run train over the product of lists of its flags, resumable; "
                      "`easel sweep report DIR` tabulates and plots it (easel sweep --help)");
   const cli::ModelCommands model_commands = cli::add_model_commands(app);
+  const cli::DataCommands data_commands = cli::add_data_commands(app);
 
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
     if (argc < 2 || sub->get_name() != argv[1]) continue;
@@ -160,6 +161,7 @@ int easel_main(int argc, char** argv) {
   }
   if (bench->parsed()) return cli::run_bench(bench_flags);
   if (const int rc = model_commands(); rc >= 0) return rc;
+  if (const int rc = data_commands(); rc >= 0) return rc;
   if (!train->parsed() && !topo->parsed()) return cli::run_list(list_json);
   if (train->parsed()) return cli::run_train(values, given, source);
   auto cfg = cli::parse_settings(values, kTopologyCommand, given, source);

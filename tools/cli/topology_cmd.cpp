@@ -99,7 +99,9 @@ json fit_json(const Fit& f) {
 // the line that says what it is of.
 Result<Fit> fit_for(const TrainConfig& cfg, const Topology& topo, const GroupPlan& plan,
                     std::string* what) {
-  EASEL_ASSIGN_OR_RETURN(const DataSplit data, load_data(cfg.data, MemKind::dram, cfg.seed));
+  EASEL_ASSIGN_OR_RETURN(const DataSplit data,
+                         load_data(cfg.data, MemKind::dram, cfg.seed,
+                                   DataOptions{cfg.augment.resized_crop, cfg.skip_bad_images}));
   const Dataset& d = data.train;
   *what = "memory fit of " + cfg.net + " on " + cfg.data + " (" + std::to_string(d.count) + "+" +
           std::to_string(data.test.count) + " images of " + std::to_string(d.channels) + "x" +

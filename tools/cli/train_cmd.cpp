@@ -243,6 +243,9 @@ int run_train(SettingValues& values, const std::vector<std::string>& given,
   // A diverged or stalled run ended with its summary written: its exit code says so.
   const bool ended_badly =
       s.stop_reason == api::StopReason::diverged || s.stop_reason == api::StopReason::stalled;
+  // Bad data (a corrupt image, a broken shard, a bad class file) exits 2, as a bad image found
+  // while the batches stream does (nets/data/stream_source.hpp).
+  if (!st.ok() && st.code() == api::Code::data_error) return report(st, Failure::request);
   if (!st.ok() && !(ended_badly && st.code() == api::Code::internal))
     return report(st, Failure::run);
   const int code = exit_code(s.stop_reason, s.stop_signal);

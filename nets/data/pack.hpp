@@ -1,0 +1,34 @@
+// `easel data pack`: an image folder written as WebDataset-style tar shards (KEY.jpg or KEY.png
+// + KEY.cls), which load_shards (stream_source.hpp) reads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "engine/status.hpp"
+
+namespace easel {
+
+struct PackOptions {
+  int64_t shard_bytes = int64_t{256} << 20;  // a shard is closed once it holds this many bytes
+  // > 0: an image whose longer side is larger is resized (PIL's bilinear, antialiased) to this
+  // longer side and re-encoded as a JPEG of quality 90 (FFCV's trick: smaller shards, faster
+  // decoding; the random crops then see at most this many pixels); others are copied as they are.
+  int64_t max_side = 0;
+};
+
+struct PackStats {
+  int64_t images = 0, resized = 0, shards = 0, bytes = 0;
+};
+
+// Writes folder's train/ and val/ (torchvision's layout, as an image folder is listed) to
+// out/train-NNNNNN.tar and out/val-NNNNNN.tar, in list order, keys NNNNNNNN (the image's
+// index in its split), the class as decimal text. Errors name the file: an unreadable or
+// corrupt image (with max_side), an output that cannot be written.
+Status pack_image_folder(const std::string& folder, const std::string& out, const PackOptions& opt,
+                         PackStats* stats);
+
+// "256MB", "1GB", "512KB", "1000" (bytes; K/M/G are powers of 1024): > 0, else -1.
+int64_t parse_byte_size(const std::string& text);
+
+}  // namespace easel

@@ -1,0 +1,70 @@
+// `easel data pack IMAGE_FOLDER --out DIR [--shard-size 256MB] [--max-side 512]`
+// (nets/data/pack.hpp; docs/DATA.md).
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "nets/data/pack.hpp"
+#include "tools/cli/cli.hpp"
+
+namespace easel::cli {
+namespace {
+
+struct PackFlags {
+  std::string folder, out, shard_size = "256MB";
+  int64_t max_side = 0;
+};
+
+int run_pack(const PackFlags& f) {
+  PackOptions opt;
+  opt.shard_bytes = parse_byte_size(f.shard_size);
+  if (opt.shard_bytes < 0)
+    return report(invalid_argument("--shard-size: '" + f.shard_size +
+                                   "' is not a positive size (e.g. 256MB, 1GB, 65536)"),
+                  Failure::request);
+  if (f.max_side < 0 || f.max_side > 65535)
+    return report(invalid_argument("--max-side: " + std::to_string(f.max_side) +
+                                   " is out of range [0, 65535] (0: images copied as they are)"),
+                  Failure::request);
+  if (f.out.empty())
+    return report(invalid_argument("--out: give the shards' directory"), Failure::request);
+  opt.max_side = f.max_side;
+  PackStats stats;
+  const Status st = pack_image_folder(f.folder, f.out, opt, &stats);
+  if (!st.ok())  // bad data is a refused request (exit 2), as train's
+    return report(st, st.code() == Code::data_error || st.code() == Code::not_found ||
+                              st.code() == Code::invalid_argument
+                          ? Failure::request
+                          : Failure::run);
+  std::printf(
+      "packed %lld images (%lld resized to a longer side of %lld) into %lld shards, %.1f MB, "
+      "in %s\n",
+      static_cast<long long>(stats.images), static_cast<long long>(stats.resized),
+      static_cast<long long>(f.max_side), static_cast<long long>(stats.shards),
+      static_cast<double>(stats.bytes) / 1e6, f.out.c_str());
+  return 0;
+}
+
+}  // namespace
+
+DataCommands add_data_commands(CLI::App& app) {
+  CLI::App* data = app.add_subcommand("data", "prepare data sets (easel data pack)");
+  data->require_subcommand(1);
+  CLI::App* pack = data->add_subcommand(
+      "pack",
+      "write an image folder (train/CLASS/*, val/CLASS/*) as tar shards that --data "
+      "shards:DIR reads (KEY.jpg + KEY.cls; docs/DATA.md)");
+  auto f = std::make_shared<PackFlags>();
+  pack->add_option("IMAGE_FOLDER", f->folder, "the image folder")->required();
+  pack->add_option("--out", f->out, "the shards' directory (train-NNNNNN.tar, val-NNNNNN.tar)")
+      ->required();
+  pack->add_option("--shard-size", f->shard_size, "bytes per shard (K/M/G: powers of 1024)")
+      ->capture_default_str();
+  pack->add_option("--max-side", f->max_side,
+                   "re-encode images whose longer side is larger to this side (JPEG quality "
+                   "90); 0: copy every image as it is")
+      ->capture_default_str();
+  return [pack, f]() { return pack->parsed() ? run_pack(*f) : -1; };
+}
+
+}  // namespace easel::cli
