@@ -37,7 +37,7 @@ struct AlgoLr {
 };
 inline constexpr double kDefaultLr = 0.01;  // Caffe's LeNet solver, meant for momentum SGD
 inline constexpr AlgoLr kAlgoDefaultLr[] = {
-    {"sgd", 0.1},           {"msgd", 0.01},         {"sync-sgd", 0.01},  {"async-sgd", 0.1},
+    {"sgd", 0.1},           {"msgd", 0.01},         {"sync-sgd", 0.01},  {"async-sgd", 0.025},
     {"async-msgd", 0.01},   {"hogwild-sgd", 0.025}, {"easgd-rr", 0.1},   {"async-easgd", 0.1},
     {"async-measgd", 0.01}, {"hogwild-easgd", 0.1}, {"sync-easgd", 0.01}};
 constexpr double default_lr(std::string_view algo) {
