@@ -27,16 +27,19 @@ def last_line(text):
 
 
 def enclosing_test(path, line):
-    """"Suite.Case" of the TEST macro above `line` of the source file, or None."""
+    """"Suite.Case" of the TEST whose body holds `line` of the source file, or None (a helper's
+    line: then the caller names file:line)."""
     try:
         with open(path, errors="replace") as f:
             src = f.readlines()[:line]
     except OSError:
         return None
-    for l in reversed(src):
+    for l in reversed(src[:-1]):
         m = TEST_MACRO.match(l)
         if m:
             return m.group(1) + "." + m.group(2)
+        if l.rstrip() == "}":  # a function closed above the line: it is not in a TEST's body
+            return None
     return None
 
 
@@ -56,9 +59,9 @@ def gtest_skips(out, build_dir):
             if c:
                 case = c.group(1)
                 break
-            if l.startswith("[") or GTEST_SKIP_AT.match(l.strip()):
+            if l.startswith("[") or GTEST_SKIP_AT.match(l.strip()) or (msg and not l.strip()):
                 break
-            if l.strip():
+            if l.strip() and not msg:  # the message's first line (child programs may follow)
                 msg.append(l.strip())
         if case is None:
             path = m.group(1)
@@ -109,8 +112,11 @@ def main():
             failed += 1
     if skips:
         print("skipped:")
-        for name, why in skips:
-            print("  %s: %s" % (name, why))
+        counted = {}
+        for skip in skips:  # the same skip from a shared helper, once with its count
+            counted[skip] = counted.get(skip, 0) + 1
+        for (name, why), n in counted.items():
+            print("  %s: %s%s" % (name, why, " (x%d)" % n if n > 1 else ""))
     print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
 
 
