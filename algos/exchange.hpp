@@ -78,14 +78,23 @@ void timed_collective(Run& run, Group& g, Fn fn) {
   trace_phase(&g.times.comm, t0, t1);
 }
 
-// Calls fn(offset, count) once for the whole arena (PackMode::single) or once per segment.
+// Calls fn(offset, count) once for the whole arena (PackMode::single) or once per layer with
+// parameters (PackMode::per_layer): over its consecutive segments (Segment::layer), the padding
+// between them included (zero in every arena, and zero after every exchange); a segment of no
+// layer is a message of its own. The performance model counts the same messages.
 template <typename Fn>
 void for_each_message(const Run& run, Fn fn) {
   if (run.params.pack == PackMode::single) {
     fn(int64_t{0}, run.arena_floats());
-  } else {
-    for (const Segment& s : run.segments())
-      fn(s.offset, s.count);
+    return;
+  }
+  const auto& segs = run.segments();
+  for (size_t i = 0; i < segs.size();) {
+    size_t j = i + 1;
+    while (j < segs.size() && segs[i].layer >= 0 && segs[j].layer == segs[i].layer)
+      ++j;
+    fn(segs[i].offset, segs[j - 1].offset + segs[j - 1].count - segs[i].offset);
+    i = j;
   }
 }
 

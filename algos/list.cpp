@@ -35,7 +35,7 @@ constexpr std::array kAlgos = {
               .model = {.kind = X::collective, .arenas_per_group = 3}},
     AlgoEntry{.name = "async-sgd",
               .summary = "parameter server: centre takes each group's step under a lock",
-              .make = make_async_sgd, .default_lr = 0.1, .default_tau = 1,
+              .make = make_async_sgd, .default_lr = 0.025, .default_tau = 1,
               .phases = [](const AlgoParams&) {
                 return PhaseNames{"centre step (locked)", "centre lock"}; },
               .extra_arenas = no_arenas,

@@ -35,6 +35,9 @@ struct Segment {
   // parameter-server algorithms copy it from the group into the centre (devices/op.hpp,
   // state_params()).
   bool state = false;
+  // The index of the layer that owns it in its net (a layer's segments are consecutive in the
+  // arena): --pack per-layer sends one message per layer over them. -1: a message of its own.
+  int layer = -1;
 };
 
 constexpr int64_t kArenaAlign = 16;  // floats: each segment starts on a 64-byte boundary

@@ -91,6 +91,7 @@ Result<std::unique_ptr<Net>> Net::create(const NetSpec& spec, int64_t batch, Lay
       s.fan_out = fan_out;
       s.filler = ls.fillers[p];
       s.state = p >= first_state;
+      s.layer = static_cast<int>(i);
       s.lr_mult = s.state ? 0.f : p < ls.lr_mult.size() ? ls.lr_mult[p] : 1.f;
       s.decay_mult = s.state ? 0.f : p < ls.decay_mult.size() ? ls.decay_mult[p] : 1.f;
       layer->segments.push_back(net->params_.add(std::move(s)));

@@ -135,9 +135,25 @@ TEST(Cli, BadFlagsAreOneLineErrors) {
 TEST(Cli, MissingDataNamesThePath) {
   const fs::path d = tmp_dir("missing");
   Out o = easel("train --data " + (d / "nowhere").string() + " --out " + (d / "run").string());
-  EXPECT_EQ(o.code, 1);
+  EXPECT_EQ(o.code, 2);  // a bad request (README, "Exit codes")
   EXPECT_NE(o.err.find("nowhere"), std::string::npos) << o.err;
   EXPECT_FALSE(fs::exists(d / "run" / "summary.json"));
+}
+
+// README's exit codes: every bad request exits 2 with one line, whether the flag parser, the
+// settings' checks, the plan or the data set refuses it; nothing is trained or written.
+TEST(Cli, EveryBadRequestExits2) {
+  const fs::path d = tmp_dir("bad_requests");
+  for (const std::string& args : std::vector<std::string>{
+           "--groups banana", "--groups 0", "--data " + (d / "nowhere").string(), "--lr -3",
+           "--net nosuchnet", "--threads-per-group banana", "--algo nope", "--batch 0",
+           "--net " + (d / "missing.toml").string(), "--no-such-flag 1"}) {
+    const fs::path out = d / "run";
+    Out o = easel("train " + args + " --iterations 2 --progress none --out " + out.string());
+    EXPECT_EQ(o.code, 2) << args << ": " << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << args << ": " << o.err;
+    EXPECT_FALSE(fs::exists(out / "summary.json")) << args;
+  }
 }
 
 TEST(Cli, ConfigFileKeysAreFlagsAndFlagsWin) {
@@ -400,11 +416,11 @@ TEST(Cli, ResumeGoesOnFromTheCheckpoint) {
   o = easel("train --resume=");
   EXPECT_EQ(o.code, 2);
   EXPECT_NE(o.err.find("--resume: empty value"), std::string::npos) << o.err;
-  o = easel("train --resume " + run.string());  // 40 of 40 done
-  EXPECT_EQ(o.code, 1);
+  o = easel("train --resume " + run.string());  // 40 of 40 done: a request refused
+  EXPECT_EQ(o.code, 2);
   EXPECT_NE(o.err.find("already did 40 of its 40"), std::string::npos) << o.err;
   o = easel("train --resume " + run.string() + " --iterations 30");
-  EXPECT_EQ(o.code, 1);
+  EXPECT_EQ(o.code, 2);
   EXPECT_NE(o.err.find("already did 40 of its 30"), std::string::npos) << o.err;
   EXPECT_EQ(slurp(run / "checkpoint.bin"), ck);
   EXPECT_EQ(slurp(run / "config.json"), config);  // a refused resume changes nothing

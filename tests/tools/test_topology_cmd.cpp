@@ -87,7 +87,7 @@ TEST(TopologyCmd, CacheModeHasNoHbwNodeAndRefusesHbw) {
                "--algo sync-easgd --groups 4 --placement weights=hbw --progress none --out " +
                    (fs::path(::testing::TempDir()) / "easel_topology_cache_run").string() +
                    " --overwrite");
-  EXPECT_EQ(o.code, 1) << o.err;  // train reports what its plan refuses as a failed run
+  EXPECT_EQ(o.code, 2) << o.err;  // what its plan refuses is a bad request, as in topology
   EXPECT_NE(o.err.find("--placement weights=hbw: this machine has no high-bandwidth NUMA node "
                        "(KNL cache mode or no MCDRAM/HBM; nodes: 0 dram 96.0 GiB cpus 0-271)"),
             std::string::npos)
@@ -184,7 +184,7 @@ TEST(TopologyCmd, TrainRefusesWhatCannotFitBeforeBuilding) {
                              kAlexNet + kAllHbw + "--out " +
                              (fs::path(::testing::TempDir()) / "easel_fit_refused").string() +
                              " --overwrite");
-  EXPECT_EQ(o.code, 1) << o.err;
+  EXPECT_EQ(o.code, 2) << o.err;
   EXPECT_NE(o.err.find("[easel:train] fit: one group 1.4 GB (weights 2 x 233.3 MB hbw"),
             std::string::npos)
       << o.err;

@@ -21,12 +21,15 @@ struct BenchFlags;
 
 namespace easel::cli {
 
-// How a command failed: it refused the request (a flag, the config file, a resumed run's files)
-// or the run itself failed (the data, a device, training, writing the results).
+// How a command failed (README, "Exit codes"): the request is wrong (a flag, the config file, a
+// resumed run's files; a value the plan refuses on this machine; a file, net or device named
+// that does not exist) or the run itself failed (the machine lacks what was asked, malformed
+// data, reading or writing, training).
 enum class Failure { request = 2, run = 1 };
-// request for invalid_argument, run for every other code: for a step that both checks the
-// request and asks the machine (a plan).
+// request for invalid_argument and not_found, run for every other code: for a step that both
+// checks the request and asks the machine (a plan, opening the data, training).
 Failure failure_of(const Status& st);
+Failure failure_of(const api::Status& st);
 // Prints "easel: MESSAGE" (one line) to stderr; returns the exit code of `failure` (0 when st
 // is ok, printing nothing).
 int report(const Status& st, Failure failure);

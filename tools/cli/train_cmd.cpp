@@ -49,7 +49,8 @@ void catch_stop_signals() {
 // The exit code of a train run that ran to a summary (summary.json's "stopped"); the one place
 // that maps them: 0 completed or at its target, 128 + the signal when interrupted (130 SIGINT,
 // 143 SIGTERM, 138 SIGUSR1: as a shell reports a process that signal killed), 3 diverged,
-// 4 stalled. Anything that fails before or outside training exits with Failure's 1 or 2.
+// 4 stalled. Anything that fails before or outside training exits with Failure's 1 or 2
+// (failure_of: 2 for a request the run refused, whenever it found out).
 int exit_code(api::StopReason stopped, int signal) {
   switch (stopped) {
     case api::StopReason::completed:
@@ -247,7 +248,7 @@ int run_train(SettingValues& values, const std::vector<std::string>& given,
   // while the batches stream does (nets/data/stream_source.hpp).
   if (!st.ok() && st.code() == api::Code::data_error) return report(st, Failure::request);
   if (!st.ok() && !(ended_badly && st.code() == api::Code::internal))
-    return report(st, Failure::run);
+    return report(st, failure_of(st));
   const int code = exit_code(s.stop_reason, s.stop_signal);
   if (s.rank != 0) return code;  // under mpirun rank 0 reports
   print_done(s, setting(config, "checkpoint") == "true");

@@ -13,7 +13,14 @@ namespace easel::cli {
 namespace fs = std::filesystem;
 
 Failure failure_of(const Status& st) {
-  return st.code() == Code::invalid_argument ? Failure::request : Failure::run;
+  return st.code() == Code::invalid_argument || st.code() == Code::not_found ? Failure::request
+                                                                             : Failure::run;
+}
+
+Failure failure_of(const api::Status& st) {
+  return st.code() == api::Code::invalid_argument || st.code() == api::Code::not_found
+             ? Failure::request
+             : Failure::run;
 }
 
 int report(const Status& st, Failure failure) {

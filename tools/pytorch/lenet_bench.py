@@ -13,6 +13,9 @@ fills them (uniform(-a, a), a = sqrt(3 / fan_in), like easel), biases zero; SGD 
   --mode train --target 0.89      Fashion-MNIST (IDX .gz, pixels x 1/256), shuffled each epoch,
                                   evaluated after each epoch; time to the target and final
                                   accuracy.
+  --mode train --procs 2          the same as Hogwild: two one-thread processes, each pinned to
+                                  its own core, writing one shared net without a lock
+                                  (lenet_hogwild.py).
   --device cuda                   model, inputs and labels on the GPU (cuda: the current one);
                                   the clock is read after torch.cuda.synchronize(). Batches are
                                   still prepared on the CPU as for --device cpu (the default).
@@ -375,9 +378,9 @@ def train(a):
 
 def main(argv):
     a = parse_args(argv)
-    if a.procs > 1 and a.mode == "train":
-        print("lenet_bench: --procs is for --mode throughput", file=sys.stderr)
-        return 2
+    if a.procs > 1 and a.mode == "train":  # Hogwild: P one-thread processes, one shared net
+        import lenet_hogwild
+        return lenet_hogwild.train_hogwild(a, load)
     return throughput(a) if a.mode == "throughput" else train(a)
 
 
