@@ -179,6 +179,12 @@ Status make_comm(TrainRun& t) {
     EASEL_ASSIGN_OR_RETURN(CollectivePick pick, pick_collective(needs));
     if (!pick.why.empty() && t.rank == 0) log_info("comm", pick.why);
   }
+  if (t.world) {  // the processes' own arena broadcasts: the algorithm picked among them
+    EASEL_ASSIGN_OR_RETURN(CollectivePick pick, pick_collective(needs));
+    t.world_comm = pick.algo == CollectiveAlgo::mpi
+                       ? t.world->native_comm()
+                       : make_collective_comm(t.world->transport(), pick.algo, pick.inter);
+  }
   const CommEntry& entry = choose_comm(needs);
   auto comm = entry.make(needs);
   if (!comm.ok())
@@ -202,7 +208,7 @@ Status init_weights(TrainRun& t) {
     g0.net->init_params(init.data(), t.cfg.seed);
     EASEL_RETURN_IF_ERROR(t.report->on_init_weights(init));
   }
-  if (t.world) t.world->broadcast(t.rank, w0, run.arena_floats(), 0);
+  if (t.world) t.world_comm->broadcast(t.rank, w0, run.arena_floats(), 0);
   if (values)
     for (auto& g : run.groups)
       copy_bytes(g->weights.data(), g->weights.kind(), init.data(), MemKind::dram, t.arena_bytes);

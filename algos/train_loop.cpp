@@ -119,7 +119,7 @@ std::vector<EvalStats> evaluate_model(TrainRun& t, const Dataset& test) {
   }
   if (t.world) {
     if (t.rank == 0) span_copy(t.eval_buf.data(), eval_w, run.arena_floats());
-    t.world->broadcast(t.rank, t.eval_buf.data(), run.arena_floats(), 0);
+    t.world_comm->broadcast(t.rank, t.eval_buf.data(), run.arena_floats(), 0);
     eval_w = t.eval_buf.data();
   }
   return evaluate_groups(run, test, eval_w);

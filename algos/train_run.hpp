@@ -34,6 +34,10 @@ struct TrainRun {
 
   // Across MPI ranks: rank 0 reports (the observer), every rank trains its groups.
   MpiComm* world = nullptr;
+  // The processes' own broadcasts of whole arenas (the initial weights, each evaluation's): the
+  // collective the run picked among the ranks (bandwidth-optimal for large arenas). Null in one
+  // process.
+  std::unique_ptr<Comm> world_comm;
   int ranks = 1, rank = 0;
   GroupPlan plan;  // this rank's groups
   // The PUs of the cores no group of this rank uses: where the data pipelines' threads run

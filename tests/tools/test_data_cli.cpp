@@ -90,7 +90,7 @@ TEST_F(DataCli, StreamedFolderAndShardsTrainTheSameRun) {
   EXPECT_EQ(test_loss("shards"), one);
   // A held set cannot take the crop; bad pack flags are one line each.
   o = easel(train(folder + ":32", "held", "--iterations 1"));
-  EXPECT_EQ(o.code, 1) << o.err;  // found at load, as train's other refusals of its plan
+  EXPECT_EQ(o.code, 2) << o.err;  // a bad request, found at load (every bad request exits 2)
   EXPECT_NE(o.err.find("takes no :SIDE"), std::string::npos) << o.err;
   o = easel("data pack " + folder + " --out " + (dir_ / "x").string() + " --shard-size 0");
   EXPECT_EQ(o.code, 2) << o.err;
