@@ -12,6 +12,8 @@ namespace easel {
 
 namespace {
 
+constexpr int kCutFactor = 2;
+
 int ceil_log2(int x) {
   int k = 0;
   while ((1 << k) < x)
@@ -61,7 +63,11 @@ double halving_doubling(const Shape& s) {
   for (int mask = 1; mask < pp; mask <<= 1) {
     seg /= 2;
     const bool far = mask >= s.l;
-    t += 2 * s.step(seg, far, far ? std::min(s.l, s.p) : 1);  // halving, then doubling
+    // Across nodes every rank exchanges with one 2^k away at once: the traffic crosses the
+    // network's cut between the halves, which a ring's neighbour traffic never loads; priced as
+    // twice the uplink's time (kCutFactor), as the simulated KNL dragonfly and GPU fat tree
+    // showed (docs/SIMULATION.md "Collectives").
+    t += 2 * s.step(seg, far, far ? kCutFactor * std::min(s.l, s.p) : 1);  // halving, doubling
   }
   return t;
 }
