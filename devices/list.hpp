@@ -24,8 +24,8 @@ struct DeviceEntry {
   // The Device of unit `unit` (0 for a kind that is not an accelerator).
   Result<std::unique_ptr<Device>> (*make_device)(int unit, ImplChoice impl, Precision precision);
   // The kind's own Comm among P of its devices, already attached (rank i on devices[i]; two
-  // ranks may share a unit), and its name for messages; null for a kind without one (the CPU's groups
-  // share host memory). comm_built says whether this build has it.
+  // ranks may share a unit), and its name for messages; null for a kind without one (the CPU's
+  // groups share host memory). comm_built says whether this build has it.
   const char* comm_name;
   bool (*comm_built)();
   Result<std::unique_ptr<Comm>> (*make_comm)(std::span<Device* const> devices);

@@ -4,9 +4,9 @@
 // overlap cut the exchange); `easel model --json` and `easel plan` through the program.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <set>
-#include <cmath>
 
 #include <cstdlib>
 #include <nlohmann/json.hpp>
