@@ -315,30 +315,10 @@ int decode_png(const uint8_t* data, size_t size, int64_t max_pixels, RgbImage* o
 // shrinking; weights normalised to sum 1. Only j in [from, from + n).
 std::vector<Taps> taps(int64_t in, int64_t out, int64_t from, int64_t n) {
   const double scale = static_cast<double>(in) / static_cast<double>(out);
-  const double filter_scale = std::max(scale, 1.0);
-  const double support = filter_scale;  // the triangle's support is 1
   std::vector<Taps> t(static_cast<size_t>(n));
-  for (int64_t j = 0; j < n; ++j) {
-    const double center = (static_cast<double>(from + j) + 0.5) * scale;
-    const int64_t lo = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5), 0);
-    const int64_t hi = std::min<int64_t>(static_cast<int64_t>(center + support + 0.5), in);
-    Taps& tj = t[static_cast<size_t>(j)];
-    tj.first = lo;
-    double sum = 0;
-    std::vector<double> w;
-    for (int64_t k = lo; k < hi; ++k) {
-      const double x = (static_cast<double>(k) - center + 0.5) / filter_scale;
-      w.push_back(std::max(0.0, 1.0 - std::abs(x)));
-      sum += w.back();
-    }
-    if (w.empty() || sum <= 0) {  // cannot happen for in, out >= 1; nearest pixel then
-      tj.first = std::clamp<int64_t>(static_cast<int64_t>(center), 0, in - 1);
-      tj.w = {1.f};
-      continue;
-    }
-    for (double v : w)
-      tj.w.push_back(static_cast<float>(v / sum));
-  }
+  for (int64_t j = 0; j < n; ++j)
+    t[static_cast<size_t>(j)] =
+        triangle_taps(in, (static_cast<double>(from + j) + 0.5) * scale, std::max(scale, 1.0));
   return t;
 }
 

@@ -8,35 +8,38 @@
 
 namespace easel {
 
+Taps triangle_taps(int64_t in, double center, double filter_scale) {
+  const double support = filter_scale;  // the triangle's support is 1
+  // PIL's (int) casts truncate toward zero; the clamps make that floor here.
+  const int64_t lo = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5), 0);
+  const int64_t hi = std::min<int64_t>(static_cast<int64_t>(center + support + 0.5), in);
+  Taps t;
+  t.first = lo;
+  double sum = 0;
+  std::vector<double> w;
+  for (int64_t k = lo; k < hi; ++k) {
+    const double x = (static_cast<double>(k) - center + 0.5) / filter_scale;
+    w.push_back(std::max(0.0, 1.0 - std::abs(x)));
+    sum += w.back();
+  }
+  if (w.empty() || sum <= 0) {  // a box past the input's edge: its nearest pixel
+    t.first = std::clamp<int64_t>(static_cast<int64_t>(center), 0, in - 1);
+    t.w = {1.f};
+    return t;
+  }
+  for (double v : w)
+    t.w.push_back(static_cast<float>(v / sum));
+  return t;
+}
+
 std::vector<Taps> box_taps(int64_t in, double x0, double len, int64_t out) {
   EASEL_CHECK(in >= 1 && out >= 1 && len > 0);
   const double scale = len / static_cast<double>(out);
   const double filter_scale = std::max(scale, 1.0);
-  const double support = filter_scale;  // the triangle's support is 1
   std::vector<Taps> t(static_cast<size_t>(out));
-  std::vector<double> w;
-  for (int64_t j = 0; j < out; ++j) {
-    const double center = x0 + (static_cast<double>(j) + 0.5) * scale;
-    // PIL's (int) casts truncate toward zero; the clamps make that floor here.
-    const int64_t lo = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5), 0);
-    const int64_t hi = std::min<int64_t>(static_cast<int64_t>(center + support + 0.5), in);
-    Taps& tj = t[static_cast<size_t>(j)];
-    tj.first = lo;
-    double sum = 0;
-    w.clear();
-    for (int64_t k = lo; k < hi; ++k) {
-      const double x = (static_cast<double>(k) - center + 0.5) / filter_scale;
-      w.push_back(std::max(0.0, 1.0 - std::abs(x)));
-      sum += w.back();
-    }
-    if (w.empty() || sum <= 0) {  // a box past the input's edge: its nearest pixel
-      tj.first = std::clamp<int64_t>(static_cast<int64_t>(center), 0, in - 1);
-      tj.w = {1.f};
-      continue;
-    }
-    for (double v : w)
-      tj.w.push_back(static_cast<float>(v / sum));
-  }
+  for (int64_t j = 0; j < out; ++j)
+    t[static_cast<size_t>(j)] =
+        triangle_taps(in, x0 + (static_cast<double>(j) + 0.5) * scale, filter_scale);
   return t;
 }
 

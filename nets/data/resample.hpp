@@ -14,6 +14,12 @@ struct Taps {
   std::vector<float> w;
 };
 
+// PIL's bilinear (triangle) taps of one output coordinate that samples input coordinate
+// `center` of an input of `in` pixels, the triangle widened by filter_scale (>= 1: the scale
+// when shrinking); weights normalised to sum 1, inputs clamped to [0, in); the nearest pixel
+// where no input falls under the triangle. Requires in >= 1.
+Taps triangle_taps(int64_t in, double center, double filter_scale);
+
 // PIL's precompute_coeffs: output j of `out` samples input coordinate x0 + (j + 0.5) * len / out
 // of an input of `in` pixels, over a support widened by the scale when shrinking; weights
 // normalised to sum 1, inputs clamped to [0, in). Requires in, out >= 1 and len > 0.
