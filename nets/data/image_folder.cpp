@@ -208,32 +208,47 @@ Result<Dataset> decode_split(const fs::path& split, const std::vector<Item>& ite
 
 }  // namespace
 
+namespace {
+
+// An image folder's classes (train/'s subfolders) and both splits' files, checked: the side in
+// range, train/ and val/ present; files that are not images are counted and said once.
+struct Listing {
+  std::vector<std::string> classes;
+  std::vector<Item> train, val;
+};
+
+Result<Listing> list_folder(const std::string& dir, int64_t side) {
+  if (side < 1 || side > kMaxSide)
+    return invalid_argument(dir + ": image side " + std::to_string(side) +
+                            " is out of range [1, 4096]");
+  const fs::path train = fs::path(dir) / "train", val = fs::path(dir) / "val";
+  if (!is_dir(train)) return not_found(dir + ": missing train/ (" + kLayout + ")");
+  if (!is_dir(val)) return not_found(dir + ": missing val/ (" + kLayout + ")");
+  int64_t skipped = 0;
+  Listing l;
+  EASEL_ASSIGN_OR_RETURN(l.classes, class_dirs(train));
+  EASEL_ASSIGN_OR_RETURN(l.train, list_split(train, l.classes, &skipped));
+  EASEL_ASSIGN_OR_RETURN(l.val, list_split(val, l.classes, &skipped));
+  if (skipped > 0)
+    log_info("data", dir + ": skipped " + std::to_string(skipped) +
+                         " files that are not .jpg, .jpeg or .png");
+  return l;
+}
+
+}  // namespace
+
 bool has_image_folder(const std::string& dir) {
   return is_dir(fs::path(dir) / "train") || is_dir(fs::path(dir) / "val");
 }
 
 Result<DataSplit> load_image_folder(const std::string& dir, const std::string& name, int64_t side,
                                     MemKind kind) {
-  if (side < 1 || side > kMaxSide) {
-    return invalid_argument(dir + ": image side " + std::to_string(side) +
-                            " is out of range [1, 4096]");
-  }
+  EASEL_ASSIGN_OR_RETURN(const Listing l, list_folder(dir, side));
+  const int64_t n = static_cast<int64_t>(l.classes.size());
   const fs::path train = fs::path(dir) / "train", val = fs::path(dir) / "val";
-  if (!is_dir(train)) return not_found(dir + ": missing train/ (" + kLayout + ")");
-  if (!is_dir(val)) return not_found(dir + ": missing val/ (" + kLayout + ")");
-  int64_t skipped = 0;
-  EASEL_ASSIGN_OR_RETURN(const std::vector<std::string> classes, class_dirs(train));
-  EASEL_ASSIGN_OR_RETURN(const std::vector<Item> train_items, list_split(train, classes, &skipped));
-  EASEL_ASSIGN_OR_RETURN(const std::vector<Item> val_items, list_split(val, classes, &skipped));
-  if (skipped > 0) {
-    log_info("data", dir + ": skipped " + std::to_string(skipped) +
-                         " files that are not .jpg, .jpeg or .png");
-  }
-  const int64_t n = static_cast<int64_t>(classes.size());
   DataSplit split;
-  EASEL_ASSIGN_OR_RETURN(split.train,
-                         decode_split(train, train_items, side, n, name + "/train", kind));
-  EASEL_ASSIGN_OR_RETURN(split.test, decode_split(val, val_items, side, n, name + "/val", kind));
+  EASEL_ASSIGN_OR_RETURN(split.train, decode_split(train, l.train, side, n, name + "/train", kind));
+  EASEL_ASSIGN_OR_RETURN(split.test, decode_split(val, l.val, side, n, name + "/val", kind));
   return split;
 }
 
@@ -255,23 +270,11 @@ std::shared_ptr<StreamSource> folder_source(const std::vector<Item>& items, bool
 
 Result<DataSplit> stream_image_folder(const std::string& dir, const std::string& name, int64_t side,
                                       bool skip_bad) {
-  if (side < 1 || side > kMaxSide)
-    return invalid_argument(dir + ": image side " + std::to_string(side) +
-                            " is out of range [1, 4096]");
-  const fs::path train = fs::path(dir) / "train", val = fs::path(dir) / "val";
-  if (!is_dir(train)) return not_found(dir + ": missing train/ (" + kLayout + ")");
-  if (!is_dir(val)) return not_found(dir + ": missing val/ (" + kLayout + ")");
-  int64_t skipped = 0;
-  EASEL_ASSIGN_OR_RETURN(const std::vector<std::string> classes, class_dirs(train));
-  EASEL_ASSIGN_OR_RETURN(const std::vector<Item> train_items, list_split(train, classes, &skipped));
-  EASEL_ASSIGN_OR_RETURN(const std::vector<Item> val_items, list_split(val, classes, &skipped));
-  if (skipped > 0)
-    log_info("data", dir + ": skipped " + std::to_string(skipped) +
-                         " files that are not .jpg, .jpeg or .png");
-  const int64_t n = static_cast<int64_t>(classes.size());
+  EASEL_ASSIGN_OR_RETURN(const Listing l, list_folder(dir, side));
+  const int64_t n = static_cast<int64_t>(l.classes.size());
   DataSplit split;
-  split.train = streamed_dataset(folder_source(train_items, skip_bad), name + "/train", side, n);
-  split.test = streamed_dataset(folder_source(val_items, skip_bad), name + "/val", side, n);
+  split.train = streamed_dataset(folder_source(l.train, skip_bad), name + "/train", side, n);
+  split.test = streamed_dataset(folder_source(l.val, skip_bad), name + "/val", side, n);
   return split;
 }
 
