@@ -40,4 +40,11 @@ inline TrainConfig small_config(const std::string& algo, int groups) {
   return c;
 }
 
+// Trains `c` on small_data(); a failed run fails the test and gives an empty summary.
+inline TrainSummary run(const TrainConfig& c, TrainObserver* obs = nullptr) {
+  auto r = train(c, small_data(), obs);
+  EXPECT_TRUE(r.ok()) << c.algo << ": " << r.status().to_string();
+  return r.ok() ? std::move(r).value() : TrainSummary{};
+}
+
 }  // namespace easel::test

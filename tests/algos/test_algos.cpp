@@ -30,11 +30,7 @@ namespace {
 using test::small_config;
 using test::small_data;
 
-TrainSummary run(const TrainConfig& c, TrainObserver* obs = nullptr) {
-  auto r = train(c, small_data(), obs);
-  EXPECT_TRUE(r.ok()) << c.algo << ": " << r.status().to_string();
-  return r.ok() ? std::move(r).value() : TrainSummary{};
-}
+using test::run;
 
 // ---- the fused parameter-server kernels against their formulas (algos/exchange.hpp) ----
 

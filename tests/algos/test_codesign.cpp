@@ -15,11 +15,7 @@ namespace {
 using test::small_config;
 using test::small_data;
 
-TrainSummary run(const TrainConfig& c) {
-  auto r = train(c, small_data(), nullptr);
-  EXPECT_TRUE(r.ok()) << r.status().to_string();
-  return r.ok() ? std::move(r).value() : TrainSummary{};
-}
+using test::run;
 
 // The Comm path of sync-easgd with the three switches as given.
 TrainConfig codesign(int groups, const char* reduce, const char* pack, const char* overlap,

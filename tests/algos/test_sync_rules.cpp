@@ -21,11 +21,7 @@ namespace {
 using test::small_config;
 using test::small_data;
 
-TrainSummary run(const TrainConfig& c, TrainObserver* obs = nullptr) {
-  auto r = train(c, small_data(), obs);
-  EXPECT_TRUE(r.ok()) << c.algo << ": " << r.status().to_string();
-  return r.ok() ? std::move(r).value() : TrainSummary{};
-}
+using test::run;
 
 // --pack per-layer sends one message per layer with parameters (weights, bias and batch norm's
 // statistics together), as tools/model counts them (a layer with fillers is one message): the
