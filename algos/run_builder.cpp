@@ -175,12 +175,11 @@ Status make_comm(TrainRun& t) {
   needs.on_devices = t.run.resident && t.algo->max_groups() > 1;
   needs.kind = t.dev_req.kind;
   needs.devices = devs;
-  if (!needs.on_devices) {  // what the host Comm runs, and why when auto chose it
-    EASEL_ASSIGN_OR_RETURN(CollectivePick pick, pick_collective(needs));
-    if (!pick.why.empty() && t.rank == 0) log_info("comm", pick.why);
-  }
-  if (t.world) {  // the processes' own arena broadcasts: the algorithm picked among them
-    EASEL_ASSIGN_OR_RETURN(CollectivePick pick, pick_collective(needs));
+  // What the host Comm runs (said when auto chose it), and the processes' own arena broadcasts
+  // with the algorithm picked among them.
+  EASEL_ASSIGN_OR_RETURN(const CollectivePick pick, pick_collective(needs));
+  if (!needs.on_devices && !pick.why.empty() && t.rank == 0) log_info("comm", pick.why);
+  if (t.world) {
     t.world_comm = pick.algo == CollectiveAlgo::mpi
                        ? t.world->native_comm()
                        : make_collective_comm(t.world->transport(), pick.algo, pick.inter);
