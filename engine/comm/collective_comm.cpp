@@ -37,6 +37,8 @@ class CollectiveComm final : public Comm {
         algo_(algo),
         inter_(inter),
         scratch_(static_cast<size_t>(t_->local_size())) {
+    for (int l = 0; l < t_->local_size(); ++l)
+      teams_.push_back(Team::all(*t_, t_->first_local() + l));
     EASEL_CHECK_MSG(algo != CollectiveAlgo::automatic && algo != CollectiveAlgo::mpi,
                     "a collective Comm runs one of the algorithms over its transport");
     EASEL_CHECK(inter == CollectiveAlgo::ring || inter == CollectiveAlgo::halving_doubling);
@@ -50,7 +52,7 @@ class CollectiveComm final : public Comm {
   }
 
   void allreduce_sum(int rank, float* buf, int64_t n) override {
-    const Team team = Team::all(*t_, rank);
+    const Team& team = team_of(rank);
     if (size() == 1 || n == 0) return;
     ScratchFloats& s = scratch(rank);
     switch (algo_) {
@@ -67,7 +69,7 @@ class CollectiveComm final : public Comm {
 
   void reduce_sum(int rank, const float* src, float* dst, int64_t n, int root) override {
     check_root(root);
-    const Team team = Team::all(*t_, rank);
+    const Team& team = team_of(rank);
     if (n == 0) return;
     ScratchFloats& s = scratch(rank);
     switch (algo_) {
@@ -84,7 +86,7 @@ class CollectiveComm final : public Comm {
 
   void broadcast(int rank, float* buf, int64_t n, int root) override {
     check_root(root);
-    const Team team = Team::all(*t_, rank);
+    const Team& team = team_of(rank);
     if (size() == 1 || n == 0) return;
     switch (algo_) {
       case CollectiveAlgo::tree:
@@ -104,15 +106,18 @@ class CollectiveComm final : public Comm {
 
  private:
   void check_root(int root) const { EASEL_CHECK(root >= 0 && root < size()); }
-  ScratchFloats& scratch(int rank) {
+  int local_of(int rank) const {
     const int l = rank - t_->first_local();
     EASEL_CHECK_MSG(l >= 0 && l < t_->local_size(), "a Comm rank is called from another process");
-    return scratch_[static_cast<size_t>(l)];
+    return l;
   }
+  ScratchFloats& scratch(int rank) { return scratch_[static_cast<size_t>(local_of(rank))]; }
+  const Team& team_of(int rank) const { return teams_[static_cast<size_t>(local_of(rank))]; }
 
   std::shared_ptr<Transport> t_;
   const CollectiveAlgo algo_, inter_;
   std::vector<ScratchFloats> scratch_;  // [local rank], each owned by its rank's thread
+  std::vector<Team> teams_;             // [local rank]: all ranks, seen from that one
 };
 
 }  // namespace
