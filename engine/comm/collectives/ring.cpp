@@ -17,29 +17,41 @@ int mod(int a, int p) {
 
 }  // namespace
 
-void reduce_scatter(const Team& t, const float* src, float* work, int64_t n) {
+void reduce_scatter_steps(const Team& t, const float* src, float* work, int64_t n, Schedule* out) {
   const int p = t.size();
   const int me = t.me, next = mod(me + 1, p), prev = mod(me - 1, p);
   for (int s = 0; s < p - 1; ++s) {
     const int cs = mod(me - s, p), cr = mod(me - s - 1, p);
     const int64_t bs = chunk_begin(n, cs, p), es = chunk_begin(n, cs + 1, p);
     const int64_t br = chunk_begin(n, cr, p), er = chunk_begin(n, cr + 1, p);
-    const float* out = (s == 0 ? src : work) + bs;  // chunk cs was received at step s - 1
-    team_step(t, next, out, es - bs, prev, work + br, src + br, er - br, RecvOp::add,
-              "ring reduce-scatter");
+    const float* from = (s == 0 ? src : work) + bs;  // chunk cs was received at step s - 1
+    out->push_back(team_transfer(t, next, from, es - bs, prev, work + br, src + br, er - br,
+                                 RecvOp::add, "ring reduce-scatter"));
   }
 }
 
-void allgather(const Team& t, float* buf, int64_t n, int shift) {
+void reduce_scatter(const Team& t, const float* src, float* work, int64_t n) {
+  Schedule s;
+  reduce_scatter_steps(t, src, work, n, &s);
+  run_schedule(t, s);
+}
+
+void allgather_steps(const Team& t, float* buf, int64_t n, int shift, Schedule* out) {
   const int p = t.size();
   const int me = t.me, next = mod(me + 1, p), prev = mod(me - 1, p);
   for (int s = 0; s < p - 1; ++s) {
     const int cs = mod(me + shift - s, p), cr = mod(me + shift - s - 1, p);
     const int64_t bs = chunk_begin(n, cs, p), es = chunk_begin(n, cs + 1, p);
     const int64_t br = chunk_begin(n, cr, p), er = chunk_begin(n, cr + 1, p);
-    team_step(t, next, buf + bs, es - bs, prev, buf + br, nullptr, er - br, RecvOp::copy,
-              "ring all-gather");
+    out->push_back(team_transfer(t, next, buf + bs, es - bs, prev, buf + br, nullptr, er - br,
+                                 RecvOp::copy, "ring all-gather"));
   }
+}
+
+void allgather(const Team& t, float* buf, int64_t n, int shift) {
+  Schedule s;
+  allgather_steps(t, buf, n, shift, &s);
+  run_schedule(t, s);
 }
 
 void allreduce(const Team& t, float* buf, int64_t n, ScratchFloats&) {
