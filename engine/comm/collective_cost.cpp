@@ -149,6 +149,21 @@ double hierarchical(const Shape& s, CollectiveAlgo inter) {
 
 }  // namespace
 
+int ring_broadcast_pieces(double bytes, int ranks) {
+  LinkCost intra, inter;
+  std::string error;
+  if (ranks < 3 || bytes <= 0 || !collective_links(&intra, &inter, &error)) return 0;
+  // Every step of either waits for the slowest link the ring crosses.
+  const double a = std::max(intra.latency_s, inter.latency_s);
+  const double b = std::min(intra.bytes_per_s, inter.bytes_per_s);
+  const double p = ranks;
+  const double scatter_allgather = 2 * (p - 1) * (a + bytes / p / b);
+  const double k = std::clamp(std::round(std::sqrt((p - 2) * bytes / b / std::max(a, 1e-9))), 1.0,
+                              std::max(1.0, std::floor(bytes / 4)));
+  const double chain = (k + p - 2) * (a + bytes / k / b);
+  return chain < scatter_allgather ? static_cast<int>(k) : 0;
+}
+
 int hierarchical_chunks(double bytes) {
   return static_cast<int>(std::clamp(std::ceil(bytes / 32e6), 1.0, 8.0));
 }

@@ -35,6 +35,12 @@ double allreduce_seconds(CollectiveAlgo a, const CollectiveShape& s,
 // depends on the span, the rank count and the ranks per node only.
 int hierarchical_chunks(double bytes);
 
+// How the ring broadcasts `bytes` from one rank: 0 for the root's scatter and an all-gather (van
+// de Geijn: 2 (p-1)/p of the span through each link), or K > 0 for a pipelined chain along the
+// ring in K pieces (K + p - 2 steps of bytes / K: the span once through each link), whichever
+// the links (collective_links) predict faster.
+int ring_broadcast_pieces(double bytes, int ranks);
+
 // Predicted seconds of a reduce into one rank plus a broadcast from it (sync-easgd's master):
 // the tree's is its allreduce; the bandwidth-optimal algorithms add the root's gather of the
 // reduced chunks and its scatter before the broadcast's all-gather, 2 (p-1)/p of the span

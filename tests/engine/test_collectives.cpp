@@ -227,6 +227,38 @@ TEST(HierarchicalAcrossNodes, StalledPeerIsNamed) {
   set_stall_timeout_seconds(300);
 }
 
+// The ring's broadcast: a pipelined chain where the links make it faster than the scatter and
+// all-gather (in pieces: many for a large span, few for a small one), else (two ranks) the
+// scatter and all-gather; both copy the root's span exactly.
+TEST(RingBroadcast, ChainOrScatterAllgather) {
+  ::setenv("EASEL_COLLECTIVE_LINKS", "1,10,1,10", 1);
+  EXPECT_GT(ring_broadcast_pieces(233e6, 63), 100);
+  EXPECT_LT(ring_broadcast_pieces(4e3, 63), 10);
+  EXPECT_EQ(ring_broadcast_pieces(233e6, 2), 0);
+  for (const char* links : {"1,10,1,10", "1000,10,1000,10"}) {
+    ::setenv("EASEL_COLLECTIVE_LINKS", links, 1);
+    for (int p : {2, 3, 5, 9}) {
+      for (int64_t n : {int64_t{1}, int64_t{p + 1}, int64_t{100003}}) {
+        auto comm = make_shm_comm(p, CollectiveAlgo::ring);
+        const int root = p / 2;
+        std::vector<int> wrong(static_cast<size_t>(p), 0);
+        run_ranks(p, [&](int r) {
+          std::vector<float> b(static_cast<size_t>(n));
+          for (int64_t i = 0; i < n; ++i)
+            b[static_cast<size_t>(i)] = value(r, i);
+          comm->broadcast(r, b.data(), n, root);
+          for (int64_t i = 0; i < n; ++i)
+            wrong[static_cast<size_t>(r)] += b[static_cast<size_t>(i)] != value(root, i);
+        });
+        for (int r = 0; r < p; ++r)
+          EXPECT_EQ(wrong[static_cast<size_t>(r)], 0)
+              << links << " p=" << p << " n=" << n << " rank " << r;
+      }
+    }
+  }
+  ::unsetenv("EASEL_COLLECTIVE_LINKS");
+}
+
 // The cost model prices the pipeline: on the simulated GPU nodes (8 ranks a node, SMPI's
 // large-message latency) the overlapped hierarchical allreduce of a large span beats both the
 // flat ring's 254 latencies and the same three phases run one after another (halving-doubling
