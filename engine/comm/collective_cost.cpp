@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 namespace easel {
 
@@ -72,32 +73,100 @@ double halving_doubling(const Shape& s) {
   return t;
 }
 
+// The pipelined hierarchical allreduce (engine/comm/collectives/hierarchical.cpp): the same plan
+// of slots replayed with each step's cost, a slot costing the longer of its two streams' steps
+// (they overlap).
+double pipelined(const Shape& s, CollectiveAlgo inter) {
+  const int L = s.l, N = s.nodes, C = hierarchical_chunks(s.m);
+  const double mc = s.m / C, share = mc / L;
+  std::vector<double> a, b, d;  // one chunk's steps: inside (A), across (B), inside (D)
+  if ((L & (L - 1)) == 0) {     // halving-doubling inside: halves of the chunk, largest first
+    for (double seg = mc / 2; a.size() < static_cast<size_t>(ceil_log2(L)); seg /= 2)
+      a.push_back(s.step(seg, false));
+    d.assign(a.rbegin(), a.rend());
+  } else {
+    a.assign(static_cast<size_t>(L - 1), s.step(mc / L, false));
+    d = a;
+  }
+  if (inter == CollectiveAlgo::halving_doubling) {  // L shares leave each node at once
+    int pp = 1;
+    while (pp * 2 <= N)
+      pp *= 2;
+    if (pp < N) b.push_back(s.step(share, true, L));
+    std::vector<double> half;
+    for (double seg = share / 2; half.size() < static_cast<size_t>(ceil_log2(pp)); seg /= 2)
+      half.push_back(s.step(seg, true, L));  // the L shares fill the uplink: no cut factor
+    b.insert(b.end(), half.begin(), half.end());
+    b.insert(b.end(), half.rbegin(), half.rend());
+    if (pp < N) b.push_back(s.step(share, true, L));
+  } else {
+    b.assign(static_cast<size_t>(2 * (N - 1)), s.step(share / N, true, L));
+  }
+  // The plan of hierarchical.cpp: per slot a D of the oldest chunk whose B is done, else the
+  // next A; a B once its A is done.
+  double t = 0;
+  size_t ca = 0, ai = 0, cb = 0, bi = 0, cd = 0, di = 0;
+  std::vector<char> a_done(static_cast<size_t>(C), 0), b_done(static_cast<size_t>(C), 0);
+  const size_t n = static_cast<size_t>(C);
+  while (cd < n) {
+    double in = 0, out = 0;
+    bool a_fin = false, b_fin = false;
+    if (cd < cb && b_done[cd]) {
+      in = d[di];
+      if (++di == d.size()) di = 0, ++cd;
+    } else if (ca < n) {
+      in = a[ai];
+      if (++ai == a.size()) ai = 0, a_fin = true;
+    }
+    if (cb < n && a_done[cb]) {
+      out = b[bi];
+      if (++bi == b.size()) bi = 0, b_fin = true;
+    }
+    t += std::max(in, out);
+    if (a_fin) a_done[ca++] = 1;
+    if (b_fin) b_done[cb++] = 1;
+  }
+  return t;
+}
+
 double hierarchical(const Shape& s, CollectiveAlgo inter) {
-  if (s.nodes == 1 || s.p % s.l != 0) {  // one node; unequal nodes: trees inside, leaders across
-    if (s.nodes == 1) return ring(s);
+  if (s.nodes == 1) return ring(s);
+  Shape across = s;
+  across.p = s.nodes;
+  across.l = 1;
+  const auto inter_cost = [&](const Shape& x) {
+    return inter == CollectiveAlgo::halving_doubling ? halving_doubling(x) : ring(x);
+  };
+  if (s.p % s.l != 0) {  // unequal nodes: trees inside, leaders across
     Shape node = s;
     node.p = s.l;
     node.nodes = 1;
-    Shape across = s;
-    across.p = s.nodes;
-    across.l = 1;
-    across.nodes = s.nodes;
-    const double x =
-        inter == CollectiveAlgo::halving_doubling ? halving_doubling(across) : ring(across);
-    return tree(node) + x;
+    return tree(node) + inter_cost(across);
   }
-  const double local = 2.0 * (s.l - 1) * (s.in.latency_s + s.m / s.l / s.in.bytes_per_s);
-  Shape across = s;  // L inter-node allreduces of m / L at once, sharing each node's uplink
-  across.m = s.m;    // their bytes together
-  across.p = s.nodes;
-  across.l = 1;
-  across.in = s.out;
-  const double x =
-      inter == CollectiveAlgo::halving_doubling ? halving_doubling(across) : ring(across);
-  return local + x;
+  if (s.l == 1) return inter_cost(across);
+  return pipelined(s, inter);
 }
 
 }  // namespace
+
+int ring_broadcast_pieces(double bytes, int ranks) {
+  LinkCost intra, inter;
+  std::string error;
+  if (ranks < 3 || bytes <= 0 || !collective_links(&intra, &inter, &error)) return 0;
+  // Every step of either waits for the slowest link the ring crosses.
+  const double a = std::max(intra.latency_s, inter.latency_s);
+  const double b = std::min(intra.bytes_per_s, inter.bytes_per_s);
+  const double p = ranks;
+  const double scatter_allgather = 2 * (p - 1) * (a + bytes / p / b);
+  const double k = std::clamp(std::round(std::sqrt((p - 2) * bytes / b / std::max(a, 1e-9))), 1.0,
+                              std::max(1.0, std::floor(bytes / 4)));
+  const double chain = (k + p - 2) * (a + bytes / k / b);
+  return chain < scatter_allgather ? static_cast<int>(k) : 0;
+}
+
+int hierarchical_chunks(double bytes) {
+  return static_cast<int>(std::clamp(std::ceil(bytes / 32e6), 1.0, 8.0));
+}
 
 double allreduce_seconds(CollectiveAlgo a, const CollectiveShape& cs, CollectiveAlgo inter) {
   const Shape s(cs);
@@ -153,7 +222,7 @@ CollectiveChoice choose_collective(const CollectiveShape& cs) {
       {CollectiveAlgo::hierarchical, std::min(h_ring, h_hd)}};
   const Option* pick = &options[0];
   for (const Option& o : options)
-    if (o.t < pick->t * (1 - 1e-9)) pick = &o;
+    if (o.t < pick->t * 0.99) pick = &o;  // within 1%: the earlier (simpler) one
   best.algo = pick->a;
   best.inter = h_inter;
   char line[512];

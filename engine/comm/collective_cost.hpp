@@ -30,6 +30,17 @@ struct CollectiveShape {
 double allreduce_seconds(CollectiveAlgo a, const CollectiveShape& s,
                          CollectiveAlgo inter = CollectiveAlgo::ring);
 
+// The chunks the hierarchical allreduce's pipeline cuts a span of `bytes` into (nodes of equal
+// size): one per 32 MB, 1 to 8. A function of the size alone, so that the summation order
+// depends on the span, the rank count and the ranks per node only.
+int hierarchical_chunks(double bytes);
+
+// How the ring broadcasts `bytes` from one rank: 0 for the root's scatter and an all-gather (van
+// de Geijn: 2 (p-1)/p of the span through each link), or K > 0 for a pipelined chain along the
+// ring in K pieces (K + p - 2 steps of bytes / K: the span once through each link), whichever
+// the links (collective_links) predict faster.
+int ring_broadcast_pieces(double bytes, int ranks);
+
 // Predicted seconds of a reduce into one rank plus a broadcast from it (sync-easgd's master):
 // the tree's is its allreduce; the bandwidth-optimal algorithms add the root's gather of the
 // reduced chunks and its scatter before the broadcast's all-gather, 2 (p-1)/p of the span
@@ -38,8 +49,9 @@ double reduce_broadcast_seconds(CollectiveAlgo a, const CollectiveShape& s,
                                 CollectiveAlgo inter = CollectiveAlgo::ring);
 
 // What --collective auto runs for this shape: the cheapest of tree, ring, halving-doubling and
-// hierarchical (the inter-node part the cheaper of ring and halving-doubling), ties going to the
-// earlier of that order; `why` is one line naming the choice and each algorithm's predicted time.
+// hierarchical (the inter-node part the cheaper of ring and halving-doubling), one predicted
+// within 1% of an earlier one of that order giving way to it; `why` is one line naming the choice
+// and each algorithm's predicted time.
 struct CollectiveChoice {
   CollectiveAlgo algo = CollectiveAlgo::tree;
   CollectiveAlgo inter = CollectiveAlgo::ring;

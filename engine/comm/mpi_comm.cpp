@@ -277,44 +277,72 @@ class MpiWorld final : public MpiComm {
     return nodes_;
   }
 
-  // Posts the step's send and receive (each cut into pieces of piece_ floats, in order), then
-  // completes the receive piece by piece (adding each as it lands), then the send.
-  void step(int rank, const Transfer& x, const char* what) {
+  // Posts the steps' sends and receives (each cut into pieces of piece_ floats, in order), then
+  // completes the receives piece by piece (adding each as it lands), then the sends.
+  void steps(int rank, const Transfer* xs, int count, const char* what) {
     check_self(rank);
     enter();
     std::vector<MPI_Request>& sends = send_reqs_;
     std::vector<MPI_Request>& recvs = recv_reqs_;
     sends.clear();
     recvs.clear();
-    if (x.send_peer >= 0)
-      for (int64_t b = 0; b < x.send_n || (b == 0 && x.send_n == 0); b += piece_) {
-        const int64_t m = std::min(piece_, x.send_n - b);
-        sends.emplace_back();
-        EASEL_MPI(MPI_Isend(x.send + b, checked_count(m), MPI_FLOAT, x.send_peer, kTagStep, comm_,
-                            &sends.back()));
+    int64_t staged = 0;  // the adds' incoming floats, one after another in recv_
+    for (int k = 0; k < count; ++k)
+      if (xs[k].recv_peer >= 0 && xs[k].op == RecvOp::add) staged += xs[k].recv_n;
+    float* stage = recv_.at_least(staged);
+    std::vector<float*>& ins = ins_;
+    ins.assign(static_cast<size_t>(count), nullptr);
+    for (int k = 0; k < count; ++k) {
+      const Transfer& x = xs[k];
+      if (x.send_peer >= 0)
+        for (int64_t b = 0; b < x.send_n || (b == 0 && x.send_n == 0); b += piece_) {
+          const int64_t m = std::min(piece_, x.send_n - b);
+          sends.emplace_back();
+          EASEL_MPI(MPI_Isend(x.send + b, checked_count(m), MPI_FLOAT, x.send_peer, kTagStep, comm_,
+                              &sends.back()));
+        }
+      if (x.recv_peer < 0) continue;
+      float* in = x.dst;
+      if (x.op == RecvOp::add) {
+        in = stage;
+        stage += x.recv_n;
       }
-    const bool add = x.op == RecvOp::add;
-    float* in = add ? recv_.at_least(x.recv_n) : x.dst;
-    if (x.recv_peer >= 0)
+      ins[static_cast<size_t>(k)] = in;
       for (int64_t b = 0; b < x.recv_n || (b == 0 && x.recv_n == 0); b += piece_) {
         const int64_t m = std::min(piece_, x.recv_n - b);
         recvs.emplace_back();
         EASEL_MPI(MPI_Irecv(in + b, checked_count(m), MPI_FLOAT, x.recv_peer, kTagStep, comm_,
                             &recvs.back()));
       }
-    const bool values = !values_ignored();
-    for (size_t k = 0; k < recvs.size(); ++k) {
-      wait_s_ += wait(&recvs[k], nullptr, x.recv_peer, what, timeout_s_, nullptr);
-      if (!add || !values) continue;
-      const int64_t b = static_cast<int64_t>(k) * piece_, e = std::min(x.recv_n, b + piece_);
-      float* dst = x.dst;
-      const float* own = x.own;
-#pragma omp simd
-      for (int64_t i = b; i < e; ++i)
-        dst[i] = own[i] + in[i];
     }
-    for (MPI_Request& r : sends)
-      wait_s_ += wait(&r, nullptr, x.send_peer, what, timeout_s_, "did not take a message");
+    const bool values = !values_ignored();
+    size_t r = 0;
+    for (int k = 0; k < count; ++k) {
+      const Transfer& x = xs[k];
+      if (x.recv_peer < 0) continue;
+      const float* in = ins[static_cast<size_t>(k)];
+      for (int64_t b = 0; b < x.recv_n || (b == 0 && x.recv_n == 0); b += piece_, ++r) {
+        wait_s_ += wait(&recvs[r], nullptr, x.recv_peer, what, timeout_s_, nullptr);
+        if (x.op != RecvOp::add || !values) continue;
+        const int64_t e = std::min(x.recv_n, b + piece_);
+        float* dst = x.dst;
+        const float* own = x.own;
+#pragma omp simd
+        for (int64_t i = b; i < e; ++i)
+          dst[i] = own[i] + in[i];
+      }
+    }
+    r = 0;
+    for (int k = 0; k < count; ++k) {
+      const Transfer& x = xs[k];
+      if (x.send_peer < 0) continue;
+      for (int64_t b = 0; b < x.send_n || (b == 0 && x.send_n == 0); b += piece_, ++r)
+        wait_s_ +=
+            wait(&sends[r], nullptr, x.send_peer, what, timeout_s_, "did not take a message");
+    }
+  }
+  void step(int rank, const Transfer& x, const char* what) {
+    steps(rank, &x, 1, what);
   }
 
   // Every rank meets: a zero-length tree reduce and broadcast (each wait names its peer).
@@ -466,6 +494,7 @@ class MpiWorld final : public MpiComm {
   double wait_s_ = 0;
   ScratchFloats scratch_, recv_, bytes_;  // collectives only (one calling thread)
   std::vector<MPI_Request> send_reqs_, recv_reqs_;
+  std::vector<float*> ins_;   // steps(): where each transfer's receive lands
   std::vector<int> node_of_;  // [rank]
   int nodes_ = 1;
   int64_t piece_ = int64_t{1} << 20;
@@ -481,6 +510,9 @@ class MpiWorld final : public MpiComm {
     int first_local() const override { return w_.rank(); }
     int local_size() const override { return 1; }
     void step(int rank, const Transfer& x, const char* what) override { w_.step(rank, x, what); }
+    void steps(int rank, const Transfer* xs, int count, const char* what) override {
+      w_.steps(rank, xs, count, what);
+    }
     void barrier(int rank) override {
       w_.check_self(rank);
       w_.transport_barrier();

@@ -55,6 +55,17 @@ class Transport {
   // allreduce"). Fails (the stall timeout, engine/worker.hpp; or the MPI deadline) naming the
   // peer that did not arrive.
   virtual void step(int rank, const Transfer& x, const char* what) = 0;
+  // Several transfers of rank `rank` posted together and complete together: one step of each
+  // of several independent streams (a pipelined algorithm's transfers inside the node and across
+  // nodes), so that a transport that can overlaps them. Each is matched as step()'s are: the
+  // peer posts the matching transfer in the same batch position of its own call (or, with no
+  // transfer of that stream there, alone). By default they run one after another in the given
+  // order, which is correct when every rank lists its streams in the same order; the MPI
+  // transport posts them all at once.
+  virtual void steps(int rank, const Transfer* xs, int count, const char* what) {
+    for (int i = 0; i < count; ++i)
+      step(rank, xs[i], what);
+  }
   // All ranks meet.
   virtual void barrier(int rank) = 0;
 

@@ -31,6 +31,12 @@ struct Shape {
     return i - r;
   }
   int old(int nid_) const { return nid_ < r ? 2 * nid_ + 1 : nid_ + r; }
+  int log2pp() const {
+    int k = 0;
+    while ((1 << k) < pp)
+      ++k;
+    return k;
+  }
 };
 
 struct Segment {
@@ -51,72 +57,117 @@ Segment final_segment(int nid, int pp, int64_t n) {
   return s;
 }
 
-// The fold and the halving from src into work; returns the caller's final segment (none for the
-// even rank of a folded pair).
+// The fold and the halving from src into work, appended to `out` (one slot each, idle where
+// the caller sits it out); returns the caller's final segment (none for the even rank of a
+// folded pair). `cur` ends as what the caller's result lives in (work, or src when p == 1).
 Segment fold_and_halve(const Team& t, const Shape& sh, const float* src, float* work, int64_t n,
-                       std::vector<Segment>* trail) {
+                       std::vector<Segment>* trail, Schedule* out) {
   const int i = t.me;
-  const float* cur = src;
-  if (i < 2 * sh.r) {
-    if (i % 2 == 0) {
-      team_send(t, i + 1, src, n, "halving-doubling fold");
-      return {0, 0};
-    }
-    team_step(t, -1, nullptr, 0, i - 1, work, src, n, RecvOp::add, "halving-doubling fold");
-    cur = work;
-  }
   const int me = sh.nid(i);
+  const float* cur = src;
+  if (sh.r > 0) {
+    if (i < 2 * sh.r && i % 2 == 0) {
+      out->push_back(team_transfer(t, i + 1, src, n, -1, nullptr, nullptr, 0, RecvOp::copy,
+                                   "halving-doubling fold"));
+    } else if (i < 2 * sh.r) {
+      out->push_back(team_transfer(t, -1, nullptr, 0, i - 1, work, src, n, RecvOp::add,
+                                   "halving-doubling fold"));
+      cur = work;
+    } else {
+      out->emplace_back();
+    }
+  }
   Segment s{0, n};
   for (int mask = 1; mask < sh.pp; mask <<= 1) {
+    if (me < 0) {
+      out->emplace_back();
+      continue;
+    }
     const bool upper = (me & mask) != 0;
     const Segment keep = half(s, upper), give = half(s, !upper);
     const int partner = sh.old(me ^ mask);
-    team_step(t, partner, cur + give.lo, give.hi - give.lo, partner, work + keep.lo, cur + keep.lo,
-              keep.hi - keep.lo, RecvOp::add, "halving-doubling reduce-scatter");
+    out->push_back(team_transfer(t, partner, cur + give.lo, give.hi - give.lo, partner,
+                                 work + keep.lo, cur + keep.lo, keep.hi - keep.lo, RecvOp::add,
+                                 "halving-doubling reduce-scatter"));
     if (trail) trail->push_back(s);
     s = keep;
     cur = work;
   }
-  if (cur != work) copy_floats(work, cur, n);  // p == 1
-  return s;
+  return me < 0 ? Segment{0, 0} : s;
+}
+
+// The segments before each halving of a taking-part rank, in halving order.
+std::vector<Segment> trail_of(const Shape& sh, int me, int64_t n) {
+  std::vector<Segment> trail;
+  Segment s{0, n};
+  for (int mask = 1; me >= 0 && mask < sh.pp; mask <<= 1) {
+    trail.push_back(s);
+    s = half(s, (me & mask) != 0);
+  }
+  return trail;
 }
 
 // Recursive doubling from each taking-part rank's final segment (trail: the segments before each
 // halving, in halving order), then the unfolding to the even ranks of folded pairs (skipping
-// `skip`, which has the span already).
+// `skip`, which has the span already); appended to `out`, slots as fold_and_halve's.
 void double_and_unfold(const Team& t, const Shape& sh, float* buf, int64_t n, Segment s,
-                       std::vector<Segment>& trail, int skip) {
+                       const std::vector<Segment>& trail, int skip, Schedule* out) {
   const int i = t.me;
   const int me = sh.nid(i);
-  if (me >= 0) {
-    int mask = sh.pp / 2;
-    for (auto it = trail.rbegin(); it != trail.rend(); ++it, mask >>= 1) {
-      const Segment whole = *it;
-      const Segment other = s.lo == whole.lo ? Segment{s.hi, whole.hi} : Segment{whole.lo, s.lo};
-      const int partner = sh.old(me ^ mask);
-      team_step(t, partner, buf + s.lo, s.hi - s.lo, partner, buf + other.lo, nullptr,
-                other.hi - other.lo, RecvOp::copy, "halving-doubling all-gather");
-      s = whole;
+  int mask = sh.pp / 2;
+  for (size_t k = 0; k < static_cast<size_t>(sh.log2pp()); ++k, mask >>= 1) {
+    if (me < 0) {
+      out->emplace_back();
+      continue;
     }
+    const Segment whole = trail[trail.size() - 1 - k];
+    const Segment other = s.lo == whole.lo ? Segment{s.hi, whole.hi} : Segment{whole.lo, s.lo};
+    const int partner = sh.old(me ^ mask);
+    out->push_back(team_transfer(t, partner, buf + s.lo, s.hi - s.lo, partner, buf + other.lo,
+                                 nullptr, other.hi - other.lo, RecvOp::copy,
+                                 "halving-doubling all-gather"));
+    s = whole;
   }
-  if (i < 2 * sh.r) {
-    const int even = i - i % 2;
-    if (even == skip) return;
-    if (i % 2 == 1)
-      team_send(t, even, buf, n, "halving-doubling unfold");
-    else
-      team_recv(t, i + 1, buf, n, "halving-doubling unfold");
-  }
+  if (sh.r == 0) return;
+  const int even = i - i % 2;
+  if (i >= 2 * sh.r || even == skip)
+    out->emplace_back();
+  else if (i % 2 == 1)
+    out->push_back(team_transfer(t, even, buf, n, -1, nullptr, nullptr, 0, RecvOp::copy,
+                                 "halving-doubling unfold"));
+  else
+    out->push_back(team_transfer(t, -1, nullptr, 0, i + 1, buf, nullptr, n, RecvOp::copy,
+                                 "halving-doubling unfold"));
 }
 
 }  // namespace
 
-void allreduce(const Team& t, float* buf, int64_t n, ScratchFloats&) {
+void reduce_scatter_steps(const Team& t, float* buf, int64_t n, Schedule* out, int64_t* lo,
+                          int64_t* hi) {
   const Shape sh(t.size());
-  if (sh.p == 1) return;
-  std::vector<Segment> trail;
-  const Segment s = fold_and_halve(t, sh, buf, buf, n, &trail);
-  double_and_unfold(t, sh, buf, n, s, trail, -1);
+  const Segment s = fold_and_halve(t, sh, buf, buf, n, nullptr, out);
+  *lo = s.lo;
+  *hi = s.hi;
+}
+
+void allgather_steps(const Team& t, float* buf, int64_t n, Schedule* out) {
+  const Shape sh(t.size());
+  const int me = sh.nid(t.me);
+  const Segment s = me < 0 ? Segment{0, 0} : final_segment(me, sh.pp, n);
+  double_and_unfold(t, sh, buf, n, s, trail_of(sh, me, n), -1, out);
+}
+
+void allreduce_steps(const Team& t, float* buf, int64_t n, Schedule* out) {
+  int64_t lo = 0, hi = 0;
+  reduce_scatter_steps(t, buf, n, out, &lo, &hi);
+  allgather_steps(t, buf, n, out);
+}
+
+void allreduce(const Team& t, float* buf, int64_t n, ScratchFloats&) {
+  if (t.size() == 1) return;
+  Schedule s;
+  allreduce_steps(t, buf, n, &s);
+  run_schedule(t, s);
 }
 
 void reduce(const Team& t, const float* src, float* dst, int64_t n, int root, ScratchFloats& sc) {
@@ -126,7 +177,9 @@ void reduce(const Team& t, const float* src, float* dst, int64_t n, int root, Sc
     return;
   }
   float* work = t.me == root ? dst : sc.at_least(n);
-  const Segment s = fold_and_halve(t, sh, src, work, n, nullptr);
+  Schedule steps;
+  const Segment s = fold_and_halve(t, sh, src, work, n, nullptr, &steps);
+  run_schedule(t, steps);
   const int me = sh.nid(t.me);
   if (t.me != root) {
     if (me >= 0) team_send(t, root, work + s.lo, s.hi - s.lo, "halving-doubling reduce (gather)");
@@ -153,16 +206,11 @@ void broadcast(const Team& t, float* buf, int64_t n, int root) {
     const Segment g = final_segment(me, sh.pp, n);
     team_recv(t, root, buf + g.lo, g.hi - g.lo, "halving-doubling broadcast (scatter)");
   }
-  std::vector<Segment> trail;
-  Segment s{0, n};
-  if (me >= 0) {
-    for (int mask = 1; mask < sh.pp; mask <<= 1) {
-      trail.push_back(s);
-      s = half(s, (me & mask) != 0);
-    }
-  }
+  const Segment s = me < 0 ? Segment{0, 0} : final_segment(me, sh.pp, n);
   const int root_even = root < 2 * sh.r && root % 2 == 0 ? root : -1;
-  double_and_unfold(t, sh, buf, n, s, trail, root_even);
+  Schedule steps;
+  double_and_unfold(t, sh, buf, n, s, trail_of(sh, me, n), root_even, &steps);
+  run_schedule(t, steps);
 }
 
 }  // namespace easel::halving_doubling

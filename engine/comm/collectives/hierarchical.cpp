@@ -1,14 +1,18 @@
 // Node-aware: inside each node first, then across nodes, then back inside. With every node
-// holding L ranks (placed in blocks): a ring reduce-scatter inside the node leaves local rank j
-// with chunk j+1 of the node's sum (chunks of n by L); the L ranks with the same local index,
-// one per node, reduce their chunk across nodes with the inter-node algorithm (ring or
-// halving-doubling), in parallel; a ring all-gather inside the node completes the span. Each
-// node's uplink then carries 2 (N-1)/N of the span per allreduce whatever L is, and the node's own
-// links the rest. Nodes of unequal size: a tree inside each node into a leader, the inter-node
+// holding L ranks (placed in blocks), the allreduce is pipelined over chunks of the span
+// (pipelined() below): each chunk is reduce-scattered inside the node (halving-doubling when L
+// is a power of two, so that the large halves stay between near ranks, else the ring), each
+// rank's share of it allreduced across nodes by the ranks of the same local index, one per
+// node (ring or halving-doubling), and all-gathered inside the node; while one chunk crosses
+// nodes, the next is reduced inside them. Each node's uplink carries 2 (N-1)/N of the span per
+// allreduce whatever L is. reduce and broadcast run the same three phases unpipelined, with the
+// ring inside. Nodes of unequal size: a tree inside each node into a leader, the inter-node
 // algorithm among the leaders, a tree broadcast back.
-// The summation order depends on the rank count and the ranks per node only.
+// The summation order depends on the rank count, the ranks per node and the span's size only.
+#include <algorithm>
 #include <vector>
 
+#include "engine/comm/collective_cost.hpp"
 #include "engine/comm/collectives/team.hpp"
 
 namespace easel::hierarchical {
@@ -108,22 +112,97 @@ int node_and_local(const Layout& l, int i, int* local) {
 
 }  // namespace
 
+// The allreduce on equal nodes, pipelined: the span is cut into C chunks (hierarchical_chunks);
+// each chunk is reduce-scattered inside the node (A), allreduced across nodes on each rank's share
+// (B), all-gathered inside the node (D). Two streams run side by side, one step of each per
+// slot through Transport::steps (which overlaps them where the transport can): inside the node
+// A0, A1, ... and D0, D1, ... (a D as soon as its B is done, else the next A), across nodes
+// B0, B1, ... (each once its A is done). The plan depends on the step counts only, so every
+// rank of a node and every rank of a cross team makes the same one.
+void pipelined(const Team& t, const Layout& l, float* buf, int64_t n, CollectiveAlgo inter,
+               int chunks) {
+  const Team local = local_team(t, l);
+  const Team cross = cross_team(t, l, l.my_local);
+  const int L = local.size();
+  const bool intra_hd = (L & (L - 1)) == 0;  // halving-doubling inside: large halves stay near
+  const int C = static_cast<int>(std::clamp<int64_t>(n, 1, chunks));
+  std::vector<Schedule> A(static_cast<size_t>(C)), B(A.size()), D(A.size());
+  for (int c = 0; c < C; ++c) {
+    const int64_t cb = chunk_begin(n, c, C), nc = chunk_begin(n, c + 1, C) - cb;
+    float* x = buf + cb;
+    int64_t lo = 0, hi = 0;
+    if (intra_hd) {
+      halving_doubling::reduce_scatter_steps(local, x, nc, &A[c], &lo, &hi);
+      halving_doubling::allgather_steps(local, x, nc, &D[c]);
+    } else {
+      ring::reduce_scatter_steps(local, x, x, nc, &A[c]);
+      const int j = (l.my_local + 1) % L;
+      lo = chunk_begin(nc, j, L);
+      hi = chunk_begin(nc, j + 1, L);
+      ring::allgather_steps(local, x, nc, 1, &D[c]);
+    }
+    // The cross team's steps; idle on an empty share, which is empty on every node alike (the
+    // same local index everywhere: e.g. the even rank of a folded pair inside).
+    const bool idle = hi == lo;
+    if (inter == CollectiveAlgo::halving_doubling) {
+      halving_doubling::allreduce_steps(cross, x + lo, hi - lo, &B[c]);
+    } else {
+      ring::reduce_scatter_steps(cross, x + lo, x + lo, hi - lo, &B[c]);
+      ring::allgather_steps(cross, x + lo, hi - lo, 1, &B[c]);
+    }
+    if (idle)
+      for (Step& st : B[c])
+        st = Step{};
+  }
+  const size_t na = A[0].size(), nb = B[0].size(), nd = D[0].size();
+  EASEL_CHECK(na > 0 && nb > 0 && nd > 0);
+  size_t a = 0, ai = 0, b = 0, bi = 0, d = 0, di = 0;  // next chunk and step of each phase
+  std::vector<char> a_done(A.size(), 0), b_done(A.size(), 0);
+  Transfer batch[2];
+  while (d < A.size()) {
+    const Step* in = nullptr;
+    const Step* out = nullptr;
+    bool a_fin = false, b_fin = false;
+    if (d < b && b_done[d]) {  // D of the oldest chunk whose B is done
+      in = &D[d][di];
+      if (++di == nd) di = 0, ++d;
+    } else if (a < A.size()) {
+      in = &A[a][ai];
+      if (++ai == na) ai = 0, a_fin = true;
+    }
+    if (b < A.size() && a_done[b]) {
+      out = &B[b][bi];
+      if (++bi == nb) bi = 0, b_fin = true;
+    }
+    EASEL_CHECK_MSG(in != nullptr || out != nullptr, "a stuck hierarchical pipeline");
+    int k = 0;
+    if (in && !in->idle()) batch[k++] = in->x;
+    if (out && !out->idle()) batch[k++] = out->x;
+    if (k > 0) t.t->steps(t.self(), batch, k, "hierarchical allreduce");
+    if (a_fin) a_done[a++] = 1;
+    if (b_fin) b_done[b++] = 1;
+  }
+}
+
 void allreduce(const Team& t, float* buf, int64_t n, ScratchFloats& s, CollectiveAlgo inter) {
+  allreduce_chunked(t, buf, n, s, inter, hierarchical_chunks(static_cast<double>(n) * 4));
+}
+
+void allreduce_chunked(const Team& t, float* buf, int64_t n, ScratchFloats& s, CollectiveAlgo inter,
+                       int chunks) {
+  EASEL_CHECK(chunks >= 1);
   if (t.size() == 1) return;
   const Layout l = layout_of(t);
-  const Team local = local_team(t, l);
   if (!l.equal) {
+    const Team local = local_team(t, l);
     tree::reduce(local, buf, buf, n, 0, s);
     if (l.my_local == 0) inter_allreduce(inter, leaders(t, l, -1, 0), buf, n, inner());
     tree::broadcast(local, buf, n, 0);
     return;
   }
-  const int L = local.size();
-  ring::reduce_scatter(local, buf, buf, n);
-  const int c = (l.my_local + 1) % L;
-  const int64_t b = chunk_begin(n, c, L), e = chunk_begin(n, c + 1, L);
-  inter_allreduce(inter, cross_team(t, l, l.my_local), buf + b, e - b, inner());
-  ring::allgather(local, buf, n, 1);
+  if (l.nodes.size() == 1) return ring::allreduce(t, buf, n, s);
+  if (l.nodes[0].size() == 1) return inter_allreduce(inter, t, buf, n, s);
+  pipelined(t, l, buf, n, inter, chunks);
 }
 
 void reduce(const Team& t, const float* src, float* dst, int64_t n, int root, ScratchFloats& s,

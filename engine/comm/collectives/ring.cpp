@@ -4,7 +4,9 @@
 // with 2 (p-1) latencies. Large chunks are pipelined by the transport (Transport's pieces), so
 // several are in flight while the previous one is added.
 // reduce = reduce-scatter, then the root gathers the chunks; broadcast = the root scatters the
-// chunks, then an all-gather (van de Geijn).
+// chunks, then an all-gather (van de Geijn), or where the links predict it faster
+// (ring_broadcast_pieces) a pipelined chain along the ring.
+#include "engine/comm/collective_cost.hpp"
 #include "engine/comm/collectives/team.hpp"
 
 namespace easel::ring {
@@ -17,29 +19,41 @@ int mod(int a, int p) {
 
 }  // namespace
 
-void reduce_scatter(const Team& t, const float* src, float* work, int64_t n) {
+void reduce_scatter_steps(const Team& t, const float* src, float* work, int64_t n, Schedule* out) {
   const int p = t.size();
   const int me = t.me, next = mod(me + 1, p), prev = mod(me - 1, p);
   for (int s = 0; s < p - 1; ++s) {
     const int cs = mod(me - s, p), cr = mod(me - s - 1, p);
     const int64_t bs = chunk_begin(n, cs, p), es = chunk_begin(n, cs + 1, p);
     const int64_t br = chunk_begin(n, cr, p), er = chunk_begin(n, cr + 1, p);
-    const float* out = (s == 0 ? src : work) + bs;  // chunk cs was received at step s - 1
-    team_step(t, next, out, es - bs, prev, work + br, src + br, er - br, RecvOp::add,
-              "ring reduce-scatter");
+    const float* from = (s == 0 ? src : work) + bs;  // chunk cs was received at step s - 1
+    out->push_back(team_transfer(t, next, from, es - bs, prev, work + br, src + br, er - br,
+                                 RecvOp::add, "ring reduce-scatter"));
   }
 }
 
-void allgather(const Team& t, float* buf, int64_t n, int shift) {
+void reduce_scatter(const Team& t, const float* src, float* work, int64_t n) {
+  Schedule s;
+  reduce_scatter_steps(t, src, work, n, &s);
+  run_schedule(t, s);
+}
+
+void allgather_steps(const Team& t, float* buf, int64_t n, int shift, Schedule* out) {
   const int p = t.size();
   const int me = t.me, next = mod(me + 1, p), prev = mod(me - 1, p);
   for (int s = 0; s < p - 1; ++s) {
     const int cs = mod(me + shift - s, p), cr = mod(me + shift - s - 1, p);
     const int64_t bs = chunk_begin(n, cs, p), es = chunk_begin(n, cs + 1, p);
     const int64_t br = chunk_begin(n, cr, p), er = chunk_begin(n, cr + 1, p);
-    team_step(t, next, buf + bs, es - bs, prev, buf + br, nullptr, er - br, RecvOp::copy,
-              "ring all-gather");
+    out->push_back(team_transfer(t, next, buf + bs, es - bs, prev, buf + br, nullptr, er - br,
+                                 RecvOp::copy, "ring all-gather"));
   }
+}
+
+void allgather(const Team& t, float* buf, int64_t n, int shift) {
+  Schedule s;
+  allgather_steps(t, buf, n, shift, &s);
+  run_schedule(t, s);
 }
 
 void allreduce(const Team& t, float* buf, int64_t n, ScratchFloats&) {
@@ -69,9 +83,29 @@ void reduce(const Team& t, const float* src, float* dst, int64_t n, int root, Sc
   }
 }
 
+// The pipelined chain from the root along the ring: at step s the rank at distance v from the
+// root receives piece s - v + 1 from the previous rank and passes piece s - v (received at step
+// s - 1) to the next.
+void chain_broadcast(const Team& t, float* buf, int64_t n, int root, int pieces) {
+  const int p = t.size();
+  const int v = mod(t.me - root, p), next = mod(t.me + 1, p), prev = mod(t.me - 1, p);
+  for (int s = 0; s < pieces + p - 2; ++s) {
+    const int ks = v < p - 1 ? s - v : -1, kr = v > 0 ? s - v + 1 : -1;
+    const bool send = ks >= 0 && ks < pieces, recv = kr >= 0 && kr < pieces;
+    if (!send && !recv) continue;
+    const int64_t bs = send ? chunk_begin(n, ks, pieces) : 0;
+    const int64_t br = recv ? chunk_begin(n, kr, pieces) : 0;
+    team_step(t, send ? next : -1, buf + bs, send ? chunk_begin(n, ks + 1, pieces) - bs : 0,
+              recv ? prev : -1, buf + br, nullptr, recv ? chunk_begin(n, kr + 1, pieces) - br : 0,
+              RecvOp::copy, "ring broadcast (chain)");
+  }
+}
+
 void broadcast(const Team& t, float* buf, int64_t n, int root) {
   const int p = t.size();
   if (p == 1) return;
+  const int pieces = ring_broadcast_pieces(static_cast<double>(n) * 4, p);
+  if (pieces > 0) return chain_broadcast(t, buf, n, root, pieces);
   if (t.me == root) {
     for (int j = 0; j < p; ++j)
       if (j != root)

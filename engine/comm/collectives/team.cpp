@@ -16,9 +16,11 @@ Team Team::all(Transport& t, int self) {
   return team;
 }
 
-void team_step(const Team& team, int to, const float* src, int64_t n, int from, float* dst,
-               const float* own, int64_t m, RecvOp op, const char* what) {
-  Transfer x;
+Step team_transfer(const Team& team, int to, const float* src, int64_t n, int from, float* dst,
+                   const float* own, int64_t m, RecvOp op, const char* what) {
+  Step st;
+  st.what = what;
+  Transfer& x = st.x;
   if (to >= 0) {
     x.send_peer = team.rank(to);
     x.send = src;
@@ -31,7 +33,17 @@ void team_step(const Team& team, int to, const float* src, int64_t n, int from, 
     x.recv_n = m;
     x.op = op;
   }
-  team.t->step(team.self(), x, what);
+  return st;
+}
+
+void team_step(const Team& team, int to, const float* src, int64_t n, int from, float* dst,
+               const float* own, int64_t m, RecvOp op, const char* what) {
+  team.t->step(team.self(), team_transfer(team, to, src, n, from, dst, own, m, op, what).x, what);
+}
+
+void run_schedule(const Team& team, const Schedule& s) {
+  for (const Step& st : s)
+    if (!st.idle()) team.t->step(team.self(), st.x, st.what);
 }
 
 void copy_floats(float* dst, const float* src, int64_t n) {

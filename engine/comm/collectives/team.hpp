@@ -42,6 +42,20 @@ inline void team_recv(const Team& team, int from, float* dst, int64_t m, const c
   team_step(team, -1, nullptr, 0, from, dst, nullptr, m, RecvOp::copy, what);
 }
 
+// One step of an algorithm written down instead of run (team_step's arguments as the caller's
+// Transfer): algorithms that are pipelined with others (hierarchical) run several streams' steps
+// together through Transport::steps. A step with neither peer is a slot the caller sits out.
+struct Step {
+  Transfer x;
+  const char* what = "";
+  bool idle() const { return x.send_peer < 0 && x.recv_peer < 0; }
+};
+using Schedule = std::vector<Step>;
+Step team_transfer(const Team& team, int to, const float* src, int64_t n, int from, float* dst,
+                   const float* own, int64_t m, RecvOp op, const char* what);
+// Runs the schedule's steps one after another (its idle slots skipped).
+void run_schedule(const Team& team, const Schedule& s);
+
 // Copies n floats (nothing when values are ignored: simulated, compute injected).
 void copy_floats(float* dst, const float* src, int64_t n);
 
@@ -55,13 +69,25 @@ void allreduce(const Team& t, float* buf, int64_t n, ScratchFloats& s);
 namespace ring {  // reduce-scatter + all-gather along the ring of team indices
 // On return the caller's work holds the whole sum of chunk (me + 1) mod p (chunks of n by p).
 void reduce_scatter(const Team& t, const float* src, float* work, int64_t n);
+// The same written down: p - 1 steps appended to `out` (p == 1: none).
+void reduce_scatter_steps(const Team& t, const float* src, float* work, int64_t n, Schedule* out);
 // Rank i starts with chunk (i + shift) mod p of buf; on return buf is whole everywhere.
 void allgather(const Team& t, float* buf, int64_t n, int shift);
+void allgather_steps(const Team& t, float* buf, int64_t n, int shift, Schedule* out);
 void reduce(const Team& t, const float* src, float* dst, int64_t n, int root, ScratchFloats& s);
 void broadcast(const Team& t, float* buf, int64_t n, int root);
 void allreduce(const Team& t, float* buf, int64_t n, ScratchFloats& s);
 }  // namespace ring
 namespace halving_doubling {  // Rabenseifner: recursive halving, then doubling; any p
+// The allreduce written down: the same number of steps on every rank of the team (idle where a
+// rank sits a round out), slot k of every rank's schedule matching slot k of its peers'.
+void allreduce_steps(const Team& t, float* buf, int64_t n, Schedule* out);
+// Its two halves: after the reduce-scatter's steps the caller holds the whole sum of
+// [*lo, *hi) of buf (empty on the even rank of a folded pair); the all-gather's steps start
+// from there and leave buf whole on every rank.
+void reduce_scatter_steps(const Team& t, float* buf, int64_t n, Schedule* out, int64_t* lo,
+                          int64_t* hi);
+void allgather_steps(const Team& t, float* buf, int64_t n, Schedule* out);
 void reduce(const Team& t, const float* src, float* dst, int64_t n, int root, ScratchFloats& s);
 void broadcast(const Team& t, float* buf, int64_t n, int root);
 void allreduce(const Team& t, float* buf, int64_t n, ScratchFloats& s);
@@ -72,6 +98,10 @@ void reduce(const Team& t, const float* src, float* dst, int64_t n, int root, Sc
             CollectiveAlgo inter);
 void broadcast(const Team& t, float* buf, int64_t n, int root, CollectiveAlgo inter);
 void allreduce(const Team& t, float* buf, int64_t n, ScratchFloats& s, CollectiveAlgo inter);
+// The allreduce with its pipeline cut into `chunks` chunks (allreduce: hierarchical_chunks of the
+// span, engine/comm/collective_cost.hpp), for the tests.
+void allreduce_chunked(const Team& t, float* buf, int64_t n, ScratchFloats& s, CollectiveAlgo inter,
+                       int chunks);
 }  // namespace hierarchical
 
 }  // namespace easel
