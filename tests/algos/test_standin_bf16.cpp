@@ -7,7 +7,9 @@
 //     bound of fp32 ("Precision": bf16 activations).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
