@@ -96,8 +96,13 @@ struct Group {
   Arena weights, diff, momentum;
   // A GPU group: the batch's copy on the device (one batch of images, and labels); and when
   // the arenas stay on the host (not resident), the device copies the net reads and writes:
-  // weights are uploaded before each step and the gradient downloaded after it.
-  Buffer dev_images, dev_labels;
+  // weights are uploaded before each step and the gradient downloaded after it. With
+  // batch_bytes the images cross as uint8 (the stream's bytes, 4x fewer than floats) and are
+  // normalised on the device into dev_input through dev_table (Device::normalize_bytes); float
+  // images go to dev_input converted when the net's activations are bf16; else the net reads
+  // dev_images itself (dev_input empty).
+  Buffer dev_images, dev_labels, dev_input, dev_table;
+  bool batch_bytes = false;
   Arena dev_weights, dev_diff;
   Arena eval_weights;  // a GPU group: the evaluated model, copied to its device per evaluation
   std::unique_ptr<BatchStream> data;
@@ -314,6 +319,10 @@ Result<std::unique_ptr<Algorithm>> make_algorithm(const std::string& name);
 // downloading the gradient after) and returns when the step is done on the device. Returns the
 // batch loss.
 double local_gradient(Group& g);
+// A GPU group's batch to its device: images [n, C, H, W] (bytes with g.batch_bytes, else
+// floats) and labels from host memory into dev_images/dev_labels, then into the net's input
+// (see Group::dev_input). Returns what the net reads; in the device's order of work.
+const float* stage_batch(Group& g, const void* images, const int32_t* labels, int64_t n);
 
 // An arena of n floats of `kind`, allocated (and zeroed) on g's own thread, so that device
 // memory lands on g's GPU.

@@ -52,15 +52,35 @@ Status build_group(Group& g, const NetSpec& spec, const TrainConfig& cfg, Layout
   DataThreads threads;
   threads.threads = std::max(1, cfg.data_threads);
   threads.cpus = data_cpus.empty() ? g.worker->spec().cpus : data_cpus;
+  // A GPU's batches cross the host link as bytes and are normalised on the device.
+  g.batch_bytes = gpu;
   EASEL_ASSIGN_OR_RETURN(
       g.data, BatchStream::create(train, cfg.batch, layout, g.id, local, cfg.seed, cfg.prefetch,
-                                  host_io, g.global_id, cfg.augment, threads));
-  const size_t image_bytes = static_cast<size_t>(g.net->input_shape().count()) * sizeof(float);
+                                  host_io, g.global_id, cfg.augment, threads, g.batch_bytes));
+  const int64_t input_count = g.net->input_shape().count();
+  const size_t image_bytes =
+      static_cast<size_t>(input_count) * (g.batch_bytes ? sizeof(uint8_t) : sizeof(float));
   EASEL_ASSIGN_OR_RETURN(g.eval_images, Buffer::allocate(image_bytes, host_io));
   g.eval_labels.resize(static_cast<size_t>(cfg.batch));
   if (gpu) {
     EASEL_ASSIGN_OR_RETURN(g.dev_images, of_class(BufferClass::dataset,
                                                   Buffer::allocate(image_bytes, MemKind::device)));
+    const DType act = g.net->activation_type();
+    if (g.batch_bytes || act != DType::f32) {
+      EASEL_ASSIGN_OR_RETURN(
+          g.dev_input,
+          of_class(BufferClass::activations,
+                   Buffer::allocate(static_cast<size_t>(input_count) * dtype_bytes(act),
+                                    MemKind::device)));
+    }
+    if (g.batch_bytes) {
+      const std::vector<float> table = pixel_table(train, cfg.augment);
+      EASEL_ASSIGN_OR_RETURN(
+          g.dev_table, of_class(BufferClass::dataset,
+                                Buffer::allocate(table.size() * sizeof(float), MemKind::device)));
+      dev.upload(g.dev_table.data(), table.data(), table.size() * sizeof(float));
+      dev.synchronize();  // the table's host copy goes now
+    }
     EASEL_ASSIGN_OR_RETURN(
         g.dev_labels, of_class(BufferClass::dataset,
                                Buffer::allocate(static_cast<size_t>(cfg.batch) * sizeof(int32_t),
@@ -95,20 +115,19 @@ std::vector<EvalStats> evaluate_groups(Run& run, const Dataset& ds, const float*
           for (int64_t i = 0; i < n; ++i)
             idx[static_cast<size_t>(i)] = b * batch + i;
           // Normalised as the training batches are, never cropped or flipped.
-          gather_batch(ds, idx.data(), n, g.net->layout(), g.eval_images.as<float>(),
-                       g.eval_labels.data(), g.data->augment(), nullptr);
+          if (g.batch_bytes)
+            gather_batch_bytes(ds, idx.data(), n, g.net->layout(), g.eval_images.as<uint8_t>(),
+                               g.eval_labels.data(), g.data->augment(), nullptr);
+          else
+            gather_batch(ds, idx.data(), n, g.net->layout(), g.eval_images.as<float>(),
+                         g.eval_labels.data(), g.data->augment(), nullptr);
           EvalStats s;
           if (g.device->is_host()) {
             s = g.net->evaluate(g.eval_images.as<float>(), g.eval_labels.data(), n, weights);
           } else {
             // The batch's unused rows are never read (n <= batch), so only n rows are copied.
-            const size_t per_image = g.eval_images.bytes() / static_cast<size_t>(batch);
-            g.device->upload(g.dev_images.data(), g.eval_images.data(),
-                             per_image * static_cast<size_t>(n));
-            g.device->upload(g.dev_labels.data(), g.eval_labels.data(),
-                             static_cast<size_t>(n) * sizeof(int32_t));
-            s = g.net->evaluate(g.dev_images.as<float>(), g.dev_labels.as<int32_t>(), n,
-                                g.eval_weights.data());
+            const float* input = stage_batch(g, g.eval_images.data(), g.eval_labels.data(), n);
+            s = g.net->evaluate(input, g.dev_labels.as<int32_t>(), n, g.eval_weights.data());
           }
           acc.loss_sum += s.loss_sum;
           acc.correct += s.correct;

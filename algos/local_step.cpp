@@ -36,14 +36,14 @@ double local_gradient(Group& g) {
     st = g.net->train_step(b.images.as<float>(), b.labels.data(), g.weights.data(), g.diff.data());
   } else {
     Device& d = *g.device;
-    d.upload(g.dev_images.data(), b.images.data(), b.images.bytes());
-    d.upload(g.dev_labels.data(), b.labels.data(), b.labels.size() * sizeof(int32_t));
+    const float* input =
+        stage_batch(g, b.images.data(), b.labels.data(), static_cast<int64_t>(b.labels.size()));
     const bool staged = g.dev_weights.size() > 0;
     if (staged) {
       d.upload(g.dev_weights.data(), g.weights.data(),
                static_cast<size_t>(g.weights.size()) * sizeof(float));
     }
-    st = g.net->train_step(g.dev_images.as<float>(), g.dev_labels.as<int32_t>(),
+    st = g.net->train_step(input, g.dev_labels.as<int32_t>(),
                            staged ? g.dev_weights.data() : g.weights.data(),
                            staged ? g.dev_diff.data() : g.diff.data());
     if (staged) {
@@ -70,6 +70,24 @@ double local_gradient(Group& g) {
   }
   g.times.compute += now_seconds() - t0;
   return st.loss;
+}
+
+const float* stage_batch(Group& g, const void* images, const int32_t* labels, int64_t n) {
+  Device& d = *g.device;
+  Shape4 shape = g.net->input_shape();
+  shape.n = n;
+  const size_t count = static_cast<size_t>(shape.count());
+  d.upload(g.dev_images.data(), images, count * (g.batch_bytes ? 1 : sizeof(float)));
+  d.upload(g.dev_labels.data(), labels, static_cast<size_t>(n) * sizeof(int32_t));
+  const DType act = g.net->activation_type();
+  if (g.batch_bytes) {
+    d.normalize_bytes(g.dev_images.as<uint8_t>(), g.dev_table.as<float>(), shape, g.net->layout(),
+                      act, g.dev_input.data());
+    return g.dev_input.as<float>();
+  }
+  if (act == DType::f32) return g.dev_images.as<float>();
+  d.to_activations(g.dev_images.as<float>(), act, g.dev_input.data(), shape.count());
+  return g.dev_input.as<float>();
 }
 
 std::string first_nonfinite(std::span<const Segment> segs, const float* w) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "devices/activations.hpp"
 #include "devices/list.hpp"
 
 namespace easel {
@@ -15,6 +16,22 @@ void Device::upload(void* dst, const void* src, size_t bytes) {
 
 void Device::download(void* dst, const void* src, size_t bytes) {
   std::memcpy(dst, src, bytes);
+}
+
+void Device::normalize_bytes(const uint8_t* bytes, const float* table, const Shape4& shape,
+                             Layout layout, DType to, void* dst) {
+  EASEL_CHECK_MSG(to == DType::f32, "a host device writes f32 activations");
+  normalize_bytes_host(bytes, table, shape, layout, to, dst);
+}
+
+void Device::to_activations(const float* src, DType to, void* dst, int64_t count) {
+  EASEL_CHECK_MSG(to == DType::f32 && is_host(), "this device keeps no bf16 activations");
+  if (dst != src) std::memmove(dst, src, static_cast<size_t>(count) * sizeof(float));
+}
+
+void Device::add_activations(void* y, const void* x, DType t, int64_t count) {
+  EASEL_CHECK_MSG(t == DType::f32, "this device keeps no bf16 activations");
+  kernels().axpy(static_cast<float*>(y), 1.f, static_cast<const float*>(x), count);
 }
 
 Result<DeviceRequest> parse_device(const std::string& text) {

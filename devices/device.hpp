@@ -68,6 +68,28 @@ class Device {
   virtual void comm_waits_for_compute() {}
   virtual void compute_waits_for_comm() {}
   virtual void synchronize_comm() {}
+  // The element type of the activations the device's ops read and write (OpDesc::act): f32,
+  // or bf16 on a GPU at --precision bf16 (its ops then convert at no boundary: the net's
+  // activations and their gradients are bf16 from the first layer to the loss).
+  virtual DType activation_type() const { return DType::f32; }
+  // The batch normalised on the device (a uint8 batch crosses the host link, 4x fewer bytes
+  // than floats): dst[i] <- table[channel(i) * 256 + bytes[i]] for the shape.count() elements
+  // of a dense tensor of `shape` in `layout`, channel(i) the channel of element i, written as
+  // `to` (bf16 rounded to nearest even from the table's f32). bytes, table (shape.c * 256 f32)
+  // and dst lie in memory(); in the device's order of work. The table holds the host's own
+  // conversion of each byte value (nets/data: pixel_table), so the result equals the host's
+  // normalised batch bit for bit (rounded once for bf16).
+  virtual void normalize_bytes(const uint8_t* bytes, const float* table, const Shape4& shape,
+                               Layout layout, DType to, void* dst);
+  // dst <- src, count f32 values as activations of type `to` (bf16: rounded to nearest even),
+  // both in memory(), in the device's order of work: float images into a bf16 net's input. The
+  // default takes f32 only and copies on the host.
+  virtual void to_activations(const float* src, DType to, void* dst, int64_t count);
+  // y[i] <- y[i] + x[i] for `count` activations of type t (a gradient that several readers of a
+  // tensor add up: Net::backward_layer), in the device's order of work; bf16 sums in f32 and
+  // rounds once. The default: kernels().axpy for f32 (bf16 aborts: a device that keeps bf16
+  // activations overrides it).
+  virtual void add_activations(void* y, const void* x, DType t, int64_t count);
   // Builds the op: walks the device's ordered implementation list (reference last); every
   // refusal is logged once with its reason. Fails only when even the reference refuses.
   virtual Result<std::unique_ptr<Op>> make_op(const OpDesc& desc) = 0;

@@ -31,8 +31,13 @@ const char* op_kind_name(OpKind k) {
   return op_def(k).name;
 }
 
+const char* dtype_name(DType t) {
+  return t == DType::bf16 ? "bf16" : "f32";
+}
+
 std::string describe_op(const OpDesc& d) {
-  return std::string(op_kind_name(d.kind)) + " " + d.src.to_string() + " " + layout_name(d.layout);
+  return std::string(op_kind_name(d.kind)) + " " + d.src.to_string() + " " + layout_name(d.layout) +
+         (d.act == DType::f32 ? "" : std::string(" ") + dtype_name(d.act));
 }
 
 Shape4 dst_shape(const OpDesc& d) {

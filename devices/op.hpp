@@ -35,9 +35,27 @@ enum class OpKind {
 };
 const char* op_kind_name(OpKind k);
 
+// The element type of activations (an op's src, more_src, dst and their gradients). Parameters,
+// their gradients and the arenas are f32 always (master weights). bf16 is the upper half of an
+// IEEE float (uint16_t in memory), rounded to nearest even from f32: a device that keeps
+// activations in bf16 (Device::activation_type, the CUDA device at --precision bf16) takes the
+// ops' `float*` activation pointers as pointers to such elements.
+enum class DType : uint8_t {
+  f32,
+  bf16,
+};
+const char* dtype_name(DType t);
+inline size_t dtype_bytes(DType t) {
+  return t == DType::bf16 ? 2 : 4;
+}
+
 struct OpDesc {
   OpKind kind = OpKind::relu;
   Layout layout = Layout::nchw;
+  // What every activation pointer of forward/backward (src, more_src, dst, diff_dst, diff_src)
+  // points to; Net::create sets the device's Device::activation_type(). A device refuses a type
+  // it does not keep activations in.
+  DType act = DType::f32;
   Shape4 src;  // the first (or only) input; includes the batch size N
   // Kinds of several inputs (OpDef::max_inputs > 1: element-wise add, concatenation): the
   // shapes of the inputs after the first, in order. Empty for the one-input kinds.
@@ -78,7 +96,8 @@ struct OpDesc {
   uint64_t seed = 0;
 };
 
-// "conv 8x20x12x12 nchw": the kind, src shape and layout, for log lines and refusals.
+// "conv 8x20x12x12 nchw": the kind, src shape and layout (and " bf16" for bf16 activations), for
+// log lines and refusals.
 std::string describe_op(const OpDesc& d);
 
 // Output shape; invalid descriptors are caught by validate().
@@ -181,7 +200,9 @@ class MultiInputOp : public Base {
   }
 };
 
-// Softmax + cross-entropy over [N, classes] logits with int32 labels in [0, classes).
+// Softmax + cross-entropy over [N, classes] logits with int32 labels in [0, classes). The
+// logits and diff_logits are activations of the device's Device::activation_type() (f32, or
+// bf16: widened exactly, the softmax in f32, diff_logits rounded once); prob is f32.
 class LossOp {
  public:
   virtual ~LossOp() = default;

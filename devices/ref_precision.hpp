@@ -39,4 +39,15 @@ double unit_roundoff(Precision p);
 // fp32, return `op` itself.
 std::unique_ptr<Op> with_rounded_inputs(std::unique_ptr<Op> op, Precision p);
 
+// What an op of a device that keeps bf16 activations computes (the CUDA device at --precision
+// bf16): its bf16 inputs (srcs, dst, diff_dst) widened exactly, `op` run on them in f32, its
+// activation outputs (dst, diff_srcs) rounded once to bf16; a convolution's weight gradient is
+// rounded to bf16 as well (cuDNN's convolutions write it in their data type), the others' and
+// every bias gradient stay f32. `op` is built for f32 activations; the result reads and writes
+// bf16 ones (its desc().act is bf16). The stand-in GPU runs it.
+std::unique_ptr<Op> with_bf16_activations(std::unique_ptr<Op> op);
+// The loss of such a device: bf16 logits widened, prob f32, diff_logits rounded to bf16.
+std::unique_ptr<LossOp> with_bf16_activations(std::unique_ptr<LossOp> loss, int64_t batch,
+                                              int64_t classes);
+
 }  // namespace easel

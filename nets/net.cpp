@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
+#include "devices/activations.hpp"
 #include "engine/log.hpp"
 #include "engine/span_ops.hpp"
 #include "engine/trace.hpp"
@@ -28,9 +30,10 @@ Net::~Net() = default;
 
 namespace {
 
-// An activation buffer; a failure names the buffer class ("activations: cannot allocate ...").
-Result<Buffer> alloc_floats(int64_t n, MemKind kind) {
-  auto b = Buffer::allocate(static_cast<size_t>(n) * sizeof(float), kind);
+// An activation buffer of n elements of type t; a failure names the buffer class
+// ("activations: cannot allocate ...").
+Result<Buffer> alloc_acts(int64_t n, DType t, MemKind kind) {
+  auto b = Buffer::allocate(static_cast<size_t>(n) * dtype_bytes(t), kind);
   if (!b.ok()) return Status(b.status().code(), "activations: " + b.status().message());
   return b;
 }
@@ -48,6 +51,8 @@ Result<std::unique_ptr<Net>> Net::create(const NetSpec& spec, int64_t batch, Lay
   net->batch_ = batch;
   net->layout_ = layout;
   net->device_ = &device;
+  const DType act = device.activation_type();
+  net->act_ = act;
 
   const Shape4 input{batch, spec.channels, spec.height, spec.width};
   EASEL_ASSIGN_OR_RETURN(const std::vector<Shape4> shapes_of,
@@ -66,7 +71,8 @@ Result<std::unique_ptr<Net>> Net::create(const NetSpec& spec, int64_t batch, Lay
     OpDesc& d = layer->spec.op;
     // Each layer its own random stream (read only by the kinds that draw, such as dropout).
     d.seed ^= 0x9e3779b97f4a7c15ull * (i + 1);
-    act_bytes += 2.0 * static_cast<double>(shapes_of[i].count()) * sizeof(float);
+    d.act = act;
+    act_bytes += 2.0 * static_cast<double>(shapes_of[i].count()) * dtype_bytes(act);
     if (memory > 0 && act_bytes * copies > memory) {
       char gib[32];
       std::snprintf(gib, sizeof gib, "%.1f", memory / double(1u << 30));
@@ -123,13 +129,13 @@ Result<std::unique_ptr<Net>> Net::create(const NetSpec& spec, int64_t batch, Lay
     EASEL_ASSIGN_OR_RETURN(l->op, device.make_op(l->spec.op));
     const Shape4 shape = dst_shape(l->spec.op);
     log_debug("net", l->spec.name + ": " + l->op->impl() + " -> " + shape.to_string());
-    EASEL_ASSIGN_OR_RETURN(Buffer act, alloc_floats(shape.count(), activations));
-    EASEL_ASSIGN_OR_RETURN(Buffer diff, alloc_floats(shape.count(), activations));
-    net->acts_.push_back(std::move(act));
+    EASEL_ASSIGN_OR_RETURN(Buffer dst, alloc_acts(shape.count(), act, activations));
+    EASEL_ASSIGN_OR_RETURN(Buffer diff, alloc_acts(shape.count(), act, activations));
+    net->acts_.push_back(std::move(dst));
     net->diffs_.push_back(std::move(diff));
   }
   for (int64_t n : scratch_floats) {
-    EASEL_ASSIGN_OR_RETURN(Buffer b, alloc_floats(std::max<int64_t>(n, 1), activations));
+    EASEL_ASSIGN_OR_RETURN(Buffer b, alloc_acts(std::max<int64_t>(n, 1), act, activations));
     net->scratch_.push_back(std::move(b));
   }
   const Shape4 shape = shapes_of.back();
@@ -138,9 +144,22 @@ Result<std::unique_ptr<Net>> Net::create(const NetSpec& spec, int64_t batch, Lay
         "net '" + spec.name + "': last layer has " + std::to_string(shape.per_image()) +
         " outputs per image but the data has " + std::to_string(spec.classes) + " classes");
   EASEL_ASSIGN_OR_RETURN(net->loss_, device.make_loss(batch, spec.classes));
-  EASEL_ASSIGN_OR_RETURN(net->prob_, alloc_floats(batch * spec.classes, activations));
-  EASEL_ASSIGN_OR_RETURN(net->diff_logits_, alloc_floats(batch * spec.classes, activations));
+  EASEL_ASSIGN_OR_RETURN(net->prob_, alloc_acts(batch * spec.classes, DType::f32, activations));
+  EASEL_ASSIGN_OR_RETURN(net->diff_logits_, alloc_acts(batch * spec.classes, act, activations));
   return net;
+}
+
+std::vector<float> Net::output_values(size_t i) const {
+  const Buffer& b = i < acts_.size() ? acts_[i] : acts_.back();
+  const int64_t n = static_cast<int64_t>(b.bytes() / dtype_bytes(act_));
+  std::vector<uint8_t> raw(b.bytes());
+  if (is_host_kind(b.kind()))
+    std::memcpy(raw.data(), b.data(), b.bytes());
+  else
+    device_->download(raw.data(), b.data(), b.bytes());
+  std::vector<float> out(static_cast<size_t>(n));
+  activations_to_f32(raw.data(), act_, out.data(), n);
+  return out;
 }
 
 Shape4 Net::input_shape() const {
@@ -215,8 +234,8 @@ void Net::backward_layer(size_t i, const float* weights, float* diff) {
   for (size_t j = 0; j < l.in.size(); ++j) {
     if (l.in[j] < 0 || l.direct[j]) continue;
     const size_t t = static_cast<size_t>(l.in[j]);
-    device_->kernels().axpy(diffs_[t].as<float>(), 1.f, scratch_[j].as<float>(),
-                            static_cast<int64_t>(acts_[t].bytes() / sizeof(float)));
+    device_->add_activations(diffs_[t].data(), scratch_[j].data(), act_,
+                             static_cast<int64_t>(acts_[t].bytes() / dtype_bytes(act_)));
   }
 }
 

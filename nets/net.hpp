@@ -77,6 +77,10 @@ class Net {
 
   // Every drawing layer's next training forward is draw n of stream `stream` (Op::set_draw).
   void set_draw(uint64_t stream, uint64_t n);
+  // The element type of the activations (the device's Device::activation_type()): the images
+  // that train_step and evaluate read are of this type too (a bf16 net's `images` points to
+  // bf16 elements: Device::normalize_bytes writes them), and so are output(i)'s.
+  DType activation_type() const { return act_; }
   // One training pass on a full batch: images [batch, C, H, W] in layout(), labels[batch].
   // diff (params().total_floats()) is overwritten with d mean_loss / d weights. The state
   // segments of `weights` (batch norm's running statistics) are updated in place.
@@ -86,6 +90,9 @@ class Net {
   // tools/bench/net_dump.cpp compares them with PyTorch's.
   const float* output(size_t i) const { return acts_[i].as<float>(); }
   const float* output() const { return acts_.back().as<float>(); }
+  // Layer i's output (the last layer's past the end) as f32 on the host, downloaded from the
+  // device's memory and widened from bf16 where it is kept so (exact).
+  std::vector<float> output_values(size_t i) const;
   // Forward only over the first n <= batch images (the rest of the buffer is ignored).
   EvalStats evaluate(const float* images, const int32_t* labels, int64_t n, const float* weights);
 
@@ -108,12 +115,14 @@ class Net {
   int64_t batch_ = 0;
   Layout layout_ = Layout::nchw;
   Device* device_ = nullptr;  // the ops' device (outlives the net); its kernels add fan-in
+  DType act_ = DType::f32;    // the activations' element type (the device's)
   ArenaLayout params_;
   std::vector<std::unique_ptr<Layer>> layers_;  // in topological order
   std::unique_ptr<LossOp> loss_;
   // One tensor per layer output: acts_[i] is layer i's dst, diffs_[i] its gradient (the last
-  // layer's gradient is diff_logits_). scratch_[j]: where input j of a layer writes its data
-  // gradient when another reader has written that tensor's gradient already.
+  // layer's gradient is diff_logits_), all of act_'s type; prob_ is f32. scratch_[j]: where input j
+  // of a layer writes its data gradient when another reader has written that tensor's gradient
+  // already.
   std::vector<Buffer> acts_, diffs_, scratch_;
   Buffer prob_, diff_logits_;
   const float* input_ = nullptr;

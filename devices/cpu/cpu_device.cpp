@@ -33,6 +33,8 @@ class CpuDevice final : public Device {
   std::string name() const override { return "cpu"; }
 
   Result<std::unique_ptr<Op>> make_op(const OpDesc& desc) override {
+    if (desc.act != DType::f32)
+      return invalid_argument(describe_op(desc) + ": the CPU device keeps activations f32");
     if (options_.precision != Precision::bf16 || !options_.bf16_per_layer ||
         (desc.kind != OpKind::conv && desc.kind != OpKind::inner_product))
       return make_cpu_op(desc, choice_, options_);

@@ -7,9 +7,11 @@
 // would break agreement with the reference). One workspace of the largest chosen size is
 // allocated then. The precision (CudaContext::precision): fp32 CUDNN_FMA_MATH; tf32 the same
 // f32 tensors with CUDNN_DEFAULT_MATH (TF32 tensor cores allowed, as PyTorch's
-// allow_tf32); bf16 bf16 copies of src, weights and diff_dst (own conversion kernels) with f32
-// compute (cuDNN's pseudo-bf16 configuration) on tensor cores, the results (dst, diff_src,
-// diff_weights) converted back to f32, bias and its gradient in f32.
+// allow_tf32); bf16 the net's bf16 activations as they are (src, dst, diff_dst, diff_src) and a
+// bf16 copy of the weights, f32 compute (cuDNN's pseudo-bf16 configuration) on tensor cores;
+// the bias and fused ReLU applied to the bf16 dst by an own kernel (f32 arithmetic, rounded
+// once), the bias gradient summed in double, the weight gradient (bf16, cuDNN's data type)
+// widened into the f32 arena.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -167,7 +169,7 @@ class CudnnConv final : public Op {
         ohwi_(ohwi),
         o_(dst_shape(d)),
         precision_(precision),
-        bf16_(precision == Precision::bf16),
+        bf16_(precision == Precision::bf16 && d.act == DType::bf16),
         dt_(bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT) {}
 
   Status init() {
@@ -205,7 +207,7 @@ class CudnnConv final : public Op {
 
     EASEL_RETURN_IF_ERROR(choose_algorithms());
     EASEL_ASSIGN_OR_RETURN(workspace_, Buffer::allocate(workspace_bytes_, MemKind::device));
-    if (d.fused_relu) {
+    if (d.fused_relu && !bf16_) {
       EASEL_ASSIGN_OR_RETURN(masked_, device_array<float>(o_.count()));
     }
     if (ohwi_) {
@@ -213,11 +215,12 @@ class CudnnConv final : public Op {
       EASEL_ASSIGN_OR_RETURN(dw_t_, device_array<float>(w_count_));
     }
     if (bf16_) {
-      EASEL_ASSIGN_OR_RETURN(x_bf_, device_array<uint16_t>(d.src.count()));
-      EASEL_ASSIGN_OR_RETURN(dx_bf_, device_array<uint16_t>(d.src.count()));
-      EASEL_ASSIGN_OR_RETURN(y_bf_, device_array<uint16_t>(o_.count()));
+      if (d.fused_relu) {
+        EASEL_ASSIGN_OR_RETURN(masked_, device_array<uint16_t>(o_.count()));
+      }
       EASEL_ASSIGN_OR_RETURN(w_bf_, device_array<uint16_t>(w_count_));
       EASEL_ASSIGN_OR_RETURN(dw_bf_, device_array<uint16_t>(w_count_));
+      channels_ = {o_.n, o_.c, o_.h, o_.w, d.layout == Layout::nhwc};
     }
     impl_ = std::string("cudnn") + (precision_ == Precision::fp32 ? "" : "-") +
             (precision_ == Precision::fp32 ? "" : precision_name(precision_)) +
@@ -232,17 +235,14 @@ class CudnnConv final : public Op {
   void forward(const float* src, float* dst, std::span<const float* const> weights,
                bool /*training*/) override {
     const void* w = cudnn_weights(weights[0]);
-    const void* x = src;
-    void* y = dst;
-    if (bf16_) {  // x_bf_ is kept for backward-filter
-      cuda_kernels::to_bf16(ctx_.stream, src, x_bf_.as<uint16_t>(), desc_.src.count());
-      x = x_bf_.data();
-      y = y_bf_.data();
-    }
-    EASEL_CUDNN_CHECK(cudnnConvolutionForward(ctx_.cudnn, &kOne, xc_.get(), x, w_.get(), w,
+    EASEL_CUDNN_CHECK(cudnnConvolutionForward(ctx_.cudnn, &kOne, xc_.get(), src, w_.get(), w,
                                               conv_.get(), fwd_algo_, workspace_.data(),
-                                              workspace_bytes_, &kZero, yc_.get(), y));
-    if (bf16_) cuda_kernels::from_bf16(ctx_.stream, y_bf_.as<uint16_t>(), dst, o_.count());
+                                              workspace_bytes_, &kZero, yc_.get(), dst));
+    if (bf16_) {
+      cuda_kernels::channel_bias_relu(ctx_.stream, channels_, bits(dst),
+                                      desc_.bias ? weights[1] : nullptr, desc_.fused_relu);
+      return;
+    }
     if (desc_.bias)
       EASEL_CUDNN_CHECK(
           cudnnAddTensor(ctx_.cudnn, &kOne, bias_.get(), weights[1], &kOne, y_.get(), dst));
@@ -254,24 +254,24 @@ class CudnnConv final : public Op {
                 std::span<float* const> diff_weights) override {
     const float* g = diff_dst;
     if (desc_.fused_relu) {  // the gradient reaching the pre-activation output
-      cuda_kernels::relu_backward(ctx_.stream, dst, diff_dst, masked_.as<float>(), o_.count());
+      if (bf16_)
+        cuda_kernels::relu_backward(ctx_.stream, bits(dst), bits(diff_dst), masked_.as<uint16_t>(),
+                                    o_.count());
+      else
+        cuda_kernels::relu_backward(ctx_.stream, dst, diff_dst, masked_.as<float>(), o_.count());
       g = masked_.as<float>();
     }
-    if (desc_.bias)
-      EASEL_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx_.cudnn, &kOne, y_.get(), g, &kZero,
-                                                     bias_.get(), diff_weights[1]));
-    float* dw = ohwi_ ? dw_t_.as<float>() : diff_weights[0];
-    const void* x = src;
-    const void* gc = g;
-    void* dwc = dw;
-    if (bf16_) {  // src as forward rounded it; the gradient rounded here
-      cuda_kernels::to_bf16(ctx_.stream, g, y_bf_.as<uint16_t>(), o_.count());
-      x = x_bf_.data();
-      gc = y_bf_.data();
-      dwc = dw_bf_.data();
+    if (desc_.bias) {
+      if (bf16_)
+        cuda_kernels::channel_sums(ctx_.stream, channels_, bits(g), diff_weights[1]);
+      else
+        EASEL_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx_.cudnn, &kOne, y_.get(), g, &kZero,
+                                                       bias_.get(), diff_weights[1]));
     }
+    float* dw = ohwi_ ? dw_t_.as<float>() : diff_weights[0];
+    void* dwc = bf16_ ? dw_bf_.data() : static_cast<void*>(dw);
     EASEL_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-        ctx_.cudnn, &kOne, xc_.get(), x, yc_.get(), gc, conv_.get(), bwd_filter_algo_,
+        ctx_.cudnn, &kOne, xc_.get(), src, yc_.get(), g, conv_.get(), bwd_filter_algo_,
         workspace_.data(), workspace_bytes_, &kZero, w_.get(), dwc));
     if (bf16_) cuda_kernels::from_bf16(ctx_.stream, dw_bf_.as<uint16_t>(), dw, w_count_);
     if (ohwi_)
@@ -279,15 +279,15 @@ class CudnnConv final : public Op {
                                      desc_.kw, /*to_ohwi=*/false);
     if (diff_src == nullptr) return;
     const void* w = cudnn_weights(weights[0]);
-    void* dx = bf16_ ? dx_bf_.data() : static_cast<void*>(diff_src);
-    EASEL_CUDNN_CHECK(cudnnConvolutionBackwardData(ctx_.cudnn, &kOne, w_.get(), w, yc_.get(), gc,
+    EASEL_CUDNN_CHECK(cudnnConvolutionBackwardData(ctx_.cudnn, &kOne, w_.get(), w, yc_.get(), g,
                                                    conv_.get(), bwd_data_algo_, workspace_.data(),
-                                                   workspace_bytes_, &kZero, xc_.get(), dx));
-    if (bf16_)
-      cuda_kernels::from_bf16(ctx_.stream, dx_bf_.as<uint16_t>(), diff_src, desc_.src.count());
+                                                   workspace_bytes_, &kZero, xc_.get(), diff_src));
   }
 
  private:
+  static uint16_t* bits(float* p) { return reinterpret_cast<uint16_t*>(p); }
+  static const uint16_t* bits(const float* p) { return reinterpret_cast<const uint16_t*>(p); }
+
   // The weights as the filter descriptor describes them: the arena's, or an ohwi copy; in
   // bf16, that rounded into w_bf_.
   const void* cudnn_weights(const float* w) {
@@ -376,7 +376,7 @@ class CudnnConv final : public Op {
   const bool ohwi_;            // the filter descriptor is NHWC (ohwi): weights transposed each step
   const Shape4 o_;             // dst shape
   const Precision precision_;  // the context's, or fp32 where cuDNN had nothing at it
-  const bool bf16_;            // the convolutions read and write bf16 copies
+  const bool bf16_;            // bf16 activations and a bf16 copy of the weights
   const cudnnDataType_t dt_;   // what they read and write: bf16 or float
   int64_t icg_ = 0, w_count_ = 0;
   TensorDesc y_, bias_;  // dst (and diff_dst) and bias {1, oc, 1, 1} in f32: bias add, gradient
@@ -388,11 +388,11 @@ class CudnnConv final : public Op {
   cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo_{};
   Buffer workspace_;  // the largest of the three chosen algorithms' workspaces
   size_t workspace_bytes_ = 0;
-  Buffer masked_;      // fused ReLU: diff_dst where dst > 0, else 0 (dst's shape and layout)
-  Buffer w_t_, dw_t_;  // ohwi: the weights and their gradient in the filter's layout
-  // bf16: src (kept from forward for backward-filter), diff_src, dst and then diff_dst, the
-  // weights (in the filter's layout) and their gradient.
-  Buffer x_bf_, dx_bf_, y_bf_, w_bf_, dw_bf_;
+  // fused ReLU: diff_dst where dst > 0, else 0 (dst's shape and layout, the activations' type)
+  Buffer masked_;
+  Buffer w_t_, dw_t_;    // ohwi: the weights and their gradient in the filter's layout
+  Buffer w_bf_, dw_bf_;  // bf16: the weights (in the filter's layout) and their gradient
+  cuda_kernels::ChannelShape channels_;  // bf16: dst's, for the bias and its gradient
   std::string impl_;
 };
 
@@ -408,9 +408,12 @@ Result<std::unique_ptr<Op>> make(CudaContext& ctx, const OpDesc& d, bool ohwi) {
   log_once(LogLevel::info, "cuda", "precision-fallback:" + describe_op(d),
            std::string("--precision ") + precision_name(ctx.precision) + ": " + describe_op(d) +
                " stays fp32 (" + s.message() + ")");
-  op = std::make_unique<CudnnConv>(ctx, d, ohwi, Precision::fp32);
+  OpDesc f32 = d;
+  f32.act = DType::f32;  // bf16 activations: converted at the op's boundary
+  op = std::make_unique<CudnnConv>(ctx, f32, ohwi, Precision::fp32);
   EASEL_RETURN_IF_ERROR(op->init());
-  return std::unique_ptr<Op>(std::move(op));
+  if (d.act == DType::f32) return std::unique_ptr<Op>(std::move(op));
+  return with_bf16_boundary(ctx, std::move(op));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "devices/cuda/cublas_dyn.hpp"
 #include "devices/cuda/cuda_common.hpp"
 #include "devices/cuda/cuda_device.hpp"
+#include "devices/cuda/op_kernels.hpp"
 #include "engine/log.hpp"
 
 namespace easel {
@@ -140,6 +141,34 @@ class CudaDevice final : public Device {
       return invalid_argument("loss: batch " + std::to_string(batch) + " and classes " +
                               std::to_string(classes) + " must be positive");
     return make_cuda_loss(ctx_, batch, classes);
+  }
+
+  DType activation_type() const override {
+    return ctx_.precision == Precision::bf16 ? DType::bf16 : DType::f32;
+  }
+  void normalize_bytes(const uint8_t* bytes, const float* table, const Shape4& shape, Layout layout,
+                       DType to, void* dst) override {
+    EASEL_CHECK_MSG(attached_, "CUDA device used before attach()");
+    cuda_kernels::normalize_bytes(ctx_.stream, bytes, table, shape.n, shape.c, shape.h * shape.w,
+                                  layout == Layout::nhwc, to == DType::bf16, dst);
+  }
+  void to_activations(const float* src, DType to, void* dst, int64_t count) override {
+    EASEL_CHECK_MSG(attached_, "CUDA device used before attach()");
+    if (to == DType::bf16) {
+      cuda_kernels::to_bf16(ctx_.stream, src, static_cast<uint16_t*>(dst), count);
+    } else if (dst != src && count > 0) {
+      EASEL_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(count) * sizeof(float),
+                                       cudaMemcpyDeviceToDevice, ctx_.stream));
+    }
+  }
+  void add_activations(void* y, const void* x, DType t, int64_t count) override {
+    if (t == DType::f32) {
+      Device::add_activations(y, x, t, count);  // the arena kernels' axpy
+      return;
+    }
+    EASEL_CHECK_MSG(attached_, "CUDA device used before attach()");
+    cuda_kernels::add_bf16(ctx_.stream, static_cast<uint16_t*>(y), static_cast<const uint16_t*>(x),
+                           count);
   }
 
   void upload(void* dst, const void* src, size_t bytes) override {

@@ -38,15 +38,13 @@ constexpr CudaOpImpl kOpImpls[] = {
     {OpKind::global_avg_pool, "own", make_own_global_avg_pool},
 };
 
-}  // namespace
+// The kinds whose implementations read and write bf16 activations themselves.
+bool takes_bf16(OpKind k) {
+  return k == OpKind::conv || k == OpKind::inner_product || k == OpKind::relu ||
+         k == OpKind::max_pool || k == OpKind::avg_pool;
+}
 
-Result<std::unique_ptr<Op>> make_cuda_op(CudaContext& ctx, const OpDesc& desc) {
-  if (std::string why = validate(desc); !why.empty()) return invalid_argument(why);
-  if (ctx.precision != Precision::fp32)
-    log_once(LogLevel::info, "cuda", "precision-ops",
-             std::string("--precision ") + precision_name(ctx.precision) +
-                 ": convolutions (cuDNN) and inner products (cuBLAS) on tensor cores with f32 "
-                 "accumulation; pooling, normalization, the loss and the update stay fp32");
+Result<std::unique_ptr<Op>> walk(CudaContext& ctx, const OpDesc& desc) {
   std::string refusals;  // every reason, for the error when nothing applies
   Code code = Code::internal;
   for (const CudaOpImpl& impl : kOpImpls) {
@@ -66,6 +64,33 @@ Result<std::unique_ptr<Op>> make_cuda_op(CudaContext& ctx, const OpDesc& desc) {
   }
   return Status(code, describe_op(desc) + ": no CUDA implementation applies (" +
                           (refusals.empty() ? std::string("none listed") : refusals) + ")");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Op>> make_cuda_op(CudaContext& ctx, const OpDesc& desc) {
+  if (std::string why = validate(desc); !why.empty()) return invalid_argument(why);
+  const DType want = ctx.precision == Precision::bf16 ? DType::bf16 : DType::f32;
+  if (desc.act != want)
+    return invalid_argument(describe_op(desc) + ": the CUDA device at --precision " +
+                            precision_name(ctx.precision) + " keeps " + dtype_name(want) +
+                            " activations");
+  if (ctx.precision == Precision::tf32)
+    log_once(LogLevel::info, "cuda", "precision-ops",
+             "--precision tf32: convolutions (cuDNN) and inner products (cuBLAS) on tensor cores "
+             "with f32 accumulation; pooling, normalization, the loss and the update stay fp32");
+  if (ctx.precision == Precision::bf16)
+    log_once(LogLevel::info, "cuda", "precision-ops",
+             "--precision bf16: bf16 activations and gradients between layers; convolutions "
+             "(cuDNN) and inner products (cuBLAS) on tensor cores with f32 accumulation; "
+             "ReLU and pooling in bf16; LRN, dropout, batch norm and joins in f32 between "
+             "conversions; the loss's softmax, master weights, gradients, momentum and the "
+             "exchange f32");
+  if (desc.act == DType::f32 || takes_bf16(desc.kind)) return walk(ctx, desc);
+  OpDesc f32 = desc;
+  f32.act = DType::f32;
+  EASEL_ASSIGN_OR_RETURN(std::unique_ptr<Op> op, walk(ctx, f32));
+  return with_bf16_boundary(ctx, std::move(op));
 }
 
 }  // namespace easel

@@ -22,18 +22,23 @@ const float kOne = 1.f, kZero = 0.f;
 class CublasInnerProduct final : public Op {
  public:
   CublasInnerProduct(CudaContext& ctx, const OpDesc& d)
-      : Op(d), ctx_(ctx), n_(d.src.n), k_(d.src.per_image()), oc_(d.oc) {}
+      : Op(d),
+        ctx_(ctx),
+        n_(d.src.n),
+        k_(d.src.per_image()),
+        oc_(d.oc),
+        bf16_(ctx.precision == Precision::bf16 && d.act == DType::bf16) {}
 
   Status init() {
     if (!fits_int(n_) || !fits_int(k_) || !fits_int(oc_))
       return unavailable("matrix sizes beyond cuBLAS's int arguments");
     if (desc_.fused_relu) {
-      EASEL_ASSIGN_OR_RETURN(masked_, device_array<float>(n_ * oc_));
+      EASEL_ASSIGN_OR_RETURN(
+          masked_, bf16_ ? device_array<uint16_t>(n_ * oc_) : device_array<float>(n_ * oc_));
     }
-    if (ctx_.precision == Precision::bf16) {
-      EASEL_ASSIGN_OR_RETURN(src_bf_, device_array<uint16_t>(n_ * k_));
+    if (bf16_) {
       EASEL_ASSIGN_OR_RETURN(w_bf_, device_array<uint16_t>(oc_ * k_));
-      EASEL_ASSIGN_OR_RETURN(g_bf_, device_array<uint16_t>(n_ * oc_));
+      EASEL_ASSIGN_OR_RETURN(y32_, device_array<float>(n_ * oc_));
     }
     return {};
   }
@@ -42,42 +47,61 @@ class CublasInnerProduct final : public Op {
       case Precision::tf32:
         return "cublas:gemm-ex(tf32 tensor ops, f32 accumulation)";
       case Precision::bf16:
-        return "cublas:gemm-ex(bf16 operands, f32 accumulation and output)";
+        return "cublas:gemm-ex(bf16 operands, f32 accumulation)";
       case Precision::fp32:
         break;
     }
     return "cublas:sgemm";
   }
 
+  // bf16: src is the net's bf16 tensor, W rounded into w_bf_ (kept for backward-data); the
+  // product lands in f32 (y32_) and the bias and ReLU round it once into the bf16 dst.
   void forward(const float* src, float* dst, std::span<const float* const> weights,
                bool /*training*/) override {
-    // bf16: the operands' copies, src kept for backward-weights, W for backward-data.
-    const void* w = bf16_copy(weights[0], w_bf_, oc_ * k_);
-    const void* x = bf16_copy(src, src_bf_, n_ * k_);
+    const float* bias = desc_.bias ? weights[1] : nullptr;
+    if (bf16_) {
+      cuda_kernels::to_bf16(ctx_.stream, weights[0], w_bf_.as<uint16_t>(), oc_ * k_);
+      gemm(CUBLAS_OP_T, CUBLAS_OP_N, oc(), n(), k(), w_bf_.data(), k(), src, k(), y32_.as<float>(),
+           CUDA_R_32F, oc());
+      cuda_kernels::bias_relu_rows_to_bf16(ctx_.stream, y32_.as<float>(), bias, n_, oc_,
+                                           desc_.fused_relu, reinterpret_cast<uint16_t*>(dst));
+      return;
+    }
     // dst^T[oc, N] = (W^T[K, oc])^T * src^T[K, N]
-    gemm(CUBLAS_OP_T, CUBLAS_OP_N, oc(), n(), k(), w, k(), x, k(), dst, oc());
-    cuda_kernels::add_bias_relu_rows(ctx_.stream, dst, desc_.bias ? weights[1] : nullptr, n_, oc_,
-                                     desc_.fused_relu);
+    gemm(CUBLAS_OP_T, CUBLAS_OP_N, oc(), n(), k(), weights[0], k(), src, k(), dst, CUDA_R_32F,
+         oc());
+    cuda_kernels::add_bias_relu_rows(ctx_.stream, dst, bias, n_, oc_, desc_.fused_relu);
   }
 
   void backward(const float* src, const float* dst, const float* diff_dst, float* diff_src,
                 std::span<const float* const> weights,
                 std::span<float* const> diff_weights) override {
-    const float* g = diff_dst;  // [N, oc]
+    const float* g = diff_dst;  // [N, oc], the activations' type
     if (desc_.fused_relu) {
-      cuda_kernels::relu_backward(ctx_.stream, dst, diff_dst, masked_.as<float>(), n_ * oc_);
+      if (bf16_)
+        cuda_kernels::relu_backward(ctx_.stream, reinterpret_cast<const uint16_t*>(dst),
+                                    reinterpret_cast<const uint16_t*>(diff_dst),
+                                    masked_.as<uint16_t>(), n_ * oc_);
+      else
+        cuda_kernels::relu_backward(ctx_.stream, dst, diff_dst, masked_.as<float>(), n_ * oc_);
       g = masked_.as<float>();
     }
-    const void* gc = bf16_copy(g, g_bf_, n_ * oc_);
-    const bool bf16 = ctx_.precision == Precision::bf16;
-    const void* x = bf16 ? src_bf_.data() : static_cast<const void*>(src);
-    const void* w = bf16 ? w_bf_.data() : static_cast<const void*>(weights[0]);
-    // diff_W[oc, K] = g^T * src, i.e. diff_W^T[K, oc] = src^T[K, N] * (g^T[oc, N])^T
-    gemm(CUBLAS_OP_N, CUBLAS_OP_T, k(), oc(), n(), x, k(), gc, oc(), diff_weights[0], k());
-    if (desc_.bias) cuda_kernels::column_sums(ctx_.stream, g, n_, oc_, diff_weights[1]);
+    // diff_W[oc, K] = g^T * src, i.e. diff_W^T[K, oc] = src^T[K, N] * (g^T[oc, N])^T (f32 out)
+    gemm(CUBLAS_OP_N, CUBLAS_OP_T, k(), oc(), n(), src, k(), g, oc(), diff_weights[0], CUDA_R_32F,
+         k());
+    if (desc_.bias) {
+      if (bf16_)
+        cuda_kernels::column_sums(ctx_.stream, reinterpret_cast<const uint16_t*>(g), n_, oc_,
+                                  diff_weights[1]);
+      else
+        cuda_kernels::column_sums(ctx_.stream, g, n_, oc_, diff_weights[1]);
+    }
     if (diff_src == nullptr) return;
-    // diff_src[N, K] = g * W, i.e. diff_src^T[K, N] = W^T[K, oc] * g^T[oc, N]
-    gemm(CUBLAS_OP_N, CUBLAS_OP_N, k(), n(), oc(), w, k(), gc, oc(), diff_src, k());
+    // diff_src[N, K] = g * W, i.e. diff_src^T[K, N] = W^T[K, oc] * g^T[oc, N] (bf16: into the
+    // bf16 diff_src, W as forward rounded it)
+    const void* w = bf16_ ? w_bf_.data() : static_cast<const void*>(weights[0]);
+    gemm(CUBLAS_OP_N, CUBLAS_OP_N, k(), n(), oc(), w, k(), g, oc(), diff_src,
+         bf16_ ? CUDA_R_16BF : CUDA_R_32F, k());
   }
 
  private:
@@ -85,24 +109,18 @@ class CublasInnerProduct final : public Op {
   int k() const { return static_cast<int>(k_); }
   int oc() const { return static_cast<int>(oc_); }
 
-  // In bf16, `from` rounded into `to` (returned); else `from` itself.
-  const void* bf16_copy(const float* from, Buffer& to, int64_t count) {
-    if (ctx_.precision != Precision::bf16) return from;
-    cuda_kernels::to_bf16(ctx_.stream, from, to.as<uint16_t>(), count);
-    return to.data();
-  }
-
-  // c (column-major, f32) = op(a) * op(b) in the device's precision: fp32 sgemm (FMA, the bits
-  // the tests pin); tf32 cublasGemmEx on the f32 operands with CUBLAS_COMPUTE_32F_FAST_TF32;
-  // bf16 cublasGemmEx on bf16 operands with CUBLAS_COMPUTE_32F (f32 accumulation and output).
+  // c (column-major, of type ctype) = op(a) * op(b) in the device's precision: fp32 sgemm (FMA,
+  // the bits the tests pin); tf32 cublasGemmEx on the f32 operands with
+  // CUBLAS_COMPUTE_32F_FAST_TF32; bf16 cublasGemmEx on bf16 operands with CUBLAS_COMPUTE_32F
+  // (f32 accumulation; c f32 or bf16).
   void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* a, int lda,
-            const void* b, int ldb, float* c, int ldc) {
+            const void* b, int ldb, void* c, cudaDataType_t ctype, int ldc) {
     const cublas_dyn::Api& blas = cublas_dyn::api();
     switch (ctx_.precision) {
       case Precision::fp32:
-        EASEL_CUBLAS_CHECK(blas.sgemm(ctx_.cublas, ta, tb, m, n, k, &kOne,
-                                      static_cast<const float*>(a), lda,
-                                      static_cast<const float*>(b), ldb, &kZero, c, ldc));
+        EASEL_CUBLAS_CHECK(
+            blas.sgemm(ctx_.cublas, ta, tb, m, n, k, &kOne, static_cast<const float*>(a), lda,
+                       static_cast<const float*>(b), ldb, &kZero, static_cast<float*>(c), ldc));
         return;
       case Precision::tf32:
         EASEL_CUBLAS_CHECK(blas.gemm_ex(ctx_.cublas, ta, tb, m, n, k, &kOne, a, CUDA_R_32F, lda, b,
@@ -111,20 +129,23 @@ class CublasInnerProduct final : public Op {
         return;
       case Precision::bf16:
         EASEL_CUBLAS_CHECK(blas.gemm_ex(ctx_.cublas, ta, tb, m, n, k, &kOne, a, CUDA_R_16BF, lda, b,
-                                        CUDA_R_16BF, ldb, &kZero, c, CUDA_R_32F, ldc,
-                                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                        CUDA_R_16BF, ldb, &kZero, c, ctype, ldc, CUBLAS_COMPUTE_32F,
+                                        CUBLAS_GEMM_DEFAULT));
         return;
     }
   }
 
   CudaContext& ctx_;
   int64_t n_, k_, oc_;
-  Buffer masked_;                // fused ReLU: diff_dst where dst > 0, else 0 [N, oc]
-  Buffer src_bf_, w_bf_, g_bf_;  // bf16: src [N, K], W [oc, K], the gradient [N, oc]
+  const bool bf16_;  // bf16 activations, bf16 operands
+  Buffer masked_;    // fused ReLU: diff_dst where dst > 0, else 0 [N, oc] (the activations' type)
+  Buffer w_bf_;      // bf16: W [oc, K] rounded
+  Buffer y32_;       // bf16: the product [N, oc] in f32, before the bias and the rounding
 };
 
 // ---------------------------------------------------------------------------------------------
-// ReLU (negative slope 0); backward tests dst > 0, so that it also works in place.
+// ReLU (negative slope 0), on f32 or bf16 activations; backward tests dst > 0, so that it also
+// works in place.
 class OwnRelu final : public Op {
  public:
   OwnRelu(CudaContext& ctx, const OpDesc& d) : Op(d), ctx_(ctx) {}
@@ -132,12 +153,21 @@ class OwnRelu final : public Op {
 
   void forward(const float* src, float* dst, std::span<const float* const> /*weights*/,
                bool /*training*/) override {
-    cuda_kernels::relu_forward(ctx_.stream, src, dst, desc_.src.count());
+    if (desc_.act == DType::bf16)
+      cuda_kernels::relu_forward(ctx_.stream, reinterpret_cast<const uint16_t*>(src),
+                                 reinterpret_cast<uint16_t*>(dst), desc_.src.count());
+    else
+      cuda_kernels::relu_forward(ctx_.stream, src, dst, desc_.src.count());
   }
   void backward(const float* /*src*/, const float* dst, const float* diff_dst, float* diff_src,
                 std::span<const float* const> /*weights*/,
                 std::span<float* const> /*diff_weights*/) override {
-    if (diff_src)
+    if (diff_src == nullptr) return;
+    if (desc_.act == DType::bf16)
+      cuda_kernels::relu_backward(ctx_.stream, reinterpret_cast<const uint16_t*>(dst),
+                                  reinterpret_cast<const uint16_t*>(diff_dst),
+                                  reinterpret_cast<uint16_t*>(diff_src), desc_.src.count());
+    else
       cuda_kernels::relu_backward(ctx_.stream, dst, diff_dst, diff_src, desc_.src.count());
   }
 

@@ -1,7 +1,10 @@
 // What the CUDA op files (cuda_ops.cpp, cuda_conv.cpp, cuda_pool_lrn.cpp, cuda_bn_join.cpp,
 // cuda_loss.cpp) share: owned cuDNN descriptors, the size checks of the vendor APIs' int
 // arguments, and each implementation's factory. A factory returns the op, or a Status saying why
-// it does not apply (make_cuda_op, cuda_op_list.cpp, logs it once and tries the next one). Ops
+// it does not apply (make_cuda_op, cuda_op_list.cpp, logs it once and tries the next one). A
+// factory sees desc.act: bf16 activations where the context's precision is bf16 (conv, inner
+// product, ReLU and pooling take them natively; make_cuda_op wraps the other kinds' f32 ops in
+// with_bf16_boundary). Ops
 // keep a reference to the context: they must not outlive their device.
 #pragma once
 
@@ -70,5 +73,9 @@ Result<std::unique_ptr<Op>> make_own_batch_norm(CudaContext& ctx, const OpDesc& 
 Result<std::unique_ptr<Op>> make_own_add(CudaContext& ctx, const OpDesc& d);
 Result<std::unique_ptr<Op>> make_own_concat(CudaContext& ctx, const OpDesc& d);
 Result<std::unique_ptr<Op>> make_own_global_avg_pool(CudaContext& ctx, const OpDesc& d);
+
+// `op`, built for f32 activations, reading and writing bf16 ones (cuda_bf16_boundary.cpp): its
+// inputs widened into f32 buffers of its own, its outputs rounded into the bf16 tensors.
+Result<std::unique_ptr<Op>> with_bf16_boundary(CudaContext& ctx, std::unique_ptr<Op> op);
 
 }  // namespace easel

@@ -34,6 +34,9 @@ class CudnnPool final : public Op {
 
   Status init() {
     const OpDesc& d = desc_;
+    if (d.act != DType::f32)
+      return unavailable(std::string(op_kind_name(d.kind)) +
+                         ": bf16 activations take easel's kernel (f32 sums, rounded once)");
     if (d.kind == OpKind::max_pool)
       return unavailable(
           "max_pool: cuDNN does not promise Caffe's rule that the first maximum of a "
@@ -114,22 +117,40 @@ class OwnPool final : public Op {
 
   void forward(const float* src, float* dst, std::span<const float* const> /*weights*/,
                bool /*training*/) override {
-    if (desc_.kind == OpKind::max_pool)
-      cuda_kernels::max_pool_forward(ctx_.stream, s_, src, dst, argmax_.as<int32_t>());
+    if (desc_.act == DType::bf16)
+      run_forward(bits(src), bits(dst));
     else
-      cuda_kernels::avg_pool_forward(ctx_.stream, s_, src, dst);
+      run_forward(src, dst);
   }
   void backward(const float* /*src*/, const float* /*dst*/, const float* diff_dst, float* diff_src,
                 std::span<const float* const> /*weights*/,
                 std::span<float* const> /*diff_weights*/) override {
     if (diff_src == nullptr) return;
+    if (desc_.act == DType::bf16)
+      run_backward(bits(diff_dst), bits(diff_src));
+    else
+      run_backward(diff_dst, diff_src);
+  }
+
+ private:
+  static uint16_t* bits(float* p) { return reinterpret_cast<uint16_t*>(p); }
+  static const uint16_t* bits(const float* p) { return reinterpret_cast<const uint16_t*>(p); }
+  // T: float, or uint16_t for bf16 activations (the kernels' overloads).
+  template <typename T>
+  void run_forward(const T* src, T* dst) {
+    if (desc_.kind == OpKind::max_pool)
+      cuda_kernels::max_pool_forward(ctx_.stream, s_, src, dst, argmax_.as<int32_t>());
+    else
+      cuda_kernels::avg_pool_forward(ctx_.stream, s_, src, dst);
+  }
+  template <typename T>
+  void run_backward(const T* diff_dst, T* diff_src) {
     if (desc_.kind == OpKind::max_pool)
       cuda_kernels::max_pool_backward(ctx_.stream, s_, diff_dst, argmax_.as<int32_t>(), diff_src);
     else
       cuda_kernels::avg_pool_backward(ctx_.stream, s_, diff_dst, diff_src);
   }
 
- private:
   CudaContext& ctx_;
   cuda_kernels::PoolShape s_;
   Buffer argmax_;  // max: per dst element, h * w_in + w of the winner in its input plane

@@ -8,78 +8,21 @@
 #include <cstdint>
 
 #include "devices/cuda/cuda_common.hpp"
+#include "devices/cuda/kernel_util.cuh"
 #include "devices/cuda/op_kernels.hpp"
 #include "devices/dropout_hash.hpp"
 
 namespace easel::cuda_kernels {
 
+using namespace util;  // NOLINT: the kernel files' shared helpers
+
 namespace {
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 65536;
-
-unsigned blocks_for(int64_t count) {
-  const int64_t b = (count + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < kMaxBlocks ? b : kMaxBlocks);
-}
-
-__device__ inline int64_t first_index() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ inline int64_t grid_stride() {
-  return static_cast<int64_t>(blockDim.x) * gridDim.x;
-}
-__device__ inline int64_t imin(int64_t a, int64_t b) {
-  return a < b ? a : b;
-}
-__device__ inline int64_t imax(int64_t a, int64_t b) {
-  return a > b ? a : b;
-}
-
-// Logical coordinates of the element at memory index i of a dense [N, C, H, W] tensor.
-struct Coord {
-  int64_t n, c, h, w;
-};
-__device__ inline Coord decode(int64_t i, int64_t C, int64_t H, int64_t W, bool nhwc) {
-  Coord x;
-  if (nhwc) {
-    x.c = i % C;
-    i /= C;
-    x.w = i % W;
-    i /= W;
-    x.h = i % H;
-    x.n = i / H;
-  } else {
-    x.w = i % W;
-    i /= W;
-    x.h = i % H;
-    i /= H;
-    x.c = i % C;
-    x.n = i / C;
-  }
-  return x;
-}
-__device__ inline int64_t offset(int64_t n, int64_t c, int64_t h, int64_t w, int64_t C, int64_t H,
-                                 int64_t W, bool nhwc) {
-  return nhwc ? ((n * H + h) * W + w) * C + c : ((n * C + c) * H + h) * W + w;
-}
 
 // ---- element-wise --------------------------------------------------------------------------
 
 __global__ void fill_kernel(float* p, int64_t count, float value) {
   for (int64_t i = first_index(); i < count; i += grid_stride())
     p[i] = value;
-}
-
-__global__ void relu_forward_kernel(const float* src, float* dst, int64_t count) {
-  for (int64_t i = first_index(); i < count; i += grid_stride())
-    dst[i] = src[i] > 0.f ? src[i] : 0.f;
-}
-
-__global__ void relu_backward_kernel(const float* dst, const float* diff_dst, float* diff_src,
-                                     int64_t count) {
-  for (int64_t i = first_index(); i < count; i += grid_stride())
-    diff_src[i] = dst[i] > 0.f ? diff_dst[i] : 0.f;
 }
 
 __global__ void to_bf16_kernel(const float* src, uint16_t* dst, int64_t count) {
@@ -129,103 +72,6 @@ __global__ void transpose_filter_kernel(const float* src, float* dst, int64_t o,
       dst[j] = src[i];
     else
       dst[i] = src[j];
-  }
-}
-
-// ---- pooling -------------------------------------------------------------------------------
-
-__global__ void max_pool_forward_kernel(PoolShape s, const float* src, float* dst, int32_t* argmax,
-                                        int64_t count) {
-  for (int64_t o = first_index(); o < count; o += grid_stride()) {
-    const Coord p = decode(o, s.c, s.oh, s.ow, s.nhwc);
-    const int64_t hs = p.h * s.sh - s.ph, ws = p.w * s.sw - s.pw;
-    const int64_t h0 = imax(hs, 0), h1 = imin(hs + s.kh, s.h);
-    const int64_t w0 = imax(ws, 0), w1 = imin(ws + s.kw, s.w);
-    float best = -FLT_MAX;
-    int64_t at = -1;
-    for (int64_t h = h0; h < h1; ++h) {
-      for (int64_t w = w0; w < w1; ++w) {
-        const float v = src[offset(p.n, p.c, h, w, s.c, s.h, s.w, s.nhwc)];
-        if (at < 0 || v > best) {
-          best = v;
-          at = h * s.w + w;
-        }
-      }
-    }
-    dst[o] = best;
-    argmax[o] = static_cast<int32_t>(at);
-  }
-}
-
-// The outputs whose (unclipped) window covers padded coordinate x + pad: [first, last).
-__device__ inline int64_t first_window(int64_t xp, int64_t k, int64_t stride) {
-  return xp < k ? 0 : (xp - k) / stride + 1;
-}
-
-__global__ void max_pool_backward_kernel(PoolShape s, const float* diff_dst, const int32_t* argmax,
-                                         float* diff_src, int64_t count) {
-  for (int64_t i = first_index(); i < count; i += grid_stride()) {
-    const Coord x = decode(i, s.c, s.h, s.w, s.nhwc);
-    const int64_t hp = x.h + s.ph, wp = x.w + s.pw;
-    const int64_t ph0 = first_window(hp, s.kh, s.sh), ph1 = imin(hp / s.sh + 1, s.oh);
-    const int64_t pw0 = first_window(wp, s.kw, s.sw), pw1 = imin(wp / s.sw + 1, s.ow);
-    const int32_t me = static_cast<int32_t>(x.h * s.w + x.w);
-    float g = 0.f;
-    for (int64_t ph = ph0; ph < ph1; ++ph) {
-      for (int64_t pw = pw0; pw < pw1; ++pw) {
-        const int64_t o = offset(x.n, x.c, ph, pw, s.c, s.oh, s.ow, s.nhwc);
-        if (argmax[o] == me) g += diff_dst[o];
-      }
-    }
-    diff_src[i] = g;
-  }
-}
-
-// Caffe's average window: [h0, h1) x [w0, w1) clipped to the input, divided by its size
-// clipped to the input plus padding.
-struct AvgWindow {
-  int64_t h0, h1, w0, w1;
-  float size;
-};
-__device__ inline AvgWindow avg_window(const PoolShape& s, int64_t oh, int64_t ow) {
-  int64_t h0 = oh * s.sh - s.ph, w0 = ow * s.sw - s.pw;
-  int64_t h1 = imin(h0 + s.kh, s.h + s.ph), w1 = imin(w0 + s.kw, s.w + s.pw);
-  AvgWindow win;
-  win.size = static_cast<float>((h1 - h0) * (w1 - w0));
-  win.h0 = imax(h0, 0);
-  win.w0 = imax(w0, 0);
-  win.h1 = imin(h1, s.h);
-  win.w1 = imin(w1, s.w);
-  return win;
-}
-
-__global__ void avg_pool_forward_kernel(PoolShape s, const float* src, float* dst, int64_t count) {
-  for (int64_t o = first_index(); o < count; o += grid_stride()) {
-    const Coord p = decode(o, s.c, s.oh, s.ow, s.nhwc);
-    const AvgWindow win = avg_window(s, p.h, p.w);
-    float sum = 0.f;
-    for (int64_t h = win.h0; h < win.h1; ++h)
-      for (int64_t w = win.w0; w < win.w1; ++w)
-        sum += src[offset(p.n, p.c, h, w, s.c, s.h, s.w, s.nhwc)];
-    dst[o] = sum / win.size;
-  }
-}
-
-__global__ void avg_pool_backward_kernel(PoolShape s, const float* diff_dst, float* diff_src,
-                                         int64_t count) {
-  for (int64_t i = first_index(); i < count; i += grid_stride()) {
-    const Coord x = decode(i, s.c, s.h, s.w, s.nhwc);
-    const int64_t hp = x.h + s.ph, wp = x.w + s.pw;
-    const int64_t ph0 = first_window(hp, s.kh, s.sh), ph1 = imin(hp / s.sh + 1, s.oh);
-    const int64_t pw0 = first_window(wp, s.kw, s.sw), pw1 = imin(wp / s.sw + 1, s.ow);
-    float g = 0.f;
-    for (int64_t ph = ph0; ph < ph1; ++ph) {
-      for (int64_t pw = pw0; pw < pw1; ++pw) {
-        const AvgWindow win = avg_window(s, ph, pw);
-        g += diff_dst[offset(x.n, x.c, ph, pw, s.c, s.oh, s.ow, s.nhwc)] / win.size;
-      }
-    }
-    diff_src[i] = g;
   }
 }
 
@@ -594,19 +440,6 @@ void fill(cudaStream_t stream, float* p, int64_t count, float value) {
   EASEL_CUDA_CHECK(cudaGetLastError());
 }
 
-void relu_forward(cudaStream_t stream, const float* src, float* dst, int64_t count) {
-  if (count <= 0) return;
-  relu_forward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(src, dst, count);
-  EASEL_CUDA_CHECK(cudaGetLastError());
-}
-
-void relu_backward(cudaStream_t stream, const float* dst, const float* diff_dst, float* diff_src,
-                   int64_t count) {
-  if (count <= 0) return;
-  relu_backward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(dst, diff_dst, diff_src, count);
-  EASEL_CUDA_CHECK(cudaGetLastError());
-}
-
 void to_bf16(cudaStream_t stream, const float* src, uint16_t* dst, int64_t count) {
   if (count <= 0) return;
   to_bf16_kernel<<<blocks_for(count), kThreads, 0, stream>>>(src, dst, count);
@@ -639,39 +472,6 @@ void transpose_filter(cudaStream_t stream, const float* src, float* dst, int64_t
   if (count <= 0) return;
   transpose_filter_kernel<<<blocks_for(count), kThreads, 0, stream>>>(src, dst, o, i, kh, kw,
                                                                       to_ohwi);
-  EASEL_CUDA_CHECK(cudaGetLastError());
-}
-
-void max_pool_forward(cudaStream_t stream, const PoolShape& s, const float* src, float* dst,
-                      int32_t* argmax) {
-  const int64_t count = s.n * s.c * s.oh * s.ow;
-  if (count <= 0) return;
-  max_pool_forward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(s, src, dst, argmax, count);
-  EASEL_CUDA_CHECK(cudaGetLastError());
-}
-
-void max_pool_backward(cudaStream_t stream, const PoolShape& s, const float* diff_dst,
-                       const int32_t* argmax, float* diff_src) {
-  const int64_t count = s.n * s.c * s.h * s.w;
-  if (count <= 0) return;
-  max_pool_backward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(s, diff_dst, argmax,
-                                                                       diff_src, count);
-  EASEL_CUDA_CHECK(cudaGetLastError());
-}
-
-void avg_pool_forward(cudaStream_t stream, const PoolShape& s, const float* src, float* dst) {
-  const int64_t count = s.n * s.c * s.oh * s.ow;
-  if (count <= 0) return;
-  avg_pool_forward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(s, src, dst, count);
-  EASEL_CUDA_CHECK(cudaGetLastError());
-}
-
-void avg_pool_backward(cudaStream_t stream, const PoolShape& s, const float* diff_dst,
-                       float* diff_src) {
-  const int64_t count = s.n * s.c * s.h * s.w;
-  if (count <= 0) return;
-  avg_pool_backward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(s, diff_dst, diff_src,
-                                                                       count);
   EASEL_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -21,6 +21,11 @@ void relu_forward(cudaStream_t stream, const float* src, float* dst, int64_t cou
 // fused ReLU: the gradient reaching the pre-activation values.
 void relu_backward(cudaStream_t stream, const float* dst, const float* diff_dst, float* diff_src,
                    int64_t count);
+// The same on bf16 activations (uint16_t: the bits; act_kernels.cu, as are all overloads
+// taking uint16_t activations below).
+void relu_forward(cudaStream_t stream, const uint16_t* src, uint16_t* dst, int64_t count);
+void relu_backward(cudaStream_t stream, const uint16_t* dst, const uint16_t* diff_dst,
+                   uint16_t* diff_src, int64_t count);
 // Rows of a [rows, cols] row-major matrix: x[r, c] <- x[r, c] + bias[c] (bias may be nullptr),
 // then max(., 0) when relu.
 void add_bias_relu_rows(cudaStream_t stream, float* x, const float* bias, int64_t rows,
@@ -55,6 +60,14 @@ void max_pool_backward(cudaStream_t stream, const PoolShape& s, const float* dif
 void avg_pool_forward(cudaStream_t stream, const PoolShape& s, const float* src, float* dst);
 void avg_pool_backward(cudaStream_t stream, const PoolShape& s, const float* diff_dst,
                        float* diff_src);
+// The same on bf16 activations: compared and summed in f32, each output rounded once.
+void max_pool_forward(cudaStream_t stream, const PoolShape& s, const uint16_t* src, uint16_t* dst,
+                      int32_t* argmax);
+void max_pool_backward(cudaStream_t stream, const PoolShape& s, const uint16_t* diff_dst,
+                       const int32_t* argmax, uint16_t* diff_src);
+void avg_pool_forward(cudaStream_t stream, const PoolShape& s, const uint16_t* src, uint16_t* dst);
+void avg_pool_backward(cudaStream_t stream, const PoolShape& s, const uint16_t* diff_dst,
+                       uint16_t* diff_src);
 
 // ---- LRN across channels, Caffe's definition ------------------------------------------------
 
@@ -144,5 +157,26 @@ void softmax_xent_forward(cudaStream_t stream, const float* logits, const int32_
 // diff[r, j] <- (prob[r, j] - (j == label[r])) * scale for r < n, 0 for n <= r < batch.
 void softmax_xent_backward(cudaStream_t stream, const float* prob, const int32_t* labels,
                            float* diff, int64_t n, int64_t batch, int64_t classes, float scale);
+
+// ---- bf16 activations (act_kernels.cu) -----------------------------------------------------
+
+// out[r, c] <- bf16(x[r, c] + bias[c], then max(., 0) when relu); bias may be nullptr. x is a
+// product's f32 result (an inner product's), rounded once into the bf16 dst.
+void bias_relu_rows_to_bf16(cudaStream_t stream, const float* x, const float* bias, int64_t rows,
+                            int64_t cols, bool relu, uint16_t* out);
+// out[c] <- sum over r of x[r, c] (bf16 widened), summed in f32 in row order.
+void column_sums(cudaStream_t stream, const uint16_t* x, int64_t rows, int64_t cols, float* out);
+// x[n, c, h, w] <- bf16(x + bias[c], then max(., 0) when relu), in place (a convolution's bias).
+void channel_bias_relu(cudaStream_t stream, const ChannelShape& s, uint16_t* x, const float* bias,
+                       bool relu);
+// out[c] <- the sum of g over channel c's n*h*w values (summed in double, a fixed order): a
+// convolution's bias gradient.
+void channel_sums(cudaStream_t stream, const ChannelShape& s, const uint16_t* g, float* out);
+// Device::normalize_bytes: dst[i] <- table[channel(i) * 256 + bytes[i]] for the n*c*hw elements
+// of a dense tensor (nhwc or nchw), as f32 or (bf16) rounded to nearest even.
+void normalize_bytes(cudaStream_t stream, const uint8_t* bytes, const float* table, int64_t n,
+                     int64_t c, int64_t hw, bool nhwc, bool bf16, void* dst);
+// y[i] <- bf16(y[i] + x[i]) (widened, summed in f32, rounded once).
+void add_bf16(cudaStream_t stream, uint16_t* y, const uint16_t* x, int64_t count);
 
 }  // namespace easel::cuda_kernels

@@ -247,4 +247,51 @@ void gather_batch(const Dataset& ds, const int64_t* idx, int64_t n, Layout layou
   }
 }
 
+std::vector<float> pixel_table(const Dataset& ds, const Augment& a) {
+  if (ds.source) return streamed_pixel_table(a);
+  const int64_t c = ds.channels;
+  std::vector<float> t(static_cast<size_t>(c * 256));
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const size_t m = a.mean.size() == 1 ? 0 : static_cast<size_t>(ch);
+    for (int v = 0; v < 256; ++v) {  // gather_batch's two conversions, as they compute them
+      t[static_cast<size_t>(ch * 256 + v)] =
+          a.normalizes() ? (static_cast<float>(v) / 255.f - a.mean[m]) / a.std[m]
+                         : static_cast<float>(v) * kPixelScale;
+    }
+  }
+  return t;
+}
+
+void gather_batch_bytes(const Dataset& ds, const int64_t* idx, int64_t n, Layout layout,
+                        uint8_t* bytes, int32_t* labels, const Augment& a,
+                        const AugmentDraw* draws) {
+  if (ds.source) {
+    gather_streamed_bytes(ds, idx, n, layout, bytes, labels, a, draws);
+    return;
+  }
+  const int64_t c = ds.channels, h = ds.height, w = ds.width, hw = h * w, chw = c * hw;
+  const bool nhwc = layout == Layout::nhwc;
+  const int64_t pad = draws != nullptr ? a.crop_pad : 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t k = idx[i];
+    EASEL_CHECK(k >= 0 && k < ds.count);
+    labels[i] = ds.labels[static_cast<size_t>(k)];
+    const AugmentDraw d = draws != nullptr && a.moves() ? draws[i] : AugmentDraw{};
+    EASEL_CHECK(d.dy >= 0 && d.dy <= 2 * pad && d.dx >= 0 && d.dx <= 2 * pad);
+    const uint8_t* src = ds.image(k);
+    uint8_t* dst = bytes + i * chw;
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const uint8_t* s = src + ch * hw;
+      for (int64_t y = 0; y < h; ++y) {
+        const int64_t sy = y + d.dy - pad;  // the source row; outside: padding
+        for (int64_t x = 0; x < w; ++x) {
+          const int64_t sx = (d.flip ? w - 1 - x : x) + d.dx - pad;
+          const bool inside = sy >= 0 && sy < h && sx >= 0 && sx < w;
+          dst[nhwc ? (y * w + x) * c + ch : ch * hw + y * w + x] = inside ? s[sy * w + sx] : 0;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace easel

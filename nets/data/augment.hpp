@@ -79,4 +79,16 @@ AugmentDraw draw_augment(const Augment& a, uint64_t seed, uint64_t stream, int64
 void gather_batch(const Dataset& ds, const int64_t* idx, int64_t n, Layout layout, float* images,
                   int32_t* labels, const Augment& a, const AugmentDraw* draws);
 
+// The batch as bytes, for a device that normalises it itself (Device::normalize_bytes: a
+// uint8 batch crosses the host link, 4x fewer bytes than floats). pixel_table(ds, a) holds the
+// float that gather_batch(ds, ..., a, draws) gives each byte value of each channel:
+// table[c * 256 + v] (ds.channels * 256 values). gather_batch_bytes writes the bytes that
+// gather_batch converts (cropped with byte 0 as padding, flipped, in the layout's order), so
+// that table[channel * 256 + byte] of every element is gather_batch's float, bit for bit.
+// Both take held and streamed sets.
+std::vector<float> pixel_table(const Dataset& ds, const Augment& a);
+void gather_batch_bytes(const Dataset& ds, const int64_t* idx, int64_t n, Layout layout,
+                        uint8_t* bytes, int32_t* labels, const Augment& a,
+                        const AugmentDraw* draws);
+
 }  // namespace easel

@@ -22,7 +22,7 @@ Result<std::unique_ptr<BatchStream>> BatchStream::create(const Dataset& ds, int6
                                                          Layout layout, int shard, int shards,
                                                          uint64_t seed, bool prefetch, MemKind kind,
                                                          int64_t rng_stream, const Augment& augment,
-                                                         const DataThreads& threads) {
+                                                         const DataThreads& threads, bool bytes) {
   if (batch <= 0) {
     return invalid_argument("batch size must be positive, got " + std::to_string(batch));
   }
@@ -49,6 +49,7 @@ Result<std::unique_ptr<BatchStream>> BatchStream::create(const Dataset& ds, int6
   s->batch_ = batch;
   s->layout_ = layout;
   s->augment_ = augment;
+  s->bytes_ = bytes;
   s->seed_ = seed;
   s->stream_ = static_cast<uint64_t>(rng_stream >= 0 ? rng_stream : shard);
   s->shard_id_ = shard;
@@ -56,10 +57,11 @@ Result<std::unique_ptr<BatchStream>> BatchStream::create(const Dataset& ds, int6
   for (int64_t i = shard; i < ds.count; i += shards)
     s->shard_.push_back(i);
   const size_t slots = prefetch ? kPrefetchDepth + 1 : 1;
-  const size_t bytes = static_cast<size_t>(batch * ds.image_bytes()) * sizeof(float);
+  const size_t image_bytes =
+      static_cast<size_t>(batch * ds.image_bytes()) * (bytes ? sizeof(uint8_t) : sizeof(float));
   s->slot_.resize(slots);
   for (Batch& b : s->slot_) {
-    EASEL_ASSIGN_OR_RETURN(b.images, Buffer::allocate(bytes, kind));
+    EASEL_ASSIGN_OR_RETURN(b.images, Buffer::allocate(image_bytes, kind));
     b.labels.resize(static_cast<size_t>(batch));
   }
   s->idx_.assign(slots, std::vector<int64_t>(static_cast<size_t>(batch)));
@@ -120,8 +122,14 @@ void BatchStream::convert(int s, int64_t begin, int64_t end) {
   const size_t k0 = static_cast<size_t>(s);
   Batch& b = slot_[k0];
   const int64_t* idx = idx_[k0].data() + begin;
-  float* images = b.images.as<float>() + begin * ds_->image_bytes();
   int32_t* labels = b.labels.data() + begin;
+  if (bytes_) {
+    gather_batch_bytes(*ds_, idx, end - begin, layout_,
+                       b.images.as<uint8_t>() + begin * ds_->image_bytes(), labels, augment_,
+                       augment_.moves() ? draws_[k0].data() + begin : nullptr);
+    return;
+  }
+  float* images = b.images.as<float>() + begin * ds_->image_bytes();
   if (augment_.none()) {
     gather_batch(*ds_, idx, end - begin, layout_, images, labels);
   } else {

@@ -22,7 +22,9 @@
 namespace easel {
 
 struct Batch {
-  Buffer images;  // float [batch, C, H, W] in the stream's layout
+  // float [batch, C, H, W] in the stream's layout; with a stream of bytes (BatchStream::create's
+  // `bytes`), uint8 of the same shape: gather_batch_bytes's, pixel_table converts them.
+  Buffer images;
   std::vector<int32_t> labels;
   int64_t epoch = 0;  // the shard epoch of the batch's first image
 };
@@ -60,13 +62,13 @@ class BatchStream {
   // `augment` (default none: the bytes scaled by kPixelScale, nothing drawn) crops, flips and
   // normalises each image; an image's draws come from (seed, the RNG stream, its shard epoch,
   // its position in the shard) (draw_augment), so seek() needs no more state. It must fit ds
-  // (check_augment). With prefetch, `threads` says where the batches are prepared.
-  static Result<std::unique_ptr<BatchStream>> create(const Dataset& ds, int64_t batch,
-                                                     Layout layout, int shard, int shards,
-                                                     uint64_t seed, bool prefetch, MemKind kind,
-                                                     int64_t rng_stream = -1,
-                                                     const Augment& augment = Augment(),
-                                                     const DataThreads& threads = DataThreads());
+  // (check_augment). With prefetch, `threads` says where the batches are prepared. `bytes`: the
+  // batches hold the bytes before their conversion to floats (augment.hpp: gather_batch_bytes),
+  // for a device that normalises them itself.
+  static Result<std::unique_ptr<BatchStream>> create(
+      const Dataset& ds, int64_t batch, Layout layout, int shard, int shards, uint64_t seed,
+      bool prefetch, MemKind kind, int64_t rng_stream = -1, const Augment& augment = Augment(),
+      const DataThreads& threads = DataThreads(), bool bytes = false);
   ~BatchStream();
 
   // The next batch; valid until the following call. Batches wrap across epochs (a batch may
@@ -103,6 +105,7 @@ class BatchStream {
   int64_t batch_ = 0;
   Layout layout_ = Layout::nchw;
   Augment augment_;
+  bool bytes_ = false;              // the batches hold bytes (gather_batch_bytes), not floats
   uint64_t seed_ = 0, stream_ = 0;  // the draws' key (with the epoch and the position)
   int64_t shard_id_ = 0, shards_ = 1;
   // Producer side (the pipeline's serial first stage with prefetch, else the caller).

@@ -151,45 +151,92 @@ Status load_streamed(const StreamSource& src, int64_t i, const Augment& a, const
   }
 }
 
-void gather_streamed(const Dataset& ds, const int64_t* idx, int64_t n, Layout layout, float* images,
-                     int32_t* labels, const Augment& a, const AugmentDraw* draws) {
+namespace {
+
+// Entry idx of ds loaded into bytes (chw); a bad one replaced by the next good entry when
+// src.skip_bad, else its one line on stderr and exit code 2 (gather_streamed's contract).
+// Returns the entry loaded (whose label the image carries).
+int64_t load_or_skip(const Dataset& ds, int64_t k, const Augment& a, const AugmentDraw* d,
+                     uint8_t* bytes) {
   const StreamSource& src = *ds.source;
-  const int64_t side = ds.height, hw = side * side, chw = 3 * hw;
-  // Each channel's float = byte * scale + shift: (v / 255 - mean) / std, or v * kPixelScale.
-  float scale[3], shift[3];
+  EASEL_CHECK(k >= 0 && k < ds.count);
+  Status s = load_streamed(src, k, a, d, ds.height, bytes);
+  for (int64_t tries = 1; !s.ok(); ++tries) {
+    if (!src.skip_bad || tries > std::min<int64_t>(ds.count, 64)) {
+      std::fprintf(stderr, "easel: %s%s\n", s.message().c_str(),
+                   src.skip_bad ? " (and every image after it tried in its place)"
+                                : " (--skip-bad-images skips bad images)");
+      std::fflush(stderr);
+      std::_Exit(2);
+    }
+    {
+      std::lock_guard<std::mutex> lock(g_skip_mu);
+      if (g_skipped.insert(src.where(k)).second && g_skipped.size() <= kNamedSkips)
+        log_warn("data", "skipped a bad image: " + s.message() +
+                             (g_skipped.size() == kNamedSkips ? " (later ones not named)" : ""));
+    }
+    k = (k + 1) % ds.count;
+    s = load_streamed(src, k, a, d, ds.height, bytes);
+  }
+  return k;
+}
+
+// Each channel's float = byte * scale + shift: (v / 255 - mean) / std, or v * kPixelScale.
+void scale_shift(const Augment& a, float* scale, float* shift) {
   for (int c = 0; c < 3; ++c) {
     const size_t m = a.mean.size() == 1 ? 0 : static_cast<size_t>(c);
     scale[c] = a.normalizes() ? 1.f / (255.f * a.std[m]) : kPixelScale;
     shift[c] = a.normalizes() ? -a.mean[m] / a.std[m] : 0.f;
   }
+}
+
+}  // namespace
+
+std::vector<float> streamed_pixel_table(const Augment& a) {
+  float scale[3], shift[3];
+  scale_shift(a, scale, shift);
+  std::vector<float> t(3 * 256);
+  for (int c = 0; c < 3; ++c) {
+    const float k = scale[c], b = shift[c];
+    for (int v = 0; v < 256; ++v)  // gather_streamed's expression (contracted alike)
+      t[static_cast<size_t>(c * 256 + v)] = static_cast<float>(static_cast<uint8_t>(v)) * k + b;
+  }
+  return t;
+}
+
+void gather_streamed_bytes(const Dataset& ds, const int64_t* idx, int64_t n, Layout layout,
+                           uint8_t* out, int32_t* labels, const Augment& a,
+                           const AugmentDraw* draws) {
+  const int64_t side = ds.height, hw = side * side, chw = 3 * hw;
+  thread_local std::vector<uint8_t> bytes;
+  bytes.resize(static_cast<size_t>(chw));
+  const bool nhwc = layout == Layout::nhwc;
+  for (int64_t i = 0; i < n; ++i) {
+    const AugmentDraw* d = draws != nullptr ? &draws[i] : nullptr;
+    labels[i] = ds.labels[static_cast<size_t>(load_or_skip(ds, idx[i], a, d, bytes.data()))];
+    const bool flip = d != nullptr && d->flip;
+    uint8_t* dst = out + i * chw;
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t y = 0; y < side; ++y)
+        for (int64_t x = 0; x < side; ++x)
+          dst[nhwc ? (y * side + x) * 3 + c : c * hw + y * side + x] =
+              bytes[static_cast<size_t>(c * hw + y * side + (flip ? side - 1 - x : x))];
+  }
+}
+
+void gather_streamed(const Dataset& ds, const int64_t* idx, int64_t n, Layout layout, float* images,
+                     int32_t* labels, const Augment& a, const AugmentDraw* draws) {
+  const int64_t side = ds.height, hw = side * side, chw = 3 * hw;
+  float scale[3], shift[3];
+  scale_shift(a, scale, shift);
   thread_local std::vector<float> rows;
   rows.resize(static_cast<size_t>(3 * side));
   thread_local std::vector<uint8_t> bytes;
   bytes.resize(static_cast<size_t>(chw));
   const bool nhwc = layout == Layout::nhwc;
   for (int64_t i = 0; i < n; ++i) {
-    int64_t k = idx[i];
-    EASEL_CHECK(k >= 0 && k < ds.count);
     const AugmentDraw* d = draws != nullptr ? &draws[i] : nullptr;
-    Status s = load_streamed(src, k, a, d, side, bytes.data());
-    for (int64_t tries = 1; !s.ok(); ++tries) {
-      if (!src.skip_bad || tries > std::min<int64_t>(ds.count, 64)) {
-        std::fprintf(stderr, "easel: %s%s\n", s.message().c_str(),
-                     src.skip_bad ? " (and every image after it tried in its place)"
-                                  : " (--skip-bad-images skips bad images)");
-        std::fflush(stderr);
-        std::_Exit(2);
-      }
-      {
-        std::lock_guard<std::mutex> lock(g_skip_mu);
-        if (g_skipped.insert(src.where(k)).second && g_skipped.size() <= kNamedSkips)
-          log_warn("data", "skipped a bad image: " + s.message() +
-                               (g_skipped.size() == kNamedSkips ? " (later ones not named)" : ""));
-      }
-      k = (k + 1) % ds.count;
-      s = load_streamed(src, k, a, d, side, bytes.data());
-    }
-    labels[i] = ds.labels[static_cast<size_t>(k)];
+    labels[i] = ds.labels[static_cast<size_t>(load_or_skip(ds, idx[i], a, d, bytes.data()))];
     const bool flip = d != nullptr && d->flip;
     float* __restrict dst = images + i * chw;
     const uint8_t* __restrict src = bytes.data();

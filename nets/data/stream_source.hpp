@@ -63,6 +63,14 @@ Status load_streamed(const StreamSource& src, int64_t i, const Augment& a, const
 void gather_streamed(const Dataset& ds, const int64_t* idx, int64_t n, Layout layout, float* images,
                      int32_t* labels, const Augment& a, const AugmentDraw* draws);
 
+// pixel_table and gather_batch_bytes (augment.hpp) for a streamed ds: gather_streamed's
+// float of each byte value per channel, and its bytes before the conversion (mirrored, in the
+// layout's order; bad images skipped as it does).
+std::vector<float> streamed_pixel_table(const Augment& a);
+void gather_streamed_bytes(const Dataset& ds, const int64_t* idx, int64_t n, Layout layout,
+                           uint8_t* bytes, int32_t* labels, const Augment& a,
+                           const AugmentDraw* draws);
+
 // An image folder (dir/train/CLASS/*, dir/val/CLASS/*, as load_image_folder lists it), streamed
 // at `side`: only the file list is read now.
 Result<DataSplit> stream_image_folder(const std::string& dir, const std::string& name, int64_t side,

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "devices/activations.hpp"
 #include "devices/cuda/cuda_device.hpp"
 #include "devices/device.hpp"
 #include "engine/memory.hpp"
@@ -79,6 +80,21 @@ std::vector<T> get(const Buffer& b, size_t count) {
   return v;
 }
 
+// Activations of type t (bf16: rounded on the host) in `kind` memory, and back as f32 (exact).
+inline Buffer put_acts(const std::vector<float>& v, DType t, MemKind kind) {
+  if (t == DType::f32) return put(v, kind);
+  std::vector<uint16_t> b(v.size());
+  activations_from_f32(v.data(), t, b.data(), static_cast<int64_t>(v.size()));
+  return put(b, kind);
+}
+inline std::vector<float> get_acts(const Buffer& b, size_t count, DType t) {
+  if (t == DType::f32) return get(b, count);
+  const std::vector<uint16_t> raw = get<uint16_t>(b, count);
+  std::vector<float> v(count);
+  activations_to_f32(raw.data(), t, v.data(), static_cast<int64_t>(count));
+  return v;
+}
+
 // ---- running and comparing -----------------------------------------------------------------
 
 // |got - want| <= atol_scale * max(1, max|want|) + rtol * max(|got|, |want|), element-wise.
@@ -104,10 +120,12 @@ struct OpRun {
 
 // One forward and backward of `op` (all its inputs, through forward_n / backward_n) with every
 // buffer in `kind` memory, on inputs seeded by `seed` (the same for every op of the same
-// descriptor). Batch norm's parameters are positive (its running variance must be).
+// descriptor). Batch norm's parameters are positive (its running variance must be). The
+// activations are of the op's desc().act (bf16: the random values rounded), read back as f32.
 inline OpRun run_op(Op& op, Device& dev, MemKind kind, uint64_t seed, bool want_diff_src = true,
                     bool training = true) {
   const OpDesc& d = op.desc();
+  const DType t = d.act;  // of every activation buffer; parameters are f32
   const Shape4 o = dst_shape(d);
   std::vector<Shape4> shapes{d.src};
   shapes.insert(shapes.end(), d.more_src.begin(), d.more_src.end());
@@ -116,14 +134,14 @@ inline OpRun run_op(Op& op, Device& dev, MemKind kind, uint64_t seed, bool want_
   std::vector<float*> dsp;
   for (size_t i = 0; i < shapes.size(); ++i) {
     const uint64_t input_seed = i == 0 ? seed : seed + 10 + i;
-    srcs.push_back(put(random_vector(shapes[i].count(), input_seed), kind));
+    srcs.push_back(put_acts(random_vector(shapes[i].count(), input_seed), t, kind));
     diff_srcs.push_back(
-        put(std::vector<float>(static_cast<size_t>(shapes[i].count()), -7.f), kind));
+        put_acts(std::vector<float>(static_cast<size_t>(shapes[i].count()), -7.f), t, kind));
     sp.push_back(srcs.back().as<float>());
     dsp.push_back(diff_srcs.back().as<float>());
   }
   if (!want_diff_src) dsp[0] = nullptr;
-  const Buffer diff_dst = put(random_vector(o.count(), seed + 1), kind);
+  const Buffer diff_dst = put_acts(random_vector(o.count(), seed + 1), t, kind);
   const bool bn = d.kind == OpKind::batch_norm;
   const auto params = random_params(d, seed + 2, bn ? 0.5f : -1.f, bn ? 1.5f : 1.f);
   std::vector<Buffer> w, dw;
@@ -135,15 +153,15 @@ inline OpRun run_op(Op& op, Device& dev, MemKind kind, uint64_t seed, bool want_
     wp.push_back(w.back().as<float>());
     dwp.push_back(dw.back().as<float>());
   }
-  const Buffer dst = put(std::vector<float>(static_cast<size_t>(o.count()), -7.f), kind);
+  const Buffer dst = put_acts(std::vector<float>(static_cast<size_t>(o.count()), -7.f), t, kind);
   op.forward_n(sp, dst.as<float>(), wp, training);
   op.backward_n(sp, dst.as<float>(), diff_dst.as<float>(), dsp, wp, dwp);
   dev.synchronize();
   OpRun r;
-  r.dst = get(dst, static_cast<size_t>(o.count()));
-  r.diff_src = get(diff_srcs[0], static_cast<size_t>(d.src.count()));
+  r.dst = get_acts(dst, static_cast<size_t>(o.count()), t);
+  r.diff_src = get_acts(diff_srcs[0], static_cast<size_t>(d.src.count()), t);
   for (size_t i = 1; i < shapes.size(); ++i)
-    r.more_diff_src.push_back(get(diff_srcs[i], static_cast<size_t>(shapes[i].count())));
+    r.more_diff_src.push_back(get_acts(diff_srcs[i], static_cast<size_t>(shapes[i].count()), t));
   for (size_t i = 0; i < params.size(); ++i) {
     r.diff_weights.push_back(get(dw[i], params[i].size()));
     r.weights.push_back(get(w[i], params[i].size()));

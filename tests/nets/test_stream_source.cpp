@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "devices/activations.hpp"
 #include "nets/data/augment.hpp"
 #include "nets/data/batch_stream.hpp"
 #include "nets/data/crop.hpp"
@@ -238,6 +239,34 @@ TEST_F(StreamedFolder, SameBatchesAtAnyThreadsAndOnResume) {
   const std::vector<Bytes> resumed = batches(r->train, 2, 4, &at2);
   for (int i = 0; i < 4; ++i)
     EXPECT_EQ(resumed[static_cast<size_t>(i)], one[static_cast<size_t>(i + 2)]) << i;
+}
+
+// The bytes a GPU's batch crosses as (gather_batch_bytes) and the table it is normalised
+// through (pixel_table) give the host's floats bit for bit (devices/device.hpp:
+// normalize_bytes), crops and flips included, in both layouts.
+TEST_F(StreamedFolder, BytesAndTableGiveTheFloats) {
+  make(6);
+  auto r = load();
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const Augment a = aug();
+  const int64_t idx[3] = {4, 0, 2};
+  AugmentDraw d[3];
+  for (int i = 0; i < 3; ++i)
+    d[i] = draw_augment(a, 7, 0, 0, i);
+  const std::vector<float> table = pixel_table(r->train, a);
+  const Shape4 shape{3, 3, 32, 32};
+  const size_t count = static_cast<size_t>(shape.count());
+  for (Layout l : {Layout::nchw, Layout::nhwc}) {
+    std::vector<float> want(count), got(count);
+    std::vector<uint8_t> bytes(count);
+    std::vector<int32_t> labels(3), labels2(3);
+    gather_batch(r->train, idx, 3, l, want.data(), labels.data(), a, d);
+    gather_batch_bytes(r->train, idx, 3, l, bytes.data(), labels2.data(), a, d);
+    normalize_bytes_host(bytes.data(), table.data(), shape, l, DType::f32, got.data());
+    EXPECT_EQ(labels2, labels);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), count * sizeof(float)), 0)
+        << (l == Layout::nhwc ? "nhwc" : "nchw");
+  }
 }
 
 long rss_kb() {

@@ -1,6 +1,7 @@
 // The stand-in GPU (standin_gpu.hpp).
 #include "tests/support/standin_gpu.hpp"
 
+#include "devices/activations.hpp"
 #include "devices/ref_precision.hpp"
 
 #include <sys/mman.h>
@@ -402,15 +403,58 @@ Result<std::unique_ptr<Op>> FakeGpu::make_op(const OpDesc& d) {
   if (d.kind == OpKind::lrn && d.lrn_within_channel)
     return unavailable(describe_op(d) +
                        ": no CUDA implementation applies (the within-channel LRN region)");
-  EASEL_ASSIGN_OR_RETURN(std::unique_ptr<Op> op, cpu_->make_op(d));
+  if (d.act != activation_type())
+    return invalid_argument(describe_op(d) + ": the stand-in GPU keeps " +
+                            dtype_name(activation_type()) + " activations");
+  OpDesc f32 = d;
+  f32.act = DType::f32;
+  EASEL_ASSIGN_OR_RETURN(std::unique_ptr<Op> op, cpu_->make_op(f32));
   // tf32/bf16: the convolutions and inner products round their inputs as tensor cores do.
   op = with_rounded_inputs(std::move(op), precision_);
+  if (d.act == DType::bf16) op = with_bf16_activations(std::move(op));
   return std::unique_ptr<Op>(std::make_unique<CheckedOp>(std::move(op), this));
 }
 
 Result<std::unique_ptr<LossOp>> FakeGpu::make_loss(int64_t batch, int64_t classes) {
   EASEL_ASSIGN_OR_RETURN(std::unique_ptr<LossOp> l, cpu_->make_loss(batch, classes));
+  if (activation_type() == DType::bf16) l = with_bf16_activations(std::move(l), batch, classes);
   return std::unique_ptr<LossOp>(std::make_unique<CheckedLoss>(std::move(l), this));
+}
+
+void FakeGpu::normalize_bytes(const uint8_t* bytes, const float* table, const Shape4& shape,
+                              Layout layout, DType to, void* dst) {
+  for (const void* p : {static_cast<const void*>(bytes), static_cast<const void*>(table),
+                        static_cast<const void*>(dst)})
+    expect_mine(p);
+  compute_.push([=] {
+    Opened open({bytes, table, dst});
+    normalize_bytes_host(bytes, table, shape, layout, to, dst);
+  });
+}
+
+void FakeGpu::to_activations(const float* src, DType to, void* dst, int64_t count) {
+  expect_mine(src);
+  expect_mine(dst);
+  compute_.push([=] {
+    Opened open({src, dst});
+    activations_from_f32(src, to, dst, count);
+  });
+}
+
+void FakeGpu::add_activations(void* y, const void* x, DType t, int64_t count) {
+  if (t == DType::f32) {
+    Device::add_activations(y, x, t, count);  // the counted kernels' axpy
+    return;
+  }
+  expect_mine(y);
+  expect_mine(x);
+  compute_.push([=] {
+    Opened open({y, x});
+    uint16_t* a = static_cast<uint16_t*>(y);
+    const uint16_t* b = static_cast<const uint16_t*>(x);
+    for (int64_t i = 0; i < count; ++i)
+      a[i] = bf16_from_f32(f32_from_bf16(a[i]) + f32_from_bf16(b[i]));
+  });
 }
 
 void FakeGpu::expect_mine(const void* p) const {

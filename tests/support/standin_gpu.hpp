@@ -13,7 +13,8 @@
 //     its work either at once (eager) or only when a wait needs it (late);
 //   - fresh device memory is filled with NaNs (cudaMalloc's memory is not zeroed);
 //   - each unit has a memory limit: a larger allocation fails with "out of memory".
-// Its ops are the CPU reference ops, so a run on it equals the CPU run bit for bit.
+// Its ops are the CPU reference ops, so a run on it equals the CPU run bit for bit. At
+// --precision bf16 its activations are bf16 in its memory, as the CUDA device's are.
 #pragma once
 
 #include <atomic>
@@ -90,6 +91,16 @@ class FakeGpu final : public Device {
   // within-channel LRN, which it refuses (cuda_pool_lrn.cpp).
   Result<std::unique_ptr<Op>> make_op(const OpDesc& d) override;
   Result<std::unique_ptr<LossOp>> make_loss(int64_t batch, int64_t classes) override;
+  // bf16 at --precision bf16, as the CUDA device: the ops then read and write bf16 activations
+  // (devices/ref_precision.hpp: with_bf16_activations).
+  DType activation_type() const override {
+    return precision_ == Precision::bf16 ? DType::bf16 : DType::f32;
+  }
+  // Queued, the host's reference (devices/activations.hpp).
+  void normalize_bytes(const uint8_t* bytes, const float* table, const Shape4& shape, Layout layout,
+                       DType to, void* dst) override;
+  void add_activations(void* y, const void* x, DType t, int64_t count) override;
+  void to_activations(const float* src, DType to, void* dst, int64_t count) override;
   void upload(void* dst, const void* src, size_t bytes) override;
   void download(void* dst, const void* src, size_t bytes) override;
   void synchronize() override { compute_.run_until(); }
