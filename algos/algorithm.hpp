@@ -206,6 +206,21 @@ class Algorithm {
   // from the centre (the EASGD family). The others' replicas, momentum or shared weights are
   // not a function of a centre and cannot be re-split.
   virtual bool regroupable() const { return false; }
+  // Where every group of a run resumed into another number of groups starts (regroupable()
+  // algorithms only; restore_run): the weights and whether each group's momentum is the old
+  // groups' mean (else zero). `centre` is the checkpoint's centre (empty without one), `st` the
+  // algorithm's saved state, `step` the iterations done, `had` the checkpoint's group count.
+  // Default: the centre, momentum zero (the EASGD family). An algorithm that can re-split only
+  // some of its checkpoints refuses the others here, naming --groups and why.
+  struct RegroupStart {
+    const float* weights = nullptr;
+    bool mean_momentum = false;
+  };
+  virtual Result<RegroupStart> regroup_start(const Run& run, std::span<const float> centre,
+                                             const AlgoState& st, int64_t step, size_t had) const {
+    (void)run, (void)st, (void)step, (void)had;
+    return RegroupStart{centre.data(), false};
+  }
   // Extra buffers, after the groups and the centre exist and hold the initial weights.
   virtual Status prepare(Run& run) {
     (void)run;

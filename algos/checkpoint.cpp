@@ -387,15 +387,30 @@ std::string regroup_refusal(const std::string& algo, size_t had, size_t now) {
          " group(s), not " + std::to_string(now) +
          ": each group's replica (and momentum) is its own state, not a function of a centre, so "
          "it cannot be re-split (the EASGD algorithms, whose replicas start again from the "
-         "centre, can: easgd-rr, async-easgd, async-measgd, hogwild-easgd, sync-easgd)";
+         "centre, can: easgd-rr, async-easgd, async-measgd, hogwild-easgd, sync-easgd; and "
+         "local-sgd, slowmo, diloco from a checkpoint at a meeting)";
 }
 
-// Every group of `run` starts from the checkpoint's centre, its momentum zero, its data
-// stream at a fresh epoch (one past the latest any old group reached) in an order drawn from
-// (seed, the step, the group); the step counts go on from ck's; the loss sums of a cut round
-// go to group 0.
-Status regroup_run(const Checkpoint& ck, uint64_t seed, Run& run) {
+// Every group of `run` starts where algo.regroup_start says (the checkpoint's centre, momentum
+// zero, for the EASGD family; the anchor and the old groups' mean momentum for local-sgd, slowmo
+// and diloco), its data stream at a fresh epoch (one past the latest any old group reached) in
+// an order drawn from (seed, the step, the group); the step counts go on from ck's; the loss
+// sums of a cut round go to group 0.
+Status regroup_run(const Checkpoint& ck, const Algorithm& algo, uint64_t seed, Run& run) {
   const size_t n = static_cast<size_t>(run.arena_floats());
+  EASEL_ASSIGN_OR_RETURN(
+      const Algorithm::RegroupStart start,
+      algo.regroup_start(run, ck.centre, ck.algo, ck.iterations_done, ck.groups.size()));
+  EASEL_CHECK(start.weights != nullptr);
+  std::vector<float> momentum(n, 0.f);
+  if (start.mean_momentum) {
+    for (const GroupCheckpoint& c : ck.groups)
+      for (size_t j = 0; j < n; ++j)
+        momentum[j] += c.momentum[j];
+    const float inv = 1.f / static_cast<float>(ck.groups.size());
+    for (float& v : momentum)
+      v *= inv;
+  }
   int64_t epoch = 0;
   double loss_sum = 0;
   int64_t loss_count = 0;
@@ -404,12 +419,10 @@ Status regroup_run(const Checkpoint& ck, uint64_t seed, Run& run) {
     loss_sum += c.loss_sum;
     loss_count += c.loss_count;
   }
-  const std::vector<float> zeros(n, 0.f);
   for (size_t i = 0; i < run.groups.size(); ++i) {
     Group& g = *run.groups[i];
-    copy_bytes(g.weights.data(), g.weights.kind(), ck.centre.data(), MemKind::dram,
-               n * sizeof(float));
-    copy_bytes(g.momentum.data(), g.momentum.kind(), zeros.data(), MemKind::dram,
+    copy_bytes(g.weights.data(), g.weights.kind(), start.weights, MemKind::dram, n * sizeof(float));
+    copy_bytes(g.momentum.data(), g.momentum.kind(), momentum.data(), MemKind::dram,
                n * sizeof(float));
     StreamState st;
     st.epoch = epoch + 1;
@@ -476,7 +489,7 @@ Status restore_run(const Checkpoint& ck, const std::string& identity, const Algo
     copy_bytes(run.centre.data(), run.centre.kind(), ck.centre.data(), MemKind::dram,
                n * sizeof(float));
   run.centre_version.store(ck.centre_version);
-  if (regrouped(ck, run)) return regroup_run(ck, seed, run);
+  if (regrouped(ck, run)) return regroup_run(ck, algo, seed, run);
   for (size_t i = 0; i < ck.groups.size(); ++i) {
     const GroupCheckpoint& c = ck.groups[i];
     Group& g = *run.groups[i];

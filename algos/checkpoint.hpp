@@ -85,8 +85,9 @@ Checkpoint capture_run(Run& run, Algorithm& algo, const std::string& identity);
 // algorithm's own state. Fails, naming --resume, when ck is of another run.
 // Into another number of groups (regrouped): only when algo.regroupable() (else refused,
 // naming --groups and why); the centre and the step carry over, every group of the run starts
-// from the centre with zero momentum and a data stream reseeded from (seed, the step, the
-// group) at a fresh epoch.
+// where algo.regroup_start says (the centre with zero momentum for the EASGD family; local-sgd,
+// slowmo and diloco the anchor with the old groups' mean momentum, at a meeting only) and a
+// data stream reseeded from (seed, the step, the group) at a fresh epoch.
 Status restore_run(const Checkpoint& ck, const std::string& identity, const Algorithm& algo,
                    uint64_t seed, Run& run);
 // Whether `run` has another number of groups than ck's run had.

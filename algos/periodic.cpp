@@ -1,5 +1,8 @@
 #include "algos/periodic.hpp"
 
+#include <algorithm>
+#include <vector>
+
 #include "algos/exchange.hpp"
 #include "algos/list.hpp"
 #include "engine/span_ops.hpp"
@@ -79,17 +82,44 @@ class Periodic final : public Algorithm {
     return st;
   }
 
+  // At a meeting every group's weights are the anchor, so a checkpoint taken there re-splits
+  // into any number of groups: each starts from the anchor with the old groups' mean momentum
+  // (AdamW's first moment; restore_state takes the mean of the second), the outer momentum
+  // carried over. Between meetings each group's steps since the last one are its own: refused.
+  bool regroupable() const override { return true; }
+  Result<RegroupStart> regroup_start(const Run& run, std::span<const float> centre,
+                                     const AlgoState& st, int64_t step, size_t had) const override {
+    (void)centre;
+    const int64_t tau = run.params.tau;
+    if (step % tau != 0)
+      return invalid_argument(
+          "--groups: a checkpoint of " + name_ + " taken between two meetings (iteration " +
+          std::to_string(step) + ", --tau " + std::to_string(tau) + ") resumes only with its " +
+          std::to_string(had) + " group(s), not " + std::to_string(run.groups.size()) +
+          ": each group's steps since the meeting at iteration " +
+          std::to_string(step / tau * tau) +
+          " are its own and cannot be re-split (a checkpoint at a multiple of --tau can: give "
+          "--eval-every a multiple of it)");
+    if (st.buffer.size() < static_cast<size_t>(run.arena_floats()))
+      return invalid_argument("--resume: the checkpoint holds no " + name_ + " anchor");
+    return RegroupStart{st.buffer.data(), true};
+  }
+
+  // The shared arenas go to every group. The own ones, from as many groups as the checkpoint
+  // had: each its own, or (resumed into another number of groups, at a meeting) AdamW's second
+  // moment the old groups' mean and the int8 residual zero (what the old groups had not yet
+  // sent is dropped: at most one rounding of each's last pseudo-gradient).
   Status restore_state(Run& run, const AlgoState& st) override {
     const size_t n = static_cast<size_t>(run.arena_floats());
-    size_t want = shared_arenas(per_[0]).size();
-    for (PerGroup& s : per_)
-      want += own_arenas(s, run.params).size();
-    if (st.turn != 0 || st.buffer.size() != want * n)
+    const size_t shared = shared_arenas(per_[0]).size();
+    const size_t own = own_arenas(per_[0], run.params).size();
+    const size_t arenas = st.buffer.size() / n;
+    const size_t had = own == 0 ? per_.size() : (arenas - std::min(arenas, shared)) / own;
+    if (st.turn != 0 || st.buffer.size() % n != 0 || had == 0 || arenas != shared + had * own)
       return invalid_argument("--resume: the checkpoint's " + name_ +
-                              " state does not fit this run (its groups, --optimizer or "
+                              " state does not fit this run (its --optimizer or "
                               "--exchange-precision differ)");
     const float* src = st.buffer.data();
-    const size_t shared = shared_arenas(per_[0]).size();
     for (PerGroup& s : per_) {
       const float* p = src;
       for (Arena* a : shared_arenas(s)) {
@@ -98,11 +128,28 @@ class Periodic final : public Algorithm {
       }
     }
     src += shared * n;
-    for (PerGroup& s : per_)
-      for (Arena* a : own_arenas(s, run.params)) {
-        span_copy(a->data(), src, static_cast<int64_t>(n));
-        src += n;
+    if (had == per_.size()) {
+      for (PerGroup& s : per_)
+        for (Arena* a : own_arenas(s, run.params)) {
+          span_copy(a->data(), src, static_cast<int64_t>(n));
+          src += n;
+        }
+      return {};
+    }
+    for (size_t k = 0; k < own; ++k) {
+      std::vector<float> v(n, 0.f);
+      const bool second = run.params.optimizer == Optimizer::adamw && k == 0;
+      if (second) {
+        for (size_t old = 0; old < had; ++old) {
+          const float* q = src + (old * own + k) * n;
+          for (size_t j = 0; j < n; ++j)
+            v[j] += q[j];
+        }
+        span_scale(v.data(), 1.f / static_cast<float>(had), static_cast<int64_t>(n));
       }
+      for (PerGroup& s : per_)
+        span_copy(own_arenas(s, run.params)[k]->data(), v.data(), static_cast<int64_t>(n));
+    }
     return {};
   }
 

@@ -370,7 +370,8 @@ const Setting kSettings[] = {
   {"seed", kSeed, kTrain, R::fixed, "seed of the initial weights, shuffling and dropout"},
   {"groups", text<&T::plan, &PlanRequest::groups>(), kBoth | kModel, R::changeable,
    "worker groups: a count, 'auto' (one per core) or 'numa' (on --resume, only the EASGD "
-   "algorithms may change it: new groups start from the centre)"},
+   "algorithms may change it, new groups starting from the centre, and local-sgd, slowmo and "
+   "diloco from a checkpoint at a meeting, from the anchor)"},
   {"threads-per-group", integer<&T::plan, &PlanRequest::threads_per_group>(), kBoth | kModel, R::fixed,
    "threads in each group (0: derive)"},
   {"threads", integer<&T::plan, &PlanRequest::threads>(), kBoth, R::fixed,

@@ -321,5 +321,174 @@ TEST(Periodic, OptionsRefusedWhereNotDefined) {
   EXPECT_FALSE(set_setting(c, "optimizer", "adam").ok());
 }
 
+// ---- Resume into another number of groups ----
+
+// Checks, once the resumed run is set up, that every group starts from the checkpoint's anchor
+// with the old groups' mean momentum, at the checkpoint's step.
+class AnchorWatcher : public TrainObserver {
+ public:
+  explicit AnchorWatcher(const Checkpoint& ck) : ck_(ck) {}
+  void on_setup(Run& run) override {
+    groups = run.size();
+    const size_t n = static_cast<size_t>(run.arena_floats());
+    const std::vector<float> anchor(ck_.algo.buffer.begin(), ck_.algo.buffer.begin() + n);
+    for (const auto& g : run.groups) {
+      from_anchor = from_anchor && same_bits({g->weights.data(), g->weights.data() + n}, anchor);
+      for (size_t j = 0; j < n; ++j) {
+        double mean = 0;
+        for (const GroupCheckpoint& old : ck_.groups)
+          mean += old.momentum[j];
+        mean /= static_cast<double>(ck_.groups.size());
+        max_momentum_error = std::max(max_momentum_error, std::abs(g->momentum.data()[j] - mean));
+        momentum_scale = std::max(momentum_scale, std::abs(mean));
+      }
+      at_step = at_step && g->steps.load() == ck_.iterations_done;
+    }
+  }
+  int groups = 0;
+  bool from_anchor = true, at_step = true;
+  double max_momentum_error = 0, momentum_scale = 0;
+
+ private:
+  const Checkpoint& ck_;
+};
+
+// Checkpointed at a meeting (iteration 27, tau 3) with 2 or 3 groups and resumed into 3 or 2:
+// every group starts from the anchor with the old groups' mean momentum. diloco's outer
+// momentum carries over: with nothing moving inside afterwards (lr 0, no momentum) every
+// meeting's pseudo-gradient is 0, so each of the 6 meetings to iteration 45 moves the anchor
+// by -eta mu u_k with u_k = mu^k u_0, u_0 the checkpoint's outer momentum: computed here.
+TEST(Periodic, RegroupAtAMeetingStartsFromTheAnchor) {
+  struct Case {
+    const char* algo;
+    int had, now;
+    const char* optimizer;
+    const char* precision;
+  };
+  for (const Case& k : {Case{"diloco", 2, 3, "msgd", "int8"}, Case{"slowmo", 3, 2, "msgd", "fp32"},
+                        Case{"local-sgd", 2, 3, "adamw", "bf16"}}) {
+    SCOPED_TRACE(std::string(k.algo) + " " + k.optimizer + " " + k.precision);
+    TrainConfig c = test::small_config(k.algo, k.had);
+    c.iterations = 45;
+    c.eval_every = 9;
+    c.tau = 3;
+    c.lr = k.optimizer == std::string("adamw") ? 0.002 : 0.05;
+    ASSERT_TRUE(set_setting(c, "optimizer", k.optimizer).ok());
+    ASSERT_TRUE(set_setting(c, "exchange-precision", k.precision).ok());
+    Keeper keep;
+    ASSERT_TRUE(train(c, test::small_data(), &keep).ok());
+    ASSERT_TRUE(keep.kept.has_value());
+    const Checkpoint ck = decode_checkpoint(encode_checkpoint(*keep.kept), "mem").value();
+    EXPECT_TRUE(check_resume_groups(ck, k.algo, std::to_string(k.now)).ok());
+
+    TrainConfig more = c;
+    more.plan.groups = std::to_string(k.now);
+    AnchorWatcher w(ck);
+    auto r = train(more, test::small_data(), &w, {}, &ck);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(w.groups, k.now);
+    EXPECT_TRUE(w.from_anchor);
+    EXPECT_TRUE(w.at_step);
+    EXPECT_GT(w.momentum_scale, 0);
+    EXPECT_LE(w.max_momentum_error, 1e-6 * w.momentum_scale);
+    EXPECT_EQ(r->steps, 45);
+    EXPECT_GT(r->best_accuracy, 0.5);  // it goes on learning
+
+    if (std::string(k.algo) != "diloco") continue;
+    TrainConfig still = more;
+    still.lr = 0;
+    still.momentum = 0;
+    auto s = train(still, test::small_data(), nullptr, {}, &ck);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    const size_t n = s->final_weights.size();
+    ASSERT_EQ(ck.algo.buffer.size(), 2 * n + static_cast<size_t>(k.had) * n);  // x, u, residuals
+    const double eta = 0.7, mu = 0.9;
+    double worst = 0, scale = 0;
+    for (size_t j = 0; j < n; ++j) {
+      double x = ck.algo.buffer[j], u = ck.algo.buffer[n + j];
+      for (int m = 0; m < 6; ++m) {
+        u *= mu;
+        x -= eta * mu * u;
+      }
+      worst = std::max(worst, std::abs(s->final_weights[j] - x));
+      scale = std::max(scale, std::abs(x));
+    }
+    EXPECT_LE(worst, 1e-5 * scale);
+    EXPECT_FALSE(same_bits(s->final_weights,
+                           {ck.algo.buffer.begin(), ck.algo.buffer.begin() + n}));  // u moved it
+  }
+}
+
+// AdamW's second moment in a regrouped run is the old groups' mean, the int8 residual zero, the
+// anchor and outer momentum the same: restore_state on 3 groups of 2 groups' state.
+TEST(Periodic, RegroupTakesTheMeanSecondMomentAndDropsTheResiduals) {
+  Hand two;
+  two.build(2, "diloco", 2);
+  two.run.params.optimizer = Optimizer::adamw;
+  two.run.params.precision = ExchangePrecision::int8;
+  two.run.params.outer_lr = 0.7f;
+  two.run.params.outer_momentum = 0.9f;
+  two.prepare();
+  two.steps(4);  // two meetings
+  const AlgoState st = two.algo->save_state(two.run);
+  const int64_t n = two.run.arena_floats();                           // kN, padded
+  ASSERT_EQ(st.buffer.size(), static_cast<size_t>((2 + 2 * 2) * n));  // x u [v e] [v e]
+  auto start = two.algo->regroup_start(two.run, {}, st, 4, 2);
+  ASSERT_TRUE(start.ok()) << start.status().to_string();
+  EXPECT_EQ(start->weights, st.buffer.data());
+  EXPECT_TRUE(start->mean_momentum);
+  EXPECT_EQ(two.algo->regroup_start(two.run, {}, st, 3, 2).status().code(),
+            Code::invalid_argument);  // between meetings
+
+  Hand three;
+  three.build(3, "diloco", 2);
+  three.run.params.optimizer = Optimizer::adamw;
+  three.run.params.precision = ExchangePrecision::int8;
+  three.run.params.outer_lr = 0.7f;
+  three.run.params.outer_momentum = 0.9f;
+  three.prepare();
+  ASSERT_TRUE(three.algo->restore_state(three.run, st).ok());
+  const AlgoState back = three.algo->save_state(three.run);
+  ASSERT_EQ(back.buffer.size(), static_cast<size_t>((2 + 3 * 2) * n));
+  for (int64_t j = 0; j < 2 * n; ++j)
+    EXPECT_EQ(back.buffer[j], st.buffer[j]) << j;  // the anchor and u
+  bool any_residual = false;
+  for (int g = 0; g < 3; ++g)
+    for (int64_t j = 0; j < kN; ++j) {
+      const double v0 = st.buffer[2 * n + j], v1 = st.buffer[4 * n + j];
+      EXPECT_NEAR(back.buffer[(2 + 2 * g) * n + j], (v0 + v1) / 2, 1e-7 * (v0 + v1));
+      EXPECT_EQ(back.buffer[(3 + 2 * g) * n + j], 0.f);
+      any_residual = any_residual || st.buffer[3 * n + j] != 0.f;
+    }
+  EXPECT_TRUE(any_residual);  // there was one to drop
+  EXPECT_GT(st.buffer[2 * n], 0.f);
+}
+
+// Between meetings the groups' own steps cannot be re-split: one line naming --groups, the
+// iteration, --tau and what can; the same count goes on.
+TEST(Periodic, RegroupBetweenMeetingsIsRefused) {
+  TrainConfig c = test::small_config("diloco", 2);
+  c.iterations = 45;
+  c.eval_every = 9;
+  c.tau = 4;
+  Keeper keep;
+  ASSERT_TRUE(train(c, test::small_data(), &keep).ok());
+  ASSERT_TRUE(keep.kept.has_value());
+  TrainConfig more = c;
+  more.plan.groups = "3";
+  auto r = train(more, test::small_data(), nullptr, {}, &*keep.kept);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::invalid_argument);
+  EXPECT_EQ(r.status().message().rfind("--groups: a checkpoint of diloco taken between two "
+                                       "meetings (iteration 27, --tau 4) resumes only with its 2 "
+                                       "group(s), not 3",
+                                       0),
+            0u)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("multiple of --tau"), std::string::npos);
+  EXPECT_EQ(r.status().message().find('\n'), std::string::npos);
+  EXPECT_TRUE(train(c, test::small_data(), nullptr, {}, &*keep.kept).ok());
+}
+
 }  // namespace
 }  // namespace easel

@@ -166,6 +166,22 @@ std::string read_text(const std::filesystem::path& p) {
   return os.str();
 }
 
+// docs/RESULTS.md's larger net for Fashion-MNIST (docs/nets/fashion-mlp.toml) has the
+// parameter count its file and the study state.
+TEST(NetDescription, TheStudysPerceptronHasItsStatedSize) {
+  const char* root = std::getenv("EASEL_SOURCE_ROOT");
+  ASSERT_NE(root, nullptr);
+  const auto path = std::filesystem::path(root) / "docs/nets/fashion-mlp.toml";
+  const std::string text = read_text(path);
+  ASSERT_FALSE(text.empty()) << path;
+  auto spec = parse_net_description(text, "fashion-mlp.toml", {1, 28, 28, 10});
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  auto cost = net_cost(spec.value());
+  ASSERT_TRUE(cost.ok());
+  EXPECT_EQ(cost->params, 1'863'690);
+  EXPECT_NE(text.find("1,863,690"), std::string::npos);
+}
+
 // The example users copy (docs/nets/small-resnet.toml) parses, builds on CIFAR-sized data, and
 // typical edits of it are refused with the layer and the field.
 TEST(NetDescription, TheDocsExampleParsesAndItsBrokenEditsAreNamed) {

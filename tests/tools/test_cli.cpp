@@ -493,6 +493,35 @@ TEST(Cli, ResumeIntoAnotherGroupCount) {
   }
 }
 
+// diloco goes on in another group count from a checkpoint at a meeting (40 iterations, tau 4);
+// one between two meetings (tau 3) is refused: exit 2, one line, the checkpoint untouched.
+TEST(Cli, PeriodicResumesIntoAnotherGroupCountAtAMeeting) {
+  const fs::path d = tmp_dir("regroup-periodic");
+  for (const char* tau : {"4", "3"}) {
+    const fs::path run = d / tau;
+    Out o = easel("train" + std::string(kTiny) + " --algo diloco --exchange-precision int8 --tau " +
+                  tau + " --out " + run.string());
+    ASSERT_EQ(o.code, 0) << o.err;
+    const std::string ck = slurp(run / "checkpoint.bin");
+    o = easel("train --resume " + run.string() + " --groups 3 --iterations 60");
+    if (std::string(tau) == "4") {
+      ASSERT_EQ(o.code, 0) << o.err;
+      const auto s = nlohmann::json::parse(slurp(run / "summary.json"));
+      EXPECT_EQ(s["groups"], 3);
+      EXPECT_EQ(s["steps"], 60);
+      continue;
+    }
+    EXPECT_EQ(o.code, 2);
+    EXPECT_EQ(o.err.rfind("easel: --groups: a checkpoint of diloco taken between two meetings "
+                          "(iteration 40, --tau 3) resumes only with its 2 group(s), not 3: ",
+                          0),
+              0u)
+        << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_EQ(slurp(run / "checkpoint.bin"), ck);
+  }
+}
+
 }  // namespace
 
 namespace {
