@@ -13,8 +13,16 @@ namespace {
 bool on_devices(const CommNeeds& n) {
   return n.on_devices;
 }
+// Groups sharing a GPU run the algorithm --collective names, and for auto the tree: through the
+// one GPU's memory every algorithm moves the same 2 (P-1) spans, the tree in the fewest steps,
+// and its order is the one the CPU's sync-easgd sums in under auto (its fast exchanges and the
+// overlap path). NCCL among distinct GPUs picks its own.
 Result<std::unique_ptr<Comm>> device_comm(const CommNeeds& n) {
-  return n.kind->make_comm(n.devices);
+  CollectivePick pick;
+  if (n.collective != CollectiveAlgo::automatic) {
+    EASEL_ASSIGN_OR_RETURN(pick, pick_collective(n));
+  }
+  return n.kind->make_comm(n.devices, pick.algo, pick.inter);
 }
 
 bool across_ranks(const CommNeeds& n) {
