@@ -64,6 +64,13 @@ class MpiComm : public Comm {
   // Open MPI's tuned or HAN components, SimGrid's smpi/allreduce choice. Its summation order is
   // the library's: not bit for bit across rank counts or layouts.
   virtual std::unique_ptr<Comm> native_comm() = 0;
+  // The groups of every process as one transport: `local_groups` (L, the same on every process)
+  // groups a process, global rank process * L + group, each group's thread calling with its own
+  // rank; peers in this process over shared memory, the others over MPI (one message stream per
+  // pair of groups, the deadlines as above). The flat algorithms over it sum in the order of one
+  // process of R * L groups, bit for bit. Collective to construct (every process calls it).
+  // Unavailable, saying why, without MPI_THREAD_MULTIPLE or under SMPI (one thread a rank).
+  virtual Result<std::shared_ptr<Transport>> composed_transport(int local_groups) = 0;
 
   // Prints "easel: rank R: message" and stops every process of the job (MPI_Abort).
   [[noreturn]] virtual void abort(const std::string& message, int code) = 0;
@@ -101,7 +108,9 @@ double sim_clock_seconds();
 // each collective reduces inside the process first, then one message per process goes over the
 // world, then back to the process's groups. With L == 1 it is the world's algorithm itself, so
 // R ranks equal one process of R groups bit for bit for every algorithm; with the tree and L a
-// power of two the order equals the flat tree over R*L ranks as well.
+// power of two the order equals the flat tree over R*L ranks as well. What runs where the
+// composed transport cannot (--collective mpi: the library's own collectives among processes;
+// no MPI_THREAD_MULTIPLE; SMPI).
 std::unique_ptr<Comm> make_hier_comm(std::unique_ptr<Comm> local, std::unique_ptr<Comm> world,
                                      int world_rank);
 
