@@ -51,6 +51,9 @@ namespace {
 
 constexpr int kTagStep = 1, kTagGather = 3;
 constexpr int kFirstUserTag = 100;
+// The composed transport's tags: kFirstComposedTag + sending group * L + receiving group (user
+// tags stay below it).
+constexpr int kFirstComposedTag = 1 << 14;
 
 bool env_set(const char* name) {
   const char* v = std::getenv(name);
@@ -223,12 +226,12 @@ class MpiWorld final : public MpiComm {
   }
 
   void send(const float* buf, int64_t n, int dst, int tag) override {
-    EASEL_CHECK(tag >= kFirstUserTag);
+    EASEL_CHECK(tag >= kFirstUserTag && tag < kFirstComposedTag);
     post_and_wait_send(buf, n, MPI_FLOAT, dst, tag, "send", false);
   }
 
   int recv(float* buf, int64_t n, int src, int tag, int64_t* count, double timeout_s) override {
-    EASEL_CHECK(tag >= kFirstUserTag);
+    EASEL_CHECK(tag >= kFirstUserTag && tag < kFirstComposedTag);
     MPI_Request req;
     EASEL_MPI(MPI_Irecv(buf, checked_count(n), MPI_FLOAT, src < 0 ? MPI_ANY_SOURCE : src, tag,
                         comm_, &req));
@@ -242,7 +245,7 @@ class MpiWorld final : public MpiComm {
   }
 
   bool probe(int tag) override {
-    EASEL_CHECK(tag >= kFirstUserTag);
+    EASEL_CHECK(tag >= kFirstUserTag && tag < kFirstComposedTag);
     int flag = 0;
     EASEL_MPI(MPI_Iprobe(MPI_ANY_SOURCE, tag, comm_, &flag, MPI_STATUS_IGNORE));
     return flag != 0;
@@ -499,11 +502,13 @@ class MpiWorld final : public MpiComm {
 
 // This process's L groups and every other process's as one transport of R * L ranks (global rank
 // process * L + group). A step's peers in this process go through the shared-memory transport
-// (its rendezvous, no copy); the others through MPI on a communicator of its own, tagged by the
-// pair of groups (tag = sending group * L + receiving group), so that each ordered pair of groups
-// is one stream of messages in posting order. A step posts its MPI sends and receives (in pieces,
-// as the world's), then runs the shared-memory part, then completes the MPI receives (adding each
-// piece as it lands) and sends. Each group's thread calls MPI itself (MPI_THREAD_MULTIPLE).
+// (its rendezvous, no copy); the others through MPI on the world's communicator, tagged by the
+// pair of groups (kFirstComposedTag + sending group * L + receiving group), so that each ordered
+// pair of groups is one stream of messages in posting order. (Not a communicator of its own:
+// MPI_Comm_dup waits without a deadline, and a stalled rank must be named.) A step posts its MPI
+// sends and receives (in pieces, as the world's), then runs the shared-memory part, then completes
+// the MPI receives (adding each piece as it lands) and sends. Each group's thread calls MPI itself
+// (MPI_THREAD_MULTIPLE).
 class MpiWorld::ComposedTransport final : public Transport {
  public:
   ComposedTransport(MpiWorld& w, int local_groups)
@@ -511,13 +516,6 @@ class MpiWorld::ComposedTransport final : public Transport {
     ShmOptions o;
     o.first_group = w.rank() * l_;
     shm_ = make_shm_transport(l_, o);
-    EASEL_MPI(MPI_Comm_dup(w.comm_, &comm_));
-    EASEL_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
-  }
-  ~ComposedTransport() override {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized) MPI_Comm_free(&comm_);
   }
 
   int size() const override { return w_.size() * l_; }
@@ -545,7 +543,7 @@ class MpiWorld::ComposedTransport final : public Transport {
         for (int64_t b = 0; b < x.send_n || (b == 0 && x.send_n == 0); b += piece) {
           g.sends.emplace_back();
           EASEL_MPI(MPI_Isend(x.send + b, checked_count(std::min(piece, x.send_n - b)), MPI_FLOAT,
-                              process_of(x.send_peer), tag(l, x.send_peer % l_), comm_,
+                              process_of(x.send_peer), tag(l, x.send_peer % l_), w_.comm_,
                               &g.sends.back()));
         }
       }
@@ -564,7 +562,7 @@ class MpiWorld::ComposedTransport final : public Transport {
         for (int64_t b = 0; b < x.recv_n || (b == 0 && x.recv_n == 0); b += piece) {
           g.recvs.emplace_back();
           EASEL_MPI(MPI_Irecv(in + b, checked_count(std::min(piece, x.recv_n - b)), MPI_FLOAT,
-                              process_of(x.recv_peer), tag(x.recv_peer % l_, l), comm_,
+                              process_of(x.recv_peer), tag(x.recv_peer % l_, l), w_.comm_,
                               &g.recvs.back()));
         }
       }
@@ -623,11 +621,9 @@ class MpiWorld::ComposedTransport final : public Transport {
     return kFirstComposedTag + from * l_ + to;
   }
 
-  static constexpr int kFirstComposedTag = 10;
   MpiWorld& w_;
   const int l_;
   std::unique_ptr<Transport> shm_;
-  MPI_Comm comm_ = MPI_COMM_NULL;
   std::vector<Group> per_group_;
 };
 
@@ -643,7 +639,7 @@ Result<std::shared_ptr<Transport>> MpiWorld::composed_transport(int local_groups
   int found = 0;
   EASEL_MPI(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &ub, &found));
   const int64_t max_tag = found ? *static_cast<int*>(ub) : 32767;
-  if (10 + int64_t{local_groups} * local_groups > max_tag)
+  if (kFirstComposedTag + int64_t{local_groups} * local_groups > max_tag)
     return unavailable("the composed shm+MPI transport: " + std::to_string(local_groups) +
                        " groups per process need more MPI tags than the library's " +
                        std::to_string(max_tag));

@@ -42,7 +42,8 @@ class MpiComm : public Comm {
   virtual void broadcast_bytes(void* buf, size_t bytes, int root) = 0;
   virtual void gather_bytes(const void* src, size_t bytes, void* dst, int root) = 0;
 
-  // Point-to-point floats. recv: src -1 means any source; waits at most `timeout_s` seconds
+  // Point-to-point floats, tags 100 to 16383 (the collectives' and the composed transport's
+  // are apart). recv: src -1 means any source; waits at most `timeout_s` seconds
   // (< 0: the default deadline; 0: forever, polling gently, as an idle server); returns the source,
   // and the count received in *count (at most n).
   virtual void send(const float* buf, int64_t n, int dst, int tag) = 0;
@@ -68,7 +69,8 @@ class MpiComm : public Comm {
   // groups a process, global rank process * L + group, each group's thread calling with its own
   // rank; peers in this process over shared memory, the others over MPI (one message stream per
   // pair of groups, the deadlines as above). The flat algorithms over it sum in the order of one
-  // process of R * L groups, bit for bit. Collective to construct (every process calls it).
+  // process of R * L groups, bit for bit. Every process must make one before its first step
+  // (no communication: a stalled rank is still named by its peers' deadlines).
   // Unavailable, saying why, without MPI_THREAD_MULTIPLE or under SMPI (one thread a rank).
   virtual Result<std::shared_ptr<Transport>> composed_transport(int local_groups) = 0;
 
