@@ -41,7 +41,7 @@ Result<std::unique_ptr<Comm>> hier_comm(const CommNeeds& n) {
     auto composed = n.world->composed_transport(n.local_groups);
     if (composed.ok())
       return make_collective_comm(std::move(composed).value(), world.algo, world.inter);
-    if (n.world->rank() == 0)
+    if (n.world->rank() == 0 && n.local_groups > 1)  // one group a process: the same order
       log_info("comm", composed.status().message() +
                            "; this process's groups reduce first, then the processes");
   }
