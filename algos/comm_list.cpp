@@ -5,6 +5,7 @@
 
 #include "engine/comm/collective_cost.hpp"
 #include "engine/comm/transport.hpp"
+#include "engine/log.hpp"
 
 namespace easel {
 
@@ -13,18 +14,37 @@ namespace {
 bool on_devices(const CommNeeds& n) {
   return n.on_devices;
 }
+// Groups sharing a GPU run the algorithm --collective names, and for auto the tree: through the
+// one GPU's memory every algorithm moves the same 2 (P-1) spans, the tree in the fewest steps,
+// and its order is the one the CPU's sync-easgd sums in under auto (its fast exchanges and the
+// overlap path). NCCL among distinct GPUs picks its own.
 Result<std::unique_ptr<Comm>> device_comm(const CommNeeds& n) {
-  return n.kind->make_comm(n.devices);
+  CollectivePick pick;
+  if (n.collective != CollectiveAlgo::automatic) {
+    EASEL_ASSIGN_OR_RETURN(pick, pick_collective(n));
+  }
+  return n.kind->make_comm(n.devices, pick.algo, pick.inter);
 }
 
 bool across_ranks(const CommNeeds& n) {
   return n.world != nullptr;
 }
-// This process's groups over shared memory, then the processes: the picked algorithm among the
-// processes (or the MPI library's own), and inside the process the algorithm `auto` picks for
-// its groups (the tree under --collective mpi).
+// Every group of every process: the picked algorithm over all R * L groups on the composed
+// transport (peers in this process over shared memory, the others over MPI), so that R ranks of
+// L groups sum as one process of R * L groups. Where that transport is unavailable (no
+// MPI_THREAD_MULTIPLE) and under --collective mpi: this process's groups over shared memory,
+// then the processes (the picked algorithm among them, or the MPI library's own), inside the
+// process the algorithm `auto` picks for its groups (the tree under --collective mpi).
 Result<std::unique_ptr<Comm>> hier_comm(const CommNeeds& n) {
   EASEL_ASSIGN_OR_RETURN(CollectivePick world, pick_collective(n));
+  if (world.algo != CollectiveAlgo::mpi) {
+    auto composed = n.world->composed_transport(n.local_groups);
+    if (composed.ok())
+      return make_collective_comm(std::move(composed).value(), world.algo, world.inter);
+    if (n.world->rank() == 0 && n.local_groups > 1)  // one group a process: the same order
+      log_info("comm", composed.status().message() +
+                           "; this process's groups reduce first, then the processes");
+  }
   CommNeeds local = n;
   local.world = nullptr;
   if (n.collective == CollectiveAlgo::mpi) local.collective = CollectiveAlgo::tree;
@@ -59,7 +79,9 @@ constexpr std::array kComms = {
               "the device kind's own Comm among its units (NCCL among GPUs), for arenas "
               "resident on the devices",
               on_devices, device_comm, no_spin},
-    CommEntry{"hier", "shared memory among this process's groups, then MPI among the ranks",
+    CommEntry{"hier",
+              "all groups of all ranks: shared memory among this process's groups, MPI to the "
+              "others",
               across_ranks, hier_comm, no_spin},
     CommEntry{"shm",
               "shared memory among the groups of one process (--collective picks the algorithm)",
@@ -92,9 +114,9 @@ Result<CollectivePick> pick_collective(const CommNeeds& n) {
   if (!collective_links(&shape.intra, &shape.inter, &error)) return invalid_argument(error);
   shape.bytes = static_cast<double>(n.arena_floats) * sizeof(float);
   if (n.world != nullptr) {
-    const std::shared_ptr<Transport> t = n.world->transport();
-    shape.ranks = t->size();
-    shape.ranks_per_node = std::max(1, t->size() / std::max(1, t->nodes()));
+    const std::shared_ptr<Transport> t = n.world->transport();  // every group of every process
+    shape.ranks = t->size() * n.local_groups;
+    shape.ranks_per_node = std::max(1, shape.ranks / std::max(1, t->nodes()));
   } else {
     shape.ranks = n.local_groups;
     shape.ranks_per_node = n.local_groups;

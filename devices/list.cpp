@@ -32,8 +32,9 @@ Result<std::unique_ptr<Device>> make_gpu(int unit, ImplChoice /*impl*/, Precisio
 
 // NCCL among distinct GPUs; groups that share a GPU (--device cuda:0,0) exchange by the
 // devices' own kernels (NCCL refuses two ranks on one device).
-Result<std::unique_ptr<Comm>> make_gpu_comm(std::span<Device* const> devices) {
-  return make_gpu_groups_comm(devices, make_nccl_comm);
+Result<std::unique_ptr<Comm>> make_gpu_comm(std::span<Device* const> devices, CollectiveAlgo algo,
+                                            CollectiveAlgo inter) {
+  return make_gpu_groups_comm(devices, algo, inter, make_nccl_comm);
 }
 
 constexpr std::array kDevices = {

@@ -25,10 +25,13 @@ struct DeviceEntry {
   Result<std::unique_ptr<Device>> (*make_device)(int unit, ImplChoice impl, Precision precision);
   // The kind's own Comm among P of its devices, already attached (rank i on devices[i]; two
   // ranks may share a unit), and its name for messages; null for a kind without one (the CPU's
-  // groups share host memory). comm_built says whether this build has it.
+  // groups share host memory). comm_built says whether this build has it. algo (and inter for
+  // hierarchical) is the run's collective where the Comm runs the algorithms of
+  // engine/comm/collectives/ (groups sharing a GPU); NCCL picks its own.
   const char* comm_name;
   bool (*comm_built)();
-  Result<std::unique_ptr<Comm>> (*make_comm)(std::span<Device* const> devices);
+  Result<std::unique_ptr<Comm>> (*make_comm)(std::span<Device* const> devices, CollectiveAlgo algo,
+                                             CollectiveAlgo inter);
 
   bool has_comm() const { return comm_built != nullptr && comm_built(); }
 };

@@ -28,17 +28,22 @@ const char* collective_algo_name(CollectiveAlgo a) {
   return "unknown";
 }
 
+void ScratchFloats::grow_on_device(int64_t n) {
+  auto b = Buffer::allocate(static_cast<size_t>(n) * sizeof(float), MemKind::device);
+  EASEL_CHECK_MSG(b.ok(), ("a Comm's scratch on the device: " + b.status().message()).c_str());
+  device_ = std::move(b).value();
+}
+
 namespace {
 
 class CollectiveComm final : public Comm {
  public:
   CollectiveComm(std::shared_ptr<Transport> t, CollectiveAlgo algo, CollectiveAlgo inter)
-      : t_(std::move(t)),
-        algo_(algo),
-        inter_(inter),
-        scratch_(static_cast<size_t>(t_->local_size())) {
-    for (int l = 0; l < t_->local_size(); ++l)
+      : t_(std::move(t)), algo_(algo), inter_(inter), scratch_() {
+    for (int l = 0; l < t_->local_size(); ++l) {
       teams_.push_back(Team::all(*t_, t_->first_local() + l));
+      scratch_.emplace_back(t_->scratch_on_device());
+    }
     EASEL_CHECK_MSG(algo != CollectiveAlgo::automatic && algo != CollectiveAlgo::mpi,
                     "a collective Comm runs one of the algorithms over its transport");
     EASEL_CHECK(inter == CollectiveAlgo::ring || inter == CollectiveAlgo::halving_doubling);

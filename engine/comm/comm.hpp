@@ -10,24 +10,37 @@
 #include <memory>
 #include <string>
 
+#include "engine/memory.hpp"
 #include "engine/status.hpp"
 
 namespace easel {
 
 // A Comm's scratch floats: grows, never shrinks, and is not zero-filled (every use writes what
-// it reads; simulated runs with injected compute then touch none of its pages).
+// it reads; simulated runs with injected compute then touch none of its pages). In host memory,
+// or (on_device) in device memory of the GPU current on the thread that first grows it: a device
+// transport's ranks (Transport::scratch_on_device), whose floats only device kernels touch.
 class ScratchFloats {
  public:
+  ScratchFloats() = default;
+  explicit ScratchFloats(bool on_device) : on_device_(on_device) {}
   float* at_least(int64_t n) {
     if (n > size_) {
-      p_.reset(new float[static_cast<size_t>(n)]);
+      if (on_device_) {
+        grow_on_device(n);
+      } else {
+        p_.reset(new float[static_cast<size_t>(n)]);
+      }
       size_ = n;
     }
-    return p_.get();
+    return on_device_ ? device_.as<float>() : p_.get();
   }
 
  private:
+  void grow_on_device(int64_t n);  // collective_comm.cpp
+
+  bool on_device_ = false;
   std::unique_ptr<float[]> p_;
+  Buffer device_;
   int64_t size_ = 0;
 };
 

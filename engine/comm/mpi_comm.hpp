@@ -42,7 +42,8 @@ class MpiComm : public Comm {
   virtual void broadcast_bytes(void* buf, size_t bytes, int root) = 0;
   virtual void gather_bytes(const void* src, size_t bytes, void* dst, int root) = 0;
 
-  // Point-to-point floats. recv: src -1 means any source; waits at most `timeout_s` seconds
+  // Point-to-point floats, tags 100 to 16383 (the collectives' and the composed transport's
+  // are apart). recv: src -1 means any source; waits at most `timeout_s` seconds
   // (< 0: the default deadline; 0: forever, polling gently, as an idle server); returns the source,
   // and the count received in *count (at most n).
   virtual void send(const float* buf, int64_t n, int dst, int tag) = 0;
@@ -64,6 +65,14 @@ class MpiComm : public Comm {
   // Open MPI's tuned or HAN components, SimGrid's smpi/allreduce choice. Its summation order is
   // the library's: not bit for bit across rank counts or layouts.
   virtual std::unique_ptr<Comm> native_comm() = 0;
+  // The groups of every process as one transport: `local_groups` (L, the same on every process)
+  // groups a process, global rank process * L + group, each group's thread calling with its own
+  // rank; peers in this process over shared memory, the others over MPI (one message stream per
+  // pair of groups, the deadlines as above). The flat algorithms over it sum in the order of one
+  // process of R * L groups, bit for bit. Every process must make one before its first step
+  // (no communication: a stalled rank is still named by its peers' deadlines).
+  // Unavailable, saying why, without MPI_THREAD_MULTIPLE or under SMPI (one thread a rank).
+  virtual Result<std::shared_ptr<Transport>> composed_transport(int local_groups) = 0;
 
   // Prints "easel: rank R: message" and stops every process of the job (MPI_Abort).
   [[noreturn]] virtual void abort(const std::string& message, int code) = 0;
@@ -101,7 +110,9 @@ double sim_clock_seconds();
 // each collective reduces inside the process first, then one message per process goes over the
 // world, then back to the process's groups. With L == 1 it is the world's algorithm itself, so
 // R ranks equal one process of R groups bit for bit for every algorithm; with the tree and L a
-// power of two the order equals the flat tree over R*L ranks as well.
+// power of two the order equals the flat tree over R*L ranks as well. What runs where the
+// composed transport cannot (--collective mpi: the library's own collectives among processes;
+// no MPI_THREAD_MULTIPLE; SMPI).
 std::unique_ptr<Comm> make_hier_comm(std::unique_ptr<Comm> local, std::unique_ptr<Comm> world,
                                      int world_rank);
 

@@ -1,6 +1,7 @@
 // The shared-memory transport: every rank is a thread of this process. A transfer is a
 // rendezvous in the pair's mailbox: the sender publishes a pointer to its span, the receiver
-// copies or adds straight from it (one pass, no staging copy) and releases it. Waits spin while
+// copies or adds straight from it (one pass, no staging copy; or, for groups sharing a GPU, its
+// device's kernels do: ShmCombine) and releases it. Waits spin while
 // ranks have cores of their own, then sleep on a futex, and give up after the stall timeout
 // naming the peer (engine/worker.hpp). The collective algorithms live above it
 // (engine/comm/collectives/).
@@ -81,7 +82,8 @@ void futex_wake_all(std::atomic<uint32_t>& a) {
 // timeout (engine/worker.hpp), naming the ranks that have not arrived.
 class Barrier {
  public:
-  Barrier(int size, double spin) : size_(size), spin_(spin), arrived_(static_cast<size_t>(size)) {}
+  Barrier(int size, double spin, int first_group)
+      : size_(size), spin_(spin), first_(first_group), arrived_(static_cast<size_t>(size)) {}
 
   void arrive_and_wait(int rank) {
     const uint32_t gen = gen_.load(std::memory_order_acquire);
@@ -126,14 +128,15 @@ class Barrier {
     std::string missing;
     for (size_t r = 0; r < arrived_.size(); ++r)
       if (arrived_[r].load(std::memory_order_relaxed) != gen + 1)
-        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-    return "group " + std::to_string(rank) + " waited " + std::to_string(waited) +
+        missing += (missing.empty() ? "" : ", ") + std::to_string(first_ + static_cast<int>(r));
+    return "group " + std::to_string(first_ + rank) + " waited " + std::to_string(waited) +
            " s at the shared-memory Comm's barrier for group(s) " + missing +
            " (EASEL_STALL_TIMEOUT)";
   }
 
   const int size_;
   const double spin_;
+  const int first_;                             // the group number of rank 0 in messages
   std::vector<std::atomic<uint32_t>> arrived_;  // [rank] = the generation it arrived in + 1
   alignas(64) std::atomic<int> count_{0};
   alignas(64) std::atomic<uint32_t> gen_{0};
@@ -155,7 +158,8 @@ struct alignas(64) Mailbox {
   uint32_t recvs = 0;
 };
 
-void combine(const Transfer& x, const float* in) {
+// The host combine: one pass, straight from the sender's span.
+void combine_on_host(const Transfer& x, const float* in) {
   if (values_ignored() || x.recv_n == 0) return;  // simulated, compute injected
   float* dst = x.dst;
   if (x.op == RecvOp::copy) {
@@ -171,10 +175,12 @@ void combine(const Transfer& x, const float* in) {
 
 class ShmTransport final : public Transport {
  public:
-  ShmTransport(int size, double spin)
+  ShmTransport(int size, const ShmOptions& o)
       : size_(size),
-        spin_(spin),
-        barrier_(size, spin),
+        spin_(o.spin_seconds),
+        first_(o.first_group),
+        combine_(o.combine),
+        barrier_(size, o.spin_seconds, o.first_group),
         boxes_(static_cast<size_t>(size) * static_cast<size_t>(size)),
         wait_s_(static_cast<size_t>(size)),
         waiting_on_(static_cast<size_t>(size)) {
@@ -183,7 +189,10 @@ class ShmTransport final : public Transport {
   }
 
   int size() const override { return size_; }
-  std::string name() const override { return "shm(" + std::to_string(size_) + ")"; }
+  std::string name() const override {
+    return std::string(combine_ ? combine_->kind() : "shm") + "(" + std::to_string(size_) + ")";
+  }
+  bool scratch_on_device() const override { return combine_ && combine_->on_device(); }
   int node_of(int) const override { return 0; }
   int nodes() const override { return 1; }
   int first_local() const override { return 0; }
@@ -208,7 +217,10 @@ class ShmTransport final : public Transport {
       const uint32_t k = ++in.recvs;
       wait_until(in.posted, in.posted_sleepers, k, rank, x.recv_peer, what, "send");
       EASEL_CHECK_MSG(in.n == x.recv_n, "a transfer's receive and send differ in length");
-      combine(x, in.span);
+      if (combine_)
+        combine_->combine(rank, x.recv_peer, x, in.span);
+      else
+        combine_on_host(x, in.span);
       in.taken.store(k, std::memory_order_seq_cst);
       if (in.taken_sleepers.load(std::memory_order_seq_cst) > 0) futex_wake_all(in.taken);
     }
@@ -237,6 +249,7 @@ class ShmTransport final : public Transport {
   };
 
   void check_rank(int rank) const { EASEL_CHECK(rank >= 0 && rank < size_); }
+  std::string group(int rank) const { return std::to_string(first_ + rank); }
   Mailbox& box(int src, int dst) {
     return boxes_[static_cast<size_t>(src) * static_cast<size_t>(size_) + static_cast<size_t>(dst)];
   }
@@ -282,9 +295,9 @@ class ShmTransport final : public Transport {
       throw_if_stalled();
       const double waited = std::chrono::duration<double>(clock::now() - t0).count();
       if (waited >= limit)
-        stalled("group " + std::to_string(rank) + " waited " + std::to_string(waited) +
-                " s for group " + std::to_string(peer) + " to " + verb + " in " + what + "; " +
-                culprit(peer) + " (EASEL_STALL_TIMEOUT)");
+        stalled("group " + group(rank) + " waited " + std::to_string(waited) + " s for group " +
+                group(peer) + " to " + verb + " in " + what + "; " + culprit(peer) +
+                " (EASEL_STALL_TIMEOUT)");
       futex_wait_for(a, v, std::min(0.1, limit - waited));
     }
   }
@@ -295,7 +308,7 @@ class ShmTransport final : public Transport {
     int q = peer;
     for (int hops = 0; hops < size_; ++hops) {
       const int next = waiting_on_[static_cast<size_t>(q)].load(std::memory_order_relaxed);
-      if (next < 0) return "group " + std::to_string(q) + " has not reached it";
+      if (next < 0) return "group " + group(q) + " has not reached it";
       q = next;
     }
     return "the groups wait for each other in a cycle";
@@ -303,6 +316,8 @@ class ShmTransport final : public Transport {
 
   const int size_;
   const double spin_;
+  const int first_;
+  const std::shared_ptr<ShmCombine> combine_;  // null: combine_on_host
   Barrier barrier_;
   std::vector<Mailbox> boxes_;                // [src * size + dst]
   std::vector<Seconds> wait_s_;               // [rank], owned by the rank's thread
@@ -322,10 +337,16 @@ void wait_for_counter(const std::atomic<uint32_t>& counter, uint32_t target, dou
     counter.wait(v, std::memory_order_acquire);
 }
 
-std::unique_ptr<Transport> make_shm_transport(int size, double spin_seconds) {
+std::unique_ptr<Transport> make_shm_transport(int size, const ShmOptions& options) {
   EASEL_CHECK_MSG(size >= 1, "a transport needs at least one rank");
-  EASEL_CHECK_MSG(spin_seconds >= 0, "a negative spin");
-  return std::make_unique<ShmTransport>(size, spin_seconds);
+  EASEL_CHECK_MSG(options.spin_seconds >= 0, "a negative spin");
+  return std::make_unique<ShmTransport>(size, options);
+}
+
+std::unique_ptr<Transport> make_shm_transport(int size, double spin_seconds) {
+  ShmOptions o;
+  o.spin_seconds = spin_seconds;
+  return make_shm_transport(size, o);
 }
 
 }  // namespace easel

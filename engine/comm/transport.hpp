@@ -4,9 +4,10 @@
 // a transport holds none of its own.
 //
 // Implemented by shared memory among the threads of this process (make_shm_transport, each rank
-// a thread calling with its own id), by MPI among processes (the MPI world, one calling thread a
-// process, SMPI through it) and by the two composed (make_composed_transport: global rank
-// process * L + local group).
+// a thread calling with its own id), the same rendezvous with device kernels doing the copies and
+// adds among groups that share GPUs (devices/shared_gpu_comm.hpp), by MPI among processes (the
+// MPI world, one calling thread a process, SMPI through it) and by the two composed
+// (MpiComm::composed_transport: global rank process * L + local group).
 #pragma once
 
 #include <cstdint>
@@ -76,11 +77,35 @@ class Transport {
   // Splits a large receive into pieces of at most this many floats, so that adding one piece
   // overlaps the transfer of the next (0: the transport adds as it reads, no pieces).
   virtual int64_t pipeline_floats() const { return 0; }
+
+  // True when the spans the algorithms give step() are device memory, so that their scratch must
+  // be too (ScratchFloats(true)); the host never touches them.
+  virtual bool scratch_on_device() const { return false; }
+};
+
+// What the receiving rank of a shared-memory transfer does with the sender's published span
+// `in` (x.recv_n floats, from rank `peer`): x.dst = in, or x.dst = x.own + in. Called on the
+// receiver's thread between the send's publication and its release; returns when x.dst holds
+// the result. The default is a host loop; groups sharing a GPU use their devices' kernels.
+class ShmCombine {
+ public:
+  virtual ~ShmCombine() = default;
+  virtual void combine(int rank, int peer, const Transfer& x, const float* in) = 0;
+  // The transport's name ("shm", "gpu-shm") and whether the spans are device memory.
+  virtual const char* kind() const = 0;
+  virtual bool on_device() const = 0;
+};
+
+struct ShmOptions {
+  double spin_seconds = 0;
+  std::shared_ptr<ShmCombine> combine;  // null: the host loop
+  int first_group = 0;                  // stall messages name group first_group + rank
 };
 
 // Shared memory among `size` threads of this process: a sender publishes its span, the receiver
 // copies or adds straight from it (one pass, no staging) and releases it. A waiting rank spins for
 // up to spin_seconds (give it only when every rank has a core of its own), then sleeps.
 std::unique_ptr<Transport> make_shm_transport(int size, double spin_seconds = 0);
+std::unique_ptr<Transport> make_shm_transport(int size, const ShmOptions& options);
 
 }  // namespace easel

@@ -11,6 +11,7 @@
 
 #include "engine/comm/collective_cost.hpp"
 #include "engine/comm/comm.hpp"
+#include "engine/comm/transport.hpp"
 #include "engine/rng.hpp"
 #include "engine/worker.hpp"
 
@@ -379,6 +380,28 @@ TEST(ShmComm, StalledPeerIsNamedInEveryAlgorithm) {
       EXPECT_GE(n_threw, 1);
     }
   }
+  clear_stall();
+  set_stall_timeout_seconds(300);
+}
+
+// The shared-memory part of a composed transport (process r's groups r*L ..): its stall messages
+// name the global group numbers.
+TEST(ShmComm, StallNamesGroupsFromTheFirstGroup) {
+  set_stall_timeout_seconds(0.3);
+  clear_stall();
+  ShmOptions o;
+  o.first_group = 6;
+  auto comm = make_collective_comm(make_shm_transport(3, o), CollectiveAlgo::ring);
+  run_ranks(3, [&](int r) {
+    if (r == 1) return;
+    std::vector<float> buf(10, 1.f);
+    try {
+      comm->allreduce_sum(r, buf.data(), 10);
+    } catch (const Stalled&) {
+    }
+  });
+  const std::string what = first_stall();
+  EXPECT_NE(what.find("group 7 has not"), std::string::npos) << what;
   clear_stall();
   set_stall_timeout_seconds(300);
 }

@@ -2,9 +2,11 @@
 // collective algorithm over the world's transport equals the same algorithm over shared memory
 // among as many threads, bit for bit (one file of code, the same order); the world's own calls
 // equal the tree; plus broadcast from any root, gather in rank order, the MPI library's own
-// collectives, and the composition of 2 local groups per process.
+// collectives, the composition of 2 local groups per process, and the composed transport of
+// every group of every process.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <thread>
 #include <vector>
@@ -208,6 +210,56 @@ TEST_F(Mpi, HierarchicalAllreduceEqualsTheFlatTree) {
   for (int g = 0; g < l; ++g) {
     EXPECT_EQ(bufs[static_cast<size_t>(g)], expect) << "group " << g;
     EXPECT_EQ(bc[static_cast<size_t>(g)], std::vector<float>(static_cast<size_t>(n), 7.f));
+  }
+}
+
+// Every group of every process over the composed transport (L groups a process, each a thread:
+// peers in this process over shared memory, the others over MPI): each algorithm, the flat ones
+// and the hierarchical, equals one process of R * L groups bit for bit, for L a power of two or
+// not; allreduce, and reduce into the last group then broadcast from it.
+TEST_F(Mpi, ComposedTransportEqualsOneProcessOfAllGroups) {
+  const int me = world().rank();
+  for (int l : {1, 2, 3}) {
+    auto t = world().composed_transport(l);
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    const int p = world().size() * l;
+    ASSERT_EQ((*t)->size(), p);
+    for (CollectiveAlgo algo : {CollectiveAlgo::tree, CollectiveAlgo::ring,
+                                CollectiveAlgo::halving_doubling, CollectiveAlgo::hierarchical}) {
+      auto comm = make_collective_comm(*t, algo);
+      std::vector<int64_t> sizes = {1, p + 1, 70001};
+      if (algo == CollectiveAlgo::ring && l == 2) sizes.push_back(2500000);  // MPI pieces
+      for (int64_t n : sizes) {
+        const size_t un = static_cast<size_t>(n);
+        std::vector<std::vector<float>> all(static_cast<size_t>(l), std::vector<float>(un));
+        std::vector<std::vector<float>> bc(static_cast<size_t>(l), std::vector<float>(un));
+        std::vector<std::thread> ts;
+        for (int g = 0; g < l; ++g)
+          ts.emplace_back([&, g] {
+            const int q = me * l + g;
+            auto& b = all[static_cast<size_t>(g)];
+            std::vector<float> src(un);
+            for (int64_t i = 0; i < n; ++i)
+              b[static_cast<size_t>(i)] = src[static_cast<size_t>(i)] = value(q, i);
+            comm->allreduce_sum(q, b.data(), n);
+            auto& c = bc[static_cast<size_t>(g)];
+            comm->reduce_sum(q, src.data(), c.data(), n, p - 1);
+            if (q != p - 1) std::fill(c.begin(), c.end(), -1.f);
+            comm->broadcast(q, c.data(), n, p - 1);
+            comm->barrier(q);
+          });
+        for (auto& th : ts)
+          th.join();
+        const std::vector<float> expect = shm_allreduce(p, n, algo);
+        const std::vector<float> reduced = shm_reduce_broadcast(p, n, algo, p - 1);
+        for (int g = 0; g < l; ++g) {
+          SCOPED_TRACE(std::string(collective_algo_name(algo)) + " L=" + std::to_string(l) +
+                       " n=" + std::to_string(n) + " group " + std::to_string(me * l + g));
+          EXPECT_EQ(all[static_cast<size_t>(g)], expect);
+          EXPECT_EQ(bc[static_cast<size_t>(g)], reduced);
+        }
+      }
+    }
   }
 }
 

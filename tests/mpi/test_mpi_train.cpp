@@ -110,7 +110,8 @@ struct Layout {
 class SyncEqualsOneProcess : public MpiTrain, public ::testing::WithParamInterface<Layout> {};
 
 // sync-sgd and sync-easgd promise the single-process result for R ranks x L groups = R*L groups
-// when L is a power of two (the hierarchical tree sums in the flat tree's order).
+// (the algorithm runs over all R*L groups on the composed shm+MPI transport), L a power of two
+// or not.
 TEST_P(SyncEqualsOneProcess, TwiceIdenticalAndEqualToOneProcess) {
   const Layout l = GetParam();
   const Outcome a = run(l.ranks, l.algo, l.groups);
@@ -128,7 +129,8 @@ TEST_P(SyncEqualsOneProcess, TwiceIdenticalAndEqualToOneProcess) {
 INSTANTIATE_TEST_SUITE_P(Layouts, SyncEqualsOneProcess,
                          ::testing::Values(Layout{"sync-sgd", 2, 1}, Layout{"sync-easgd", 2, 1},
                                            Layout{"sync-sgd", 4, 1}, Layout{"sync-easgd", 4, 1},
-                                           Layout{"sync-sgd", 2, 2}, Layout{"sync-easgd", 2, 2}),
+                                           Layout{"sync-sgd", 2, 2}, Layout{"sync-easgd", 2, 2},
+                                           Layout{"sync-sgd", 2, 3}, Layout{"sync-easgd", 2, 3}),
                          [](const auto& info) {
                            std::string n = std::string(info.param.algo) + "_" +
                                            std::to_string(info.param.ranks) + "x" +

@@ -581,8 +581,9 @@ Result<std::unique_ptr<Comm>> make_fake_nccl(std::span<Device* const> devs) {
 }
 
 // As the CUDA entry chooses (devices/list.cpp).
-Result<std::unique_ptr<Comm>> make_fake_comm(std::span<Device* const> devs) {
-  return make_gpu_groups_comm(devs, make_fake_nccl);
+Result<std::unique_ptr<Comm>> make_fake_comm(std::span<Device* const> devs, CollectiveAlgo algo,
+                                             CollectiveAlgo inter) {
+  return make_gpu_groups_comm(devs, algo, inter, make_fake_nccl);
 }
 
 }  // namespace
