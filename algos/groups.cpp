@@ -23,7 +23,7 @@ Result<T> of_class(BufferClass c, Result<T> r) {
 Status build_group(Group& g, const NetSpec& spec, const TrainConfig& cfg, Layout layout,
                    const Placement& placement,
                    const std::function<MemKind(BufferClass)>& arena_kind, const Dataset& train,
-                   int local, const std::vector<int>& data_cpus) {
+                   int local, int total, const std::vector<int>& data_cpus) {
   Device& dev = *g.device;
   EASEL_RETURN_IF_ERROR(dev.attach());
   const bool gpu = !dev.is_host();
@@ -54,9 +54,11 @@ Status build_group(Group& g, const NetSpec& spec, const TrainConfig& cfg, Layout
   threads.cpus = data_cpus.empty() ? g.worker->spec().cpus : data_cpus;
   // A GPU's batches cross the host link as bytes and are normalised on the device.
   g.batch_bytes = gpu;
+  const int64_t buffer = shuffle_buffer_for(train, cfg.shuffle_buffer);
   EASEL_ASSIGN_OR_RETURN(
-      g.data, BatchStream::create(train, cfg.batch, layout, g.id, local, cfg.seed, cfg.prefetch,
-                                  host_io, g.global_id, cfg.augment, threads, g.batch_bytes));
+      g.data, BatchStream::create(train, cfg.batch, layout, buffer > 0 ? g.global_id : g.id,
+                                  buffer > 0 ? total : local, cfg.seed, cfg.prefetch, host_io,
+                                  g.global_id, cfg.augment, threads, buffer, g.batch_bytes));
   const int64_t input_count = g.net->input_shape().count();
   const size_t image_bytes =
       static_cast<size_t>(input_count) * (g.batch_bytes ? sizeof(uint8_t) : sizeof(float));

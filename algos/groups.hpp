@@ -32,10 +32,12 @@ void run_on_groups(Run& run, Fn fn, Tick tick) {
 // Builds group g's replica on its own thread (call it there: g.worker's): attaches its device,
 // creates the net, the arenas (of arena_kind's kinds), the batch stream over its shard of
 // `train` (its pipeline's threads on data_cpus, or on the group's own cpus when that is empty)
-// and the evaluation buffers. Errors name what failed.
+// and the evaluation buffers. `local` groups in this process, `total` in the run; tar shards
+// read through a shuffle buffer come whole (not kept by keep_shards), each group taking its
+// own shards among all `total`. Errors name what failed.
 Status build_group(Group& g, const NetSpec& spec, const TrainConfig& cfg, Layout layout,
                    const Placement& placement,
                    const std::function<MemKind(BufferClass)>& arena_kind, const Dataset& train,
-                   int local, const std::vector<int>& data_cpus);
+                   int local, int total, const std::vector<int>& data_cpus);
 
 }  // namespace easel

@@ -151,7 +151,7 @@ Status build_groups(TrainRun& t, const Dataset& train) {
     Status st;
     w->run([&] {
       st = build_group(*g, t.spec, t.cfg, resolve_layout(t.cfg), t.cfg.placement, arena_kind, train,
-                       t.local, t.data_cpus);
+                       t.local, t.p, t.data_cpus);
     });
     EASEL_RETURN_IF_ERROR(st);
     t.workers.push_back(std::move(w));
@@ -304,7 +304,14 @@ Status plan_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices) {
                                                        data.train.width, data.train.classes}));
   t.train_count = data.train.count;
   t.per_epoch = std::max<int64_t>(1, (t.train_count + cfg.batch * t.p - 1) / (cfg.batch * t.p));
-  if (t.ranks > 1) {  // keep only this rank's shards: groups rank*L .. rank*L+L-1 of P
+  if (cfg.shuffle_buffer >= 0 && !reads_shards(data.train))
+    return invalid_argument(
+        "--shuffle-buffer: only tar shards (--data shards:DIR) are read "
+        "through a shuffle buffer, not '" +
+        data.train.name + "'");
+  // Keep only this rank's shards (groups rank*L .. rank*L+L-1 of P); shards read through a
+  // shuffle buffer stay whole: each group picks its own tar files (build_group).
+  if (t.ranks > 1 && shuffle_buffer_for(data.train, cfg.shuffle_buffer) == 0) {
     EASEL_ASSIGN_OR_RETURN(Dataset part, keep_shards(data.train, t.rank * t.local, t.local, t.p,
                                                      t.cfg.placement[BufferClass::dataset]));
     data.train = std::move(part);

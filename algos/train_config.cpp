@@ -450,6 +450,10 @@ const Setting kSettings[] = {
   {"data-threads", integer<&T::data_threads>(), kTrain, R::changeable,
    "threads preparing each group's batches with --prefetch (oneTBB pipeline; 0: one), on the "
    "cores no group uses, else on the group's own"},
+  {"shuffle-buffer", integer<&T::shuffle_buffer>(), kTrain, R::fixed,
+   "tar shards (--data shards:...): each group reads its own shards, each in order, through a "
+   "shuffle buffer of N samples (WebDataset's; -1: 1000); 0: the samples read at random and "
+   "shuffled over the whole list, as an image folder's"},
   {"checkpoint", boolean<&T::checkpoint>(), kTrain, R::changeable,
    "write checkpoint.bin to --out after every evaluation (for --resume)", "no-checkpoint"},
   {"resume", text<&T::resume>(), kTrain, R::per_run,
@@ -614,6 +618,10 @@ Status validate_config(const TrainConfig& c) {
     return invalid_argument("--data-threads: " + std::to_string(c.data_threads) +
                             " is out of range [0, " + std::to_string(kMaxDataThreads) +
                             "] (0: one thread per group)");
+  if (c.shuffle_buffer < -1 || c.shuffle_buffer > kMaxShuffleBuffer)
+    return invalid_argument("--shuffle-buffer: " + std::to_string(c.shuffle_buffer) +
+                            " is out of range [0, " + std::to_string(kMaxShuffleBuffer) +
+                            "] (samples of tar shards held to shuffle; 0: read at random)");
   if (c.trace_steps < 0 || c.trace_steps > kMaxTraceSteps)
     return invalid_argument("--trace-steps: " + std::to_string(c.trace_steps) +
                             " is out of range [0, " + std::to_string(kMaxTraceSteps) + "]");

@@ -96,6 +96,10 @@ struct TrainConfig {
   // it, else one helper thread. 0: one per group. They run on the cores no group uses, else
   // on their group's own.
   int data_threads = 0;
+  // Tar shards (--data shards:...): each group reads its own shards through a shuffle buffer
+  // of this many samples (BatchStream); 0: the members at random, as an image folder's; -1:
+  // kDefaultShuffleBuffer. Refused for any other set.
+  int64_t shuffle_buffer = -1;
   bool checkpoint = true;             // write --out/checkpoint.bin after every evaluation
   std::string resume;                 // a run's --out to continue from
   std::optional<LogLevel> log_level;  // nullopt: EASEL_LOG or info

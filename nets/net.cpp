@@ -38,6 +38,62 @@ Result<Buffer> alloc_acts(int64_t n, DType t, MemKind kind) {
   return b;
 }
 
+// Gradient buffers shared among the layers' outputs whose lives in the backward pass do not
+// overlap. Backward visits layers L-1 .. 0: output i's gradient is first written at the
+// backward of its last reader (the highest layer reading it) and read last at layer i's own,
+// so it lives over backward steps [L-1-last, L-1-i]. Interval colouring in order of start: a
+// tensor takes a buffer free by then (the smallest that holds it, else the largest, grown),
+// or a new one. The last layer (read by none; its gradient is diff_logits_) gets its own.
+// Returns each output's buffer; sizes[b] is the floats buffer b needs.
+std::vector<int> share_diffs(const std::vector<std::vector<int>>& in,
+                             const std::vector<int64_t>& floats, std::vector<int64_t>* sizes) {
+  const int n = static_cast<int>(in.size());
+  std::vector<int> last(static_cast<size_t>(n), -1);
+  for (int i = 0; i < n; ++i)
+    for (int t : in[static_cast<size_t>(i)])
+      if (t >= 0) last[static_cast<size_t>(t)] = std::max(last[static_cast<size_t>(t)], i);
+  std::vector<int> order;  // by start of life in backward time: the last reader, descending
+  for (int i = 0; i < n; ++i)
+    if (last[static_cast<size_t>(i)] >= 0) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return last[static_cast<size_t>(a)] > last[static_cast<size_t>(b)];
+  });
+  std::vector<int> buffer(static_cast<size_t>(n), -1);
+  std::vector<int> busy_until;  // per buffer: the layer whose backward reads it last
+  sizes->clear();
+  for (int i : order) {
+    const int64_t need = floats[static_cast<size_t>(i)];
+    int pick = -1;
+    for (int b = 0; b < static_cast<int>(sizes->size()); ++b) {
+      // Free when its tensor's own backward (at layer busy_until) ran before this one is
+      // written (at layer last[i]): busy_until > last[i] in layer order.
+      if (busy_until[static_cast<size_t>(b)] <= last[static_cast<size_t>(i)]) continue;
+      const int64_t have = (*sizes)[static_cast<size_t>(b)];
+      if (pick < 0) {
+        pick = b;
+        continue;
+      }
+      const int64_t best = (*sizes)[static_cast<size_t>(pick)];
+      const bool fits = have >= need, best_fits = best >= need;
+      if ((fits && (!best_fits || have < best)) || (!fits && !best_fits && have > best)) pick = b;
+    }
+    if (pick < 0) {
+      pick = static_cast<int>(sizes->size());
+      sizes->push_back(0);
+      busy_until.push_back(0);
+    }
+    (*sizes)[static_cast<size_t>(pick)] = std::max((*sizes)[static_cast<size_t>(pick)], need);
+    busy_until[static_cast<size_t>(pick)] = i;
+    buffer[static_cast<size_t>(i)] = pick;
+  }
+  for (int i = 0; i < n; ++i)
+    if (buffer[static_cast<size_t>(i)] < 0) {
+      buffer[static_cast<size_t>(i)] = static_cast<int>(sizes->size());
+      sizes->push_back(floats[static_cast<size_t>(i)]);
+    }
+  return buffer;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Net>> Net::create(const NetSpec& spec, int64_t batch, Layout layout,
@@ -130,10 +186,23 @@ Result<std::unique_ptr<Net>> Net::create(const NetSpec& spec, int64_t batch, Lay
     const Shape4 shape = dst_shape(l->spec.op);
     log_debug("net", l->spec.name + ": " + l->op->impl() + " -> " + shape.to_string());
     EASEL_ASSIGN_OR_RETURN(Buffer dst, alloc_acts(shape.count(), act, activations));
-    EASEL_ASSIGN_OR_RETURN(Buffer diff, alloc_acts(shape.count(), act, activations));
     net->acts_.push_back(std::move(dst));
-    net->diffs_.push_back(std::move(diff));
   }
+  std::vector<int64_t> floats, sizes;
+  for (const Shape4& sh : shapes_of)
+    floats.push_back(sh.count());
+  const std::vector<int> shared = share_diffs(graph.in, floats, &sizes);
+  for (int64_t n : sizes) {
+    EASEL_ASSIGN_OR_RETURN(Buffer b, alloc_acts(n, act, activations));
+    net->diff_pool_.push_back(std::move(b));
+  }
+  for (int b : shared)
+    net->diffs_.push_back(net->diff_pool_[static_cast<size_t>(b)].as<float>());
+  char line[128];
+  std::snprintf(line, sizeof line, "outputs %.1f MB, their gradients %.1f MB in %zu buffers",
+                static_cast<double>(net->unshared_gradient_bytes()) / 1e6,
+                static_cast<double>(net->gradient_bytes()) / 1e6, net->diff_pool_.size());
+  log_debug("net", line);
   for (int64_t n : scratch_floats) {
     EASEL_ASSIGN_OR_RETURN(Buffer b, alloc_acts(std::max<int64_t>(n, 1), act, activations));
     net->scratch_.push_back(std::move(b));
@@ -223,20 +292,33 @@ void Net::backward_layer(size_t i, const float* weights, float* diff) {
     const int t = l.in[j];
     l.srcs[j] = t < 0 ? input_ : acts_[static_cast<size_t>(t)].as<float>();
     l.diff_srcs[j] = t < 0         ? nullptr  // the images need no gradient
-                     : l.direct[j] ? diffs_[static_cast<size_t>(t)].as<float>()
+                     : l.direct[j] ? diffs_[static_cast<size_t>(t)]
                                    : scratch_[j].as<float>();
   }
-  const float* diff_dst =
-      i + 1 == layers_.size() ? diff_logits_.as<float>() : diffs_[i].as<float>();
+  const float* diff_dst = i + 1 == layers_.size() ? diff_logits_.as<float>() : diffs_[i];
   l.op->backward_n(l.srcs, acts_[i].as<float>(), diff_dst, l.diff_srcs, l.w, l.dw);
   // The other readers' gradients, added where the tensors live: on the device's own stream,
   // in order with the ops (a GPU's memory is not the host's).
   for (size_t j = 0; j < l.in.size(); ++j) {
     if (l.in[j] < 0 || l.direct[j]) continue;
     const size_t t = static_cast<size_t>(l.in[j]);
-    device_->add_activations(diffs_[t].data(), scratch_[j].data(), act_,
+    device_->add_activations(diffs_[t], scratch_[j].data(), act_,
                              static_cast<int64_t>(acts_[t].bytes() / dtype_bytes(act_)));
   }
+}
+
+size_t Net::gradient_bytes() const {
+  size_t n = 0;
+  for (const Buffer& b : diff_pool_)
+    n += b.bytes();
+  return n;
+}
+
+size_t Net::unshared_gradient_bytes() const {
+  size_t n = 0;
+  for (const Buffer& b : acts_)
+    n += b.bytes();
+  return n;
 }
 
 void Net::set_draw(uint64_t stream, uint64_t n) {

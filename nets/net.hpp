@@ -105,6 +105,10 @@ class Net {
   void forward_layer(size_t i, const float* weights, bool training);
   void backward_layer(size_t i, const float* weights, float* diff);
   size_t layer_count() const { return layers_.size(); }
+  // Bytes of the layers' output gradients as allocated (shared among outputs whose gradients
+  // are never live at once), against one buffer per output.
+  size_t gradient_bytes() const;
+  size_t unshared_gradient_bytes() const;
 
   ~Net();
 
@@ -120,10 +124,12 @@ class Net {
   std::vector<std::unique_ptr<Layer>> layers_;  // in topological order
   std::unique_ptr<LossOp> loss_;
   // One tensor per layer output: acts_[i] is layer i's dst, diffs_[i] its gradient (the last
-  // layer's gradient is diff_logits_), all of act_'s type; prob_ is f32. scratch_[j]: where input j
-  // of a layer writes its data gradient when another reader has written that tensor's gradient
-  // already.
-  std::vector<Buffer> acts_, diffs_, scratch_;
+  // layer's gradient is diff_logits_), all of act_'s type, in one of diff_pool_'s buffers,
+  // which outputs whose gradients are never live at once share (share_diffs in net.cpp); prob_
+  // is f32. scratch_[j]: where input j of a layer writes its data gradient when another reader
+  // has written that tensor's gradient already.
+  std::vector<Buffer> acts_, diff_pool_, scratch_;
+  std::vector<float*> diffs_;
   Buffer prob_, diff_logits_;
   const float* input_ = nullptr;
 };

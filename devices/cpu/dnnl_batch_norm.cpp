@@ -2,6 +2,7 @@
 // kernel for nhwc with channels a multiple of 16, else its plain C++ kernels for nchw (ncsp_bnorm)
 // and nhwc (nspc_bnorm), which are not reference kernels.
 #include <cmath>
+#include <vector>
 
 #include "devices/cpu/dnnl_common.hpp"
 
@@ -15,8 +16,10 @@ using dnnl::normalization_flags;
 // the running-statistics update here, with the variance made unbiased), or its inference kernel
 // on the running statistics (use_global_stats). A fused ReLU is oneDNN's fuse_norm_relu (its
 // workspace owned). Backward: diff_dst masked by dst > 0 when the ReLU is fused (an eltwise
-// step, which serves after either forward), then oneDNN's backward on the statistics the last
-// forward used (the global-stats variant after an inference forward). Without diff_src (a net's
+// step, which serves after either forward) into the caller's diff_src, then oneDNN's backward
+// on the statistics the last forward used (the global-stats variant after an inference
+// forward), in place there (oneDNN's batch normalization takes diff_dst == diff_src): no
+// activation-sized buffer of its own. Without diff_src (a net's
 // first layer) the two parameter gradients come from an own per-channel loop, since oneDNN's
 // backward always writes diff_src.
 class BatchNormOp final : public DnnlOp {
@@ -80,12 +83,12 @@ class BatchNormOp final : public DnnlOp {
 
     diff_dst_user_ = user_mem(md);
     diff_dst_ = diff_dst_user_;
-    if (d.fused_relu) {
-      diff_dst_ = owned_mem(md);
+    diff_src_ = user_mem(md);
+    if (d.fused_relu) {  // masked into diff_src (or masked_, without one)
+      diff_dst_ = diff_src_;
       EASEL_ASSIGN_OR_RETURN(relu_mask_,
                              make_relu_mask(md, dst_, diff_dst_user_, diff_dst_, name()));
     }
-    diff_src_ = user_mem(md);
     diff_scale_ = user_mem(c_md);
     diff_shift_ = user_mem(c_md);
     std::unordered_map<int, memory> bargs{{DNNL_ARG_SRC, src_},
@@ -149,12 +152,14 @@ class BatchNormOp final : public DnnlOp {
     point(shift_, weights[1]);
     point(running_mean_, weights[2]);
     point(running_var_, weights[3]);
+    if (diff_src == nullptr && desc_.fused_relu && masked_.empty())
+      masked_.resize(static_cast<size_t>(desc_.src.count()));
+    point(diff_src_, diff_src != nullptr ? diff_src : masked_.data());
     if (desc_.fused_relu) relu_mask_.run();
     if (diff_src == nullptr) {
       param_gradients(src, diff_weights[0], diff_weights[1]);
       return;
     }
-    point(diff_src_, diff_src);
     point(diff_scale_, diff_weights[0]);
     point(diff_shift_, diff_weights[1]);
     (last_training_ ? bwd_ : global_bwd_).run();
@@ -206,6 +211,7 @@ class BatchNormOp final : public DnnlOp {
   memory src_, dst_, scale_, shift_, running_mean_, running_var_, mean_, var_, workspace_;
   memory diff_dst_user_, diff_dst_, diff_src_, diff_scale_, diff_shift_;
   Step train_, infer_, relu_mask_, bwd_, global_bwd_;
+  std::vector<float> masked_;  // the masked diff_dst of a fused ReLU without diff_src
   bool last_training_ = false;
 };
 

@@ -13,6 +13,7 @@
 #include "engine/trace.hpp"
 #include "engine/worker.hpp"
 #include "nets/data/pipeline.hpp"
+#include "nets/data/stream_source.hpp"
 
 namespace easel {
 
@@ -22,7 +23,8 @@ Result<std::unique_ptr<BatchStream>> BatchStream::create(const Dataset& ds, int6
                                                          Layout layout, int shard, int shards,
                                                          uint64_t seed, bool prefetch, MemKind kind,
                                                          int64_t rng_stream, const Augment& augment,
-                                                         const DataThreads& threads, bool bytes) {
+                                                         const DataThreads& threads,
+                                                         int64_t shuffle_buffer, bool bytes) {
   if (batch <= 0) {
     return invalid_argument("batch size must be positive, got " + std::to_string(batch));
   }
@@ -34,14 +36,13 @@ Result<std::unique_ptr<BatchStream>> BatchStream::create(const Dataset& ds, int6
     return invalid_argument("shard " + std::to_string(shard) + " is out of range [0, " +
                             std::to_string(shards) + ")");
   }
-  if (ds.count <= shard) {
-    return invalid_argument("shard " + std::to_string(shard) + " of " + std::to_string(shards) +
-                            " holds no images: data set '" + ds.name + "' has only " +
-                            std::to_string(ds.count));
-  }
   if (threads.threads < 1 || threads.threads > kMaxDataThreads) {
     return invalid_argument("data threads: " + std::to_string(threads.threads) +
                             " is out of range [1, " + std::to_string(kMaxDataThreads) + "]");
+  }
+  if (shuffle_buffer < 0 || shuffle_buffer > kMaxShuffleBuffer) {
+    return invalid_argument("shuffle buffer: " + std::to_string(shuffle_buffer) +
+                            " is out of range [0, " + std::to_string(kMaxShuffleBuffer) + "]");
   }
   EASEL_RETURN_IF_ERROR(check_augment(augment, ds));
   std::unique_ptr<BatchStream> s(new BatchStream());
@@ -52,10 +53,35 @@ Result<std::unique_ptr<BatchStream>> BatchStream::create(const Dataset& ds, int6
   s->bytes_ = bytes;
   s->seed_ = seed;
   s->stream_ = static_cast<uint64_t>(rng_stream >= 0 ? rng_stream : shard);
-  s->shard_id_ = shard;
-  s->shards_ = shards;
-  for (int64_t i = shard; i < ds.count; i += shards)
-    s->shard_.push_back(i);
+  if (shuffle_buffer > 0 && reads_shards(ds)) {
+    // The group's own tar files; a file's entries are consecutive in the list.
+    s->buffer_ = shuffle_buffer;
+    const auto& entries = ds.source->entries;
+    int64_t files = 0;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const bool first = i == 0 || entries[i].file != entries[i - 1].file;
+      files += first;
+      if (entries[i].file % shards != shard) continue;
+      const auto pos = static_cast<int64_t>(s->shard_.size());
+      if (first) s->files_.emplace_back(pos, pos);
+      s->shard_.push_back(static_cast<int64_t>(i));
+      ++s->files_.back().second;
+    }
+    if (s->shard_.empty())
+      return invalid_argument("--shuffle-buffer: group " + std::to_string(shard) + " of " +
+                              std::to_string(shards) + " reads no tar shard of '" + ds.name +
+                              "' (" + std::to_string(files) +
+                              " with samples; each group reads its own shards): pack smaller "
+                              "shards (easel data pack --shard-size) or give --shuffle-buffer 0");
+  } else {
+    if (ds.count <= shard) {
+      return invalid_argument("shard " + std::to_string(shard) + " of " + std::to_string(shards) +
+                              " holds no images: data set '" + ds.name + "' has only " +
+                              std::to_string(ds.count));
+    }
+    for (int64_t i = shard; i < ds.count; i += shards)
+      s->shard_.push_back(i);
+  }
   const size_t slots = prefetch ? kPrefetchDepth + 1 : 1;
   const size_t image_bytes =
       static_cast<size_t>(batch * ds.image_bytes()) * (bytes ? sizeof(uint8_t) : sizeof(float));
@@ -87,9 +113,46 @@ BatchStream::~BatchStream() {
   stop_driver();
 }
 
+bool reads_shards(const Dataset& ds) {
+  return ds.source && !ds.source->members.empty();
+}
+
+std::vector<int64_t> shuffle_order(const std::vector<std::pair<int64_t, int64_t>>& files,
+                                   int64_t buffer, Rng& rng) {
+  EASEL_CHECK(buffer > 0);
+  std::vector<std::pair<int64_t, int64_t>> f = files;
+  for (size_t i = f.size(); i > 1; --i)
+    std::swap(f[i - 1], f[static_cast<size_t>(rng.below(i))]);
+  std::vector<int64_t> out, held;
+  held.reserve(static_cast<size_t>(buffer));
+  for (const auto& [begin, end] : f)
+    for (int64_t p = begin; p < end; ++p) {
+      if (static_cast<int64_t>(held.size()) < buffer) {
+        held.push_back(p);
+        continue;
+      }
+      int64_t& slot = held[static_cast<size_t>(rng.below(held.size()))];
+      out.push_back(slot);
+      slot = p;
+    }
+  while (!held.empty()) {
+    const size_t j = static_cast<size_t>(rng.below(held.size()));
+    out.push_back(held[j]);
+    held[j] = held.back();
+    held.pop_back();
+  }
+  return out;
+}
+
 void BatchStream::start_epoch() {
   epoch_rng_ = rng_.state();
-  order_ = shard_;
+  if (buffer_ > 0) {
+    order_ = shuffle_order(files_, buffer_, rng_);
+    return;
+  }
+  order_.resize(shard_.size());
+  for (size_t i = 0; i < order_.size(); ++i)
+    order_[i] = static_cast<int64_t>(i);
   for (size_t i = order_.size() - 1; i > 0; --i) {
     const size_t j = static_cast<size_t>(rng_.below(i + 1));
     std::swap(order_[i], order_[j]);
@@ -103,12 +166,10 @@ void BatchStream::draw(int s) {
   const bool moves = augment_.moves();
   std::vector<int64_t>& idx = idx_[k0];
   for (int64_t k = 0; k < batch_; ++k) {
-    const int64_t image = order_[static_cast<size_t>(cursor_)];
-    idx[static_cast<size_t>(k)] = image;
-    if (moves) {
-      draws_[k0][static_cast<size_t>(k)] =
-          draw_augment(augment_, seed_, stream_, epoch_, (image - shard_id_) / shards_);
-    }
+    const int64_t position = order_[static_cast<size_t>(cursor_)];
+    idx[static_cast<size_t>(k)] = shard_[static_cast<size_t>(position)];
+    if (moves)
+      draws_[k0][static_cast<size_t>(k)] = draw_augment(augment_, seed_, stream_, epoch_, position);
     if (++cursor_ == n) {
       cursor_ = 0;
       ++epoch_;

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "nets/data/augment.hpp"
@@ -50,6 +51,26 @@ struct DataThreads {
   std::vector<int> cpus;
 };
 
+// Samples of a shuffle buffer over tar shards unless told (--shuffle-buffer), and the most.
+constexpr int64_t kDefaultShuffleBuffer = 1000;
+constexpr int64_t kMaxShuffleBuffer = 1'000'000;
+
+// The shuffle buffer a stream over ds takes for `asked` (--shuffle-buffer; -1: unset):
+// kDefaultShuffleBuffer unless asked for tar shards, 0 for any other set.
+bool reads_shards(const Dataset& ds);
+inline int64_t shuffle_buffer_for(const Dataset& ds, int64_t asked) {
+  return !reads_shards(ds) ? 0 : asked < 0 ? kDefaultShuffleBuffer : asked;
+}
+
+// One epoch's order of a group's tar shards read WebDataset's way, as positions: `files`
+// (each [begin, end) of consecutive positions) shuffled (Fisher-Yates from rng), their
+// positions concatenated in that order, then passed through a buffer of `buffer` (> 0)
+// samples: the first `buffer` fill it, each later one replaces the sample drawn uniformly
+// from it to go out, and at the end the rest go out in uniformly drawn order. A sample goes
+// out at most `buffer` places before it is read.
+std::vector<int64_t> shuffle_order(const std::vector<std::pair<int64_t, int64_t>>& files,
+                                   int64_t buffer, Rng& rng);
+
 class PipelineRunner;
 
 class BatchStream {
@@ -62,13 +83,19 @@ class BatchStream {
   // `augment` (default none: the bytes scaled by kPixelScale, nothing drawn) crops, flips and
   // normalises each image; an image's draws come from (seed, the RNG stream, its shard epoch,
   // its position in the shard) (draw_augment), so seek() needs no more state. It must fit ds
-  // (check_augment). With prefetch, `threads` says where the batches are prepared. `bytes`: the
-  // batches hold the bytes before their conversion to floats (augment.hpp: gather_batch_bytes),
-  // for a device that normalises them itself.
+  // (check_augment). With prefetch, `threads` says where the batches are prepared.
+  // shuffle_buffer > 0 over tar shards (ds.source with members) reads them WebDataset's way:
+  // the group takes the shard files f with f % shards == shard (not every shards-th image; an
+  // error when it gets none), each epoch visits them in a new order, each one's samples in
+  // their order, through a shuffle buffer of that many samples (shuffle_order); an image's
+  // draws then come from its position in the group's list. 0, or a set not in shards: the
+  // images shuffled over the whole shard as above. `bytes`: the batches hold the bytes before
+  // their conversion to floats (augment.hpp: gather_batch_bytes), for a device that normalises
+  // them itself.
   static Result<std::unique_ptr<BatchStream>> create(
       const Dataset& ds, int64_t batch, Layout layout, int shard, int shards, uint64_t seed,
       bool prefetch, MemKind kind, int64_t rng_stream = -1, const Augment& augment = Augment(),
-      const DataThreads& threads = DataThreads(), bool bytes = false);
+      const DataThreads& threads = DataThreads(), int64_t shuffle_buffer = 0, bool bytes = false);
   ~BatchStream();
 
   // The next batch; valid until the following call. Batches wrap across epochs (a batch may
@@ -78,6 +105,8 @@ class BatchStream {
   // declared.
   const Batch& next();
   int64_t shard_size() const { return static_cast<int64_t>(shard_.size()); }
+  // The images of the group's shard, in the order its positions count them.
+  const std::vector<int64_t>& shard_images() const { return shard_; }
   StreamState state() const;  // the position of the NEXT batch to be returned
   // Goes on from `st`, a state() of a stream over the same data, batch, shard and seed (a
   // checkpoint's): the next batch is the one that stream returned next. Restarts the pipeline.
@@ -107,10 +136,12 @@ class BatchStream {
   Augment augment_;
   bool bytes_ = false;              // the batches hold bytes (gather_batch_bytes), not floats
   uint64_t seed_ = 0, stream_ = 0;  // the draws' key (with the epoch and the position)
-  int64_t shard_id_ = 0, shards_ = 1;
   // Producer side (the pipeline's serial first stage with prefetch, else the caller).
   std::vector<int64_t> shard_;  // the shard's images, ascending
-  std::vector<int64_t> order_;  // this epoch's permutation of shard_
+  std::vector<int64_t> order_;  // this epoch's permutation of positions in shard_
+  // With a shuffle buffer: its size, and the group's tar files as [begin, end) of positions.
+  int64_t buffer_ = 0;
+  std::vector<std::pair<int64_t, int64_t>> files_;
   int64_t cursor_ = 0, epoch_ = 0;
   Rng rng_;
   std::array<uint64_t, 4> epoch_rng_{};  // rng_ before this epoch's shuffle

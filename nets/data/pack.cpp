@@ -9,6 +9,7 @@
 #include <fstream>
 #include <vector>
 
+#include "engine/rng.hpp"
 #include "nets/data/image_decode.hpp"
 #include "nets/data/resample.hpp"
 #include "nets/data/stream_source.hpp"
@@ -20,6 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int kQuality = 90;
+constexpr uint64_t kShuffleSeed = 0x9ac4;  // the training images' order in the shards
 
 // One open shard being written.
 class ShardWriter {
@@ -105,11 +107,17 @@ Status shrink(const std::vector<uint8_t>& file, const std::string& where, int64_
 }
 
 Status pack_split(const Dataset& ds, const fs::path& out, const std::string& prefix,
-                  const PackOptions& opt, PackStats* stats) {
+                  const PackOptions& opt, bool shuffle, PackStats* stats) {
   const StreamSource& src = *ds.source;
   ShardWriter w(out, prefix, opt.shard_bytes);
   std::vector<uint8_t> file, small;
-  for (int64_t i = 0; i < src.count(); ++i) {
+  std::vector<int64_t> order(static_cast<size_t>(src.count()));
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = static_cast<int64_t>(i);
+  Rng rng(kShuffleSeed);
+  for (size_t i = shuffle ? order.size() : 0; i > 1; --i)
+    std::swap(order[i - 1], order[static_cast<size_t>(rng.below(i))]);
+  for (const int64_t i : order) {
     EASEL_RETURN_IF_ERROR(src.read(i, &file));
     const bool png = file.size() >= 4 && file[0] == 0x89 && file[1] == 'P';
     bool resized = false;
@@ -158,8 +166,8 @@ Status pack_image_folder(const std::string& folder, const std::string& out, cons
   std::error_code ec;
   fs::create_directories(out, ec);
   if (ec) return io_error(out + ": cannot create: " + ec.message());
-  EASEL_RETURN_IF_ERROR(pack_split(split.train, out, "train", opt, stats));
-  return pack_split(split.test, out, "val", opt, stats);
+  EASEL_RETURN_IF_ERROR(pack_split(split.train, out, "train", opt, opt.shuffle, stats));
+  return pack_split(split.test, out, "val", opt, false, stats);
 }
 
 }  // namespace easel

@@ -15,6 +15,10 @@ struct PackOptions {
   // longer side and re-encoded as a JPEG of quality 90 (FFCV's trick: smaller shards, faster
   // decoding; the random crops then see at most this many pixels); others are copied as they are.
   int64_t max_side = 0;
+  // The training images written in an order shuffled once (a fixed seed: the same folder
+  // gives the same shards), so that a shuffle buffer of a few thousand samples (WebDataset's,
+  // BatchStream's) mixes the classes; false: the folder's list order, class by class.
+  bool shuffle = true;
 };
 
 struct PackStats {
@@ -22,8 +26,9 @@ struct PackStats {
 };
 
 // Writes folder's train/ and val/ (torchvision's layout, as an image folder is listed) to
-// out/train-NNNNNN.tar and out/val-NNNNNN.tar, in list order, keys NNNNNNNN (the image's
-// index in its split), the class as decimal text. Errors name the file: an unreadable or
+// out/train-NNNNNN.tar and out/val-NNNNNN.tar (the training images shuffled unless told,
+// val in list order), keys NNNNNNNN (the image's index in its split's list), the class as
+// decimal text. Errors name the file: an unreadable or
 // corrupt image (with max_side), an output that cannot be written.
 Status pack_image_folder(const std::string& folder, const std::string& out, const PackOptions& opt,
                          PackStats* stats);

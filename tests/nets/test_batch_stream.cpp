@@ -108,6 +108,49 @@ TEST(BatchStream, ShardsPartitionEveryEpoch) {
   }
 }
 
+// The shuffle buffer's order: every position once; a buffer of one sample reads each tar file
+// in order (the files in a shuffled order); a larger one lets no sample out before it is read.
+TEST(ShuffleOrder, APermutationWithinTheBuffer) {
+  const std::vector<std::pair<int64_t, int64_t>> files{{0, 5}, {5, 12}, {12, 13}, {13, 30}};
+  Rng rng(3);
+  const std::vector<int64_t> one = shuffle_order(files, 1, rng);
+  std::vector<int64_t> sorted = one;
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t i = 0; i < 30; ++i)
+    ASSERT_EQ(sorted[static_cast<size_t>(i)], i);
+  size_t k = 0;  // walk the files in the order the buffer of one met them
+  int met = 0;
+  while (k < one.size()) {
+    const auto f =
+        std::find_if(files.begin(), files.end(), [&](const auto& x) { return x.first == one[k]; });
+    ASSERT_NE(f, files.end()) << "position " << one[k] << " starts no file";
+    for (int64_t p = f->first; p < f->second; ++p)
+      ASSERT_EQ(one[k++], p);
+    ++met;
+  }
+  EXPECT_EQ(met, 4);
+  for (int64_t buffer : {4, 10, 100}) {
+    const std::array<uint64_t, 4> before = rng.state();
+    const std::vector<int64_t> o = shuffle_order(files, buffer, rng);
+    Rng again;
+    again.set_state(before);
+    EXPECT_EQ(shuffle_order(files, buffer, again), o);  // a function of the RNG's state
+    std::vector<int64_t> s = o;
+    std::sort(s.begin(), s.end());
+    EXPECT_EQ(s, sorted);
+    EXPECT_NE(o, one);
+    // A sample goes out only once read: output k is drawn from the first buffer + k samples
+    // read, so the j-th sample of a file goes out no earlier than place j - buffer + 1.
+    for (const auto& [b, e] : files) {
+      std::vector<int64_t> at;  // where each of the file's samples goes out
+      for (int64_t p = b; p < e; ++p)
+        at.push_back(std::find(o.begin(), o.end(), p) - o.begin());
+      for (size_t j = 0; j < at.size(); ++j)
+        EXPECT_GT(at[j], static_cast<int64_t>(j) - buffer) << "file " << b << " sample " << j;
+    }
+  }
+}
+
 TEST(BatchStream, EpochsAreFreshShuffles) {
   const Dataset ds = index_set(60);
   auto s = make(ds, 10, 0, 1, 5, false);

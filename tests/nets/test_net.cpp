@@ -103,6 +103,17 @@ TEST(Net, RefusesActivationsLargerThanTheMachine) {
       << many.status().message();
 }
 
+// The output gradients share buffers where their lives in the backward pass do not overlap:
+// resnet18 needs four buffers, 27% of one per output (at 64 x 64 as at 224 x 224). That the
+// shared gradients stay right is the gradient checks' (NetGraph's fan-out, add, concat).
+TEST(Net, OutputGradientsShareBuffers) {
+  auto lenet = make_net("lenet", {1, 28, 28, 10}, 4, Layout::nchw, ImplChoice::fast);
+  EXPECT_LE(lenet->gradient_bytes(), lenet->unshared_gradient_bytes());
+  auto resnet = make_net("resnet18", {3, 64, 64, 10}, 2, Layout::nchw, ImplChoice::fast);
+  EXPECT_LT(resnet->gradient_bytes(), resnet->unshared_gradient_bytes() * 3 / 10)
+      << resnet->gradient_bytes() << " of " << resnet->unshared_gradient_bytes();
+}
+
 // d mean-loss / d weights of a whole net against central differences, in double-summed loss.
 void check_net_gradient(const std::string& model, ModelInput in, Layout layout, ImplChoice impl,
                         int checks_per_segment = 6) {

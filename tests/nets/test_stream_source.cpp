@@ -186,13 +186,15 @@ class StreamedFolder : public ::testing::Test {
     return a;
   }
   // k batches of 4 from a stream of `threads` data threads (0: no prefetch).
+  // With a shuffle buffer, group `group` of `groups` reads its own tar shards.
   static std::vector<Bytes> batches(const Dataset& ds, int threads, int k,
                                     const StreamState* from = nullptr,
-                                    StreamState* after2 = nullptr) {
+                                    StreamState* after2 = nullptr, int64_t buffer = 0,
+                                    int group = 0, int groups = 1) {
     DataThreads t;
     t.threads = std::max(1, threads);
-    auto s =
-        BatchStream::create(ds, 4, Layout::nchw, 0, 1, 7, threads > 0, MemKind::dram, -1, aug(), t);
+    auto s = BatchStream::create(ds, 4, Layout::nchw, group, groups, 7, threads > 0, MemKind::dram,
+                                 -1, aug(), t, buffer);
     EXPECT_TRUE(s.ok()) << s.status().message();
     if (from) {
       EXPECT_TRUE((*s)->seek(*from).ok());
@@ -433,8 +435,10 @@ TEST_F(StreamedFolder, BrokenShardHeaderAndBadClassNamed) {
       << c.status().message();
 }
 
-// `easel data pack`: the shards hold the folder's images in list order, so they give the
-// folder's batches bit for bit; with --max-side the larger images are re-encoded smaller.
+// `easel data pack --keep-order`: the shards hold the folder's images in list order, so read at
+// random (no shuffle buffer) they give the folder's batches bit for bit; shuffled (the
+// default), each key still names its image's place in the list. With --max-side the larger
+// images are re-encoded smaller.
 TEST_F(StreamedFolder, PackedShardsGiveTheFolderBatches) {
   make(9);
   write_file(dir_ / "train" / "c1" / "big.jpg", jpeg(300, 200, 4));
@@ -442,6 +446,18 @@ TEST_F(StreamedFolder, PackedShardsGiveTheFolderBatches) {
   ASSERT_TRUE(folder.ok());
   PackOptions opt;
   opt.shard_bytes = 8 << 10;  // several shards
+  PackStats mixed;
+  ASSERT_TRUE(pack_image_folder(dir_.string(), (dir_ / "mixed").string(), opt, &mixed).ok());
+  auto m =
+      load_data("shards:" + (dir_ / "mixed").string(), MemKind::dram, 1, DataOptions{32, false});
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  std::vector<int32_t> by_key(folder->train.labels.size(), -1);
+  for (int64_t i = 0; i < m->train.count; ++i)
+    by_key[static_cast<size_t>(std::stoi(m->train.source->members[static_cast<size_t>(i)]))] =
+        m->train.labels[static_cast<size_t>(i)];
+  EXPECT_EQ(by_key, folder->train.labels);
+  EXPECT_NE(m->train.labels, folder->train.labels);  // shuffled
+  opt.shuffle = false;
   PackStats st;
   ASSERT_TRUE(pack_image_folder(dir_.string(), (dir_ / "shards").string(), opt, &st).ok());
   EXPECT_EQ(st.images, 13);
@@ -460,6 +476,49 @@ TEST_F(StreamedFolder, PackedShardsGiveTheFolderBatches) {
   EXPECT_EQ(parse_byte_size("4096"), 4096);
   EXPECT_EQ(parse_byte_size("12XB"), -1);
   EXPECT_EQ(parse_byte_size("0"), -1);
+}
+
+// Shards read through a shuffle buffer: each group reads only its own tar files (f % groups),
+// the groups together every sample once; the same batches at any --data-threads and on resume
+// from a saved position; a group left without a shard is refused in a line naming the flag.
+TEST_F(StreamedFolder, ShardsThroughABufferPerGroup) {
+  make(15);
+  PackOptions opt;
+  opt.shard_bytes = 12 << 10;
+  PackStats st;
+  ASSERT_TRUE(pack_image_folder(dir_.string(), (dir_ / "s").string(), opt, &st).ok());
+  ASSERT_GE(st.shards, 5);  // 4 or more training shards (and one val)
+  auto r = load_data("shards:" + (dir_ / "s").string(), MemKind::dram, 1, DataOptions{32, false});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const Dataset& ds = r->train;
+  const auto& entries = ds.source->entries;
+  ASSERT_GT(ds.count, entries.back().file + 1);  // several samples in a shard
+  std::vector<int> seen(static_cast<size_t>(ds.count), 0);
+  for (int g = 0; g < 2; ++g) {
+    auto s = BatchStream::create(ds, 4, Layout::nchw, g, 2, 7, false, MemKind::dram, -1, aug(),
+                                 DataThreads(), 3);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    for (int64_t i : (*s)->shard_images()) {
+      EXPECT_EQ(entries[static_cast<size_t>(i)].file % 2, g) << i;
+      ++seen[static_cast<size_t>(i)];
+    }
+  }
+  EXPECT_EQ(seen, std::vector<int>(seen.size(), 1));
+  StreamState at2;
+  const std::vector<Bytes> one = batches(ds, 0, 8, nullptr, &at2, 3, 1, 2);
+  EXPECT_EQ(batches(ds, 1, 8, nullptr, nullptr, 3, 1, 2), one);
+  EXPECT_EQ(batches(ds, 3, 8, nullptr, nullptr, 3, 1, 2), one);
+  const std::vector<Bytes> resumed = batches(ds, 2, 6, &at2, nullptr, 3, 1, 2);
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(resumed[static_cast<size_t>(i)], one[static_cast<size_t>(i + 2)]) << i;
+  EXPECT_NE(batches(ds, 0, 8, nullptr, nullptr, 0, 1, 2), one);  // not the random reads' batches
+  const int files = entries.back().file + 1;
+  auto none = BatchStream::create(ds, 4, Layout::nchw, files, files + 1, 7, false, MemKind::dram,
+                                  -1, aug(), DataThreads(), 3);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().message().rfind("--shuffle-buffer: group " + std::to_string(files), 0),
+            0u)
+      << none.status().message();
 }
 
 TEST(TarIndex, TruncatedMemberAndEndInsideHeader) {

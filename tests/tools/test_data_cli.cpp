@@ -81,11 +81,14 @@ TEST_F(DataCli, StreamedFolderAndShardsTrainTheSameRun) {
   o = easel("train --resume " + (dir_ / "half").string() + " --iterations 6 --progress none");
   ASSERT_EQ(o.code, 0) << o.err;
   EXPECT_EQ(test_loss("half"), one);
-  // Packed into shards (several), the same images in the same order: the same run.
-  o = easel("data pack " + folder + " --out " + (dir_ / "s").string() + " --shard-size 16KB");
+  // Packed into shards (several) in list order and read at random (no shuffle buffer), the
+  // same images in the same order: the same run.
+  o = easel("data pack " + folder + " --out " + (dir_ / "s").string() +
+            " --shard-size 16KB --keep-order");
   ASSERT_EQ(o.code, 0) << o.err;
   EXPECT_TRUE(fs::exists(dir_ / "s" / "train-000001.tar"));
-  o = easel(train("shards:" + (dir_ / "s").string(), "shards", "--iterations 6"));
+  o = easel(
+      train("shards:" + (dir_ / "s").string(), "shards", "--iterations 6 --shuffle-buffer 0"));
   ASSERT_EQ(o.code, 0) << o.err;
   EXPECT_EQ(test_loss("shards"), one);
   // A held set cannot take the crop; bad pack flags are one line each.
@@ -95,6 +98,43 @@ TEST_F(DataCli, StreamedFolderAndShardsTrainTheSameRun) {
   o = easel("data pack " + folder + " --out " + (dir_ / "x").string() + " --shard-size 0");
   EXPECT_EQ(o.code, 2) << o.err;
   EXPECT_EQ(o.err.rfind("easel: --shard-size", 0), 0u) << o.err;
+}
+
+// Shards read through a shuffle buffer, each group its own: the same run at any --data-threads
+// and when stopped and resumed; a bad --shuffle-buffer, one on a folder, or more groups than
+// shards: exit 2 in one line naming the flag.
+TEST_F(DataCli, ShardsThroughAShuffleBuffer) {
+  const std::string folder = (dir_ / "f").string();
+  Out o = easel("data pack " + folder + " --out " + (dir_ / "s").string() + " --shard-size 16KB");
+  ASSERT_EQ(o.code, 0) << o.err;
+  const std::string shards = "shards:" + (dir_ / "s").string();
+  const auto groups = [](std::string cmd, const std::string& n) {  // train()'s one group -> n
+    return cmd.replace(cmd.find("--groups 1"), 10, "--groups " + n + " --algo sync-easgd");
+  };
+  const std::string two = "--iterations 6 --shuffle-buffer 4 ";
+  o = easel(groups(train(shards, "one", two + "--data-threads 1"), "2"));
+  ASSERT_EQ(o.code, 0) << o.err;
+  const double one = test_loss("one");
+  o = easel(groups(train(shards, "three", two + "--data-threads 3"), "2"));
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(test_loss("three"), one);
+  o = easel(groups(train(shards, "half", "--iterations 3 --shuffle-buffer 4"), "2"));
+  ASSERT_EQ(o.code, 0) << o.err;
+  o = easel("train --resume " + (dir_ / "half").string() + " --iterations 6 --progress none");
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(test_loss("half"), one);
+  o = easel(groups(train(shards, "zero", "--iterations 6 --shuffle-buffer 0"), "2"));
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(test_loss("zero"), one);
+  for (const std::string& bad :
+       {train(shards, "bad1", "--iterations 1 --shuffle-buffer -5"),
+        train(folder, "bad2", "--iterations 1 --shuffle-buffer 10"),
+        groups(train(shards, "bad3", "--iterations 1 --shuffle-buffer 4"), "12")}) {
+    o = easel(bad);
+    EXPECT_EQ(o.code, 2) << bad << "\n" << o.err;
+    EXPECT_NE(o.err.find("--shuffle-buffer"), std::string::npos) << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  }
 }
 
 TEST_F(DataCli, BadImageExitsTwoOrIsSkipped) {

@@ -35,8 +35,9 @@ Result<DataRow> time_streams(const BenchConfig& cfg, const DataBenchConfig& data
   DataThreads threads;
   threads.threads = data.threads;
   for (int g = 0; g < streams; ++g) {
-    EASEL_ASSIGN_OR_RETURN(auto s, BatchStream::create(ds, batch, layout, g, streams, 1, true,
-                                                       MemKind::dram, -1, data.augment, threads));
+    EASEL_ASSIGN_OR_RETURN(
+        auto s, BatchStream::create(ds, batch, layout, g, streams, 1, true, MemKind::dram, -1,
+                                    data.augment, threads, shuffle_buffer_for(ds, -1)));
     ss.push_back(std::move(s));
   }
   for (int w = 0; w < cfg.warmup; ++w)

@@ -1,4 +1,4 @@
-// `easel data pack IMAGE_FOLDER --out DIR [--shard-size 256MB] [--max-side 512]`
+// `easel data pack IMAGE_FOLDER --out DIR [--shard-size 256MB] [--max-side 512] [--keep-order]`
 // (nets/data/pack.hpp; docs/DATA.md).
 #include <cstdio>
 #include <memory>
@@ -13,6 +13,7 @@ namespace {
 struct PackFlags {
   std::string folder, out, shard_size = "256MB";
   int64_t max_side = 0;
+  bool keep_order = false;
 };
 
 int run_pack(const PackFlags& f) {
@@ -29,6 +30,7 @@ int run_pack(const PackFlags& f) {
   if (f.out.empty())
     return report(invalid_argument("--out: give the shards' directory"), Failure::request);
   opt.max_side = f.max_side;
+  opt.shuffle = !f.keep_order;
   PackStats stats;
   const Status st = pack_image_folder(f.folder, f.out, opt, &stats);
   if (!st.ok())  // bad data is a refused request (exit 2), as train's
@@ -64,6 +66,9 @@ DataCommands add_data_commands(CLI::App& app) {
                    "re-encode images whose longer side is larger to this side (JPEG quality "
                    "90); 0: copy every image as it is")
       ->capture_default_str();
+  pack->add_flag("--keep-order", f->keep_order,
+                 "write the training images in the folder's list order (class by class), not "
+                 "shuffled across the shards");
   return [pack, f]() { return pack->parsed() ? run_pack(*f) : -1; };
 }
 
