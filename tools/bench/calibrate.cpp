@@ -20,6 +20,7 @@
 #include "nets/models/models.hpp"
 #include "tools/bench/bench.hpp"
 #include "tools/bench/calibrate.hpp"
+#include "tools/bench/probes.hpp"
 #include "tools/cli/cli.hpp"
 #include "tools/model/machine.hpp"
 #include "tools/model/model.hpp"
@@ -77,11 +78,13 @@ NetSpec spec_of(const std::string& name) {
 // One net's figures.
 struct NetFigures {
   std::string name;
+  NetSpec spec;
   int64_t batch = 64;
   int64_t arena_floats = 0;
   double step = 0, update = 0, step_threads = 0, flops_per_image = 0;
   std::vector<LayerTime> layers;
-  double overhead = -1;  // oversubscription's, from this net's own 2C (and 4C) layouts
+  double step_layers = 0;  // the step's CPU time in the layer view (beside its layers')
+  double overhead = -1;    // oversubscription's, from this net's own 2C (and 4C) layouts
   // Gx1 layouts: groups, group 0's step (s), and the algorithm's split summed over groups.
   struct Shared {
     int groups = 0;
@@ -96,42 +99,51 @@ double exchange_us(const ExchangeResult& e) {
   const Traffic want =
       e.groups == 2 ? Traffic::sync_exchange_mirrored : Traffic::sync_exchange_partitioned;
   for (const ExchangeTime& o : e.ops)
-    if (o.traffic == want) return o.us.median;
+    if (o.traffic == want) return o.us.min;  // the fastest repeat: the least disturbed
   return 0;
 }
 
-Result<NetFigures> measure_net(const Topology& topo, const BenchConfig& cfg,
-                               const std::string& name, int64_t batch) {
+// `layouts`: also one group on every core's thread and the Gx1 layouts (the probes': the
+// machine's scaling); otherwise the step alone and its layers.
+Result<NetFigures> measure_net(const Topology& topo, const BenchConfig& cfg, const NetSpec& spec,
+                               int64_t batch, bool layouts) {
   const int c = topo.core_count();
-  const NetSpec spec = spec_of(name);
+  const std::string& name = spec.name;
   NetFigures f;
   f.name = name;
+  f.spec = spec;
   f.batch = batch;
   EASEL_ASSIGN_OR_RETURN(StepResult one, time_steps(topo, cfg, spec, batch, {1, 1}));
-  f.step = one.step_ms.median / 1e3;
+  // Steps in the thread's CPU time, the fastest repeat: on a loaded machine the wall time holds
+  // the moments other processes had the core, the CPU time does not.
+  f.step = one.cpu_step_ms.min / 1e3;
   f.flops_per_image = one.flops_per_image;
-  std::printf("  %-14s 1x1 step %.3f ms\n", name.c_str(), one.step_ms.median);
-  if (c > 1) {
+  std::printf("  %-14s 1x1 step %.3f ms (CPU time; wall %.3f)\n", name.c_str(), one.cpu_step_ms.min,
+              one.step_ms.median);
+  if (c > 1 && layouts) {
     EASEL_ASSIGN_OR_RETURN(StepResult t, time_steps(topo, cfg, spec, batch, {1, c}));
-    f.step_threads = t.step_ms.median / 1e3;
+    f.step_threads = t.step_ms.min / 1e3;
     std::printf("  %-14s 1x%d step %.3f ms\n", name.c_str(), c, t.step_ms.median);
   }
   std::vector<int> counts;
-  if (c > 1) counts.push_back(c);
-  counts.push_back(2 * c);
-  if (4 * c <= 16) counts.push_back(4 * c);
+  if (layouts) {
+    if (c > 1) counts.push_back(c);
+    counts.push_back(2 * c);
+    if (4 * c <= 16) counts.push_back(4 * c);
+  }
   for (int g : counts) {
     EASEL_ASSIGN_OR_RETURN(StepResult s, time_steps(topo, cfg, spec, batch, {g, 1}));
     f.shared.push_back(
-        {g, s.step_ms.median / 1e3, s.compute_seconds, s.comm_seconds, s.wait_seconds});
-    std::printf("  %-14s %dx1 step %.3f ms (compute/comm/wait %.0f%%/%.0f%%/%.0f%%)\n",
-                name.c_str(), g, s.step_ms.median,
+        {g, s.cpu_step_ms.min / 1e3, s.compute_seconds, s.comm_seconds, s.wait_seconds});
+    std::printf("  %-14s %dx1 step %.3f ms CPU a group (compute/comm/wait %.0f%%/%.0f%%/%.0f%%)\n",
+                name.c_str(), g, s.cpu_step_ms.min,
                 100 * s.compute_seconds / (s.compute_seconds + s.comm_seconds + s.wait_seconds),
                 100 * s.comm_seconds / (s.compute_seconds + s.comm_seconds + s.wait_seconds),
                 100 * s.wait_seconds / (s.compute_seconds + s.comm_seconds + s.wait_seconds));
   }
   EASEL_ASSIGN_OR_RETURN(LayerView v, time_layers(topo, cfg, spec, batch));
-  f.update = v.update_ms.median / 1e3;
+  f.update = v.update_cpu_ms.median / 1e3;
+  f.step_layers = v.step_cpu_ms.median / 1e3;
   f.layers = v.layers;
   return f;
 }
@@ -248,8 +260,7 @@ Result<Scaling> fit_scaling(std::vector<NetFigures>& nets, const Ceilings& ceil,
                             const ExchangeFit& fit, int c) {
   std::vector<double> serial, contention, overhead, wait_frac, efficiency;
   for (NetFigures& f : nets) {
-    const NetSpec spec = spec_of(f.name);
-    auto cost = net_cost(spec);
+    auto cost = net_cost(f.spec);
     if (!cost.ok()) return cost.status();
     f.arena_floats = cost->arena_floats;
     efficiency.push_back(f.flops_per_image * static_cast<double>(f.batch) / f.step /
@@ -262,15 +273,17 @@ Result<Scaling> fit_scaling(std::vector<NetFigures>& nets, const Ceilings& ceil,
     for (const NetFigures::Shared& s : f.shared) {
       const double x = model::shm_exchange_seconds(fit.memory, fit.memory.dram, s.groups, false,
                                                    static_cast<double>(cost->arena_floats), 1, 1);
+      // s.step is a group's thread CPU time per step: the blocked wait is not in it, and a
+      // core's sharing among the groups neither (the model's N / C): what is left is the
+      // slowdown of the step itself.
       const double all = s.compute + s.comm + s.wait;
-      const double wait_share = all > 0 ? s.wait / all : 0;
       if (s.groups <= c) {
-        contention.push_back(std::max(0.5, (s.step * (1 - wait_share) - x) / f.step));
+        contention.push_back(std::max(0.5, (s.step - x) / f.step));
       } else {
         const double over = static_cast<double>(s.groups) / c;
         const double cont = contention.empty() ? 1 : contention.back();
-        const double compute = s.step * (1 - wait_share) - x;
-        own_overhead.push_back(std::max(0.0, (compute / (f.step * cont * over) - 1) / (over - 1)));
+        const double compute = s.step - x;
+        own_overhead.push_back(std::max(0.0, (compute / (f.step * cont) - 1) / (over - 1)));
         overhead.push_back(own_overhead.back());
         wait_frac.push_back(all > 0 && s.compute > 0 ? s.wait / s.compute : 0);
       }
@@ -286,10 +299,45 @@ Result<Scaling> fit_scaling(std::vector<NetFigures>& nets, const Ceilings& ceil,
   return out;
 }
 
+// The layer classes' rates (tools/model/layer_rates.hpp) from every timed layer of every net
+// (the probes' and --nets'), the momentum update's bandwidth and the step's rest per image
+// (the whole 1x1 step less its layers and update), each the median over the nets.
+Result<model::StepRates> fit_step(const std::vector<NetFigures>& nets) {
+  std::vector<model::LayerSample> samples;
+  std::vector<double> update_gbs, other;
+  for (const NetFigures& f : nets) {
+    EASEL_ASSIGN_OR_RETURN(std::vector<model::LayerWork> work, model::layer_work(f.spec));
+    double layers = 0;
+    for (const LayerTime& t : f.layers) {
+      const double fwd = t.forward_cpu_ms.median / 1e3, bwd = t.backward_cpu_ms.median / 1e3;
+      layers += fwd + bwd;
+      for (const model::LayerWork& w : work) {
+        if (w.name != t.info.name) continue;
+        samples.push_back({w.cls, false, w.forward.flops(f.batch), w.forward.bytes(f.batch), fwd});
+        samples.push_back({w.cls, true, w.backward.flops(f.batch), w.backward.bytes(f.batch), bwd});
+      }
+    }
+    if (f.update > 0)
+      update_gbs.push_back(20.0 * static_cast<double>(f.arena_floats) / f.update / 1e9);
+    other.push_back(std::max(0.0, f.step_layers - layers - f.update) /
+                    static_cast<double>(f.batch));
+  }
+  model::StepRates r;
+  r.rates = model::fit_layer_rates(samples);
+  r.update_gbs = std::max(median(update_gbs), 1e-3);
+  r.other_per_image = median(other);
+  for (const model::LayerRate& x : r.rates)
+    std::printf("  layer class %-16s %-8s %2d samples: %8.2f GFLOP/s, %8.2f GB/s\n", x.cls.c_str(),
+                x.backward ? "backward" : "forward", x.samples, x.gflops, x.gbs);
+  std::printf("  momentum update %.2f GB/s; rest of the step %.2f us per image\n", r.update_gbs,
+              r.other_per_image * 1e6);
+  return r;
+}
+
 // The description's text (it must parse back: run_calibration checks).
 std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceilings& ceil,
                      const ExchangeFit& fit, const Scaling& sc, const MpiFit& mpi,
-                     const std::vector<NetFigures>& nets) {
+                     const std::vector<NetFigures>& nets, const model::StepRates& step) {
   std::ostringstream os;
   const std::string when = now_utc();
   char host[256] = "this machine";
@@ -313,8 +361,9 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
      << "  # a group's step with every core running one, over its step alone (exchange out)\n"
      << "oversubscription_overhead = " << num(sc.overhead)
      << "  # per extra thread per core, from 2C (and 4C) groups\n"
-     << "oversubscribed_wait = " << num(sc.wait)
-     << "  # barrier wait / compute of sync-easgd's groups sharing cores (the algorithm's split)\n"
+     << "oversubscribed_wait = 0.0  # groups sharing a core wait while another of them runs: "
+        "that time is in N / C (their split showed "
+     << num(sc.wait) << " of the compute waiting)\n"
      << "source = " << quoted(origin + "; FMA loop, steps and layouts of easel bench") << "\n\n"
      << "[memory]\ncache_mb = " << num(fit.memory.cache_mb)
      << "  # hwloc's last-level caches, summed (a VM may report its host's)\n"
@@ -361,6 +410,26 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
          << "\nforward_seconds = " << num(l.forward_ms.median / 1e3)
          << "\nbackward_seconds = " << num(l.backward_ms.median / 1e3) << "\n";
   }
+  std::string fitted;
+  for (const NetFigures& f : nets)
+    fitted += (fitted.empty() ? "" : ", ") + f.name;
+  os << "\n# Any net's step from its layers (docs/MODEL.md): each layer class's rates, fitted to "
+        "the\n"
+     << "# timed layers of " << fitted << ".\n"
+     << "[step]\nupdate_gbs = " << num(step.update_gbs)
+     << "  # the momentum update: 20 bytes per arena float\nother_seconds_per_image = "
+     << num(step.other_per_image) << "  # the step less its layers and update, per image\n"
+     << "source = "
+     << quoted(origin + "; each layer of " + fitted + " timed inside whole steps at batch " +
+               std::to_string(nets.front().batch) +
+               ", per class and pass seconds = flops / gflops + bytes / gbs (least squares "
+               "on the relative error); medians over the nets")
+     << "\n";
+  for (const model::LayerRate& r : step.rates)
+    os << "[[step.rate]]\nclass = " << quoted(r.cls)
+       << "\npass = " << (r.backward ? "\"backward\"" : "\"forward\"")
+       << "\ngflops = " << num(r.gflops) << "\ngbs = " << num(r.gbs) << "\nsamples = " << r.samples
+       << "\n";
   const std::vector<Locality> locs = localities(topo);
   os << "\n[[mode]]\nname = \"this\"\nlocalities = " << locs.size()
      << "\nhbw_gb = " << num(static_cast<double>(locs[0].hbw_bytes) / 1e9)
@@ -377,13 +446,20 @@ Status calibrate_node(const BenchConfig& cfg, const Topology& topo, const std::s
   std::printf("  FMA peak one core %.1f GFLOP/s; triad one core %.1f GB/s, all %.1f GB/s\n",
               ceil.fma_core_gflops.max, ceil.triad_core_gbs.max, ceil.triad_all_gbs.max);
   EASEL_ASSIGN_OR_RETURN(ExchangeFit fit, fit_exchange(topo, cfg, ceil));
+  // The probes first (they span the layer classes), then the --nets nets.
+  std::vector<NetSpec> specs = probe_nets();
+  const size_t probes = specs.size();
+  for (const std::string& name : cfg.nets)
+    specs.push_back(spec_of(name));
   std::vector<NetFigures> nets;
-  for (const std::string& name : cfg.nets) {
-    EASEL_ASSIGN_OR_RETURN(NetFigures f, measure_net(topo, cfg, name, cfg.batches[0]));
+  for (size_t i = 0; i < specs.size(); ++i) {
+    EASEL_ASSIGN_OR_RETURN(NetFigures f,
+                           measure_net(topo, cfg, specs[i], cfg.batches[0], i < probes));
     nets.push_back(std::move(f));
   }
   EASEL_ASSIGN_OR_RETURN(Scaling sc, fit_scaling(nets, ceil, fit, c));
-  const std::string text = describe(topo, cfg, ceil, fit, sc, mpi, nets);
+  EASEL_ASSIGN_OR_RETURN(model::StepRates step, fit_step(nets));
+  const std::string text = describe(topo, cfg, ceil, fit, sc, mpi, nets, step);
   // What is written must read back.
   if (auto back = model::parse_machine(text, out_path); !back.ok())
     return internal_error("calibration does not parse back: " + back.status().message());

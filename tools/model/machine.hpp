@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/status.hpp"
+#include "tools/model/layer_rates.hpp"
 
 namespace easel::model {
 
@@ -93,6 +94,10 @@ struct Machine {
   double cache_mb = 0;
   Transport shared_memory, mpi, nccl, host_device;
   std::vector<NetCalibration> nets;
+  // [step]: one group's step of any net from its layers (layer_rates.hpp): each layer class's
+  // fitted rates ([[step.rate]]), the momentum update's bandwidth and the rest per image. Empty
+  // rates: no [step] (a described machine; calibrated nets' steps or FLOPs are used).
+  StepRates step;
   std::vector<LocalityMode> modes;
 
   const NetCalibration* calibration(const std::string& net) const;  // nullptr when none

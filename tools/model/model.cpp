@@ -116,7 +116,23 @@ double step_seconds(const Machine& m, const ModelRequest& req, Prediction& out) 
   const MemoryFigure& mem = memory_of(m, req);
   double t = 0;
   const NetCalibration* cal = m.calibration(req.net);
-  if (cal != nullptr && req.placement != "hbw") {
+  const bool rated = !m.step.rates.empty() && !req.layers.empty() && req.placement != "hbw";
+  if (rated) {
+    // Any net from its layers at the calibrated per-class rates (its own step never timed).
+    out.compute_source = "layer rates";
+    StepRates r = m.step;
+    r.fallback_gflops = m.peak_gflops * m.efficiency;
+    r.fallback_gbs = core_bandwidth(m, mem) / kGB;
+    const StepEstimate e =
+        estimate_step(r, req.layers, static_cast<double>(req.cost.arena_floats), req.batch);
+    for (const std::string& c : e.fallback)
+      out.notes.push_back("no calibrated rate for layer class '" + c +
+                          "': priced at peak x efficiency and one core's bandwidth");
+    t = e.seconds / speedup * m.peak_gflops / m.compute_rate(req.precision);
+    const double groups_at_once = std::min(req.groups, m.cores);
+    if (m.cores > 1)
+      t *= 1 + (m.contention - 1) * (groups_at_once - 1) / static_cast<double>(m.cores - 1);
+  } else if (cal != nullptr && req.placement != "hbw") {
     out.compute_source = "calibrated";
     // Calibrated at fp32: another precision scales it by the rates' ratio.
     t = cal->step_seconds * b / static_cast<double>(cal->batch) / speedup * m.peak_gflops /
@@ -144,7 +160,7 @@ double step_seconds(const Machine& m, const ModelRequest& req, Prediction& out) 
     out.oversubscribed = true;
     const double over = static_cast<double>(n_threads) / m.cores;
     const double overhead =
-        cal != nullptr && req.placement != "hbw" && cal->oversubscription_overhead >= 0
+        !rated && cal != nullptr && req.placement != "hbw" && cal->oversubscription_overhead >= 0
             ? cal->oversubscription_overhead
             : m.oversubscription_overhead;
     t *= over * (1 + overhead * (over - 1));

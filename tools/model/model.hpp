@@ -29,7 +29,10 @@ namespace easel::model {
 
 struct ModelRequest {
   std::string net = "lenet";
-  NetCost cost;              // net_cost of the net on its input
+  NetCost cost;  // net_cost of the net on its input
+  // Its layers' work (layer_rates.hpp): a machine with [step] rates prices the step from them;
+  // empty: the calibrated net's measured step, else FLOPs and bytes.
+  std::vector<LayerWork> layers;
   int64_t input_floats = 0;  // one image: C x H x W
   int param_layers = 1;      // layers with parameters: the messages of --pack per-layer
   int64_t batch = 64;        // per group
