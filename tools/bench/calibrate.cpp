@@ -1,12 +1,15 @@
 // `easel bench --calibrate [--out FILE]`: measures what the performance model (tools/model/)
 // needs on this machine and writes it as a machine description (TOML): the FMA peak and the
-// triad; for every --nets net at the first --batches size, one group's step alone (one thread
-// and all cores' threads), its layers, and G groups of one thread at once for G = C, 2C (and 4C
-// when that is at most 16: oversubscribed), with the algorithm's own split of their time; the
-// sync-easgd exchange among C groups over two arenas (mlp's and LeNet's), from which the
-// shared-memory latency and bandwidth are fitted. docs/MODEL.md explains each figure.
+// triad; the probe nets (probes.hpp) and every --nets net at the first --batches size: one
+// group's step alone and its layers, from which each layer class's rates are fitted
+// (tools/model/layer_rates.hpp); for the probes also one group on every core's thread and G
+// groups of one thread at once for G = C, 2C (and 4C when that is at most 16: oversubscribed):
+// contention and the oversubscription overhead; the shared-memory latency (two threads' round
+// trip) and bandwidth (one thread's arena passes). Steps and layers are timed in the threads'
+// CPU time. docs/MODEL.md explains each figure.
 #include <unistd.h>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -93,16 +96,6 @@ struct NetFigures {
   std::vector<Shared> shared;
 };
 
-// The sync-easgd exchange the trainer runs among p groups in one process: mirrored for two,
-// partitioned for more.
-double exchange_us(const ExchangeResult& e) {
-  const Traffic want =
-      e.groups == 2 ? Traffic::sync_exchange_mirrored : Traffic::sync_exchange_partitioned;
-  for (const ExchangeTime& o : e.ops)
-    if (o.traffic == want) return o.us.min;  // the fastest repeat: the least disturbed
-  return 0;
-}
-
 // `layouts`: also one group on every core's thread and the Gx1 layouts (the probes': the
 // machine's scaling); otherwise the step alone and its layers.
 Result<NetFigures> measure_net(const Topology& topo, const BenchConfig& cfg, const NetSpec& spec,
@@ -155,42 +148,108 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
-// The shared-memory exchange's latency and bandwidth, fitted to the model's formula
-// (model::shm_exchange_seconds, threads 1) from sync-easgd's exchange among p groups over two
-// arenas (mlp's and LeNet's); `memory` holds the machine's DRAM and last-level cache.
+// The shared-memory exchange's latency and bandwidth (the model's shm_exchange_seconds), from
+// two primitives that a loaded machine does not distort: the latency of one message, half the
+// fastest of many round trips between two threads through one cache line (some find both
+// threads on a core even when other processes hold them most of the time), and the bandwidth
+// one thread streams the exchange's element-wise passes at, the momentum update's (the same
+// kind of pass over an arena; thread CPU time, median over the nets). `memory` holds the
+// machine's DRAM and last-level cache.
 struct ExchangeFit {
   int p = 2;
-  double small_seconds = 0, large_seconds = 0;
+  double round_trip_seconds = 0;
   model::Machine memory;  // dram, cache_mb and the fitted shared_memory
 };
 
-Result<ExchangeFit> fit_exchange(const Topology& topo, const BenchConfig& cfg,
-                                 const Ceilings& ceil) {
+// Half the fastest round trip between this thread and another through one atomic, over at most
+// 20000 trips or 0.3 s.
+double thread_ping_pong() {
+  std::atomic<int> ball{0};
+  std::atomic<bool> stop{false};
+  std::thread peer([&] {
+    int seen = 0;
+    while (!stop.load(std::memory_order_relaxed)) {
+      for (int spin = 0; spin < 4096 && ball.load(std::memory_order_acquire) == seen; ++spin) {
+      }
+      const int b = ball.load(std::memory_order_acquire);
+      if (b != seen && b % 2 == 1) {
+        ball.store(b + 1, std::memory_order_release);
+        seen = b + 1;
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  });
+  double best = 1e30;
+  const double t_end = seconds_now() + 0.3;
+  int b = 0;
+  for (int i = 0; i < 20000 && seconds_now() < t_end; ++i) {
+    const double t0 = seconds_now();
+    ball.store(b + 1, std::memory_order_release);
+    while (ball.load(std::memory_order_acquire) != b + 2)
+      std::this_thread::yield();
+    best = std::min(best, seconds_now() - t0);
+    b += 2;
+  }
+  stop.store(true);
+  peer.join();
+  return best;
+}
+
+// STREAM's triad a = b + s c on `threads` threads at once, each over arrays of its own of n
+// floats: per thread the fastest of three passes in its CPU time (other processes' turns left
+// out), and the sum over the threads of 12 n bytes / that, GB/s.
+double cpu_triad_gbs(int threads, int64_t n) {
+  std::vector<double> gbs(static_cast<size_t>(threads));
+  std::vector<std::thread> team;
+  for (int t = 0; t < threads; ++t)
+    team.emplace_back([&, t] {
+      std::vector<float> a(static_cast<size_t>(n), 0.f), b(static_cast<size_t>(n), 1.f),
+          c(static_cast<size_t>(n), 2.f);
+      double best = 1e30;
+      for (int r = 0; r < 3; ++r) {
+        const double c0 = thread_cpu_seconds();
+        for (int64_t i = 0; i < n; ++i)
+          a[static_cast<size_t>(i)] = b[static_cast<size_t>(i)] + 0.5f * c[static_cast<size_t>(i)];
+        best = std::min(best, thread_cpu_seconds() - c0);
+        b[static_cast<size_t>(r)] = a[static_cast<size_t>(n - 1 - r)];  // keep the passes
+      }
+      gbs[static_cast<size_t>(t)] = 12.0 * static_cast<double>(n) / std::max(best, 1e-9) / 1e9;
+    });
+  for (std::thread& t : team)
+    t.join();
+  double sum = 0;
+  for (double g : gbs)
+    sum += g;
+  return sum;
+}
+
+ExchangeFit fit_exchange(const Topology& topo, const Ceilings& ceil,
+                         const std::vector<NetFigures>& nets) {
   ExchangeFit fit;
   fit.p = std::max(topo.core_count(), 2);
   fit.memory.cores = topo.core_count();
   fit.memory.dram.present = true;
   fit.memory.dram.bandwidth_gbs = ceil.triad_all_gbs.max;
   fit.memory.cache_mb = static_cast<double>(topo.last_level_cache_bytes) / 1e6;
-  EASEL_ASSIGN_OR_RETURN(ExchangeResult small, time_exchange(topo, cfg, spec_of("mlp"), fit.p));
-  EASEL_ASSIGN_OR_RETURN(ExchangeResult large, time_exchange(topo, cfg, spec_of("lenet"), fit.p));
-  const double t1 = exchange_us(small) * 1e-6, t2 = exchange_us(large) * 1e-6;
-  const double n1 = static_cast<double>(small.arena_floats);
-  const double n2 = static_cast<double>(large.arena_floats);
-  const int messages = 2 * model::shm_exchange_levels(fit.p) + 1;
-  // The link's term (per group): latency x messages + f n / p / bandwidth.
-  const double per_float = model::shm_exchange_floats(fit.p, false) / fit.p;
-  double bw = t2 > t1 ? per_float * (n2 - n1) / (t2 - t1) : per_float * n2 / std::max(t2, 1e-9);
-  double lat = (t1 - per_float * n1 / bw) / messages;
-  if (lat < 1e-7) lat = 1e-7;
-  fit.small_seconds = t1;
-  fit.large_seconds = t2;
-  fit.memory.shared_memory = {true, lat * 1e6, bw / 1e9};
+  fit.round_trip_seconds = thread_ping_pong() * 2;
+  std::vector<double> gbs;
+  for (const NetFigures& f : nets)
+    if (f.update > 0) {
+      const NetCost cost = net_cost(f.spec).value();  // measured: it was built
+      gbs.push_back(20.0 * static_cast<double>(cost.arena_floats) / f.update / 1e9);
+    }
+  double median_gbs = 1;
+  if (!gbs.empty()) {
+    std::sort(gbs.begin(), gbs.end());
+    median_gbs = gbs[gbs.size() / 2];
+  }
+  fit.memory.shared_memory = {true, std::max(fit.round_trip_seconds / 2, 1e-8) * 1e6, median_gbs};
   std::printf(
-      "  sync-easgd exchange among %d groups: %.1f us (%lld floats), %.1f us (%lld floats) -> "
-      "latency %.2f us per message, %.1f GB/s; last-level cache %.0f MB\n",
-      fit.p, t1 * 1e6, static_cast<long long>(n1), t2 * 1e6, static_cast<long long>(n2), lat * 1e6,
-      bw / 1e9, fit.memory.cache_mb);
+      "  shared memory: round trip between two threads %.2f us (fastest) -> latency %.3f us per "
+      "message; one thread's element-wise passes %.1f GB/s; last-level cache %.0f MB\n",
+      fit.round_trip_seconds * 1e6, fit.memory.shared_memory.latency_us, median_gbs,
+      fit.memory.cache_mb);
   return fit;
 }
 
@@ -377,10 +436,10 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
      << "[transport]\nsource = " << quoted(origin) << "\n"
      << "[transport.shared_memory]\nlatency_us = " << num(fit.memory.shared_memory.latency_us)
      << "\nbandwidth_gbs = " << num(fit.memory.shared_memory.bandwidth_gbs) << "\nsource = "
-     << quoted("sync-easgd's exchange among " + std::to_string(fit.p) + " groups over mlp's (" +
-               num(fit.small_seconds * 1e6) + " us) and LeNet's (" + num(fit.large_seconds * 1e6) +
-               " us) arenas, fitted to latency x (2 levels + 1) + (20 (P-1) + 16 P + 12) n / P "
-               "bytes / bandwidth")
+     << quoted("latency: half the fastest round trip between two threads (" +
+               num(fit.round_trip_seconds * 1e6) +
+               " us); bandwidth: one thread's momentum update over each net's arena (20 bytes "
+               "per float, thread CPU time, median over the nets)")
      << "\n";
   if (mpi.ranks > 1)
     os << "[transport.mpi]\nlatency_us = " << num(mpi.transport.latency_us)
@@ -445,7 +504,13 @@ Status calibrate_node(const BenchConfig& cfg, const Topology& topo, const std::s
   EASEL_ASSIGN_OR_RETURN(Ceilings ceil, measure_ceilings(topo, cfg));
   std::printf("  FMA peak one core %.1f GFLOP/s; triad one core %.1f GB/s, all %.1f GB/s\n",
               ceil.fma_core_gflops.max, ceil.triad_core_gbs.max, ceil.triad_all_gbs.max);
-  EASEL_ASSIGN_OR_RETURN(ExchangeFit fit, fit_exchange(topo, cfg, ceil));
+  // The memory's bandwidth in the threads' CPU time (the wall-clock triad holds other
+  // processes' turns on a loaded machine): one thread, and every core's at once.
+  const int64_t triad_floats = cfg.triad_mib * (int64_t{1} << 20) / 4;
+  ceil.triad_core_gbs.max = std::max(ceil.triad_core_gbs.max, cpu_triad_gbs(1, triad_floats));
+  ceil.triad_all_gbs.max = std::max(ceil.triad_all_gbs.max, cpu_triad_gbs(c, triad_floats));
+  std::printf("  triad in CPU time: one core %.1f GB/s, all %.1f GB/s\n", ceil.triad_core_gbs.max,
+              ceil.triad_all_gbs.max);
   // The probes first (they span the layer classes), then the --nets nets.
   std::vector<NetSpec> specs = probe_nets();
   const size_t probes = specs.size();
@@ -457,6 +522,7 @@ Status calibrate_node(const BenchConfig& cfg, const Topology& topo, const std::s
                            measure_net(topo, cfg, specs[i], cfg.batches[0], i < probes));
     nets.push_back(std::move(f));
   }
+  const ExchangeFit fit = fit_exchange(topo, ceil, nets);
   EASEL_ASSIGN_OR_RETURN(Scaling sc, fit_scaling(nets, ceil, fit, c));
   EASEL_ASSIGN_OR_RETURN(model::StepRates step, fit_step(nets));
   const std::string text = describe(topo, cfg, ceil, fit, sc, mpi, nets, step);

@@ -131,9 +131,11 @@ StepEstimate estimate_step(const StepRates& r, const std::vector<LayerWork>& lay
     return fallback;
   };
   for (const LayerWork& l : layers) {
-    e.layer_seconds +=
-        rate_of(l.cls, false).seconds(l.forward.flops(batch), l.forward.bytes(batch)) +
-        rate_of(l.cls, true).seconds(l.backward.flops(batch), l.backward.bytes(batch));
+    e.forward.push_back(
+        rate_of(l.cls, false).seconds(l.forward.flops(batch), l.forward.bytes(batch)));
+    e.backward.push_back(
+        rate_of(l.cls, true).seconds(l.backward.flops(batch), l.backward.bytes(batch)));
+    e.layer_seconds += e.forward.back() + e.backward.back();
   }
   if (r.update_gbs > 0) e.update_seconds = 20 * arena_floats / (r.update_gbs * 1e9);
   e.other_seconds = r.other_per_image * static_cast<double>(batch);

@@ -76,7 +76,8 @@ struct StepRates {
 struct StepEstimate {
   double seconds = 0;
   double layer_seconds = 0, update_seconds = 0, other_seconds = 0;
-  std::vector<std::string> fallback;  // classes priced by the fallback (no rate), once each
+  std::vector<std::string> fallback;      // classes priced by the fallback (no rate), once each
+  std::vector<double> forward, backward;  // each layer's, in `layers`' order
 };
 StepEstimate estimate_step(const StepRates& r, const std::vector<LayerWork>& layers,
                            double arena_floats, int64_t batch);

@@ -123,8 +123,15 @@ double step_seconds(const Machine& m, const ModelRequest& req, Prediction& out) 
     StepRates r = m.step;
     r.fallback_gflops = m.peak_gflops * m.efficiency;
     r.fallback_gbs = core_bandwidth(m, mem) / kGB;
+    // The update's weights, gradients and momentum (12 n bytes) beyond the last-level cache
+    // stream from memory: at most one core's bandwidth.
+    const double n = static_cast<double>(req.cost.arena_floats);
+    if (m.cache_mb > 0 && 12 * n > m.cache_mb * 1e6)
+      r.update_gbs = std::min(r.update_gbs, core_bandwidth(m, mem) / kGB);
     const StepEstimate e =
         estimate_step(r, req.layers, static_cast<double>(req.cost.arena_floats), req.batch);
+    for (size_t i = 0; i < req.layers.size(); ++i)
+      out.layers.push_back({req.layers[i].name, req.layers[i].cls, e.forward[i], e.backward[i]});
     for (const std::string& c : e.fallback)
       out.notes.push_back("no calibrated rate for layer class '" + c +
                           "': priced at peak x efficiency and one core's bandwidth");
@@ -363,7 +370,6 @@ double shm_exchange_floats(int p, bool sgd) {
   if (p <= 1) return sgd ? 0 : 28;
   return sgd ? 20.0 * (p - 1) + 20.0 * p : 20.0 * (p - 1) + 16.0 * p + 12;
 }
-
 int shm_exchange_levels(int p) {
   return levels_of(p);
 }

@@ -78,6 +78,13 @@ struct Prediction {
   std::string compute_source;       // "calibrated" or "described"
   bool oversubscribed = false;
   std::vector<std::string> notes;
+  // compute_source "layer rates": each layer's forward and backward seconds alone (one group,
+  // one thread), in the net's graph order.
+  struct LayerPart {
+    std::string name, cls;
+    double forward = 0, backward = 0;
+  };
+  std::vector<LayerPart> layers;
 };
 
 // Checks the request against the machine (one line naming the flag) and predicts.

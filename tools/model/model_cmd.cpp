@@ -150,6 +150,12 @@ Result<bool> on_off(const std::string& flag, const std::string& v) {
 }
 
 json prediction_json(const Prediction& p) {
+  json layers = json::array();
+  for (const Prediction::LayerPart& l : p.layers)
+    layers.push_back({{"name", l.name},
+                      {"class", l.cls},
+                      {"forward_seconds", l.forward},
+                      {"backward_seconds", l.backward}});
   return {{"seconds_per_iteration", p.seconds_per_iteration},
           {"compute_share", p.compute_share},
           {"comm_share", p.comm_share},
@@ -167,7 +173,8 @@ json prediction_json(const Prediction& p) {
           {"transport", p.transport},
           {"compute_source", p.compute_source},
           {"oversubscribed", p.oversubscribed},
-          {"notes", p.notes}};
+          {"notes", p.notes},
+          {"layers", layers}};
 }
 
 int run_model(ModelFlags& f) {
