@@ -335,13 +335,18 @@ Result<Scaling> fit_scaling(std::vector<NetFigures>& nets, const Ceilings& ceil,
       // s.step is a group's thread CPU time per step: the blocked wait is not in it, and a
       // core's sharing among the groups neither (the model's N / C): what is left is the
       // slowdown of the step itself.
+      // The exchange's part is taken out by the layout's own split (compute / (compute +
+      // comm)): the modelled x (the same formula the model prices it with) only where the
+      // split is missing.
       const double all = s.compute + s.comm + s.wait;
+      const double compute_part = s.compute + s.comm > 0 ? s.step * s.compute / (s.compute + s.comm)
+                                                         : std::max(s.step - x, 0.0);
       if (s.groups <= c) {
-        contention.push_back(std::max(0.5, (s.step - x) / f.step));
+        contention.push_back(std::max(0.5, compute_part / f.step));
       } else {
         const double over = static_cast<double>(s.groups) / c;
         const double cont = contention.empty() ? 1 : contention.back();
-        const double compute = s.step - x;
+        const double compute = compute_part;
         own_overhead.push_back(std::max(0.0, (compute / (f.step * cont) - 1) / (over - 1)));
         overhead.push_back(own_overhead.back());
         wait_frac.push_back(all > 0 && s.compute > 0 ? s.wait / s.compute : 0);
