@@ -106,6 +106,13 @@ struct ExchangeResult {
 Result<ExchangeResult> time_exchange(const Topology& topo, const BenchConfig& cfg,
                                      const NetSpec& spec, int groups);
 
+// Sync EASGD's exchange as the trainer runs it (mirrored for two groups, partitioned for more)
+// among `groups` groups of one thread (oversubscribed when there are fewer cores) over an arena
+// of `floats` floats: a group's thread CPU seconds per exchange, the median over the groups of
+// each one's fastest repeat.
+Result<double> time_sync_exchange_cpu(const Topology& topo, const BenchConfig& cfg, int groups,
+                                      int64_t floats);
+
 // Completes `run`, whose groups are built (worker, device, arenas, fake gradient), as the trainer
 // would for `algo` in one process: the layout (which must outlive the run), the parameters, a
 // tree shared-memory Comm among its groups spinning for `spin` seconds, the centre (when algo

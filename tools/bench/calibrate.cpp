@@ -159,7 +159,27 @@ struct ExchangeFit {
   int p = 2;
   double round_trip_seconds = 0;
   model::Machine memory;  // dram, cache_mb and the fitted shared_memory
+  // Sync EASGD's exchange as the trainer runs it, timed by arena size (a group's CPU seconds).
+  std::vector<model::ExchangePoint> points;
 };
+
+// The arena sizes the exchange is timed at (64 KB to 64 MB: LeNet's 1.7 MB to AlexNet-CIFAR's
+// 47 MB lie within) and the group counts (two: mirrored; four: partitioned, as the trainer runs
+// three or more).
+constexpr int64_t kExchangeBytes[] = {int64_t{1} << 16, int64_t{1} << 20, int64_t{1} << 23,
+                                      int64_t{1} << 26};
+constexpr int kExchangeGroups[] = {2, 4};
+
+Status time_exchange_points(const Topology& topo, const BenchConfig& cfg, ExchangeFit& fit) {
+  for (int g : kExchangeGroups)
+    for (int64_t bytes : kExchangeBytes) {
+      EASEL_ASSIGN_OR_RETURN(double s, time_sync_exchange_cpu(topo, cfg, g, bytes / 4));
+      fit.points.push_back({g, static_cast<double>(bytes), s});
+      std::printf("  sync-easgd exchange, %d groups, %8.3f MB arena: %.3f ms of a group's CPU\n", g,
+                  static_cast<double>(bytes) / 1e6, s * 1e3);
+    }
+  return Status::ok_status();
+}
 
 // Half the fastest round trip between this thread and another through one atomic, over at most
 // 20000 trips or 0.3 s.
@@ -446,6 +466,10 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
                " us); bandwidth: one thread's momentum update over each net's arena (20 bytes "
                "per float, thread CPU time, median over the nets)")
      << "\n";
+  for (const model::ExchangePoint& x : fit.points)
+    os << "[[transport.shared_memory.exchange]]  # sync-easgd's exchange, a group's CPU seconds\n"
+       << "groups = " << x.groups << "\nbytes = " << num(x.bytes)
+       << "\nseconds = " << num(x.seconds) << "\n";
   if (mpi.ranks > 1)
     os << "[transport.mpi]\nlatency_us = " << num(mpi.transport.latency_us)
        << "\nbandwidth_gbs = " << num(mpi.transport.bandwidth_gbs) << "\nsource = "
@@ -527,7 +551,8 @@ Status calibrate_node(const BenchConfig& cfg, const Topology& topo, const std::s
                            measure_net(topo, cfg, specs[i], cfg.batches[0], i < probes));
     nets.push_back(std::move(f));
   }
-  const ExchangeFit fit = fit_exchange(topo, ceil, nets);
+  ExchangeFit fit = fit_exchange(topo, ceil, nets);
+  EASEL_RETURN_IF_ERROR(time_exchange_points(topo, cfg, fit));
   EASEL_ASSIGN_OR_RETURN(Scaling sc, fit_scaling(nets, ceil, fit, c));
   EASEL_ASSIGN_OR_RETURN(model::StepRates step, fit_step(nets));
   const std::string text = describe(topo, cfg, ceil, fit, sc, mpi, nets, step);

@@ -130,11 +130,38 @@ Status read_memory(Reader& r, const toml::table& mem, const std::string& key, Me
   return Status::ok_status();
 }
 
-Status read_transport(Reader& r, const toml::table& tr, const std::string& key, Transport* out) {
+// [[transport.shared_memory.exchange]]: groups >= 2, bytes > 0, seconds > 0 each.
+Status read_exchange_points(Reader& r, const toml::node& node, Machine* m) {
+  const std::string p = "transport.shared_memory.exchange";
+  const toml::array* arr = node.as_array();
+  if (arr == nullptr) return r.error(p, "must be an array of tables ([[" + p + "]])", &node);
+  for (size_t j = 0; j < arr->size(); ++j) {
+    const std::string lp = p + "[" + std::to_string(j) + "]";
+    const toml::table* t = (*arr)[j].as_table();
+    if (t == nullptr) return r.error(lp, "must be a table", &(*arr)[j]);
+    EASEL_RETURN_IF_ERROR(r.only(*t, lp, {"groups", "bytes", "seconds"}));
+    ExchangePoint x;
+    EASEL_ASSIGN_OR_RETURN(const double g, r.number(*t, lp, "groups", 2, 1e6, true));
+    x.groups = static_cast<int>(g);
+    EASEL_ASSIGN_OR_RETURN(x.bytes, r.number(*t, lp, "bytes", 1, 1e15, true));
+    EASEL_ASSIGN_OR_RETURN(x.seconds, r.number(*t, lp, "seconds", 1e-12, 1e6, true));
+    m->shm_exchange.push_back(x);
+  }
+  return Status::ok_status();
+}
+
+Status read_transport(Reader& r, const toml::table& tr, const std::string& key, Transport* out,
+                      Machine* m) {
   EASEL_ASSIGN_OR_RETURN(const toml::table* t, r.table(tr, "transport", key, false));
   if (t == nullptr) return Status::ok_status();
   const std::string p = "transport." + key;
-  EASEL_RETURN_IF_ERROR(r.only(*t, p, {"latency_us", "bandwidth_gbs", "source"}));
+  if (key == "shared_memory") {
+    EASEL_RETURN_IF_ERROR(r.only(*t, p, {"latency_us", "bandwidth_gbs", "exchange", "source"}));
+    if (const toml::node* x = t->get("exchange"))
+      EASEL_RETURN_IF_ERROR(read_exchange_points(r, *x, m));
+  } else {
+    EASEL_RETURN_IF_ERROR(r.only(*t, p, {"latency_us", "bandwidth_gbs", "source"}));
+  }
   out->present = true;
   EASEL_ASSIGN_OR_RETURN(out->latency_us, r.number(*t, p, "latency_us", 0, 1e7, true));
   EASEL_ASSIGN_OR_RETURN(out->bandwidth_gbs, r.number(*t, p, "bandwidth_gbs", 1e-3, kBig, true));
@@ -305,10 +332,10 @@ Result<Machine> read(Reader& r, const std::string& origin) {
   EASEL_ASSIGN_OR_RETURN(const toml::table* tr, r.table(root, "", "transport", true));
   EASEL_RETURN_IF_ERROR(
       r.only(*tr, "transport", {"shared_memory", "mpi", "nccl", "host_device", "source"}));
-  EASEL_RETURN_IF_ERROR(read_transport(r, *tr, "shared_memory", &m.shared_memory));
-  EASEL_RETURN_IF_ERROR(read_transport(r, *tr, "mpi", &m.mpi));
-  EASEL_RETURN_IF_ERROR(read_transport(r, *tr, "nccl", &m.nccl));
-  EASEL_RETURN_IF_ERROR(read_transport(r, *tr, "host_device", &m.host_device));
+  EASEL_RETURN_IF_ERROR(read_transport(r, *tr, "shared_memory", &m.shared_memory, &m));
+  EASEL_RETURN_IF_ERROR(read_transport(r, *tr, "mpi", &m.mpi, &m));
+  EASEL_RETURN_IF_ERROR(read_transport(r, *tr, "nccl", &m.nccl, &m));
+  EASEL_RETURN_IF_ERROR(read_transport(r, *tr, "host_device", &m.host_device, &m));
   if (!m.shared_memory.present) return r.error("transport.shared_memory", "missing (a table)");
   if (m.gpu && !m.host_device.present)
     return r.error("transport.host_device", "missing (a gpu machine's host link)");

@@ -233,8 +233,18 @@ double sync_exchange(const Machine& m, const ModelRequest& req, Prediction& out)
     const MemoryFigure& mem = m.gpu ? m.dram : memory_of(m, req);
     out.exchange_messages = msgs * (2 * levels + 1);
     out.exchange_bytes = shm_exchange_floats(p, sgd) * n;
-    t = shm_exchange_seconds(m, mem, p, sgd, n, msgs, threads);
-    if (shm_exchange_cached(m, p, n))
+    const double by_size =
+        m.gpu ? -1 : shm_exchange_by_size(m.shm_exchange, m, p, sgd, n, msgs, threads);
+    if (by_size >= 0) {
+      // A group's CPU time for it, timed by size; groups sharing a core take turns at it.
+      const double over = std::max(1.0, static_cast<double>(p * threads) / std::max(m.cores, 1));
+      t = by_size * over;
+      out.notes.push_back("the exchange priced from its calibrated timings by size (" +
+                          fmt("%.1f", w / 1e6) + " MB arena)");
+    } else {
+      t = shm_exchange_seconds(m, mem, p, sgd, n, msgs, threads);
+    }
+    if (by_size < 0 && shm_exchange_cached(m, p, n))
       out.notes.push_back("the exchange's arenas (" + fmt("%.1f", (2.0 * p + 1) * w / 1e6) +
                           " MB) fit the " + fmt("%.0f", m.cache_mb) +
                           " MB last-level cache: its bytes are not bounded by memory bandwidth");
@@ -376,6 +386,39 @@ int shm_exchange_levels(int p) {
 
 bool shm_exchange_cached(const Machine& m, int p, double n) {
   return m.cache_mb > 0 && (2.0 * p + 1) * 4 * n <= m.cache_mb * 1e6;
+}
+
+double shm_exchange_by_size(const std::vector<ExchangePoint>& points, const Machine& m, int p,
+                            bool sgd, double n, int msgs, int threads) {
+  if (points.empty() || n <= 0) return -1;
+  int g = points.front().groups;
+  for (const ExchangePoint& x : points)
+    if (std::abs(x.groups - p) < std::abs(g - p) ||
+        (std::abs(x.groups - p) == std::abs(g - p) && x.groups > g))
+      g = x.groups;
+  std::vector<ExchangePoint> at;
+  for (const ExchangePoint& x : points)
+    if (x.groups == g) at.push_back(x);
+  std::sort(at.begin(), at.end(),
+            [](const ExchangePoint& a, const ExchangePoint& b) { return a.bytes < b.bytes; });
+  const double bytes = 4 * n;
+  double s = 0;
+  if (bytes <= at.front().bytes) {
+    s = at.front().seconds * bytes / at.front().bytes;
+  } else if (bytes >= at.back().bytes) {
+    s = at.back().seconds * bytes / at.back().bytes;
+  } else {
+    size_t i = 1;
+    while (at[i].bytes < bytes)
+      ++i;
+    const ExchangePoint &a = at[i - 1], &b = at[i];
+    const double f = std::log(bytes / a.bytes) / std::log(b.bytes / a.bytes);
+    s = std::exp(std::log(a.seconds) + f * std::log(b.seconds / a.seconds));
+  }
+  const double per_group = shm_exchange_floats(p, sgd) / std::max(p, 1);
+  const double at_g = shm_exchange_floats(g, sgd) / g;
+  return s * per_group / at_g / std::max(threads, 1) +
+         (msgs - 1) * (2 * levels_of(p) + 1) * m.shared_memory.latency_us * 1e-6;
 }
 
 double shm_exchange_seconds(const Machine& m, const MemoryFigure& mem, int p, bool sgd, double n,

@@ -129,6 +129,14 @@ int shm_exchange_levels(int p);
 // easel bench --calibrate fits the latency and bandwidth to it and prices its layouts with it.
 double shm_exchange_seconds(const Machine& m, const MemoryFigure& mem, int p, bool sgd, double n,
                             int msgs, int threads);
+// The same exchange from the calibration's timings of it by size (Machine::shm_exchange): the
+// points of the timed group count nearest p (the larger on a tie), interpolated linearly in
+// log(bytes) -> log(seconds) at the arena's 4n bytes (beyond the ends: proportional to the
+// bytes), scaled from that count to p by the per-group bytes (shm_exchange_floats(p) / p), plus
+// the latency of each message past the first; one group's seconds (its threads' share). -1 when
+// there are no points.
+double shm_exchange_by_size(const std::vector<ExchangePoint>& points, const Machine& m, int p,
+                            bool sgd, double n, int msgs, int threads);
 // Whether that exchange's arenas fit m's last-level cache.
 bool shm_exchange_cached(const Machine& m, int p, double n);
 
