@@ -61,6 +61,10 @@ std::string wide() {
   s += layer("sum", "add", "", "\"c3_bn\", \"shortcut_bn\"") + layer("sum_relu", "relu");
   s += conv("c4", 256, 3, 2) + layer("c4_relu", "relu");
   s += conv("c5", 256, 3, 1) + layer("c5_bn", "batch_norm") + layer("c5_relu", "relu");
+  // ResNet-18's last stage: 512-channel 3x3 convolutions on a 2x2 and a 1x1 map (GEMMs bound by
+  // their weights at small batches).
+  s += conv("c5w", 512, 3, 1) + layer("c5w_relu", "relu");
+  s += conv("c5x", 512, 3, 2) + layer("c5x_relu", "relu");
   s += conv("c6", 512, 1, 1) + layer("c6_relu", "relu");
   s += layer("gap", "global_avg_pool");
   s += layer("fc1", "inner_product", "outputs = 512\n") + layer("fc1_relu", "relu");
