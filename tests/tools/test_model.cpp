@@ -305,6 +305,11 @@ TEST(Model, ExchangeBySizeInterpolatesTheCalibratedPoints) {
   ASSERT_TRUE(p.ok());
   EXPECT_NEAR(p->exchange_seconds,
               2 * shm_exchange_by_size(parsed->shm_exchange, *parsed, 4, false, n, 1, 1), 1e-12);
+  // Of it, the turns of the groups sharing a core are wait (the trainer's barriers), the rest comm.
+  const double own = shm_exchange_by_size(parsed->shm_exchange, *parsed, 4, false, n, 1, 1);
+  EXPECT_NEAR(p->exchange_turns_seconds, own, 1e-12);
+  EXPECT_NEAR(p->comm_seconds, own, 1e-12);
+  EXPECT_NEAR(p->wait_seconds, own + 0.1 * p->step_seconds, 1e-9);  // + oversubscribed_wait
   text.replace(text.find("seconds = 2e-4"), 14, "seconds = -2e-4");
   auto bad = parse_machine(text, "x.toml");
   ASSERT_FALSE(bad.ok());

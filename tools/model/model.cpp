@@ -239,6 +239,7 @@ double sync_exchange(const Machine& m, const ModelRequest& req, Prediction& out)
       // A group's CPU time for it, timed by size; groups sharing a core take turns at it.
       const double over = std::max(1.0, static_cast<double>(p * threads) / std::max(m.cores, 1));
       t = by_size * over;
+      out.exchange_turns_seconds = by_size * (over - 1);
       out.notes.push_back("the exchange priced from its calibrated timings by size (" +
                           fmt("%.1f", w / 1e6) + " MB arena)");
     } else {
@@ -501,8 +502,13 @@ Result<Prediction> predict(const Machine& whole, const ModelRequest& req) {
       out.notes.push_back("overlap on: the exchange runs beside the next step; exposed " +
                           fmt("%.3g", exposed) + " s of " + fmt("%.3g", per_step) + " s");
     }
-    comm += exposed;
-    if (out.oversubscribed) wait = m.oversubscribed_wait * tc;
+    // Groups that share a core wait at the exchange's barriers while the others take their
+    // turns: that part of it is wait, as the trainer counts it.
+    const double turns = std::min(exposed, is_easgd(req.algo) ? out.exchange_turns_seconds / req.tau
+                                                              : out.exchange_turns_seconds);
+    comm += exposed - turns;
+    wait = turns;
+    if (out.oversubscribed) wait += m.oversubscribed_wait * tc;
     iteration = tc + comm + wait;
   } else if (is_average(req.algo)) {
     // local-sgd, slowmo, diloco: every tau steps an allreduce of each group's pseudo-gradient

@@ -68,8 +68,11 @@ struct Prediction {
   double compute_share = 0, comm_share = 0, wait_share = 0;
   double images_per_second = 0;
   // The parts.
-  double step_seconds = 0;          // one group's step as it runs among the others
-  double exchange_seconds = 0;      // one exchange (every tau steps), before overlap
+  double step_seconds = 0;      // one group's step as it runs among the others
+  double exchange_seconds = 0;  // one exchange (every tau steps), before overlap
+  // Of exchange_seconds: the groups sharing a core waiting for one another's turns at the
+  // exchange's barriers (the trainer counts it as wait, not comm); 0 unless oversubscribed.
+  double exchange_turns_seconds = 0;
   double exchange_bytes = 0;        // bytes one exchange moves on its critical path
   int exchange_messages = 0;        // messages on its critical path
   double exchanges_per_step = 0;    // of one group: 1, 1 / tau, or 0 (one group)
