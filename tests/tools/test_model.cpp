@@ -265,6 +265,59 @@ TEST(Model, ExchangeInCacheIsNotBoundByMemory) {
   EXPECT_NE(bad.status().message().find("memory.cache_mb"), std::string::npos);
 }
 
+// The exchange timed by size ([[transport.shared_memory.exchange]]): log-log interpolation
+// between the points of the nearest timed group count, proportional beyond the ends, scaled to
+// other group counts by the per-group bytes and to oversubscribed groups by N / C.
+TEST(Model, ExchangeBySizeInterpolatesTheCalibratedPoints) {
+  Machine m = small();
+  const std::vector<ExchangePoint> pts = {
+      {2, 1e6, 1e-4}, {2, 1e8, 1e-1}, {4, 1e6, 2e-4}, {4, 1e8, 2e-1}};
+  // 4 MB at two groups: seconds go as bytes^1.5 between the points (x100 bytes, x1000 seconds).
+  EXPECT_NEAR(shm_exchange_by_size(pts, m, 2, false, 1e6, 1, 1), 1e-4 * std::pow(4.0, 1.5), 1e-12);
+  EXPECT_NEAR(shm_exchange_by_size(pts, m, 2, false, 2.5e5, 1, 1), 1e-4, 1e-15);    // a point
+  EXPECT_NEAR(shm_exchange_by_size(pts, m, 2, false, 2.5e4, 1, 1), 1e-5, 1e-15);    // below
+  EXPECT_NEAR(shm_exchange_by_size(pts, m, 2, false, 5e7, 1, 1), 2e-1, 1e-12);      // above
+  EXPECT_NEAR(shm_exchange_by_size(pts, m, 2, false, 2.5e7, 1, 2), 0.5e-1, 1e-12);  // 2 threads
+  // Eight groups: the four-group points scaled by the per-group bytes.
+  const double scale = (shm_exchange_floats(8, false) / 8) / (shm_exchange_floats(4, false) / 4);
+  EXPECT_NEAR(shm_exchange_by_size(pts, m, 8, false, 2.5e5, 1, 1), 2e-4 * scale, 1e-15);
+  // Three groups: equally near 2 and 4, the larger's (partitioned) points.
+  const double s3 = (shm_exchange_floats(3, false) / 3) / (shm_exchange_floats(4, false) / 4);
+  EXPECT_NEAR(shm_exchange_by_size(pts, m, 3, false, 2.5e5, 1, 1), 2e-4 * s3, 1e-15);
+  // Per-layer messages add their latency; no points: -1.
+  EXPECT_NEAR(shm_exchange_by_size(pts, m, 2, false, 2.5e5, 3, 1),
+              1e-4 + 2 * 3 * m.shared_memory.latency_us * 1e-6, 1e-15);
+  EXPECT_EQ(shm_exchange_by_size({}, m, 2, false, 2.5e5, 1, 1), -1);
+
+  // Read from the description, and used by the model in place of latency and bandwidth; four
+  // groups on two cores take turns: x 2.
+  std::string text = kSmall;
+  text.replace(text.find("[[net]]"), 7,
+               "[[transport.shared_memory.exchange]]\ngroups = 4\nbytes = 1e6\nseconds = 2e-4\n"
+               "[[transport.shared_memory.exchange]]\ngroups = 4\nbytes = 1e8\nseconds = 2e-1\n"
+               "[[net]]");
+  auto parsed = parse_machine(text, "x.toml");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  ASSERT_EQ(parsed->shm_exchange.size(), 2u);
+  const ModelRequest r = request("lenet", "sync-easgd", 4);
+  const double n = static_cast<double>(r.cost.arena_floats);
+  auto p = predict(*parsed, r);
+  ASSERT_TRUE(p.ok());
+  EXPECT_NEAR(p->exchange_seconds,
+              2 * shm_exchange_by_size(parsed->shm_exchange, *parsed, 4, false, n, 1, 1), 1e-12);
+  // Of it, the turns of the groups sharing a core are wait (the trainer's barriers), the rest comm.
+  const double own = shm_exchange_by_size(parsed->shm_exchange, *parsed, 4, false, n, 1, 1);
+  EXPECT_NEAR(p->exchange_turns_seconds, own, 1e-12);
+  EXPECT_NEAR(p->comm_seconds, own, 1e-12);
+  EXPECT_NEAR(p->wait_seconds, own + 0.1 * p->step_seconds, 1e-9);  // + oversubscribed_wait
+  text.replace(text.find("seconds = 2e-4"), 14, "seconds = -2e-4");
+  auto bad = parse_machine(text, "x.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("transport.shared_memory.exchange[0].seconds"),
+            std::string::npos)
+      << bad.status().message();
+}
+
 // A calibrated net's own oversubscription_overhead ([[net]]) replaces the machine's for it.
 TEST(Model, NetsOwnOversubscriptionOverhead) {
   std::string text = kSmall;

@@ -18,6 +18,9 @@ namespace easel::bench {
 
 // Monotonic seconds.
 double seconds_now();
+// The calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID), seconds: what a timing is without the
+// moments the thread waited for a core (a loaded machine).
+double thread_cpu_seconds();
 
 // Starts fn(i) on workers[i] for every i at (nearly) the same moment: each worker spins until
 // all have arrived, then runs its part. Returns the seconds from the earliest start to the
@@ -57,6 +60,9 @@ struct StepResult {
   // The algorithm's own accounting (Group::times) summed over the groups, warm-up included:
   // compute, exchange and waiting seconds (easel bench --calibrate's split under sharing).
   double compute_seconds = 0, comm_seconds = 0, wait_seconds = 0;
+  // A group's thread CPU time per step (per repeat the median over the groups): the step as it
+  // runs among the others without the time a thread waited for a core.
+  Summary cpu_step_ms;
 };
 Result<StepResult> time_steps(const Topology& topo, const BenchConfig& cfg, const NetSpec& spec,
                               int64_t batch, GroupLayout layout);
@@ -65,13 +71,15 @@ Result<StepResult> time_steps(const Topology& topo, const BenchConfig& cfg, cons
 struct LayerTime {
   LayerInfo info;
   Summary forward_ms, backward_ms;
+  Summary forward_cpu_ms, backward_cpu_ms;  // the thread's CPU time (thread_cpu_seconds)
 };
 struct LayerView {
   std::string net;
   int64_t batch = 0;
   std::vector<LayerTime> layers;
-  Summary step_ms;      // Net::train_step (forward, loss, backward)
-  Summary update_ms;    // momentum_step over the arena
+  Summary step_ms;                     // Net::train_step (forward, loss, backward)
+  Summary update_ms;                   // momentum_step over the arena
+  Summary step_cpu_ms, update_cpu_ms;  // the two in the thread's CPU time
   double other_ms = 0;  // median step - sum of median layer times (loss, pointer set-up)
   double flops_per_image = 0;
 };
@@ -97,6 +105,13 @@ struct ExchangeResult {
 // Exchanges among `groups` groups of one thread each over the arena of `spec` (LeNet).
 Result<ExchangeResult> time_exchange(const Topology& topo, const BenchConfig& cfg,
                                      const NetSpec& spec, int groups);
+
+// Sync EASGD's exchange as the trainer runs it (mirrored for two groups, partitioned for more)
+// among `groups` groups of one thread (oversubscribed when there are fewer cores) over an arena
+// of `floats` floats: a group's thread CPU seconds per exchange, the median over the groups of
+// each one's fastest repeat.
+Result<double> time_sync_exchange_cpu(const Topology& topo, const BenchConfig& cfg, int groups,
+                                      int64_t floats);
 
 // Completes `run`, whose groups are built (worker, device, arenas, fake gradient), as the trainer
 // would for `algo` in one process: the layout (which must outlive the run), the parameters, a

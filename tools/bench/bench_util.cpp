@@ -1,5 +1,6 @@
 // Shared helpers of the bench sections: clocks, synchronised starts, workers, peak RSS.
 #include <sys/resource.h>
+#include <ctime>
 
 #include <algorithm>
 #include <atomic>
@@ -13,6 +14,12 @@ namespace easel::bench {
 
 double seconds_now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 double run_together(const std::vector<std::unique_ptr<WorkerThread>>& workers,

@@ -1,12 +1,15 @@
 // `easel bench --calibrate [--out FILE]`: measures what the performance model (tools/model/)
 // needs on this machine and writes it as a machine description (TOML): the FMA peak and the
-// triad; for every --nets net at the first --batches size, one group's step alone (one thread
-// and all cores' threads), its layers, and G groups of one thread at once for G = C, 2C (and 4C
-// when that is at most 16: oversubscribed), with the algorithm's own split of their time; the
-// sync-easgd exchange among C groups over two arenas (mlp's and LeNet's), from which the
-// shared-memory latency and bandwidth are fitted. docs/MODEL.md explains each figure.
+// triad; the probe nets (probes.hpp) and every --nets net at the first --batches size: one
+// group's step alone and its layers, from which each layer class's rates are fitted
+// (tools/model/layer_rates.hpp); for the probes also one group on every core's thread and G
+// groups of one thread at once for G = C, 2C (and 4C when that is at most 16: oversubscribed):
+// contention and the oversubscription overhead; the shared-memory latency (two threads' round
+// trip) and bandwidth (one thread's arena passes). Steps and layers are timed in the threads'
+// CPU time. docs/MODEL.md explains each figure.
 #include <unistd.h>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -20,6 +23,7 @@
 #include "nets/models/models.hpp"
 #include "tools/bench/bench.hpp"
 #include "tools/bench/calibrate.hpp"
+#include "tools/bench/probes.hpp"
 #include "tools/cli/cli.hpp"
 #include "tools/model/machine.hpp"
 #include "tools/model/model.hpp"
@@ -77,11 +81,13 @@ NetSpec spec_of(const std::string& name) {
 // One net's figures.
 struct NetFigures {
   std::string name;
+  NetSpec spec;
   int64_t batch = 64;
   int64_t arena_floats = 0;
   double step = 0, update = 0, step_threads = 0, flops_per_image = 0;
   std::vector<LayerTime> layers;
-  double overhead = -1;  // oversubscription's, from this net's own 2C (and 4C) layouts
+  double step_layers = 0;  // the step's CPU time in the layer view (beside its layers')
+  double overhead = -1;    // oversubscription's, from this net's own 2C (and 4C) layouts
   // Gx1 layouts: groups, group 0's step (s), and the algorithm's split summed over groups.
   struct Shared {
     int groups = 0;
@@ -90,48 +96,47 @@ struct NetFigures {
   std::vector<Shared> shared;
 };
 
-// The sync-easgd exchange the trainer runs among p groups in one process: mirrored for two,
-// partitioned for more.
-double exchange_us(const ExchangeResult& e) {
-  const Traffic want =
-      e.groups == 2 ? Traffic::sync_exchange_mirrored : Traffic::sync_exchange_partitioned;
-  for (const ExchangeTime& o : e.ops)
-    if (o.traffic == want) return o.us.median;
-  return 0;
-}
-
-Result<NetFigures> measure_net(const Topology& topo, const BenchConfig& cfg,
-                               const std::string& name, int64_t batch) {
+// `layouts`: also one group on every core's thread and the Gx1 layouts (the probes': the
+// machine's scaling); otherwise the step alone and its layers.
+Result<NetFigures> measure_net(const Topology& topo, const BenchConfig& cfg, const NetSpec& spec,
+                               int64_t batch, bool layouts) {
   const int c = topo.core_count();
-  const NetSpec spec = spec_of(name);
+  const std::string& name = spec.name;
   NetFigures f;
   f.name = name;
+  f.spec = spec;
   f.batch = batch;
   EASEL_ASSIGN_OR_RETURN(StepResult one, time_steps(topo, cfg, spec, batch, {1, 1}));
-  f.step = one.step_ms.median / 1e3;
+  // Steps in the thread's CPU time, the fastest repeat: on a loaded machine the wall time holds
+  // the moments other processes had the core, the CPU time does not.
+  f.step = one.cpu_step_ms.min / 1e3;
   f.flops_per_image = one.flops_per_image;
-  std::printf("  %-14s 1x1 step %.3f ms\n", name.c_str(), one.step_ms.median);
-  if (c > 1) {
+  std::printf("  %-14s 1x1 step %.3f ms (CPU time; wall %.3f)\n", name.c_str(), one.cpu_step_ms.min,
+              one.step_ms.median);
+  if (c > 1 && layouts) {
     EASEL_ASSIGN_OR_RETURN(StepResult t, time_steps(topo, cfg, spec, batch, {1, c}));
-    f.step_threads = t.step_ms.median / 1e3;
+    f.step_threads = t.step_ms.min / 1e3;
     std::printf("  %-14s 1x%d step %.3f ms\n", name.c_str(), c, t.step_ms.median);
   }
   std::vector<int> counts;
-  if (c > 1) counts.push_back(c);
-  counts.push_back(2 * c);
-  if (4 * c <= 16) counts.push_back(4 * c);
+  if (layouts) {
+    if (c > 1) counts.push_back(c);
+    counts.push_back(2 * c);
+    if (4 * c <= 16) counts.push_back(4 * c);
+  }
   for (int g : counts) {
     EASEL_ASSIGN_OR_RETURN(StepResult s, time_steps(topo, cfg, spec, batch, {g, 1}));
     f.shared.push_back(
-        {g, s.step_ms.median / 1e3, s.compute_seconds, s.comm_seconds, s.wait_seconds});
-    std::printf("  %-14s %dx1 step %.3f ms (compute/comm/wait %.0f%%/%.0f%%/%.0f%%)\n",
-                name.c_str(), g, s.step_ms.median,
+        {g, s.cpu_step_ms.min / 1e3, s.compute_seconds, s.comm_seconds, s.wait_seconds});
+    std::printf("  %-14s %dx1 step %.3f ms CPU a group (compute/comm/wait %.0f%%/%.0f%%/%.0f%%)\n",
+                name.c_str(), g, s.cpu_step_ms.min,
                 100 * s.compute_seconds / (s.compute_seconds + s.comm_seconds + s.wait_seconds),
                 100 * s.comm_seconds / (s.compute_seconds + s.comm_seconds + s.wait_seconds),
                 100 * s.wait_seconds / (s.compute_seconds + s.comm_seconds + s.wait_seconds));
   }
   EASEL_ASSIGN_OR_RETURN(LayerView v, time_layers(topo, cfg, spec, batch));
-  f.update = v.update_ms.median / 1e3;
+  f.update = v.update_cpu_ms.median / 1e3;
+  f.step_layers = v.step_cpu_ms.median / 1e3;
   f.layers = v.layers;
   return f;
 }
@@ -143,42 +148,128 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
-// The shared-memory exchange's latency and bandwidth, fitted to the model's formula
-// (model::shm_exchange_seconds, threads 1) from sync-easgd's exchange among p groups over two
-// arenas (mlp's and LeNet's); `memory` holds the machine's DRAM and last-level cache.
+// The shared-memory exchange's latency and bandwidth (the model's shm_exchange_seconds), from
+// two primitives that a loaded machine does not distort: the latency of one message, half the
+// fastest of many round trips between two threads through one cache line (some find both
+// threads on a core even when other processes hold them most of the time), and the bandwidth
+// one thread streams the exchange's element-wise passes at, the momentum update's (the same
+// kind of pass over an arena; thread CPU time, median over the nets). `memory` holds the
+// machine's DRAM and last-level cache.
 struct ExchangeFit {
   int p = 2;
-  double small_seconds = 0, large_seconds = 0;
+  double round_trip_seconds = 0;
   model::Machine memory;  // dram, cache_mb and the fitted shared_memory
+  // Sync EASGD's exchange as the trainer runs it, timed by arena size (a group's CPU seconds).
+  std::vector<model::ExchangePoint> points;
 };
 
-Result<ExchangeFit> fit_exchange(const Topology& topo, const BenchConfig& cfg,
-                                 const Ceilings& ceil) {
+// The arena sizes the exchange is timed at (64 KB to 64 MB: LeNet's 1.7 MB to AlexNet-CIFAR's
+// 47 MB lie within) and the group counts (two: mirrored; four: partitioned, as the trainer runs
+// three or more).
+constexpr int64_t kExchangeBytes[] = {int64_t{1} << 16, int64_t{1} << 20, int64_t{1} << 23,
+                                      int64_t{1} << 26};
+constexpr int kExchangeGroups[] = {2, 4};
+
+Status time_exchange_points(const Topology& topo, const BenchConfig& cfg, ExchangeFit& fit) {
+  for (int g : kExchangeGroups)
+    for (int64_t bytes : kExchangeBytes) {
+      EASEL_ASSIGN_OR_RETURN(double s, time_sync_exchange_cpu(topo, cfg, g, bytes / 4));
+      fit.points.push_back({g, static_cast<double>(bytes), s});
+      std::printf("  sync-easgd exchange, %d groups, %8.3f MB arena: %.3f ms of a group's CPU\n", g,
+                  static_cast<double>(bytes) / 1e6, s * 1e3);
+    }
+  return Status::ok_status();
+}
+
+// Half the fastest round trip between this thread and another through one atomic, over at most
+// 20000 trips or 0.3 s.
+double thread_ping_pong() {
+  std::atomic<int> ball{0};
+  std::atomic<bool> stop{false};
+  std::thread peer([&] {
+    int seen = 0;
+    while (!stop.load(std::memory_order_relaxed)) {
+      for (int spin = 0; spin < 4096 && ball.load(std::memory_order_acquire) == seen; ++spin) {
+      }
+      const int b = ball.load(std::memory_order_acquire);
+      if (b != seen && b % 2 == 1) {
+        ball.store(b + 1, std::memory_order_release);
+        seen = b + 1;
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  });
+  double best = 1e30;
+  const double t_end = seconds_now() + 0.3;
+  int b = 0;
+  for (int i = 0; i < 20000 && seconds_now() < t_end; ++i) {
+    const double t0 = seconds_now();
+    ball.store(b + 1, std::memory_order_release);
+    while (ball.load(std::memory_order_acquire) != b + 2)
+      std::this_thread::yield();
+    best = std::min(best, seconds_now() - t0);
+    b += 2;
+  }
+  stop.store(true);
+  peer.join();
+  return best;
+}
+
+// STREAM's triad a = b + s c on `threads` threads at once, each over arrays of its own of n
+// floats: per thread the fastest of three passes in its CPU time (other processes' turns left
+// out), and the sum over the threads of 12 n bytes / that, GB/s.
+double cpu_triad_gbs(int threads, int64_t n) {
+  std::vector<double> gbs(static_cast<size_t>(threads));
+  std::vector<std::thread> team;
+  for (int t = 0; t < threads; ++t)
+    team.emplace_back([&, t] {
+      std::vector<float> a(static_cast<size_t>(n), 0.f), b(static_cast<size_t>(n), 1.f),
+          c(static_cast<size_t>(n), 2.f);
+      double best = 1e30;
+      for (int r = 0; r < 3; ++r) {
+        const double c0 = thread_cpu_seconds();
+        for (int64_t i = 0; i < n; ++i)
+          a[static_cast<size_t>(i)] = b[static_cast<size_t>(i)] + 0.5f * c[static_cast<size_t>(i)];
+        best = std::min(best, thread_cpu_seconds() - c0);
+        b[static_cast<size_t>(r)] = a[static_cast<size_t>(n - 1 - r)];  // keep the passes
+      }
+      gbs[static_cast<size_t>(t)] = 12.0 * static_cast<double>(n) / std::max(best, 1e-9) / 1e9;
+    });
+  for (std::thread& t : team)
+    t.join();
+  double sum = 0;
+  for (double g : gbs)
+    sum += g;
+  return sum;
+}
+
+ExchangeFit fit_exchange(const Topology& topo, const Ceilings& ceil,
+                         const std::vector<NetFigures>& nets) {
   ExchangeFit fit;
   fit.p = std::max(topo.core_count(), 2);
   fit.memory.cores = topo.core_count();
   fit.memory.dram.present = true;
   fit.memory.dram.bandwidth_gbs = ceil.triad_all_gbs.max;
   fit.memory.cache_mb = static_cast<double>(topo.last_level_cache_bytes) / 1e6;
-  EASEL_ASSIGN_OR_RETURN(ExchangeResult small, time_exchange(topo, cfg, spec_of("mlp"), fit.p));
-  EASEL_ASSIGN_OR_RETURN(ExchangeResult large, time_exchange(topo, cfg, spec_of("lenet"), fit.p));
-  const double t1 = exchange_us(small) * 1e-6, t2 = exchange_us(large) * 1e-6;
-  const double n1 = static_cast<double>(small.arena_floats);
-  const double n2 = static_cast<double>(large.arena_floats);
-  const int messages = 2 * model::shm_exchange_levels(fit.p) + 1;
-  // The link's term (per group): latency x messages + f n / p / bandwidth.
-  const double per_float = model::shm_exchange_floats(fit.p, false) / fit.p;
-  double bw = t2 > t1 ? per_float * (n2 - n1) / (t2 - t1) : per_float * n2 / std::max(t2, 1e-9);
-  double lat = (t1 - per_float * n1 / bw) / messages;
-  if (lat < 1e-7) lat = 1e-7;
-  fit.small_seconds = t1;
-  fit.large_seconds = t2;
-  fit.memory.shared_memory = {true, lat * 1e6, bw / 1e9};
+  fit.round_trip_seconds = thread_ping_pong() * 2;
+  std::vector<double> gbs;
+  for (const NetFigures& f : nets)
+    if (f.update > 0) {
+      const NetCost cost = net_cost(f.spec).value();  // measured: it was built
+      gbs.push_back(20.0 * static_cast<double>(cost.arena_floats) / f.update / 1e9);
+    }
+  double median_gbs = 1;
+  if (!gbs.empty()) {
+    std::sort(gbs.begin(), gbs.end());
+    median_gbs = gbs[gbs.size() / 2];
+  }
+  fit.memory.shared_memory = {true, std::max(fit.round_trip_seconds / 2, 1e-8) * 1e6, median_gbs};
   std::printf(
-      "  sync-easgd exchange among %d groups: %.1f us (%lld floats), %.1f us (%lld floats) -> "
-      "latency %.2f us per message, %.1f GB/s; last-level cache %.0f MB\n",
-      fit.p, t1 * 1e6, static_cast<long long>(n1), t2 * 1e6, static_cast<long long>(n2), lat * 1e6,
-      bw / 1e9, fit.memory.cache_mb);
+      "  shared memory: round trip between two threads %.2f us (fastest) -> latency %.3f us per "
+      "message; one thread's element-wise passes %.1f GB/s; last-level cache %.0f MB\n",
+      fit.round_trip_seconds * 1e6, fit.memory.shared_memory.latency_us, median_gbs,
+      fit.memory.cache_mb);
   return fit;
 }
 
@@ -248,8 +339,7 @@ Result<Scaling> fit_scaling(std::vector<NetFigures>& nets, const Ceilings& ceil,
                             const ExchangeFit& fit, int c) {
   std::vector<double> serial, contention, overhead, wait_frac, efficiency;
   for (NetFigures& f : nets) {
-    const NetSpec spec = spec_of(f.name);
-    auto cost = net_cost(spec);
+    auto cost = net_cost(f.spec);
     if (!cost.ok()) return cost.status();
     f.arena_floats = cost->arena_floats;
     efficiency.push_back(f.flops_per_image * static_cast<double>(f.batch) / f.step /
@@ -262,15 +352,22 @@ Result<Scaling> fit_scaling(std::vector<NetFigures>& nets, const Ceilings& ceil,
     for (const NetFigures::Shared& s : f.shared) {
       const double x = model::shm_exchange_seconds(fit.memory, fit.memory.dram, s.groups, false,
                                                    static_cast<double>(cost->arena_floats), 1, 1);
+      // s.step is a group's thread CPU time per step: the blocked wait is not in it, and a
+      // core's sharing among the groups neither (the model's N / C): what is left is the
+      // slowdown of the step itself.
+      // The exchange's part is taken out by the layout's own split (compute / (compute +
+      // comm)): the modelled x (the same formula the model prices it with) only where the
+      // split is missing.
       const double all = s.compute + s.comm + s.wait;
-      const double wait_share = all > 0 ? s.wait / all : 0;
+      const double compute_part = s.compute + s.comm > 0 ? s.step * s.compute / (s.compute + s.comm)
+                                                         : std::max(s.step - x, 0.0);
       if (s.groups <= c) {
-        contention.push_back(std::max(0.5, (s.step * (1 - wait_share) - x) / f.step));
+        contention.push_back(std::max(0.5, compute_part / f.step));
       } else {
         const double over = static_cast<double>(s.groups) / c;
         const double cont = contention.empty() ? 1 : contention.back();
-        const double compute = s.step * (1 - wait_share) - x;
-        own_overhead.push_back(std::max(0.0, (compute / (f.step * cont * over) - 1) / (over - 1)));
+        const double compute = compute_part;
+        own_overhead.push_back(std::max(0.0, (compute / (f.step * cont) - 1) / (over - 1)));
         overhead.push_back(own_overhead.back());
         wait_frac.push_back(all > 0 && s.compute > 0 ? s.wait / s.compute : 0);
       }
@@ -286,10 +383,45 @@ Result<Scaling> fit_scaling(std::vector<NetFigures>& nets, const Ceilings& ceil,
   return out;
 }
 
+// The layer classes' rates (tools/model/layer_rates.hpp) from every timed layer of every net
+// (the probes' and --nets'), the momentum update's bandwidth and the step's rest per image
+// (the whole 1x1 step less its layers and update), each the median over the nets.
+Result<model::StepRates> fit_step(const std::vector<NetFigures>& nets) {
+  std::vector<model::LayerSample> samples;
+  std::vector<double> update_gbs, other;
+  for (const NetFigures& f : nets) {
+    EASEL_ASSIGN_OR_RETURN(std::vector<model::LayerWork> work, model::layer_work(f.spec));
+    double layers = 0;
+    for (const LayerTime& t : f.layers) {
+      const double fwd = t.forward_cpu_ms.median / 1e3, bwd = t.backward_cpu_ms.median / 1e3;
+      layers += fwd + bwd;
+      for (const model::LayerWork& w : work) {
+        if (w.name != t.info.name) continue;
+        samples.push_back({w.cls, false, w.forward.flops(f.batch), w.forward.bytes(f.batch), fwd});
+        samples.push_back({w.cls, true, w.backward.flops(f.batch), w.backward.bytes(f.batch), bwd});
+      }
+    }
+    if (f.update > 0)
+      update_gbs.push_back(20.0 * static_cast<double>(f.arena_floats) / f.update / 1e9);
+    other.push_back(std::max(0.0, f.step_layers - layers - f.update) /
+                    static_cast<double>(f.batch));
+  }
+  model::StepRates r;
+  r.rates = model::fit_layer_rates(samples);
+  r.update_gbs = std::max(median(update_gbs), 1e-3);
+  r.other_per_image = median(other);
+  for (const model::LayerRate& x : r.rates)
+    std::printf("  layer class %-16s %-8s %2d samples: %8.2f GFLOP/s, %8.2f GB/s\n", x.cls.c_str(),
+                x.backward ? "backward" : "forward", x.samples, x.gflops, x.gbs);
+  std::printf("  momentum update %.2f GB/s; rest of the step %.2f us per image\n", r.update_gbs,
+              r.other_per_image * 1e6);
+  return r;
+}
+
 // The description's text (it must parse back: run_calibration checks).
 std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceilings& ceil,
                      const ExchangeFit& fit, const Scaling& sc, const MpiFit& mpi,
-                     const std::vector<NetFigures>& nets) {
+                     const std::vector<NetFigures>& nets, const model::StepRates& step) {
   std::ostringstream os;
   const std::string when = now_utc();
   char host[256] = "this machine";
@@ -313,8 +445,9 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
      << "  # a group's step with every core running one, over its step alone (exchange out)\n"
      << "oversubscription_overhead = " << num(sc.overhead)
      << "  # per extra thread per core, from 2C (and 4C) groups\n"
-     << "oversubscribed_wait = " << num(sc.wait)
-     << "  # barrier wait / compute of sync-easgd's groups sharing cores (the algorithm's split)\n"
+     << "oversubscribed_wait = 0.0  # groups sharing a core wait while another of them runs: "
+        "that time is in N / C (their split showed "
+     << num(sc.wait) << " of the compute waiting)\n"
      << "source = " << quoted(origin + "; FMA loop, steps and layouts of easel bench") << "\n\n"
      << "[memory]\ncache_mb = " << num(fit.memory.cache_mb)
      << "  # hwloc's last-level caches, summed (a VM may report its host's)\n"
@@ -328,11 +461,15 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
      << "[transport]\nsource = " << quoted(origin) << "\n"
      << "[transport.shared_memory]\nlatency_us = " << num(fit.memory.shared_memory.latency_us)
      << "\nbandwidth_gbs = " << num(fit.memory.shared_memory.bandwidth_gbs) << "\nsource = "
-     << quoted("sync-easgd's exchange among " + std::to_string(fit.p) + " groups over mlp's (" +
-               num(fit.small_seconds * 1e6) + " us) and LeNet's (" + num(fit.large_seconds * 1e6) +
-               " us) arenas, fitted to latency x (2 levels + 1) + (20 (P-1) + 16 P + 12) n / P "
-               "bytes / bandwidth")
+     << quoted("latency: half the fastest round trip between two threads (" +
+               num(fit.round_trip_seconds * 1e6) +
+               " us); bandwidth: one thread's momentum update over each net's arena (20 bytes "
+               "per float, thread CPU time, median over the nets)")
      << "\n";
+  for (const model::ExchangePoint& x : fit.points)
+    os << "[[transport.shared_memory.exchange]]  # sync-easgd's exchange, a group's CPU seconds\n"
+       << "groups = " << x.groups << "\nbytes = " << num(x.bytes)
+       << "\nseconds = " << num(x.seconds) << "\n";
   if (mpi.ranks > 1)
     os << "[transport.mpi]\nlatency_us = " << num(mpi.transport.latency_us)
        << "\nbandwidth_gbs = " << num(mpi.transport.bandwidth_gbs) << "\nsource = "
@@ -361,6 +498,26 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
          << "\nforward_seconds = " << num(l.forward_ms.median / 1e3)
          << "\nbackward_seconds = " << num(l.backward_ms.median / 1e3) << "\n";
   }
+  std::string fitted;
+  for (const NetFigures& f : nets)
+    fitted += (fitted.empty() ? "" : ", ") + f.name;
+  os << "\n# Any net's step from its layers (docs/MODEL.md): each layer class's rates, fitted to "
+        "the\n"
+     << "# timed layers of " << fitted << ".\n"
+     << "[step]\nupdate_gbs = " << num(step.update_gbs)
+     << "  # the momentum update: 20 bytes per arena float\nother_seconds_per_image = "
+     << num(step.other_per_image) << "  # the step less its layers and update, per image\n"
+     << "source = "
+     << quoted(origin + "; each layer of " + fitted + " timed inside whole steps at batch " +
+               std::to_string(nets.front().batch) +
+               ", per class and pass seconds = flops / gflops + bytes / gbs (least squares "
+               "on the relative error); medians over the nets")
+     << "\n";
+  for (const model::LayerRate& r : step.rates)
+    os << "[[step.rate]]\nclass = " << quoted(r.cls)
+       << "\npass = " << (r.backward ? "\"backward\"" : "\"forward\"")
+       << "\ngflops = " << num(r.gflops) << "\ngbs = " << num(r.gbs) << "\nsamples = " << r.samples
+       << "\n";
   const std::vector<Locality> locs = localities(topo);
   os << "\n[[mode]]\nname = \"this\"\nlocalities = " << locs.size()
      << "\nhbw_gb = " << num(static_cast<double>(locs[0].hbw_bytes) / 1e9)
@@ -376,14 +533,29 @@ Status calibrate_node(const BenchConfig& cfg, const Topology& topo, const std::s
   EASEL_ASSIGN_OR_RETURN(Ceilings ceil, measure_ceilings(topo, cfg));
   std::printf("  FMA peak one core %.1f GFLOP/s; triad one core %.1f GB/s, all %.1f GB/s\n",
               ceil.fma_core_gflops.max, ceil.triad_core_gbs.max, ceil.triad_all_gbs.max);
-  EASEL_ASSIGN_OR_RETURN(ExchangeFit fit, fit_exchange(topo, cfg, ceil));
+  // The memory's bandwidth in the threads' CPU time (the wall-clock triad holds other
+  // processes' turns on a loaded machine): one thread, and every core's at once.
+  const int64_t triad_floats = cfg.triad_mib * (int64_t{1} << 20) / 4;
+  ceil.triad_core_gbs.max = std::max(ceil.triad_core_gbs.max, cpu_triad_gbs(1, triad_floats));
+  ceil.triad_all_gbs.max = std::max(ceil.triad_all_gbs.max, cpu_triad_gbs(c, triad_floats));
+  std::printf("  triad in CPU time: one core %.1f GB/s, all %.1f GB/s\n", ceil.triad_core_gbs.max,
+              ceil.triad_all_gbs.max);
+  // The probes first (they span the layer classes), then the --nets nets.
+  std::vector<NetSpec> specs = probe_nets();
+  const size_t probes = specs.size();
+  for (const std::string& name : cfg.nets)
+    specs.push_back(spec_of(name));
   std::vector<NetFigures> nets;
-  for (const std::string& name : cfg.nets) {
-    EASEL_ASSIGN_OR_RETURN(NetFigures f, measure_net(topo, cfg, name, cfg.batches[0]));
+  for (size_t i = 0; i < specs.size(); ++i) {
+    EASEL_ASSIGN_OR_RETURN(NetFigures f,
+                           measure_net(topo, cfg, specs[i], cfg.batches[0], i < probes));
     nets.push_back(std::move(f));
   }
+  ExchangeFit fit = fit_exchange(topo, ceil, nets);
+  EASEL_RETURN_IF_ERROR(time_exchange_points(topo, cfg, fit));
   EASEL_ASSIGN_OR_RETURN(Scaling sc, fit_scaling(nets, ceil, fit, c));
-  const std::string text = describe(topo, cfg, ceil, fit, sc, mpi, nets);
+  EASEL_ASSIGN_OR_RETURN(model::StepRates step, fit_step(nets));
+  const std::string text = describe(topo, cfg, ceil, fit, sc, mpi, nets, step);
   // What is written must read back.
   if (auto back = model::parse_machine(text, out_path); !back.ok())
     return internal_error("calibration does not parse back: " + back.status().message());

@@ -4,6 +4,7 @@
 // run_round at tau 1 with no momentum, the gradient left as it is): through the Comm;
 // partitioned, as training runs it in one process with three groups or more; mirrored, as it
 // runs it with two. Each as bytes moved (bench_model.hpp) per second.
+#include <algorithm>
 #include <cmath>
 
 #include "algos/exchange.hpp"
@@ -238,6 +239,61 @@ Result<ExchangeResult> time_exchange(const Topology& topo, const BenchConfig& cf
   EASEL_RETURN_IF_ERROR(time_sync_exchanges(run, *comm_path, measure));
   out.arena_triad_gbs = arena_triad(run, workers, cfg);
   return out;
+}
+
+Result<double> time_sync_exchange_cpu(const Topology& topo, const BenchConfig& cfg, int groups,
+                                      int64_t floats) {
+  PlanRequest req;
+  req.groups = std::to_string(groups);
+  req.threads_per_group = 1;
+  req.oversubscribe = true;
+  EASEL_ASSIGN_OR_RETURN(GroupPlan plan, make_plan(topo, req));
+  Workers workers;
+  for (const GroupSpec& g : plan.groups) {
+    EASEL_ASSIGN_OR_RETURN(auto w, WorkerThread::start(g, true));
+    workers.push_back(std::move(w));
+  }
+  ArenaLayout layout;
+  Segment seg;
+  seg.name = "exchange.weights";
+  seg.dims = {floats};
+  seg.count = floats;
+  layout.add(seg);
+  EASEL_ASSIGN_OR_RETURN(ImplChoice impl, parse_impl_choice(cfg.impl));
+  std::unique_ptr<Device> device = make_cpu_device(impl);
+  Run run;
+  for (auto& w : workers)
+    EASEL_RETURN_IF_ERROR(add_group(run, *w, *device, layout.total_floats()));
+  AlgoParams params;
+  params.lr.policy = LrSchedule::Policy::fixed;
+  params.lr.base = 0.01;
+  params.momentum = 0;
+  params.alpha = 0.9f / static_cast<float>(run.size());
+  const double spin = plan.oversubscribed ? 0 : kShmSpinSeconds;
+  std::unique_ptr<Algorithm> algo =
+      make_sync_easgd(groups == 2 ? SyncExchange::mirrored : SyncExchange::partitioned);
+  EASEL_RETURN_IF_ERROR(prepare_bench_run(run, *algo, layout, params, spin));
+  auto round = [&](int i) { algo->run_round(run, *run.groups[static_cast<size_t>(i)], 1); };
+  // Warm-up (first touches, the partition's buffers), then about 20 ms of CPU a repeat.
+  std::vector<double> cpu(static_cast<size_t>(groups));
+  run_together(workers, [&](int i) {
+    const double c0 = thread_cpu_seconds();
+    round(i);
+    cpu[static_cast<size_t>(i)] = thread_cpu_seconds() - c0;
+  });
+  const double one = std::max(*std::max_element(cpu.begin(), cpu.end()), 1e-7);
+  const int64_t k = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(0.02 / one)), 1, 1000);
+  std::vector<double> best(static_cast<size_t>(groups), 1e30);
+  for (int r = 0; r < std::max(cfg.repeats, 3); ++r)
+    run_together(workers, [&](int i) {
+      const double c0 = thread_cpu_seconds();
+      for (int64_t c = 0; c < k; ++c)
+        round(i);
+      best[static_cast<size_t>(i)] = std::min(best[static_cast<size_t>(i)],
+                                              (thread_cpu_seconds() - c0) / static_cast<double>(k));
+    });
+  std::sort(best.begin(), best.end());
+  return best[best.size() / 2];
 }
 
 }  // namespace easel::bench

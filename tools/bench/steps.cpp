@@ -153,8 +153,13 @@ Result<StepResult> time_steps(const Topology& topo, const BenchConfig& cfg, cons
   out.flops_per_image = run.groups[0]->net->flops_per_image_train();
   out.impls = impl_list(*run.groups[0]->net);
 
+  std::vector<double> cpu(run.groups.size());  // each group's thread CPU seconds, last call
   auto steps = [&](int64_t k) {
-    return [&, k](int i) { algo.value()->run_round(run, *run.groups[static_cast<size_t>(i)], k); };
+    return [&, k](int i) {
+      const double c0 = thread_cpu_seconds();
+      algo.value()->run_round(run, *run.groups[static_cast<size_t>(i)], k);
+      cpu[static_cast<size_t>(i)] = thread_cpu_seconds() - c0;
+    };
   };
   run_together(workers, steps(cfg.warmup));
   std::vector<double> each;
@@ -166,9 +171,10 @@ Result<StepResult> time_steps(const Topology& topo, const BenchConfig& cfg, cons
   const int g = run.size();
   const double images = static_cast<double>(out.steps_per_repeat * batch);
   std::vector<std::vector<double>> per_group(static_cast<size_t>(g));
-  std::vector<double> aggregate, step_ms;
+  std::vector<double> aggregate, step_ms, cpu_ms;
   for (int r = 0; r < cfg.repeats; ++r) {
     const double span = run_together(workers, steps(out.steps_per_repeat), &each);
+    cpu_ms.push_back(1e3 * summarize(cpu).median / static_cast<double>(out.steps_per_repeat));
     for (int i = 0; i < g; ++i)
       per_group[static_cast<size_t>(i)].push_back(images / each[static_cast<size_t>(i)]);
     aggregate.push_back(images * g / span);
@@ -178,6 +184,7 @@ Result<StepResult> time_steps(const Topology& topo, const BenchConfig& cfg, cons
     out.group_ips.push_back(summarize(v));
   out.aggregate_ips = summarize(aggregate);
   out.step_ms = summarize(step_ms);
+  out.cpu_step_ms = summarize(cpu_ms);
   for (const auto& gp : run.groups) {
     out.compute_seconds += gp->times.compute;
     out.comm_seconds += gp->times.comm;
@@ -209,8 +216,8 @@ Result<LayerView> time_layers(const Topology& topo, const BenchConfig& cfg, cons
   out.flops_per_image = r.net->flops_per_image_train();
   const std::vector<LayerInfo> info = r.net->describe();
   const size_t nl = info.size();
-  std::vector<std::vector<double>> fwd(nl), bwd(nl);
-  std::vector<double> step, update;
+  std::vector<std::vector<double>> fwd(nl), bwd(nl), fwd_cpu(nl), bwd_cpu(nl);
+  std::vector<double> step, update, step_cpu, update_cpu;
   const int iterations = std::max(3 * cfg.repeats, 21);
   r.worker->run([&] {
     Net& net = *r.net;
@@ -220,30 +227,27 @@ Result<LayerView> time_layers(const Topology& topo, const BenchConfig& cfg, cons
       momentum_step(net.params().segments(), r.weights.data(), r.diff.data(), r.momentum.data(),
                     kLr, kMomentum, kDecay);
     }
+    // Wall and thread CPU time of f, in ms, appended to `wall` and `cpu`.
+    auto timed = [](std::vector<double>& wall, std::vector<double>& cpu, auto&& f) {
+      const double c0 = thread_cpu_seconds(), t0 = seconds_now();
+      f();
+      const double t1 = seconds_now(), c1 = thread_cpu_seconds();
+      wall.push_back(1e3 * (t1 - t0));
+      cpu.push_back(1e3 * (c1 - c0));
+    };
     for (int it = 0; it < iterations; ++it) {
-      double t0 = seconds_now();
-      net.train_step(in.images.as<float>(), in.labels.data(), w, r.diff.data());
-      double t1 = seconds_now();
-      step.push_back(1e3 * (t1 - t0));
+      timed(step, step_cpu,
+            [&] { net.train_step(in.images.as<float>(), in.labels.data(), w, r.diff.data()); });
       // The same step again, one layer at a time (train_step has set the input and the loss
       // gradient that the last layer's backward reads).
-      for (size_t i = 0; i < nl; ++i) {
-        t0 = seconds_now();
-        net.forward_layer(i, w, true);
-        t1 = seconds_now();
-        fwd[i].push_back(1e3 * (t1 - t0));
-      }
-      for (size_t i = nl; i-- > 0;) {
-        t0 = seconds_now();
-        net.backward_layer(i, w, r.diff.data());
-        t1 = seconds_now();
-        bwd[i].push_back(1e3 * (t1 - t0));
-      }
-      t0 = seconds_now();
-      momentum_step(net.params().segments(), r.weights.data(), r.diff.data(), r.momentum.data(),
-                    kLr, kMomentum, kDecay);
-      t1 = seconds_now();
-      update.push_back(1e3 * (t1 - t0));
+      for (size_t i = 0; i < nl; ++i)
+        timed(fwd[i], fwd_cpu[i], [&] { net.forward_layer(i, w, true); });
+      for (size_t i = nl; i-- > 0;)
+        timed(bwd[i], bwd_cpu[i], [&] { net.backward_layer(i, w, r.diff.data()); });
+      timed(update, update_cpu, [&] {
+        momentum_step(net.params().segments(), r.weights.data(), r.diff.data(), r.momentum.data(),
+                      kLr, kMomentum, kDecay);
+      });
     }
   });
   double sum = 0;
@@ -252,11 +256,15 @@ Result<LayerView> time_layers(const Topology& topo, const BenchConfig& cfg, cons
     lt.info = info[i];
     lt.forward_ms = summarize(fwd[i]);
     lt.backward_ms = summarize(bwd[i]);
+    lt.forward_cpu_ms = summarize(fwd_cpu[i]);
+    lt.backward_cpu_ms = summarize(bwd_cpu[i]);
     sum += lt.forward_ms.median + lt.backward_ms.median;
     out.layers.push_back(std::move(lt));
   }
   out.step_ms = summarize(step);
   out.update_ms = summarize(update);
+  out.step_cpu_ms = summarize(step_cpu);
+  out.update_cpu_ms = summarize(update_cpu);
   out.other_ms = out.step_ms.median - sum;
   r.worker->run([&] { r.net.reset(); });
   return out;

@@ -130,11 +130,38 @@ Status read_memory(Reader& r, const toml::table& mem, const std::string& key, Me
   return Status::ok_status();
 }
 
-Status read_transport(Reader& r, const toml::table& tr, const std::string& key, Transport* out) {
+// [[transport.shared_memory.exchange]]: groups >= 2, bytes > 0, seconds > 0 each.
+Status read_exchange_points(Reader& r, const toml::node& node, Machine* m) {
+  const std::string p = "transport.shared_memory.exchange";
+  const toml::array* arr = node.as_array();
+  if (arr == nullptr) return r.error(p, "must be an array of tables ([[" + p + "]])", &node);
+  for (size_t j = 0; j < arr->size(); ++j) {
+    const std::string lp = p + "[" + std::to_string(j) + "]";
+    const toml::table* t = (*arr)[j].as_table();
+    if (t == nullptr) return r.error(lp, "must be a table", &(*arr)[j]);
+    EASEL_RETURN_IF_ERROR(r.only(*t, lp, {"groups", "bytes", "seconds"}));
+    ExchangePoint x;
+    EASEL_ASSIGN_OR_RETURN(const double g, r.number(*t, lp, "groups", 2, 1e6, true));
+    x.groups = static_cast<int>(g);
+    EASEL_ASSIGN_OR_RETURN(x.bytes, r.number(*t, lp, "bytes", 1, 1e15, true));
+    EASEL_ASSIGN_OR_RETURN(x.seconds, r.number(*t, lp, "seconds", 1e-12, 1e6, true));
+    m->shm_exchange.push_back(x);
+  }
+  return Status::ok_status();
+}
+
+Status read_transport(Reader& r, const toml::table& tr, const std::string& key, Transport* out,
+                      Machine* m) {
   EASEL_ASSIGN_OR_RETURN(const toml::table* t, r.table(tr, "transport", key, false));
   if (t == nullptr) return Status::ok_status();
   const std::string p = "transport." + key;
-  EASEL_RETURN_IF_ERROR(r.only(*t, p, {"latency_us", "bandwidth_gbs", "source"}));
+  if (key == "shared_memory") {
+    EASEL_RETURN_IF_ERROR(r.only(*t, p, {"latency_us", "bandwidth_gbs", "exchange", "source"}));
+    if (const toml::node* x = t->get("exchange"))
+      EASEL_RETURN_IF_ERROR(read_exchange_points(r, *x, m));
+  } else {
+    EASEL_RETURN_IF_ERROR(r.only(*t, p, {"latency_us", "bandwidth_gbs", "source"}));
+  }
   out->present = true;
   EASEL_ASSIGN_OR_RETURN(out->latency_us, r.number(*t, p, "latency_us", 0, 1e7, true));
   EASEL_ASSIGN_OR_RETURN(out->bandwidth_gbs, r.number(*t, p, "bandwidth_gbs", 1e-3, kBig, true));
@@ -188,6 +215,45 @@ Status read_nets(Reader& r, const toml::node& node, Machine* m) {
   return Status::ok_status();
 }
 
+Status read_step(Reader& r, const toml::table& root, Machine* m) {
+  EASEL_ASSIGN_OR_RETURN(const toml::table* t, r.table(root, "", "step", false));
+  if (t == nullptr) return Status::ok_status();
+  EASEL_RETURN_IF_ERROR(r.source(*t, "step"));
+  EASEL_RETURN_IF_ERROR(
+      r.only(*t, "step", {"update_gbs", "other_seconds_per_image", "rate", "source"}));
+  EASEL_ASSIGN_OR_RETURN(m->step.update_gbs, r.number(*t, "step", "update_gbs", 1e-3, kBig, true));
+  EASEL_ASSIGN_OR_RETURN(m->step.other_per_image,
+                         r.number(*t, "step", "other_seconds_per_image", 0, 1e3, false, 0));
+  const toml::node* l = t->get("rate");
+  const toml::array* la = l ? l->as_array() : nullptr;
+  if (la == nullptr) return r.error("step.rate", "must be an array of tables ([[step.rate]])", l);
+  for (size_t j = 0; j < la->size(); ++j) {
+    const std::string lp = "step.rate[" + std::to_string(j) + "]";
+    const toml::table* lt = (*la)[j].as_table();
+    if (lt == nullptr) return r.error(lp, "must be a table", &(*la)[j]);
+    EASEL_RETURN_IF_ERROR(r.only(*lt, lp, {"class", "pass", "gflops", "gbs", "samples"}));
+    LayerRate rate;
+    EASEL_ASSIGN_OR_RETURN(rate.cls, r.text(*lt, lp, "class", true));
+    EASEL_ASSIGN_OR_RETURN(const std::string pass, r.text(*lt, lp, "pass", true));
+    if (pass != "forward" && pass != "backward")
+      return r.error(lp + ".pass", "must be \"forward\" or \"backward\", not \"" + pass + "\"",
+                     lt->get("pass"));
+    rate.backward = pass == "backward";
+    EASEL_ASSIGN_OR_RETURN(rate.gflops, r.number(*lt, lp, "gflops", 0, 1e8, false, 0));
+    EASEL_ASSIGN_OR_RETURN(rate.gbs, r.number(*lt, lp, "gbs", 0, kBig, false, 0));
+    EASEL_ASSIGN_OR_RETURN(const double n, r.number(*lt, lp, "samples", 0, 1e9, false, 0));
+    rate.samples = static_cast<int>(n);
+    if (rate.gflops <= 0 && rate.gbs <= 0)
+      return r.error(lp, "needs gflops or gbs (a positive rate)", &(*la)[j]);
+    for (const LayerRate& o : m->step.rates)
+      if (o.cls == rate.cls && o.backward == rate.backward)
+        return r.error(lp + ".class", "'" + rate.cls + "' " + pass + " is described twice",
+                       lt->get("class"));
+    m->step.rates.push_back(std::move(rate));
+  }
+  return Status::ok_status();
+}
+
 Status read_modes(Reader& r, const toml::node& node, Machine* m) {
   const toml::array* arr = node.as_array();
   if (arr == nullptr) return r.error("mode", "must be an array of tables ([[mode]])", &node);
@@ -215,7 +281,7 @@ Status read_modes(Reader& r, const toml::node& node, Machine* m) {
 Result<Machine> read(Reader& r, const std::string& origin) {
   const toml::table& root = r.root();
   EASEL_RETURN_IF_ERROR(
-      r.only(root, "", {"machine", "compute", "memory", "transport", "net", "mode"}));
+      r.only(root, "", {"machine", "compute", "memory", "transport", "net", "step", "mode"}));
   Machine m;
   m.file = origin;
   EASEL_ASSIGN_OR_RETURN(const toml::table* mt, r.table(root, "", "machine", true));
@@ -266,15 +332,16 @@ Result<Machine> read(Reader& r, const std::string& origin) {
   EASEL_ASSIGN_OR_RETURN(const toml::table* tr, r.table(root, "", "transport", true));
   EASEL_RETURN_IF_ERROR(
       r.only(*tr, "transport", {"shared_memory", "mpi", "nccl", "host_device", "source"}));
-  EASEL_RETURN_IF_ERROR(read_transport(r, *tr, "shared_memory", &m.shared_memory));
-  EASEL_RETURN_IF_ERROR(read_transport(r, *tr, "mpi", &m.mpi));
-  EASEL_RETURN_IF_ERROR(read_transport(r, *tr, "nccl", &m.nccl));
-  EASEL_RETURN_IF_ERROR(read_transport(r, *tr, "host_device", &m.host_device));
+  EASEL_RETURN_IF_ERROR(read_transport(r, *tr, "shared_memory", &m.shared_memory, &m));
+  EASEL_RETURN_IF_ERROR(read_transport(r, *tr, "mpi", &m.mpi, &m));
+  EASEL_RETURN_IF_ERROR(read_transport(r, *tr, "nccl", &m.nccl, &m));
+  EASEL_RETURN_IF_ERROR(read_transport(r, *tr, "host_device", &m.host_device, &m));
   if (!m.shared_memory.present) return r.error("transport.shared_memory", "missing (a table)");
   if (m.gpu && !m.host_device.present)
     return r.error("transport.host_device", "missing (a gpu machine's host link)");
 
   if (const toml::node* n = root.get("net")) EASEL_RETURN_IF_ERROR(read_nets(r, *n, &m));
+  EASEL_RETURN_IF_ERROR(read_step(r, root, &m));
   if (const toml::node* n = root.get("mode")) EASEL_RETURN_IF_ERROR(read_modes(r, *n, &m));
   return m;
 }

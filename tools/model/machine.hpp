@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/status.hpp"
+#include "tools/model/layer_rates.hpp"
 
 namespace easel::model {
 
@@ -58,6 +59,15 @@ struct LocalityMode {
   double dram_gb = 0;
 };
 
+// One timing of sync-easgd's shared-memory exchange as the trainer runs it (mirrored for two
+// groups, partitioned for more): among `groups` groups of one thread, over an arena of `bytes`,
+// one group's thread CPU seconds per exchange ([[transport.shared_memory.exchange]], written by
+// easel bench --calibrate).
+struct ExchangePoint {
+  int groups = 2;
+  double bytes = 0, seconds = 0;
+};
+
 struct Machine {
   std::string file;  // where it was read from
   std::string name;
@@ -92,7 +102,14 @@ struct Machine {
   // whose arenas fit it is not bounded by the memory's bandwidth. 0: not described.
   double cache_mb = 0;
   Transport shared_memory, mpi, nccl, host_device;
+  // The shared-memory exchange timed by size (model.hpp's shm_exchange_by_size prices from it);
+  // empty: priced from shared_memory's latency and bandwidth.
+  std::vector<ExchangePoint> shm_exchange;
   std::vector<NetCalibration> nets;
+  // [step]: one group's step of any net from its layers (layer_rates.hpp): each layer class's
+  // fitted rates ([[step.rate]]), the momentum update's bandwidth and the rest per image. Empty
+  // rates: no [step] (a described machine; calibrated nets' steps or FLOPs are used).
+  StepRates step;
   std::vector<LocalityMode> modes;
 
   const NetCalibration* calibration(const std::string& net) const;  // nullptr when none

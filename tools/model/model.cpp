@@ -116,7 +116,30 @@ double step_seconds(const Machine& m, const ModelRequest& req, Prediction& out) 
   const MemoryFigure& mem = memory_of(m, req);
   double t = 0;
   const NetCalibration* cal = m.calibration(req.net);
-  if (cal != nullptr && req.placement != "hbw") {
+  const bool rated = !m.step.rates.empty() && !req.layers.empty() && req.placement != "hbw";
+  if (rated) {
+    // Any net from its layers at the calibrated per-class rates (its own step never timed).
+    out.compute_source = "layer rates";
+    StepRates r = m.step;
+    r.fallback_gflops = m.peak_gflops * m.efficiency;
+    r.fallback_gbs = core_bandwidth(m, mem) / kGB;
+    // The update's weights, gradients and momentum (12 n bytes) beyond the last-level cache
+    // stream from memory: at most one core's bandwidth.
+    const double n = static_cast<double>(req.cost.arena_floats);
+    if (m.cache_mb > 0 && 12 * n > m.cache_mb * 1e6)
+      r.update_gbs = std::min(r.update_gbs, core_bandwidth(m, mem) / kGB);
+    const StepEstimate e =
+        estimate_step(r, req.layers, static_cast<double>(req.cost.arena_floats), req.batch);
+    for (size_t i = 0; i < req.layers.size(); ++i)
+      out.layers.push_back({req.layers[i].name, req.layers[i].cls, e.forward[i], e.backward[i]});
+    for (const std::string& c : e.fallback)
+      out.notes.push_back("no calibrated rate for layer class '" + c +
+                          "': priced at peak x efficiency and one core's bandwidth");
+    t = e.seconds / speedup * m.peak_gflops / m.compute_rate(req.precision);
+    const double groups_at_once = std::min(req.groups, m.cores);
+    if (m.cores > 1)
+      t *= 1 + (m.contention - 1) * (groups_at_once - 1) / static_cast<double>(m.cores - 1);
+  } else if (cal != nullptr && req.placement != "hbw") {
     out.compute_source = "calibrated";
     // Calibrated at fp32: another precision scales it by the rates' ratio.
     t = cal->step_seconds * b / static_cast<double>(cal->batch) / speedup * m.peak_gflops /
@@ -144,7 +167,7 @@ double step_seconds(const Machine& m, const ModelRequest& req, Prediction& out) 
     out.oversubscribed = true;
     const double over = static_cast<double>(n_threads) / m.cores;
     const double overhead =
-        cal != nullptr && req.placement != "hbw" && cal->oversubscription_overhead >= 0
+        !rated && cal != nullptr && req.placement != "hbw" && cal->oversubscription_overhead >= 0
             ? cal->oversubscription_overhead
             : m.oversubscription_overhead;
     t *= over * (1 + overhead * (over - 1));
@@ -210,8 +233,19 @@ double sync_exchange(const Machine& m, const ModelRequest& req, Prediction& out)
     const MemoryFigure& mem = m.gpu ? m.dram : memory_of(m, req);
     out.exchange_messages = msgs * (2 * levels + 1);
     out.exchange_bytes = shm_exchange_floats(p, sgd) * n;
-    t = shm_exchange_seconds(m, mem, p, sgd, n, msgs, threads);
-    if (shm_exchange_cached(m, p, n))
+    const double by_size =
+        m.gpu ? -1 : shm_exchange_by_size(m.shm_exchange, m, p, sgd, n, msgs, threads);
+    if (by_size >= 0) {
+      // A group's CPU time for it, timed by size; groups sharing a core take turns at it.
+      const double over = std::max(1.0, static_cast<double>(p * threads) / std::max(m.cores, 1));
+      t = by_size * over;
+      out.exchange_turns_seconds = by_size * (over - 1);
+      out.notes.push_back("the exchange priced from its calibrated timings by size (" +
+                          fmt("%.1f", w / 1e6) + " MB arena)");
+    } else {
+      t = shm_exchange_seconds(m, mem, p, sgd, n, msgs, threads);
+    }
+    if (by_size < 0 && shm_exchange_cached(m, p, n))
       out.notes.push_back("the exchange's arenas (" + fmt("%.1f", (2.0 * p + 1) * w / 1e6) +
                           " MB) fit the " + fmt("%.0f", m.cache_mb) +
                           " MB last-level cache: its bytes are not bounded by memory bandwidth");
@@ -347,13 +381,45 @@ double shm_exchange_floats(int p, bool sgd) {
   if (p <= 1) return sgd ? 0 : 28;
   return sgd ? 20.0 * (p - 1) + 20.0 * p : 20.0 * (p - 1) + 16.0 * p + 12;
 }
-
 int shm_exchange_levels(int p) {
   return levels_of(p);
 }
 
 bool shm_exchange_cached(const Machine& m, int p, double n) {
   return m.cache_mb > 0 && (2.0 * p + 1) * 4 * n <= m.cache_mb * 1e6;
+}
+
+double shm_exchange_by_size(const std::vector<ExchangePoint>& points, const Machine& m, int p,
+                            bool sgd, double n, int msgs, int threads) {
+  if (points.empty() || n <= 0) return -1;
+  int g = points.front().groups;
+  for (const ExchangePoint& x : points)
+    if (std::abs(x.groups - p) < std::abs(g - p) ||
+        (std::abs(x.groups - p) == std::abs(g - p) && x.groups > g))
+      g = x.groups;
+  std::vector<ExchangePoint> at;
+  for (const ExchangePoint& x : points)
+    if (x.groups == g) at.push_back(x);
+  std::sort(at.begin(), at.end(),
+            [](const ExchangePoint& a, const ExchangePoint& b) { return a.bytes < b.bytes; });
+  const double bytes = 4 * n;
+  double s = 0;
+  if (bytes <= at.front().bytes) {
+    s = at.front().seconds * bytes / at.front().bytes;
+  } else if (bytes >= at.back().bytes) {
+    s = at.back().seconds * bytes / at.back().bytes;
+  } else {
+    size_t i = 1;
+    while (at[i].bytes < bytes)
+      ++i;
+    const ExchangePoint &a = at[i - 1], &b = at[i];
+    const double f = std::log(bytes / a.bytes) / std::log(b.bytes / a.bytes);
+    s = std::exp(std::log(a.seconds) + f * std::log(b.seconds / a.seconds));
+  }
+  const double per_group = shm_exchange_floats(p, sgd) / std::max(p, 1);
+  const double at_g = shm_exchange_floats(g, sgd) / g;
+  return s * per_group / at_g / std::max(threads, 1) +
+         (msgs - 1) * (2 * levels_of(p) + 1) * m.shared_memory.latency_us * 1e-6;
 }
 
 double shm_exchange_seconds(const Machine& m, const MemoryFigure& mem, int p, bool sgd, double n,
@@ -436,8 +502,13 @@ Result<Prediction> predict(const Machine& whole, const ModelRequest& req) {
       out.notes.push_back("overlap on: the exchange runs beside the next step; exposed " +
                           fmt("%.3g", exposed) + " s of " + fmt("%.3g", per_step) + " s");
     }
-    comm += exposed;
-    if (out.oversubscribed) wait = m.oversubscribed_wait * tc;
+    // Groups that share a core wait at the exchange's barriers while the others take their
+    // turns: that part of it is wait, as the trainer counts it.
+    const double turns = std::min(exposed, is_easgd(req.algo) ? out.exchange_turns_seconds / req.tau
+                                                              : out.exchange_turns_seconds);
+    comm += exposed - turns;
+    wait = turns;
+    if (out.oversubscribed) wait += m.oversubscribed_wait * tc;
     iteration = tc + comm + wait;
   } else if (is_average(req.algo)) {
     // local-sgd, slowmo, diloco: every tau steps an allreduce of each group's pseudo-gradient

@@ -29,7 +29,10 @@ namespace easel::model {
 
 struct ModelRequest {
   std::string net = "lenet";
-  NetCost cost;              // net_cost of the net on its input
+  NetCost cost;  // net_cost of the net on its input
+  // Its layers' work (layer_rates.hpp): a machine with [step] rates prices the step from them;
+  // empty: the calibrated net's measured step, else FLOPs and bytes.
+  std::vector<LayerWork> layers;
   int64_t input_floats = 0;  // one image: C x H x W
   int param_layers = 1;      // layers with parameters: the messages of --pack per-layer
   int64_t batch = 64;        // per group
@@ -65,8 +68,11 @@ struct Prediction {
   double compute_share = 0, comm_share = 0, wait_share = 0;
   double images_per_second = 0;
   // The parts.
-  double step_seconds = 0;          // one group's step as it runs among the others
-  double exchange_seconds = 0;      // one exchange (every tau steps), before overlap
+  double step_seconds = 0;      // one group's step as it runs among the others
+  double exchange_seconds = 0;  // one exchange (every tau steps), before overlap
+  // Of exchange_seconds: the groups sharing a core waiting for one another's turns at the
+  // exchange's barriers (the trainer counts it as wait, not comm); 0 unless oversubscribed.
+  double exchange_turns_seconds = 0;
   double exchange_bytes = 0;        // bytes one exchange moves on its critical path
   int exchange_messages = 0;        // messages on its critical path
   double exchanges_per_step = 0;    // of one group: 1, 1 / tau, or 0 (one group)
@@ -75,6 +81,13 @@ struct Prediction {
   std::string compute_source;       // "calibrated" or "described"
   bool oversubscribed = false;
   std::vector<std::string> notes;
+  // compute_source "layer rates": each layer's forward and backward seconds alone (one group,
+  // one thread), in the net's graph order.
+  struct LayerPart {
+    std::string name, cls;
+    double forward = 0, backward = 0;
+  };
+  std::vector<LayerPart> layers;
 };
 
 // Checks the request against the machine (one line naming the flag) and predicts.
@@ -119,6 +132,14 @@ int shm_exchange_levels(int p);
 // easel bench --calibrate fits the latency and bandwidth to it and prices its layouts with it.
 double shm_exchange_seconds(const Machine& m, const MemoryFigure& mem, int p, bool sgd, double n,
                             int msgs, int threads);
+// The same exchange from the calibration's timings of it by size (Machine::shm_exchange): the
+// points of the timed group count nearest p (the larger on a tie), interpolated linearly in
+// log(bytes) -> log(seconds) at the arena's 4n bytes (beyond the ends: proportional to the
+// bytes), scaled from that count to p by the per-group bytes (shm_exchange_floats(p) / p), plus
+// the latency of each message past the first; one group's seconds (its threads' share). -1 when
+// there are no points.
+double shm_exchange_by_size(const std::vector<ExchangePoint>& points, const Machine& m, int p,
+                            bool sgd, double n, int msgs, int threads);
 // Whether that exchange's arenas fit m's last-level cache.
 bool shm_exchange_cached(const Machine& m, int p, double n);
 

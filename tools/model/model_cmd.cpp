@@ -1,6 +1,7 @@
 // `easel model` (one configuration's predicted time per iteration and its split) and `easel plan`
 // (every partition of a machine ranked by predicted time to an iteration budget, with the fit of
 // P replicas in its fast memory). The model itself is tools/model/model.hpp; docs/MODEL.md.
+#include <cinttypes>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -29,6 +30,7 @@ struct NetFlags {
   SettingValues settings = default_setting_values();
   std::string machine;
   int64_t classes = 0;
+  std::string input;  // CxHxW; empty: the net's own
   std::string precision = "fp32";
   bool json = false;
 };
@@ -63,6 +65,9 @@ void add_net_flags(CLI::App* c, NetFlags& f, unsigned command) {
                 "classes of the net's output layer (0: the net's own; the paper's AlexNet-CIFAR "
                 "has 1000)")
       ->capture_default_str();
+  c->add_option("--input", f.input,
+                "one image's shape CxHxW (e.g. 3x32x32: what synthetic data of that shape "
+                "feeds; default: the input the net declares)");
   c->add_option("--precision", f.precision,
                 "arithmetic: fp32, tf32 or bf16 (the machine's [compute] rate for it); plan: "
                 "also all (every precision the machine has, ranked together)")
@@ -81,7 +86,19 @@ Result<ModelRequest> net_request(NetFlags& f, unsigned command, TrainConfig* cfg
   if (f.classes < 0 || f.classes > 1000000)
     return invalid_argument("--classes: " + std::to_string(f.classes) +
                             " is out of range [0, 1000000]");
-  const bench::BenchInput in = bench::bench_input(cfg->net);
+  bench::BenchInput in = bench::bench_input(cfg->net);
+  if (!f.input.empty()) {
+    int64_t c = 0, h = 0, w = 0;
+    char rest = 0;
+    if (std::sscanf(f.input.c_str(), "%" SCNd64 "x%" SCNd64 "x%" SCNd64 "%c", &c, &h, &w, &rest) !=
+            3 ||
+        c < 1 || h < 1 || w < 1 || c > 65536 || h > 65536 || w > 65536)
+      return invalid_argument("--input: '" + f.input +
+                              "' (channels x height x width, e.g. 3x32x32, each in [1, 65536])");
+    in.channels = c;
+    in.height = h;
+    in.width = w;
+  }
   auto spec = build_model(
       cfg->net, {in.channels, in.height, in.width, f.classes > 0 ? f.classes : in.classes});
   if (!spec.ok()) return spec.status();
@@ -89,6 +106,7 @@ Result<ModelRequest> net_request(NetFlags& f, unsigned command, TrainConfig* cfg
   ModelRequest req;
   req.net = cfg->net;
   req.cost = cost;
+  EASEL_ASSIGN_OR_RETURN(req.layers, model::layer_work(*spec));
   req.input_floats = in.channels * in.height * in.width;
   req.param_layers = 0;
   for (const LayerSpec& l : spec->layers)
@@ -132,6 +150,12 @@ Result<bool> on_off(const std::string& flag, const std::string& v) {
 }
 
 json prediction_json(const Prediction& p) {
+  json layers = json::array();
+  for (const Prediction::LayerPart& l : p.layers)
+    layers.push_back({{"name", l.name},
+                      {"class", l.cls},
+                      {"forward_seconds", l.forward},
+                      {"backward_seconds", l.backward}});
   return {{"seconds_per_iteration", p.seconds_per_iteration},
           {"compute_share", p.compute_share},
           {"comm_share", p.comm_share},
@@ -149,7 +173,8 @@ json prediction_json(const Prediction& p) {
           {"transport", p.transport},
           {"compute_source", p.compute_source},
           {"oversubscribed", p.oversubscribed},
-          {"notes", p.notes}};
+          {"notes", p.notes},
+          {"layers", layers}};
 }
 
 int run_model(ModelFlags& f) {

@@ -1,0 +1,254 @@
+// The out-of-sample model's parts (tools/model/layer_rates.hpp, tools/bench/probes.hpp,
+// docs/MODEL.md): the per-class fit recovers the rates that made synthetic timings; a net's
+// layers count its FLOPs as net_cost does; a machine's [step] rates price a net that was never
+// calibrated (a net file) by hand-checkable sums; the probes span every layer class of the nets
+// the holdout check predicts; `easel model --input` and `tools/model-check --holdout`'s split.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <set>
+#include <string>
+
+#include "nets/graph.hpp"
+#include "nets/models/description.hpp"
+#include "nets/models/models.hpp"
+#include "tests/tools/run_easel.hpp"
+#include "tools/bench/probes.hpp"
+#include "tools/model/layer_rates.hpp"
+#include "tools/model/machine.hpp"
+#include "tools/model/model.hpp"
+
+namespace easel::model {
+namespace {
+
+std::string source_root() {
+  const char* root = std::getenv("EASEL_SOURCE_ROOT");
+  return root != nullptr ? root : ".";
+}
+
+NetSpec spec_of(const std::string& net, ModelInput in) {
+  auto spec = build_model(net, in);
+  EXPECT_TRUE(spec.ok()) << spec.status().message();
+  return spec.value();
+}
+
+TEST(LayerRates, FitRecoversTheRatesThatMadeTheTimings) {
+  // conv: 50 GFLOP/s and 8 GB/s; relu: bytes only at 20 GB/s; layers of varied shapes.
+  std::vector<LayerSample> s;
+  for (int i = 1; i <= 6; ++i) {
+    const double flops = 1e8 * i * i, bytes = 4e6 * (7 - i);
+    s.push_back({"conv", false, flops, bytes, flops / 50e9 + bytes / 8e9});
+    s.push_back({"conv", true, 2 * flops, bytes, 2 * flops / 25e9 + bytes / 8e9});
+    s.push_back({"relu", false, 1e5 * i, 8e6 * i, 8e6 * i / 20e9});
+  }
+  s.push_back({"relu", false, 1, 1, 0});  // not timed: dropped
+  const std::vector<LayerRate> r = fit_layer_rates(s);
+  ASSERT_EQ(r.size(), 3u);
+  auto find = [&](const std::string& c, bool b) -> const LayerRate& {
+    for (const LayerRate& x : r)
+      if (x.cls == c && x.backward == b) return x;
+    ADD_FAILURE() << c;
+    return r[0];
+  };
+  EXPECT_NEAR(find("conv", false).gflops, 50, 0.01);
+  EXPECT_NEAR(find("conv", false).gbs, 8, 0.01);
+  EXPECT_NEAR(find("conv", true).gflops, 25, 0.01);
+  EXPECT_EQ(find("conv", true).samples, 6);
+  // relu's time follows its bytes alone (its flops are not proportional): no flop term, or
+  // one too fast to matter.
+  const LayerRate& relu = find("relu", false);
+  EXPECT_NEAR(relu.seconds(5e5, 4e7), 4e7 / 20e9, 1e-3 * 4e7 / 20e9);
+}
+
+TEST(LayerRates, LayerWorkCountsWhatNetCostCounts) {
+  for (const std::string net : {"lenet", "cifar10-quick", "resnet18", "alexnet-cifar"}) {
+    const NetSpec spec =
+        spec_of(net, net == "lenet" ? ModelInput{1, 28, 28, 10} : ModelInput{3, 32, 32, 10});
+    const NetCost cost = net_cost(spec).value();
+    const std::vector<LayerWork> w = layer_work(spec).value();
+    double fwd = 0, train = 0;
+    for (const LayerWork& l : w) {
+      fwd += l.forward.flops_per_image;
+      train += l.forward.flops_per_image + l.backward.flops_per_image;
+      EXPECT_GT(l.forward.bytes(1), 0) << net << " " << l.name;
+    }
+    EXPECT_NEAR(fwd, cost.forward_flops, 1e-6 * cost.forward_flops) << net;
+    EXPECT_NEAR(train, cost.train_flops, 1e-6 * cost.train_flops) << net;
+    EXPECT_EQ(w.front().cls, "conv-stem") << net;
+    EXPECT_EQ(w.back().cls, "inner_product") << net;
+  }
+  // A 1x1 convolution is its own class; ReLUs fuse as the trainer fuses them.
+  const std::vector<LayerWork> r = layer_work(spec_of("resnet18", {3, 32, 32, 10})).value();
+  std::set<std::string> classes;
+  for (const LayerWork& l : r)
+    classes.insert(l.cls);
+  EXPECT_TRUE(classes.count("conv1x1")) << "resnet18's downsample";
+  EXPECT_EQ(r.front().name, "conv1");
+}
+
+// Every layer class of the nets the holdout check predicts has probe layers to fit it from:
+// none of them is priced by the fallback.
+TEST(LayerRates, ProbesSpanTheHeldOutNetsClasses) {
+  std::set<std::string> probed;
+  for (const NetSpec& p : bench::probe_nets()) {
+    const std::vector<LayerWork> w = layer_work(p).value();
+    for (const LayerWork& l : w)
+      probed.insert(l.cls);
+  }
+  std::vector<NetSpec> nets = {spec_of("resnet18", {3, 32, 32, 10}),
+                               spec_of("alexnet-cifar", {3, 32, 32, 10}),
+                               spec_of("googlenet", {3, 64, 64, 10})};
+  const std::string file = source_root() + "/docs/nets/small-resnet.toml";
+  nets.push_back(spec_of(file, {3, 32, 32, 10}));
+  for (const NetSpec& n : nets) {
+    const std::vector<LayerWork> w = layer_work(n).value();
+    for (const LayerWork& l : w)
+      EXPECT_TRUE(probed.count(l.cls)) << n.name << " " << l.name << ": " << l.cls;
+  }
+}
+
+// Two cores; every class forward and backward at 1 GFLOP/s (no byte term), the update at 2 GB/s,
+// 1 ms per image besides: a step is train FLOPs x batch / 1e9 + 20 n / 2e9 + batch x 1e-3.
+const char* kRated = R"(
+[machine]
+name = "two cores"
+kind = "cpu"
+cores = 2
+source = "test"
+[compute]
+peak_gflops = 100
+efficiency = 0.3
+contention = 1.2
+oversubscription_overhead = 0.1
+source = "test"
+[memory]
+source = "test"
+[memory.dram]
+bandwidth_gbs = 20
+capacity_gb = 16
+source = "test"
+[transport]
+source = "test"
+[transport.shared_memory]
+latency_us = 2
+bandwidth_gbs = 10
+source = "test"
+[step]
+update_gbs = 2
+other_seconds_per_image = 0.001
+source = "test"
+)";
+
+std::string rated_text(const std::set<std::string>& classes) {
+  std::string s = kRated;
+  for (const std::string& c : classes)
+    for (const char* pass : {"forward", "backward"})
+      s += "[[step.rate]]\nclass = \"" + c + "\"\npass = \"" + pass + "\"\ngflops = 1\n";
+  return s;
+}
+
+TEST(LayerRates, AnUncalibratedNetFileIsPricedFromItsLayers) {
+  const std::string file = source_root() + "/docs/nets/small-resnet.toml";
+  const NetSpec spec = spec_of(file, {3, 32, 32, 10});
+  ModelRequest req;
+  req.net = file;
+  req.cost = net_cost(spec).value();
+  req.layers = layer_work(spec).value();
+  req.algo = "sync-easgd";
+  req.batch = 16;
+  std::set<std::string> classes;
+  for (const LayerWork& l : req.layers)
+    classes.insert(l.cls);
+  auto m = parse_machine(rated_text(classes), "rated.toml");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ASSERT_EQ(m->calibration(file), nullptr);  // never calibrated
+  const double n = static_cast<double>(req.cost.arena_floats);
+  const double step = req.cost.train_flops * 16 / 1e9 + 20 * n / 2e9 + 16 * 1e-3;
+  auto p = predict(*m, req);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->compute_source, "layer rates");
+  EXPECT_NEAR(p->step_seconds, step, 1e-9 * step);
+  // Both cores busy: the contention; 4 groups on 2 cores: twice as long plus the overhead.
+  req.groups = 2;
+  EXPECT_NEAR(predict(*m, req)->step_seconds, step * 1.2, 1e-9 * step);
+  req.groups = 4;
+  EXPECT_NEAR(predict(*m, req)->step_seconds, step * 1.2 * 2 * 1.1, 1e-9 * step);
+  // A class without a rate is priced by the fallback and says so.
+  classes.erase("batch_norm");
+  auto m2 = parse_machine(rated_text(classes), "rated.toml");
+  ASSERT_TRUE(m2.ok());
+  req.groups = 1;
+  auto p2 = predict(*m2, req);
+  ASSERT_TRUE(p2.ok());
+  bool noted = false;
+  for (const std::string& note : p2->notes)
+    noted = noted || note.find("'batch_norm'") != std::string::npos;
+  EXPECT_TRUE(noted);
+}
+
+TEST(LayerRates, BadStepTablesNameTheKey) {
+  const std::string base = kRated;
+  struct Case {
+    std::string text, key;
+  };
+  for (const Case& c : std::vector<Case>{
+           {base + "[[step.rate]]\nclass = \"conv\"\npass = \"sideways\"\ngflops = 1\n",
+            "step.rate[0].pass"},
+           {base + "[[step.rate]]\nclass = \"conv\"\npass = \"forward\"\n", "step.rate[0]"},
+           {base + "[[step.rate]]\nclass = \"conv\"\npass = \"forward\"\ngflops = 1\nspeed = 2\n",
+            "step.rate[0].speed"},
+           {std::string(kRated).replace(std::string(kRated).find("update_gbs = 2\n"), 15, ""),
+            "step.update_gbs"},
+       }) {
+    auto m = parse_machine(c.text, "bad.toml");
+    ASSERT_FALSE(m.ok()) << c.key;
+    EXPECT_NE(m.status().message().find(c.key), std::string::npos) << m.status().message();
+    EXPECT_EQ(m.status().message().find('\n'), std::string::npos);
+  }
+}
+
+TEST(LayerRatesCmd, InputShapeIsCheckedInOneLine) {
+  for (const std::string bad : {"3x32", "0x32x32", "3x32x32x1", "axbxc"}) {
+    const easel_test::Out o = easel_test::run_easel(
+        "model --machine knl-7250 --net resnet18 --input " + bad, "", "rates_input");
+    EXPECT_EQ(o.code, 2) << bad << ": " << o.err;
+    EXPECT_NE(o.err.find("--input"), std::string::npos) << o.err;
+    EXPECT_EQ(o.err.find('\n'), o.err.size() - 1) << o.err;
+  }
+  const easel_test::Out ok = easel_test::run_easel(
+      "model --machine knl-7250 --net resnet18 --input 3x32x32 --json", "", "rates_input");
+  EXPECT_EQ(ok.code, 0) << ok.err;
+}
+
+// tools/model-check --holdout --plan: the calibration's --nets hold the calibrated nets only,
+// never a held-out one; a net in both lists is refused (exit 2).
+TEST(ModelCheckHoldout, SplitKeepsHeldOutNetsOutOfTheFit) {
+  const std::string tool = source_root() + "/tools/model-check";
+  auto run = [&](const std::string& args) {
+    const std::string cmd = "python3 " + tool + " --holdout --plan --machine '' " + args + " 2>&1";
+    std::string out;
+    FILE* p = popen(cmd.c_str(), "r");
+    char buf[512];
+    while (p != nullptr && fgets(buf, sizeof buf, p) != nullptr)
+      out += buf;
+    const int rc = p != nullptr ? pclose(p) : -1;
+    return std::make_pair(WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out);
+  };
+  const auto [rc, out] = run("");
+  ASSERT_EQ(rc, 0) << out;
+  const size_t at = out.find("--nets ");
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::string nets = out.substr(at + 7, out.find(' ', at + 7) - at - 7);
+  EXPECT_EQ(nets, "lenet,cifar10-quick") << out;
+  for (const char* held : {"alexnet-cifar", "resnet18", "small-resnet"}) {
+    EXPECT_EQ(nets.find(held), std::string::npos) << held;
+    EXPECT_NE(out.find(std::string("held out: ")), std::string::npos);
+  }
+  const auto [rc2, out2] = run("--calibrate-nets lenet,resnet18 --holdout-nets resnet18");
+  EXPECT_EQ(rc2, 2) << out2;
+  EXPECT_NE(out2.find("resnet18"), std::string::npos) << out2;
+}
+
+}  // namespace
+}  // namespace easel::model

@@ -1,0 +1,85 @@
+// Per-layer-kind rates: what `easel bench --calibrate` fits from the layers it times and what
+// `easel model` prices any net's step with, a net it never ran included (docs/MODEL.md).
+//
+//   work     each layer of a net, from its spec and input shape alone (nothing is built): its
+//            class (the op kind, convolutions split by shape), and per pass (forward, backward)
+//            its FLOPs and the bytes it streams, per image and per batch (the parameters).
+//   fit      per class and pass, seconds = flops / rate + bytes / bandwidth, the two fitted to
+//            the timed layers by least squares on the relative error, both non-negative.
+//   step     one group's step at a batch: the sum over its layers and passes, plus the
+//            momentum update over the arena and the step's own per-image rest (loss, input).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/status.hpp"
+#include "nets/net.hpp"
+
+namespace easel::model {
+
+// One layer's work. Per pass: flops_per_image x batch FLOPs, bytes_per_image x batch +
+// bytes_per_batch bytes (activations read and written; the weights and their gradient).
+struct LayerWork {
+  std::string name;  // the graph's name ("conv1+relu1" when a ReLU is fused)
+  std::string cls;   // layer_class()
+  struct Pass {
+    double flops_per_image = 0, bytes_per_image = 0, bytes_per_batch = 0;
+    double flops(int64_t batch) const { return flops_per_image * static_cast<double>(batch); }
+    double bytes(int64_t batch) const {
+      return bytes_per_image * static_cast<double>(batch) + bytes_per_batch;
+    }
+  };
+  Pass forward, backward;
+};
+
+// The class a layer is priced by: the op kind's name ("inner_product", "batch_norm", ...),
+// convolutions split by shape: "conv-stem" (at most 4 input channels: the first layer on
+// images), "conv1x1" (a 1x1 kernel: one GEMM) and "conv" (the rest).
+std::string layer_class(const OpDesc& d);
+
+// Every layer of `spec` on one image of `spec`'s input (channels x height x width), in the
+// graph's order (ReLUs fused as the trainer fuses them). Errors name the net and the layer.
+Result<std::vector<LayerWork>> layer_work(const NetSpec& spec);
+
+// One timed layer pass (whole batch), the fit's input.
+struct LayerSample {
+  std::string cls;
+  bool backward = false;
+  double flops = 0, bytes = 0, seconds = 0;
+};
+
+// A class's fitted rates for one pass: seconds = flops / (gflops 1e9) + bytes / (gbs 1e9); a
+// rate of 0 has no term.
+struct LayerRate {
+  std::string cls;
+  bool backward = false;
+  double gflops = 0, gbs = 0;
+  int samples = 0;
+  double seconds(double flops, double bytes) const;
+};
+
+// Fits one LayerRate per class and pass present in `samples` (samples with seconds <= 0 are
+// dropped): the least-squares fit of the relative error with both terms non-negative (the
+// better of both terms, flops alone and bytes alone).
+std::vector<LayerRate> fit_layer_rates(const std::vector<LayerSample>& samples);
+
+// The step a set of rates predicts.
+struct StepRates {
+  std::vector<LayerRate> rates;
+  // Classes without a rate fall back to FLOPs at this rate and bytes at this bandwidth.
+  double fallback_gflops = 1, fallback_gbs = 1;
+  double update_gbs = 0;       // the momentum update's: 20 bytes per arena float; 0: none
+  double other_per_image = 0;  // seconds per image beyond the layers and the update
+};
+struct StepEstimate {
+  double seconds = 0;
+  double layer_seconds = 0, update_seconds = 0, other_seconds = 0;
+  std::vector<std::string> fallback;      // classes priced by the fallback (no rate), once each
+  std::vector<double> forward, backward;  // each layer's, in `layers`' order
+};
+StepEstimate estimate_step(const StepRates& r, const std::vector<LayerWork>& layers,
+                           double arena_floats, int64_t batch);
+
+}  // namespace easel::model
