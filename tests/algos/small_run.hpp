@@ -40,6 +40,28 @@ inline TrainConfig small_config(const std::string& algo, int groups) {
   return c;
 }
 
+// The GPU path tests' run: an MLP on synthetic data, one thread per group, the reference ops
+// (bit-for-bit comparable with the stand-in GPU's), 40 iterations evaluated every 20.
+inline TrainConfig gpu_config(const std::string& algo, const std::string& device) {
+  TrainConfig c;
+  c.net = "mlp";
+  c.data = "synthetic";
+  c.algo = algo;
+  c.iterations = 40;
+  c.eval_every = 20;
+  c.batch = 16;
+  c.lr = 0.05;
+  c.lr_policy = LrSchedule::Policy::fixed;
+  c.seed = 7;
+  c.impl = ImplChoice::ref;
+  c.layout = Layout::nchw;
+  c.device = parse_device(device).value();
+  c.plan.threads_per_group = 1;
+  c.plan.oversubscribe = true;
+  c.progress = Progress::none;
+  return c;
+}
+
 // Trains `c` on small_data(); a failed run fails the test and gives an empty summary.
 inline TrainSummary run(const TrainConfig& c, TrainObserver* obs = nullptr) {
   auto r = train(c, small_data(), obs);

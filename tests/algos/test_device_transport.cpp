@@ -10,6 +10,7 @@
 
 #include "algos/trainer.hpp"
 #include "devices/shared_gpu_comm.hpp"
+#include "tests/algos/small_run.hpp"
 #include "tests/support/standin_gpu.hpp"
 
 namespace easel {
@@ -156,23 +157,10 @@ TEST(DeviceTransport, CollectiveFlagPicksTheAlgorithmOnSharedGpus) {
     return std::move(r).value();
   }();
   auto config = [](const std::string& device, CollectiveAlgo algo) {
-    TrainConfig c;
-    c.net = "mlp";
-    c.data = "synthetic";
-    c.algo = "sync-easgd";
+    TrainConfig c = test::gpu_config("sync-easgd", device);
     c.iterations = 12;
     c.eval_every = 12;
-    c.batch = 16;
-    c.lr = 0.05;
-    c.lr_policy = LrSchedule::Policy::fixed;
-    c.seed = 7;
-    c.impl = ImplChoice::ref;
-    c.layout = Layout::nchw;
-    c.device = parse_device(device).value();
-    c.plan.threads_per_group = 1;
-    c.plan.oversubscribe = true;
     c.plan.groups = "3";
-    c.progress = Progress::none;
     c.collective = algo;
     return c;
   };

@@ -14,6 +14,7 @@
 
 #include "algos/comm_list.hpp"
 #include "algos/trainer.hpp"
+#include "tests/algos/small_run.hpp"
 #include "tests/support/standin_gpu.hpp"
 #include "tests/support/test_nets.hpp"
 
@@ -38,23 +39,7 @@ DataSplit& small_data() {
 }
 
 TrainConfig config(const std::string& algo, const std::string& device) {
-  TrainConfig c;
-  c.net = "mlp";
-  c.data = "synthetic";
-  c.algo = algo;
-  c.iterations = 40;
-  c.eval_every = 20;
-  c.batch = 16;
-  c.lr = 0.05;
-  c.lr_policy = LrSchedule::Policy::fixed;
-  c.seed = 7;
-  c.impl = ImplChoice::ref;
-  c.layout = Layout::nchw;
-  c.device = parse_device(device).value();
-  c.plan.threads_per_group = 1;
-  c.plan.oversubscribe = true;
-  c.progress = Progress::none;
-  return c;
+  return test::gpu_config(algo, device);
 }
 
 struct Runs {

@@ -20,6 +20,7 @@
 #include "nets/data/augment.hpp"
 #include "nets/models/description.hpp"
 #include "nets/models/models.hpp"
+#include "tests/algos/small_run.hpp"
 #include "tests/support/standin_gpu.hpp"
 #include "tests/support/test_nets.hpp"
 
@@ -96,22 +97,9 @@ TEST(StandInBf16, NormalizedBytesEqualTheHostBatch) {
 }
 
 TrainConfig small_run(const std::string& device) {
-  TrainConfig c;
-  c.net = "mlp";
-  c.data = "synthetic";
-  c.algo = "msgd";
+  TrainConfig c = test::gpu_config("msgd", device);
   c.iterations = 12;
   c.eval_every = 6;
-  c.batch = 16;
-  c.lr = 0.05;
-  c.lr_policy = LrSchedule::Policy::fixed;
-  c.seed = 7;
-  c.impl = ImplChoice::ref;
-  c.layout = Layout::nchw;
-  c.device = parse_device(device).value();
-  c.plan.threads_per_group = 1;
-  c.plan.oversubscribe = true;
-  c.progress = Progress::none;
   return c;
 }
 
