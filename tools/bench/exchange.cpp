@@ -186,6 +186,19 @@ Summary arena_triad(Run& run, const Workers& workers, const BenchConfig& cfg) {
   return summarize(gbs);
 }
 
+// One group per worker as the trainer builds them, and sync-easgd's parameters for timing its
+// exchange: a fixed rate, no momentum, tau 1, alpha = 0.9 / P.
+Result<AlgoParams> sync_easgd_groups(Run& run, Workers& workers, Device& device, int64_t floats) {
+  for (auto& w : workers)
+    EASEL_RETURN_IF_ERROR(add_group(run, *w, device, floats));
+  AlgoParams params;
+  params.lr.policy = LrSchedule::Policy::fixed;
+  params.lr.base = 0.01;
+  params.momentum = 0;
+  params.alpha = 0.9f / static_cast<float>(run.size());
+  return params;
+}
+
 }  // namespace
 
 Result<ExchangeResult> time_exchange(const Topology& topo, const BenchConfig& cfg,
@@ -218,13 +231,8 @@ Result<ExchangeResult> time_exchange(const Topology& topo, const BenchConfig& cf
   // The groups as the trainer builds them (waiters spin when every group has a core of its
   // own), with sync-easgd's parameters: no momentum, tau 1, alpha = 0.9 / P.
   Run run;
-  for (auto& w : workers)
-    EASEL_RETURN_IF_ERROR(add_group(run, *w, *device, layout.total_floats()));
-  AlgoParams params;
-  params.lr.policy = LrSchedule::Policy::fixed;
-  params.lr.base = 0.01;
-  params.momentum = 0;
-  params.alpha = 0.9f / static_cast<float>(run.size());
+  EASEL_ASSIGN_OR_RETURN(AlgoParams params,
+                         sync_easgd_groups(run, workers, *device, layout.total_floats()));
   const double spin = plan.oversubscribed ? 0 : kShmSpinSeconds;
   std::unique_ptr<Algorithm> comm_path = make_sync_easgd(SyncExchange::comm);
   EASEL_RETURN_IF_ERROR(prepare_bench_run(run, *comm_path, layout, params, spin));
@@ -262,13 +270,8 @@ Result<double> time_sync_exchange_cpu(const Topology& topo, const BenchConfig& c
   EASEL_ASSIGN_OR_RETURN(ImplChoice impl, parse_impl_choice(cfg.impl));
   std::unique_ptr<Device> device = make_cpu_device(impl);
   Run run;
-  for (auto& w : workers)
-    EASEL_RETURN_IF_ERROR(add_group(run, *w, *device, layout.total_floats()));
-  AlgoParams params;
-  params.lr.policy = LrSchedule::Policy::fixed;
-  params.lr.base = 0.01;
-  params.momentum = 0;
-  params.alpha = 0.9f / static_cast<float>(run.size());
+  EASEL_ASSIGN_OR_RETURN(AlgoParams params,
+                         sync_easgd_groups(run, workers, *device, layout.total_floats()));
   const double spin = plan.oversubscribed ? 0 : kShmSpinSeconds;
   std::unique_ptr<Algorithm> algo =
       make_sync_easgd(groups == 2 ? SyncExchange::mirrored : SyncExchange::partitioned);
