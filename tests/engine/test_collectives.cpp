@@ -18,6 +18,7 @@
 #include "engine/comm/comm.hpp"
 #include "engine/rng.hpp"
 #include "engine/worker.hpp"
+#include "tests/engine/rank_threads.hpp"
 
 namespace easel {
 namespace {
@@ -53,17 +54,8 @@ class NodesTransport final : public Transport {
   std::atomic<int> batches_with_two_{0};
 };
 
-void run_ranks(int p, const std::function<void(int)>& fn) {
-  std::vector<std::thread> threads;
-  for (int r = 0; r < p; ++r)
-    threads.emplace_back(fn, r);
-  for (auto& t : threads)
-    t.join();
-}
-
-float value(int rank, int64_t i) {
-  return static_cast<float>((rank + 1) * (i % 13) + rank);
-}
+using test::run_ranks;
+using test::value;
 
 // Every rank's allreduce of `input` by the hierarchical algorithm in `chunks` chunks.
 std::vector<std::vector<float>> hierarchical_allreduce(NodesTransport& t,

@@ -14,23 +14,13 @@
 #include "engine/comm/transport.hpp"
 #include "engine/rng.hpp"
 #include "engine/worker.hpp"
+#include "tests/engine/rank_threads.hpp"
 
 namespace easel {
 namespace {
 
-// Runs fn(rank) on `p` threads, one per rank, and joins them.
-void run_ranks(int p, const std::function<void(int)>& fn) {
-  std::vector<std::thread> threads;
-  for (int r = 0; r < p; ++r)
-    threads.emplace_back(fn, r);
-  for (auto& t : threads)
-    t.join();
-}
-
-// Integer-valued input of rank r: every partial sum is exact in float.
-float value(int rank, int64_t i) {
-  return static_cast<float>((rank + 1) * (i % 13) + rank);
-}
+using test::run_ranks;
+using test::value;
 float expected_sum(int p, int64_t i) {
   double s = 0;
   for (int r = 0; r < p; ++r)
