@@ -44,6 +44,37 @@ for args, want in BAD:
         print(f"FAIL {args}: code {t.returncode}, stderr {t.stderr!r}, want '{want}'")
         failed += 1
 
+# tools/simulate's SMPI factors: a bare number (smpi/lat-factor:1) crashed SMPI 3.32 at start;
+# it is passed as 0:V, the links the collectives see take the factor of the largest messages,
+# and a malformed value is refused in one line (exit 2).
+import importlib.machinery
+import importlib.util
+import io
+from contextlib import redirect_stderr
+
+sys.dont_write_bytecode = True  # nothing written into tools/
+loader = importlib.machinery.SourceFileLoader("simulate", os.path.join(ROOT, "tools", "simulate"))
+sim = importlib.util.module_from_spec(importlib.util.spec_from_loader("simulate", loader))
+loader.exec_module(sim)
+os.environ["EASEL_SMPI_CFG"] = "smpi/lat-factor:1 smpi/bw-factor:65472:0.9;0:1"
+got = sim.smpi_cfg()
+if (got != {"smpi/lat-factor": "0:1", "smpi/bw-factor": "65472:0.9;0:1"}
+        or sim.largest_factor(got["smpi/bw-factor"]) != 0.9):
+    print(f"FAIL smpi_cfg: {got}")
+    failed += 1
+os.environ["EASEL_SMPI_CFG"] = "smpi/lat-factor:fast"
+err = io.StringIO()
+try:
+    with redirect_stderr(err):
+        sim.smpi_cfg()
+    code = 0
+except SystemExit as e:
+    code = e.code
+if code != 2 or not err.getvalue().startswith("simulate: EASEL_SMPI_CFG: smpi/lat-factor: 'fast'"):
+    print(f"FAIL a bad factor: code {code}, {err.getvalue()!r}")
+    failed += 1
+del os.environ["EASEL_SMPI_CFG"]
+
 with tempfile.TemporaryDirectory() as tmp:
     src = os.path.join(tmp, "strong.json")
     with open(src, "w") as f:
@@ -71,5 +102,5 @@ with tempfile.TemporaryDirectory() as tmp:
     if t.returncode != 2 or "'kind' is 'sideways', neither weak nor strong" not in t.stderr:
         print(f"FAIL --replot of a bad kind: code {t.returncode}, {t.stderr!r}")
         failed += 1
-print(f"simulate_scaling_check: {len(BAD) + 2 - failed} of {len(BAD) + 2} checks passed")
+print(f"simulate_scaling_check: {len(BAD) + 4 - failed} of {len(BAD) + 4} checks passed")
 sys.exit(1 if failed else 0)
