@@ -15,16 +15,12 @@ import time
 def _worker(rank, a, net, data, sync, cpus):
     import numpy as np
     import torch
-    import lenet_bench as lb
+    import lenet_net as ln
     os.sched_setaffinity(0, {cpus[rank]})
     torch.set_num_threads(1)
     xtr, ytr, xte, yte = data
     barrier, dts, state = sync  # state: [train_s, eval_s, acc, epochs, reached]
-    weights = [m.weight for m in (net.conv1, net.conv2, net.ip1, net.ip2)]
-    biases = [m.bias for m in (net.conv1, net.conv2, net.ip1, net.ip2)]
-    opt = torch.optim.SGD([{"params": weights, "lr_mult": 1.0, "lr": a.lr},
-                           {"params": biases, "lr_mult": 2.0, "lr": 2 * a.lr}],
-                          lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay)
+    opt = ln.optimizer(torch, a, net)
     lossf = torch.nn.CrossEntropyLoss()
     scale = 1.0 / 256
     n = len(xtr)
@@ -39,7 +35,7 @@ def _worker(rank, a, net, data, sync, cpus):
             lo = (rank * mine + b) * a.batch
             idx = order[lo:lo + a.batch]
             x = torch.from_numpy(xtr[idx]).unsqueeze(1).float().mul_(scale)
-            lb.set_lr(opt, a, it * a.procs)  # the rate at the run's step count
+            ln.set_lr(opt, a, it * a.procs)  # the rate at the run's step count
             opt.zero_grad(set_to_none=False)
             loss = lossf(net(x), torch.from_numpy(ytr[idx]))
             loss.backward()
@@ -75,15 +71,15 @@ def train_hogwild(a, load):
         print(f"lenet_bench: --procs {a.procs} needs {a.procs} cpus, this process may use "
               f"{len(cpus)}", file=sys.stderr)
         return 2
-    import lenet_bench as lb
-    torch = lb.import_torch(a)  # one thread: no OpenMP pool for the children to inherit
+    import lenet_net as ln
+    torch = ln.import_torch(a)  # one thread: no OpenMP pool for the children to inherit
     import torch.multiprocessing as mp
     try:
         data = (*load(a, "train"), *load(a, "t10k"))
     except (OSError, ValueError) as e:
         print(f"lenet_bench: {e}", file=sys.stderr)
         return 1
-    net, _ = lb.build(torch, a)
+    net, _ = ln.build(torch, a)
     net.share_memory()
     ctx = mp.get_context("fork")
     sync = (ctx.Barrier(a.procs), ctx.Array("d", a.procs), ctx.Array("d", [0, 0, 0, 0, -1]))
@@ -105,7 +101,7 @@ def train_hogwild(a, load):
          "lr_policy": a.lr_policy, "momentum": a.momentum, "target_accuracy": a.target,
          "time_to_target_seconds": reached, "wall_seconds": wall, "train_seconds": train_s,
          "eval_seconds": eval_s, "epochs": epochs, "test_accuracy": acc,
-         "blas": lb.blas_in_use(), "device": "cpu"}
+         "blas": ln.blas_in_use(), "device": "cpu"}
     print(f"done: target {a.target} " + (f"reached in {reached:.1f} s of training" if reached
                                         else "not reached") +
           f" ({wall:.1f} s wall) after {epochs:.0f} epochs, {a.procs} Hogwild processes; "
