@@ -1,9 +1,11 @@
 // The memory fit (algos/fit.hpp). What is counted follows what the trainer allocates, as
 // an approximation written down here rather than measured:
 //   per group (build_group, on the group's thread, so on its own nodes):
-//     activations  every layer's output and its gradient (2 x NetCost::activation_floats per
-//                  image x batch), plus the batch stream's input batches (3 with prefetch, else
-//                  1) and the evaluation's one; oneDNN's scratch and small buffers not counted
+//     activations  every layer's output and the outputs' gradient buffers, shared by their
+//                  lives in the backward pass as Net allocates them (NetCost::activation_floats
+//                  + NetCost::gradient_floats per image x batch), plus the batch stream's input
+//                  batches (3 with prefetch, else 1) and the evaluation's one; oneDNN's scratch and
+//                  small buffers not counted
 //     weights, grads, momentum  one arena each (NetCost::arena_floats); momentum always, as
 //                  build_group allocates it whatever the algorithm
 //   the centre (algorithms that have one; on group 0's thread, so group 0's nodes), and the
@@ -68,7 +70,8 @@ std::vector<Item> items_of(const FitRequest& req, int p, bool uses_centre) {
   const uint64_t arena = static_cast<uint64_t>(req.cost.arena_floats) * sizeof(float);
   const uint64_t batches = req.prefetch ? 3 + 1 : 1 + 1;
   const uint64_t acts = static_cast<uint64_t>(req.batch) * sizeof(float) *
-                        (2 * static_cast<uint64_t>(req.cost.activation_floats) +
+                        (static_cast<uint64_t>(req.cost.activation_floats) +
+                         static_cast<uint64_t>(req.cost.gradient_floats) +
                          batches * static_cast<uint64_t>(req.input_floats));
   using C = BufferClass;
   std::vector<Item> v;

@@ -32,13 +32,21 @@ Result<NetGraph> resolve_graph(const NetSpec& spec);
 Result<std::vector<Shape4>> infer_shapes(NetGraph& g, const NetSpec& spec, const Shape4& input,
                                          Layout layout);
 
+// Gradient buffers shared among the layers' outputs whose lives in the backward pass do not
+// overlap: `in` is the graph's inputs per layer (NetGraph::in), floats[i] layer i's output size.
+// Returns each output's buffer; sizes[b] is the floats buffer b needs (Net::create allocates
+// them; net_cost sums them).
+std::vector<int> share_diffs(const std::vector<std::vector<int>>& in,
+                             const std::vector<int64_t>& floats, std::vector<int64_t>* sizes);
+
 // What a net costs on its spec's input, without building it (`easel list`, the fit check).
 struct NetCost {
   int64_t params = 0;        // trained parameters (what published counts give)
   int64_t state_floats = 0;  // state kept in the arena beside them (batch norm's statistics)
   int64_t arena_floats = 0;  // the padded arena: weights, gradients and momentum each take this
-  int64_t activation_floats = 0;  // per image: every layer's output (and as much again for
-                                  // its gradient)
+  int64_t activation_floats = 0;  // per image: every layer's output
+  int64_t gradient_floats = 0;    // per image: the outputs' gradients as Net allocates them,
+                                  // shared by their lives (share_diffs)
   double forward_flops = 0;       // per image
   double train_flops = 0;         // per image: forward + backward
 };

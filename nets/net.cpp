@@ -38,62 +38,6 @@ Result<Buffer> alloc_acts(int64_t n, DType t, MemKind kind) {
   return b;
 }
 
-// Gradient buffers shared among the layers' outputs whose lives in the backward pass do not
-// overlap. Backward visits layers L-1 .. 0: output i's gradient is first written at the
-// backward of its last reader (the highest layer reading it) and read last at layer i's own,
-// so it lives over backward steps [L-1-last, L-1-i]. Interval colouring in order of start: a
-// tensor takes a buffer free by then (the smallest that holds it, else the largest, grown),
-// or a new one. The last layer (read by none; its gradient is diff_logits_) gets its own.
-// Returns each output's buffer; sizes[b] is the floats buffer b needs.
-std::vector<int> share_diffs(const std::vector<std::vector<int>>& in,
-                             const std::vector<int64_t>& floats, std::vector<int64_t>* sizes) {
-  const int n = static_cast<int>(in.size());
-  std::vector<int> last(static_cast<size_t>(n), -1);
-  for (int i = 0; i < n; ++i)
-    for (int t : in[static_cast<size_t>(i)])
-      if (t >= 0) last[static_cast<size_t>(t)] = std::max(last[static_cast<size_t>(t)], i);
-  std::vector<int> order;  // by start of life in backward time: the last reader, descending
-  for (int i = 0; i < n; ++i)
-    if (last[static_cast<size_t>(i)] >= 0) order.push_back(i);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    return last[static_cast<size_t>(a)] > last[static_cast<size_t>(b)];
-  });
-  std::vector<int> buffer(static_cast<size_t>(n), -1);
-  std::vector<int> busy_until;  // per buffer: the layer whose backward reads it last
-  sizes->clear();
-  for (int i : order) {
-    const int64_t need = floats[static_cast<size_t>(i)];
-    int pick = -1;
-    for (int b = 0; b < static_cast<int>(sizes->size()); ++b) {
-      // Free when its tensor's own backward (at layer busy_until) ran before this one is
-      // written (at layer last[i]): busy_until > last[i] in layer order.
-      if (busy_until[static_cast<size_t>(b)] <= last[static_cast<size_t>(i)]) continue;
-      const int64_t have = (*sizes)[static_cast<size_t>(b)];
-      if (pick < 0) {
-        pick = b;
-        continue;
-      }
-      const int64_t best = (*sizes)[static_cast<size_t>(pick)];
-      const bool fits = have >= need, best_fits = best >= need;
-      if ((fits && (!best_fits || have < best)) || (!fits && !best_fits && have > best)) pick = b;
-    }
-    if (pick < 0) {
-      pick = static_cast<int>(sizes->size());
-      sizes->push_back(0);
-      busy_until.push_back(0);
-    }
-    (*sizes)[static_cast<size_t>(pick)] = std::max((*sizes)[static_cast<size_t>(pick)], need);
-    busy_until[static_cast<size_t>(pick)] = i;
-    buffer[static_cast<size_t>(i)] = pick;
-  }
-  for (int i = 0; i < n; ++i)
-    if (buffer[static_cast<size_t>(i)] < 0) {
-      buffer[static_cast<size_t>(i)] = static_cast<int>(sizes->size());
-      sizes->push_back(floats[static_cast<size_t>(i)]);
-    }
-  return buffer;
-}
-
 }  // namespace
 
 Result<std::unique_ptr<Net>> Net::create(const NetSpec& spec, int64_t batch, Layout layout,

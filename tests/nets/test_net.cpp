@@ -6,6 +6,7 @@
 
 #include "devices/device.hpp"
 #include "engine/span_ops.hpp"
+#include "nets/graph.hpp"
 #include "nets/models/models.hpp"
 #include "nets/net.hpp"
 
@@ -112,6 +113,21 @@ TEST(Net, OutputGradientsShareBuffers) {
   auto resnet = make_net("resnet18", {3, 64, 64, 10}, 2, Layout::nchw, ImplChoice::fast);
   EXPECT_LT(resnet->gradient_bytes(), resnet->unshared_gradient_bytes() * 3 / 10)
       << resnet->gradient_bytes() << " of " << resnet->unshared_gradient_bytes();
+  // What the memory fit counts (net_cost, without building the net) is what Net allocates,
+  // for a chain, residual joins and googlenet's concatenated branches.
+  for (const char* name : {"lenet", "resnet18", "googlenet"}) {
+    const ModelInput in =
+        std::string(name) == "lenet" ? ModelInput{1, 28, 28, 10} : ModelInput{3, 64, 64, 10};
+    auto spec = build_model(name, in);
+    ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+    auto cost = net_cost(spec.value());
+    ASSERT_TRUE(cost.ok()) << cost.status().to_string();
+    auto net = make_net(name, in, 2, Layout::nchw, ImplChoice::fast);
+    EXPECT_EQ(net->gradient_bytes(),
+              static_cast<size_t>(cost.value().gradient_floats) * 2 * sizeof(float))
+        << name;
+    EXPECT_LT(cost.value().gradient_floats, cost.value().activation_floats) << name;
+  }
 }
 
 // d mean-loss / d weights of a whole net against central differences, in double-summed loss.
