@@ -5,6 +5,9 @@
 
 #include <array>
 
+#include "algos/exchange.hpp"
+#include "engine/comm/collectives/compressed_ring.hpp"
+
 namespace easel {
 
 namespace {
@@ -140,6 +143,20 @@ double exchanged_bytes_per_image(const AlgoEntry& a, const AlgoParams& p, int64_
   if (k == 0 || batch <= 0) return 0;
   return static_cast<double>(exchange_bytes(a, p, arena_floats)) /
          (static_cast<double>(k) * static_cast<double>(batch));
+}
+
+double exchanged_bytes_per_image(const AlgoEntry& a, const Run& run, int64_t batch) {
+  const AlgoParams& p = run.params;
+  const int64_t k = steps_per_exchange(a, p);
+  if (!a.compressed || p.precision == ExchangePrecision::fp32 || k == 0 || batch <= 0)
+    return exchanged_bytes_per_image(a, p, run.arena_floats(), batch);
+  const int groups = run.total_groups();
+  int64_t bytes = 0;  // one exchange, every group
+  for_each_message(run, [&](int64_t, int64_t m) {
+    bytes += compressed_ring::bytes_sent(m, groups, wire_format(p.precision));
+  });
+  return static_cast<double>(bytes) /
+         (static_cast<double>(groups) * static_cast<double>(k) * static_cast<double>(batch));
 }
 
 Result<std::unique_ptr<Algorithm>> make_algorithm(const std::string& name) {

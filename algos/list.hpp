@@ -38,6 +38,10 @@ int64_t steps_per_exchange(const AlgoEntry& a, const AlgoParams& p);
 // exchange_bytes / (steps_per_exchange x batch); 0 for one-group algorithms.
 double exchanged_bytes_per_image(const AlgoEntry& a, const AlgoParams& p, int64_t arena_floats,
                                  int64_t batch);
+// What a run's summary reports: the same, except for a compressed exchange (bf16, int8), whose
+// bytes are those its allreduce sends over the transport, all groups together
+// (compressed_ring::bytes_sent of each message among run.total_groups()), per training image.
+double exchanged_bytes_per_image(const AlgoEntry& a, const Run& run, int64_t batch);
 
 // The algorithm a run takes when none is given (--algo's default), and the one group's
 // algorithm beside it (a bench of one group).

@@ -2,7 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
+
+#include "engine/status.hpp"
 
 namespace easel {
 
@@ -30,49 +31,13 @@ int64_t exchange_payload_bytes(int64_t n, ExchangePrecision p) {
   return 4 * n;
 }
 
-namespace {
-
-// fp32 -> bf16 -> fp32, round to nearest even (NaN kept a NaN).
-float bf16_round(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return x;
-  u += 0x7fffu + ((u >> 16) & 1u);
-  u &= 0xffff0000u;
-  float y;
-  std::memcpy(&y, &u, 4);
-  return y;
+WireFormat wire_format(ExchangePrecision p) {
+  EASEL_CHECK(p != ExchangePrecision::fp32);
+  return p == ExchangePrecision::bf16 ? WireFormat::bf16 : WireFormat::int8;
 }
-
-}  // namespace
 
 void exchange_round_trip(float* x, int64_t n, ExchangePrecision p) {
-  if (p == ExchangePrecision::fp32) return;
-  if (p == ExchangePrecision::bf16) {
-    for (int64_t i = 0; i < n; ++i)
-      x[i] = bf16_round(x[i]);
-    return;
-  }
-  for (int64_t b = 0; b < n; b += kInt8Block) {
-    const int64_t e = std::min(n, b + kInt8Block);
-    float amax = 0;
-    for (int64_t i = b; i < e; ++i)
-      amax = std::max(amax, std::fabs(x[i]));
-    const float s = amax / 127.f;  // the scale sent with the block
-    for (int64_t i = b; i < e; ++i) {
-      const float q = s > 0 ? std::clamp(std::nearbyint(x[i] / s), -127.f, 127.f) : 0.f;
-      x[i] = q * s;
-    }
-  }
-}
-
-void exchange_with_feedback(float* x, float* e, int64_t n, ExchangePrecision p) {
-  for (int64_t i = 0; i < n; ++i)
-    x[i] += e[i];
-  std::memcpy(e, x, static_cast<size_t>(n) * sizeof(float));
-  exchange_round_trip(x, n, p);
-  for (int64_t i = 0; i < n; ++i)
-    e[i] -= x[i];
+  if (p != ExchangePrecision::fp32) wire_round_trip(x, n, wire_format(p));
 }
 
 void adamw_step(std::span<const Segment> segs, float* w, const float* g, float* m, float* v,

@@ -1,5 +1,5 @@
-// The pieces local-sgd, slowmo and diloco share (algos/periodic.hpp runs them): the compressed
-// exchange of what a group sends (--exchange-precision), the AdamW inner step (--optimizer
+// The pieces local-sgd, slowmo and diloco share (algos/periodic.hpp runs them): the precision
+// of what a group sends (--exchange-precision), the AdamW inner step (--optimizer
 // adamw) and the outer rules over the averaged pseudo-gradient. Plain loops over host arenas,
 // written to be read; each is checked against a hand computation (tests/algos/test_periodic.cpp).
 #pragma once
@@ -8,26 +8,25 @@
 #include <span>
 
 #include "engine/arena.hpp"
+#include "engine/comm/wire_format.hpp"
 
 namespace easel {
 
 enum class ExchangePrecision { fp32, bf16, int8 };
 const char* exchange_precision_name(ExchangePrecision p);
+// bf16 and int8 as the compressed allreduce packs them (engine/comm/wire_format.hpp: int8 with
+// one fp32 scale per block of kInt8Block floats, max |x| / 127 over the block).
+WireFormat wire_format(ExchangePrecision p);
 
-// int8: one fp32 scale per block of this many floats (max |x| / 127 over the block).
-inline constexpr int64_t kInt8Block = 256;
-
-// Bytes n floats take on the wire: 4n (fp32), 2n (bf16), n + 4 ceil(n / kInt8Block) (int8).
+// Bytes n floats take packed, as one span: 4n (fp32), 2n (bf16), n + 4 ceil(n / kInt8Block)
+// (int8). The performance model's payload; the compressed allreduce sends about 2 (p - 1) / p
+// of it per group (engine/comm/collectives/compressed_ring.hpp).
 int64_t exchange_payload_bytes(int64_t n, ExchangePrecision p);
 
 // x <- decode(encode(x)): what the receiver reads of x sent at precision p. bf16 rounds to
 // nearest even (|error| <= 2^-8 |x|); int8 rounds x / s to the nearest integer in [-127, 127]
 // with s = max |x| / 127 of its block (|error| <= s / 2). fp32: unchanged.
 void exchange_round_trip(float* x, int64_t n, ExchangePrecision p);
-
-// With error feedback (int8, as EF-SGD and 1-bit Adam use it): x <- x + e; y = round trip of x;
-// e <- x - y; x <- y. The residual e is carried to the next exchange.
-void exchange_with_feedback(float* x, float* e, int64_t n, ExchangePrecision p);
 
 // AdamW's moments and hyper-parameters (torch.optim.AdamW's update, step t >= 1).
 struct AdamW {

@@ -20,6 +20,10 @@ class Periodic final : public Algorithm {
   Status prepare(Run& run) override {
     const AlgoParams& p = run.params;
     const int64_t n = run.arena_floats();
+    if (p.precision != ExchangePrecision::fp32 && !run.comm->compressed_refusal().empty())
+      return invalid_argument(std::string("--exchange-precision ") +
+                              exchange_precision_name(p.precision) + ": " +
+                              run.comm->compressed_refusal());
     per_.resize(run.groups.size());
     for (size_t i = 0; i < run.groups.size(); ++i) {
       Group& g = *run.groups[i];
@@ -182,19 +186,26 @@ class Periodic final : public Algorithm {
     const int64_t n = run.arena_floats();
     float* d = s.send.data();
     float* x = s.anchor.data();
+    float* e = feedback(p) ? s.residual.data() : nullptr;
     {
       ScopedTimer t(&g.times.comm);
       const float* w = g.weights.data();
       for (int64_t j = 0; j < n; ++j)
         d[j] = x[j] - w[j];
-      if (feedback(p))
-        exchange_with_feedback(d, s.residual.data(), n, p.precision);
-      else
-        exchange_round_trip(d, n, p.precision);
+      if (e != nullptr)
+        for (int64_t j = 0; j < n; ++j)
+          d[j] += e[j];
     }
+    // fp32: the plain allreduce; bf16, int8: the compressed one, every transfer packed, its own
+    // rounding of d (what int8 did not send of it) carried to the next exchange in e.
     timed_collective(run, g, [&] {
-      for_each_message(
-          run, [&](int64_t off, int64_t m) { run.comm->allreduce_sum(g.global_id, d + off, m); });
+      for_each_message(run, [&](int64_t off, int64_t m) {
+        if (p.precision == ExchangePrecision::fp32)
+          run.comm->allreduce_sum(g.global_id, d + off, m);
+        else
+          run.comm->allreduce_compressed(g.global_id, d + off, d + off, m, wire_format(p.precision),
+                                         e ? e + off : nullptr);
+      });
     });
     ScopedTimer t(&g.times.comm);
     span_scale(d, 1.f / static_cast<float>(run.total_groups()), n);

@@ -1,9 +1,10 @@
 // EASGD's descendants: the groups step on their own (--optimizer msgd or adamw) and every --tau
 // steps meet in one allreduce of their pseudo-gradients d_i = x - w_i, where x, the anchor, is
 // the weights of their last meeting; each group then applies the same outer rule to its copy of
-// x (algos/outer_ops.hpp) and continues from it. What is sent is rounded to
-// --exchange-precision first (int8 with error feedback). The files local_sgd.cpp, slowmo.cpp and
-// diloco.cpp each pick a rule. Deterministic: every group computes the same x from the same
+// x (algos/outer_ops.hpp) and continues from it. With --exchange-precision bf16 or int8 the
+// allreduce is the compressed ring (engine/comm/collectives/compressed_ring.hpp: every transfer
+// packed, int8 with error feedback on each group's own rounding). The files local_sgd.cpp,
+// slowmo.cpp and diloco.cpp each pick a rule. Deterministic: every group computes the same x from the same
 // sum, so the copies stay equal bit for bit; across MPI ranks the allreduce spans every group.
 #pragma once
 

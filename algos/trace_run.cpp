@@ -1,5 +1,6 @@
 // The run's timeline (--trace): its tracks, named by the algorithm's phases (its list row), and
 // the file.
+#include <cstdio>
 #include <cstring>
 
 #include "algos/list.hpp"
@@ -24,6 +25,11 @@ void start_trace(TrainRun& t) {
   tr.set_arg("net", t.spec.name);
   tr.set_arg("groups", std::to_string(t.p));
   tr.set_arg("batch", std::to_string(t.cfg.batch));
+  // summary.json's figure: for a bf16 or int8 exchange what its compressed ring sends.
+  char bytes[32];
+  std::snprintf(bytes, sizeof bytes, "%.6g",
+                exchanged_bytes_per_image(*find_algo(algo), run, t.cfg.batch));
+  tr.set_arg("exchanged_bytes_per_image", bytes);
   tr.set_arg("trace-steps", std::to_string(t.cfg.trace_steps));
   tr.set_arg("trace-every", std::to_string(t.cfg.trace_every));
   tr.set_arg("bound",

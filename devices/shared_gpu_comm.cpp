@@ -123,6 +123,7 @@ class SharedGpuComm final : public Comm {
     comm_->broadcast(rank, buf, n, root);
   }
   double wait_seconds(int rank) const override { return comm_->wait_seconds(rank); }
+  std::string compressed_refusal() const override { return comm_->compressed_refusal(); }
 
  private:
   static std::shared_ptr<Transport> make_transport(int size, std::shared_ptr<ShmCombine> c) {

@@ -3,6 +3,7 @@
 // its own scratch.
 #include <vector>
 
+#include "engine/comm/collectives/compressed_ring.hpp"
 #include "engine/comm/collectives/team.hpp"
 #include "engine/comm/comm.hpp"
 #include "engine/comm/transport.hpp"
@@ -103,6 +104,20 @@ class CollectiveComm final : public Comm {
       default:
         return hierarchical::broadcast(team, buf, n, root, inter_);
     }
+  }
+
+  // Every algorithm's compressed form is the compressed ring (the reductions re-encode at each
+  // hop, so the order of hops is the accuracy: the ring's p - 1 per chunk, never more).
+  int64_t allreduce_compressed(int rank, const float* src, float* dst, int64_t n, WireFormat f,
+                               float* err) override {
+    EASEL_CHECK(compressed_refusal().empty());
+    return compressed_ring::allreduce(team_of(rank), src, dst, n, f, scratch(rank), err);
+  }
+  std::string compressed_refusal() const override {
+    if (t_->scratch_on_device())
+      return "the groups sharing a GPU (" + t_->name() +
+             ") add fp32 spans with device kernels; the compressed ring encodes on the host";
+    return "";
   }
 
   void barrier(int rank) override { t_->barrier(rank); }

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/comm/wire_format.hpp"
 #include "engine/memory.hpp"
 #include "engine/status.hpp"
 
@@ -76,6 +77,19 @@ class Comm {
   virtual void broadcast_queued(int rank, float* buf, int64_t n, int root) {
     broadcast(rank, buf, n, root);
   }
+
+  // The compressed allreduce (engine/comm/collectives/compressed_ring.hpp): every rank's src
+  // rounded to `f`, summed with every transfer packed in `f`, the same bits in every rank's dst
+  // (which may alias src); err (or null) receives src less what was sent of it. Returns the
+  // bytes this rank sent. Only where compressed_refusal() is empty.
+  virtual int64_t allreduce_compressed(int rank, const float* src, float* dst, int64_t n,
+                                       WireFormat f, float* err) {
+    (void)rank, (void)src, (void)dst, (void)n, (void)f, (void)err;
+    EASEL_CHECK_MSG(false, "this Comm has no compressed allreduce");
+    return 0;
+  }
+  // Empty where allreduce_compressed runs; otherwise why not (a clause for a flag's refusal).
+  virtual std::string compressed_refusal() const { return name() + " carries fp32 only"; }
 
   // Seconds rank spent waiting for others inside collectives (arrival skew), as opposed to
   // moving data. Accumulated since construction; read by the rank's own thread.

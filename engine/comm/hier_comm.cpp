@@ -58,6 +58,24 @@ class HierComm final : public Comm {
     local_->broadcast(l, buf, n, rl);
   }
 
+  // One group a process: the world's compressed allreduce itself (the same bits as one process
+  // of as many groups). With several, the groups would sum in fp32 first: refused.
+  int64_t allreduce_compressed(int rank, const float* src, float* dst, int64_t n, WireFormat f,
+                               float* err) override {
+    EASEL_CHECK(compressed_refusal().empty());
+    const int l = local_of(rank);
+    int64_t sent = 0;
+    timed(l, [&] { sent = world_.allreduce_compressed(world_rank_, src, dst, n, f, err); });
+    return sent;
+  }
+  std::string compressed_refusal() const override {
+    if (l_ > 1)
+      return "with " + std::to_string(l_) +
+             " groups a process and no composed transport (--collective mpi, or MPI without "
+             "MPI_THREAD_MULTIPLE) the groups would sum in fp32 before the processes compress";
+    return world_.compressed_refusal();
+  }
+
   void barrier(int rank) override {
     const int l = local_of(rank);
     local_->barrier(l);

@@ -70,8 +70,9 @@ struct Summary {
   double images_per_second = 0;
   double comm_share = 0, wait_share = 0;  // of compute + comm + wait, over all groups
   // Bytes all groups sent in their exchanges over the run, per training image (each group's
-  // payload per exchange: its weights, gradient or step in fp32, or local-sgd's, slowmo's and
-  // diloco's pseudo-gradient at --exchange-precision); 0 for one-group algorithms.
+  // payload per exchange: its weights, gradient or step in fp32; for local-sgd's, slowmo's and
+  // diloco's bf16 or int8 exchange, what their compressed allreduce sends over the transport);
+  // 0 for one-group algorithms.
   double exchanged_bytes_per_image = 0;
   double target_accuracy = 0;          // the setting (0: none)
   double time_to_target_seconds = -1;  // training seconds to target-accuracy; -1: not set/met

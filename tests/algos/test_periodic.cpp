@@ -18,6 +18,7 @@
 #include "engine/comm/comm.hpp"
 #include "engine/span_ops.hpp"
 #include "tests/algos/small_run.hpp"
+#include "tests/engine/rank_threads.hpp"
 
 namespace easel {
 namespace {
@@ -202,40 +203,66 @@ TEST(ExchangePrecision, RoundTripErrorBoundsAndPayload) {
   EXPECT_EQ(exchange_payload_bytes(1000, ExchangePrecision::int8), 1000 + 4 * 4);
 }
 
-// Error feedback: what was sent over K exchanges is what was meant to be sent less the last
-// residual, so the rounding errors do not accumulate.
-TEST(ExchangePrecision, ErrorFeedbackCarriesTheResidual) {
-  const int64_t n = 300;
-  std::vector<float> e(n, 0.f);
-  std::vector<double> meant(n, 0), sent(n, 0);
-  std::mt19937 rng(5);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  for (int k = 0; k < 50; ++k) {
-    std::vector<float> x(n);
-    for (int64_t i = 0; i < n; ++i) {
-      x[i] = dist(rng) * (i == 0 ? 100.f : 1.f);  // one large value sets the block's scale
-      meant[i] += x[i];
+// An int8 exchange is the compressed allreduce of the groups' pseudo-gradients (each d_i =
+// tau lr c_i after tau plain-SGD steps from x0), so every group ends on the same bits: x0 less
+// the mean of that allreduce, and each group's residual what its own rounding took off.
+TEST(Periodic, Int8ExchangeIsTheCompressedAllreduce) {
+  const int p = 3, tau = 2;
+  Hand h;
+  h.build(p, "local-sgd", tau);
+  h.run.params.precision = ExchangePrecision::int8;
+  // Dyadic gradients and lr: every step and pseudo-gradient exact, whatever the compiler fuses.
+  auto dyadic = [](int i, int64_t j) {
+    return static_cast<float>((i + 1) * (j + 1)) / 8 - j / 16.f;
+  };
+  for (auto& g : h.run.groups)
+    g->fake_gradient = [dyadic](Group& gr) {
+      for (int64_t j = 0; j < kN; ++j)
+        gr.diff.data()[j] = dyadic(gr.id, j);
+    };
+  h.run.params.lr.base = 0.125;
+  h.prepare();
+  h.steps(tau);
+  const int64_t n = h.run.arena_floats();  // kN and the arena's padding (zero)
+  std::vector<std::vector<float>> d(p, std::vector<float>(n, 0.f));
+  for (int i = 0; i < p; ++i)
+    for (int64_t j = 0; j < kN; ++j) {  // the same float ops as the groups'
+      float w = x0(j);
+      for (int k = 0; k < tau; ++k)
+        w -= 0.125f * dyadic(i, j);
+      d[i][j] = x0(j) - w;
     }
-    exchange_with_feedback(x.data(), e.data(), n, ExchangePrecision::int8);
-    for (int64_t i = 0; i < n; ++i)
-      sent[i] += x[i];
+  auto comm = make_shm_comm(p, CollectiveAlgo::tree);
+  test::run_ranks(p, [&](int r) {
+    comm->allreduce_compressed(r, d[r].data(), d[r].data(), n, WireFormat::int8, nullptr);
+  });
+  for (int64_t j = 0; j < kN; ++j) {
+    volatile float mean = d[0][j] * (1.f / p);  // two roundings, as span_scale then x -= d
+    const float x = x0(j) - mean;
+    for (int i = 0; i < p; ++i)
+      EXPECT_EQ(h.run.groups[i]->weights.data()[j], x) << "group " << i << " j " << j;
+    EXPECT_NEAR(x, x0(j) - tau * 0.125 * (dyadic(0, j) + dyadic(1, j) + dyadic(2, j)) / 3, 0.01);
   }
-  for (int64_t i = 0; i < n; ++i)
-    EXPECT_NEAR(sent[i] + e[i], meant[i], 1e-3) << i;
-  // Without feedback the small values of the first block would be rounded away each time.
 }
 
-// The run's summary counts the bytes sent per image: the payload per exchange over tau x batch.
+// The run's summary counts the bytes sent per image: a compressed exchange's, what its ring
+// sends (all groups: 2 (p - 1) packed chunks each) over the images of tau steps of every group;
+// sync-sgd's, its fp32 arena per step.
 TEST(Periodic, SummaryCountsExchangedBytesPerImage) {
-  TrainConfig c = test::small_config("diloco", 2);
+  TrainConfig c = test::small_config("diloco", 3);
   c.iterations = 8;
   c.tau = 4;
   ASSERT_TRUE(set_setting(c, "exchange-precision", "int8").ok());
   auto r = train(c, test::small_data(), nullptr);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   const int64_t n = static_cast<int64_t>(r->final_weights.size());
-  EXPECT_DOUBLE_EQ(r->exchanged_bytes_per_image,
-                   static_cast<double>(n + 4 * ((n + 255) / 256)) / (4.0 * 16));
+  int64_t packed = 0;  // the three chunks, int8 with their scales, in whole floats
+  for (int j = 0; j < 3; ++j) {
+    const int64_t m = (n * (j + 1)) / 3 - (n * j) / 3;
+    packed += 4 * ((m + 255) / 256 + (m + 3) / 4);
+  }
+  EXPECT_DOUBLE_EQ(r->exchanged_bytes_per_image, 2.0 * 2 * packed / (3 * 4.0 * 16));
+  c = test::small_config("sync-sgd", 2);
   c = test::small_config("sync-sgd", 2);
   c.iterations = 4;
   r = train(c, test::small_data(), nullptr);

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/comm/collectives/compressed_ring.hpp"
 #include "engine/comm/mpi_comm.hpp"
 
 namespace easel {
@@ -261,6 +262,81 @@ TEST_F(Mpi, ComposedTransportEqualsOneProcessOfAllGroups) {
       }
     }
   }
+}
+
+// The compressed allreduce (engine/comm/collectives/compressed_ring.hpp) over the world's
+// transport (one group a process), over the composed transport (L groups a process) and through
+// the hierarchical Comm of one group a process: the same bits on every group as one process of
+// as many groups over shared memory, and the bytes each rank says it sent adding up to the plan.
+std::vector<float> shm_compressed(int p, int64_t n, WireFormat f) {
+  auto comm = make_shm_comm(p, CollectiveAlgo::ring);
+  std::vector<std::vector<float>> bufs(static_cast<size_t>(p), std::vector<float>(n));
+  std::vector<std::thread> ts;
+  for (int r = 0; r < p; ++r)
+    ts.emplace_back([&, r] {
+      auto& b = bufs[static_cast<size_t>(r)];
+      for (int64_t i = 0; i < n; ++i)
+        b[static_cast<size_t>(i)] = value(r, i);
+      comm->allreduce_compressed(r, b.data(), b.data(), n, f, nullptr);
+    });
+  for (auto& t : ts)
+    t.join();
+  return bufs[0];
+}
+
+TEST_F(Mpi, CompressedAllreduceEqualsOneProcessOfAllGroups) {
+  const int me = world().rank();
+  for (WireFormat f : {WireFormat::int8, WireFormat::bf16})
+    for (int l : {1, 2, 3}) {
+      auto t = world().composed_transport(l);
+      ASSERT_TRUE(t.ok()) << t.status().message();
+      const int p = world().size() * l;
+      std::vector<std::unique_ptr<Comm>> comms;
+      comms.push_back(make_collective_comm(*t, CollectiveAlgo::ring));
+      if (l == 1)
+        comms.push_back(
+            make_hier_comm(make_shm_comm(1, CollectiveAlgo::tree),
+                           make_collective_comm(world().transport(), CollectiveAlgo::tree), me));
+      for (const auto& comm : comms)
+        for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{p + 1}, int64_t{70001}}) {
+          SCOPED_TRACE(comm->name() + " " + wire_format_name(f) + " L=" + std::to_string(l) +
+                       " n=" + std::to_string(n));
+          ASSERT_EQ(comm->compressed_refusal(), "");
+          std::vector<std::vector<float>> all(static_cast<size_t>(l),
+                                              std::vector<float>(static_cast<size_t>(n)));
+          std::vector<int64_t> sent(static_cast<size_t>(l));
+          std::vector<std::thread> ts;
+          for (int g = 0; g < l; ++g)
+            ts.emplace_back([&, g] {
+              const int q = me * l + g;
+              auto& b = all[static_cast<size_t>(g)];
+              for (int64_t i = 0; i < n; ++i)
+                b[static_cast<size_t>(i)] = value(q, i);
+              sent[static_cast<size_t>(g)] =
+                  comm->allreduce_compressed(q, b.data(), b.data(), n, f, nullptr);
+            });
+          for (auto& th : ts)
+            th.join();
+          const std::vector<float> expect = shm_compressed(p, n, f);
+          for (int g = 0; g < l; ++g)
+            EXPECT_EQ(all[static_cast<size_t>(g)], expect) << "group " << me * l + g;
+          int64_t mine = 0, total = 0;
+          for (int64_t b : sent)
+            mine += b;
+          std::vector<int64_t> every(static_cast<size_t>(world().size()));
+          world().gather_bytes(&mine, sizeof mine, every.data(), 0);
+          for (int64_t b : every)
+            total += b;
+          if (me == 0) {
+            EXPECT_EQ(total, compressed_ring::bytes_sent(n, p, f));
+          }
+        }
+    }
+  // Two groups a process without the composed transport would sum in fp32 first: refused.
+  auto hier = make_hier_comm(make_shm_comm(2, CollectiveAlgo::tree),
+                             make_collective_comm(world().transport(), CollectiveAlgo::tree), me);
+  EXPECT_NE(hier->compressed_refusal().find("2 groups a process"), std::string::npos);
+  EXPECT_NE(world().native_comm()->compressed_refusal(), "");
 }
 
 }  // namespace

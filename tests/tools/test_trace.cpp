@@ -234,6 +234,27 @@ TEST_P(TraceEveryAlgorithm, WritesANestedTimeline) {
   EXPECT_GE(stepped, 1);
 }
 
+// The file's otherData holds the bytes the run exchanges per image, summary.json's figure: for
+// diloco's int8 exchange what its compressed ring sends.
+TEST(Trace, OtherDataHoldsTheBytesExchangedPerImage) {
+  for (const char* precision : {"fp32", "int8"}) {
+    const fs::path d = tmp_dir(std::string("bytes_") + precision);
+    TrainConfig c = test::small_config("diloco", 3);
+    c.iterations = 8;
+    c.eval_every = 8;
+    c.tau = 4;
+    c.trace = (d / "t.json").string();
+    ASSERT_TRUE(set_setting(c, "exchange-precision", precision).ok());
+    auto r = train(c, test::small_data(), nullptr);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    const json j = json::parse(easel_test::slurp(d / "t.json"));
+    const double b =
+        std::stod(j.at("otherData").at("exchanged_bytes_per_image").get<std::string>());
+    EXPECT_GT(r->exchanged_bytes_per_image, 0);
+    EXPECT_NEAR(b, r->exchanged_bytes_per_image, 1e-5 * r->exchanged_bytes_per_image) << precision;
+  }
+}
+
 std::vector<std::string> algo_names() {
   std::vector<std::string> v;
   for (const AlgoEntry& a : algo_list())
