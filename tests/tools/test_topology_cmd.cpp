@@ -185,7 +185,7 @@ TEST(TopologyCmd, TrainRefusesWhatCannotFitBeforeBuilding) {
                              (fs::path(::testing::TempDir()) / "easel_fit_refused").string() +
                              " --overwrite");
   EXPECT_EQ(o.code, 2) << o.err;
-  EXPECT_NE(o.err.find("[easel:train] fit: one group 1.4 GB (weights 2 x 233.3 MB hbw"),
+  EXPECT_NE(o.err.find("[easel:train] fit: one group 1.3 GB (weights 2 x 233.3 MB hbw"),
             std::string::npos)
       << o.err;
   EXPECT_NE(o.err.find("easel: --placement weights=hbw,grads=hbw,momentum=hbw,activations=hbw: "
