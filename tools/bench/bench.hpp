@@ -123,10 +123,11 @@ Result<double> time_sync_exchange_cpu(const Topology& topo, const BenchConfig& c
                                       int64_t floats);
 
 // async-easgd's locked exchange with the centre (easgd_exchange: the elastic step fused with
-// the group's SGD step) of one group on the first core over an arena of `floats` floats: the
-// thread's CPU seconds per exchange, the fastest repeat.
+// the group's SGD step) of one group on the first core over an arena of `floats` floats, or
+// (`update`) the group's momentum update over it: the thread's CPU seconds per call, the
+// fastest repeat.
 Result<double> time_centre_exchange_cpu(const Topology& topo, const BenchConfig& cfg,
-                                        int64_t floats);
+                                        int64_t floats, bool update = false);
 
 // Completes `run`, whose groups are built (worker, device, arenas, fake gradient), as the trainer
 // would for `algo` in one process: the layout (which must outlive the run), the parameters, a

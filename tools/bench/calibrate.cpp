@@ -174,6 +174,8 @@ struct ExchangeFit {
   std::vector<model::ExchangePoint> points;
   // async-easgd's locked exchange with the centre, timed by arena size (the group's CPU seconds).
   std::vector<model::ExchangePoint> centre_points;
+  // The momentum update by arena size (bytes, the thread's CPU seconds): [[step.update]].
+  std::vector<std::pair<double, double>> update_points;
 };
 
 // The arena sizes the exchanges are timed at (64 KB to 256 MB: LeNet's 1.7 MB to
@@ -195,6 +197,12 @@ Status time_exchange_points(const Topology& topo, const BenchConfig& cfg, Exchan
     EASEL_ASSIGN_OR_RETURN(double s, time_centre_exchange_cpu(topo, cfg, bytes / 4));
     fit.centre_points.push_back({1, static_cast<double>(bytes), s});
     std::printf("  async-easgd locked exchange, %8.3f MB arena: %.3f ms of the group's CPU\n",
+                static_cast<double>(bytes) / 1e6, s * 1e3);
+  }
+  for (int64_t bytes : kExchangeBytes) {
+    EASEL_ASSIGN_OR_RETURN(double s, time_centre_exchange_cpu(topo, cfg, bytes / 4, true));
+    fit.update_points.emplace_back(static_cast<double>(bytes), s);
+    std::printf("  momentum update, %8.3f MB arena: %.3f ms of the group's CPU\n",
                 static_cast<double>(bytes) / 1e6, s * 1e3);
   }
   return Status::ok_status();
@@ -543,6 +551,9 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
                ", per class and pass seconds = flops / gflops + bytes / gbs (least squares "
                "on the relative error); medians over the nets")
      << "\n";
+  for (const auto& [bytes, seconds] : fit.update_points)
+    os << "[[step.update]]  # the momentum update by arena size, one thread's CPU seconds\n"
+       << "bytes = " << num(bytes) << "\nseconds = " << num(seconds) << "\n";
   for (const model::LayerRate& r : step.rates)
     os << "[[step.rate]]\nclass = " << quoted(r.cls)
        << "\npass = " << (r.backward ? "\"backward\"" : "\"forward\"")

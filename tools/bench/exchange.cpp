@@ -300,7 +300,7 @@ Result<double> time_sync_exchange_cpu(const Topology& topo, const BenchConfig& c
 }
 
 Result<double> time_centre_exchange_cpu(const Topology& topo, const BenchConfig& cfg,
-                                        int64_t floats) {
+                                        int64_t floats, bool update) {
   GroupSpec gs;
   gs.cpus = {topo.cores[0][0]};
   EASEL_ASSIGN_OR_RETURN(std::unique_ptr<WorkerThread> worker, WorkerThread::start(gs, true));
@@ -327,9 +327,13 @@ Result<double> time_centre_exchange_cpu(const Topology& topo, const BenchConfig&
       g.data()[j] = 1e-4f * static_cast<float>(j % 13);
       c.data()[j] = 0.01f * static_cast<float>((j + 1) % 97) - 0.48f;
     }
-    // The exchange async-easgd's group runs under the centre lock (tau 1: fused with its step).
+    // The exchange async-easgd's group runs under the centre lock (tau 1: fused with its step),
+    // or the momentum update (c as the momentum).
     auto once = [&] {
-      easgd_exchange(layout.segments(), w.data(), g.data(), c.data(), 0.01f, 5e-4f, 0.45f);
+      if (update)
+        momentum_step(layout.segments(), w.data(), g.data(), c.data(), 0.01f, 0.9f, 5e-4f);
+      else
+        easgd_exchange(layout.segments(), w.data(), g.data(), c.data(), 0.01f, 5e-4f, 0.45f);
     };
     double c0 = thread_cpu_seconds();
     once();  // warm-up

@@ -234,7 +234,22 @@ Status read_step(Reader& r, const toml::table& root, Machine* m) {
   if (t == nullptr) return Status::ok_status();
   EASEL_RETURN_IF_ERROR(r.source(*t, "step"));
   EASEL_RETURN_IF_ERROR(
-      r.only(*t, "step", {"update_gbs", "other_seconds_per_image", "rate", "source"}));
+      r.only(*t, "step", {"update_gbs", "other_seconds_per_image", "rate", "update", "source"}));
+  if (const toml::node* u = t->get("update")) {
+    // [[step.update]]: the momentum update timed by arena size, bytes > 0 and seconds > 0.
+    const toml::array* ua = u->as_array();
+    if (ua == nullptr)
+      return r.error("step.update", "must be an array of tables ([[step.update]])", u);
+    for (size_t j = 0; j < ua->size(); ++j) {
+      const std::string lp = "step.update[" + std::to_string(j) + "]";
+      const toml::table* ut = (*ua)[j].as_table();
+      if (ut == nullptr) return r.error(lp, "must be a table", &(*ua)[j]);
+      EASEL_RETURN_IF_ERROR(r.only(*ut, lp, {"bytes", "seconds"}));
+      EASEL_ASSIGN_OR_RETURN(const double bytes, r.number(*ut, lp, "bytes", 1, 1e15, true));
+      EASEL_ASSIGN_OR_RETURN(const double seconds, r.number(*ut, lp, "seconds", 1e-12, 1e6, true));
+      m->step.update_by_size.emplace_back(bytes, seconds);
+    }
+  }
   EASEL_ASSIGN_OR_RETURN(m->step.update_gbs, r.number(*t, "step", "update_gbs", 1e-3, kBig, true));
   EASEL_ASSIGN_OR_RETURN(m->step.other_per_image,
                          r.number(*t, "step", "other_seconds_per_image", 0, 1e3, false, 0));

@@ -126,7 +126,7 @@ double step_seconds(const Machine& m, const ModelRequest& req, Prediction& out) 
     // The update's weights, gradients and momentum (12 n bytes) beyond the last-level cache
     // stream from memory: at most one core's bandwidth.
     const double n = static_cast<double>(req.cost.arena_floats);
-    if (m.cache_mb > 0 && 12 * n > m.cache_mb * 1e6)
+    if (r.update_by_size.empty() && m.cache_mb > 0 && 12 * n > m.cache_mb * 1e6)
       r.update_gbs = std::min(r.update_gbs, core_bandwidth(m, mem) / kGB);
     const StepEstimate e =
         estimate_step(r, req.layers, static_cast<double>(req.cost.arena_floats), req.batch);
@@ -420,17 +420,10 @@ double shm_exchange_by_size(const std::vector<ExchangePoint>& points, const Mach
 }
 
 double seconds_by_size(std::vector<ExchangePoint> at, double bytes) {
-  if (at.empty() || bytes <= 0) return -1;
-  std::sort(at.begin(), at.end(),
-            [](const ExchangePoint& a, const ExchangePoint& b) { return a.bytes < b.bytes; });
-  if (bytes <= at.front().bytes) return at.front().seconds * bytes / at.front().bytes;
-  if (bytes >= at.back().bytes) return at.back().seconds * bytes / at.back().bytes;
-  size_t i = 1;
-  while (at[i].bytes < bytes)
-    ++i;
-  const ExchangePoint &a = at[i - 1], &b = at[i];
-  const double f = std::log(bytes / a.bytes) / std::log(b.bytes / a.bytes);
-  return std::exp(std::log(a.seconds) + f * std::log(b.seconds / a.seconds));
+  std::vector<std::pair<double, double>> xy;
+  for (const ExchangePoint& x : at)
+    xy.emplace_back(x.bytes, x.seconds);
+  return log_log_interpolate(std::move(xy), bytes);
 }
 
 double shm_exchange_seconds(const Machine& m, const MemoryFigure& mem, int p, bool sgd, double n,
