@@ -429,14 +429,15 @@ Result<model::StepRates> fit_step(const std::vector<NetFigures>& nets) {
     }
     if (f.update > 0)
       update_gbs.push_back(20.0 * static_cast<double>(f.arena_floats) / f.update / 1e9);
-    // The rest: the whole step as the algorithm runs it (its 1x1 step: the fastest repeat, as
-    // the layers' medians are of single calls) less its layers and update: the loss, the
-    // round's bookkeeping, what no layer times.
-    other.push_back(std::max(0.0, f.step - layers - f.update) / static_cast<double>(f.batch));
+    // The rest: the whole training step timed in the same loop as its layers (so that the
+    // machine's load moves both alike) less its layers and update: the loss, what no layer
+    // times.
+    other.push_back(std::max(0.0, f.step_layers - layers - f.update) /
+                    static_cast<double>(f.batch));
     std::printf(
-        "  %-14s step %.3f ms (layer view's %.3f) = layers %.3f + update %.3f + rest %.3f\n",
+        "  %-14s step %.3f ms (the layer view's %.3f = layers %.3f + update %.3f + rest %.3f)\n",
         f.name.c_str(), f.step * 1e3, f.step_layers * 1e3, layers * 1e3, f.update * 1e3,
-        (f.step - layers - f.update) * 1e3);
+        (f.step_layers - layers - f.update) * 1e3);
   }
   model::StepRates r;
   r.rates = model::fit_layer_rates(samples);
