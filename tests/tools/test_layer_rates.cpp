@@ -187,6 +187,41 @@ TEST(LayerRates, AnUncalibratedNetFileIsPricedFromItsLayers) {
   EXPECT_TRUE(noted);
 }
 
+// The momentum update timed by size ([[step.update]]) prices it at the arena's bytes (log-log
+// between the points, proportional beyond), in place of update_gbs.
+TEST(LayerRates, UpdateTimedBySizeReplacesItsBandwidth) {
+  EXPECT_NEAR(log_log_interpolate({{1e6, 1e-4}, {1e8, 1e-1}}, 1e7), 1e-4 * std::pow(10.0, 1.5),
+              1e-12);
+  EXPECT_NEAR(log_log_interpolate({{1e8, 1e-1}, {1e6, 1e-4}}, 2e8), 2e-1, 1e-12);
+  EXPECT_EQ(log_log_interpolate({}, 1e7), -1);
+  const std::string file = source_root() + "/docs/nets/small-resnet.toml";
+  const NetSpec spec = spec_of(file, {3, 32, 32, 10});
+  const std::vector<LayerWork> work = layer_work(spec).value();
+  std::set<std::string> classes;
+  for (const LayerWork& l : work)
+    classes.insert(l.cls);
+  std::string text = rated_text(classes);
+  auto plain = parse_machine(text, "rated.toml");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  text.replace(text.find("source = \"test\"\n[[step.rate]]"), 15,
+               "source = \"test\"\n[[step.update]]\nbytes = 1e3\nseconds = 1e-6\n"
+               "[[step.update]]\nbytes = 1e9\nseconds = 1.0\n");
+  auto timed = parse_machine(text, "rated.toml");
+  ASSERT_TRUE(timed.ok()) << timed.status().message();
+  ASSERT_EQ(timed->step.update_by_size.size(), 2u);
+  const double n = static_cast<double>(net_cost(spec).value().arena_floats);
+  const StepEstimate a = estimate_step(plain->step, work, n, 16);
+  const StepEstimate b = estimate_step(timed->step, work, n, 16);
+  EXPECT_NEAR(a.update_seconds, 20 * n / 2e9, 1e-12);
+  EXPECT_NEAR(b.update_seconds, 4 * n * 1e-9, 1e-12);  // 1 ns a byte between the points
+  EXPECT_NEAR(b.layer_seconds, a.layer_seconds, 1e-12);
+  text.replace(text.find("seconds = 1e-6"), 14, "seconds = 0");
+  auto bad = parse_machine(text, "rated.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("step.update[0].seconds"), std::string::npos)
+      << bad.status().message();
+}
+
 TEST(LayerRates, BadStepTablesNameTheKey) {
   const std::string base = kRated;
   struct Case {

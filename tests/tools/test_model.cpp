@@ -225,9 +225,10 @@ TEST(Model, OversubscriptionCostsTime) {
   ASSERT_TRUE(two.ok() && four.ok() && eight.ok());
   EXPECT_FALSE(two->oversubscribed);
   EXPECT_TRUE(four->oversubscribed);
-  // Four groups on two cores: each step at least twice as long, plus the overhead.
+  // Four groups on two cores: each step at least twice as long, plus the overhead; eight:
+  // twice four's (the overhead is per step, OversubscriptionOverheadIsPerStepWhateverTheRatio).
   EXPECT_GT(four->step_seconds, 2 * two->step_seconds);
-  EXPECT_GT(eight->step_seconds, 2 * four->step_seconds);
+  EXPECT_NEAR(eight->step_seconds, 2 * four->step_seconds, 1e-12);
   EXPECT_GT(four->wait_share, 0);
   EXPECT_EQ(two->wait_share, 0);
 }
@@ -330,6 +331,60 @@ TEST(Model, NetsOwnOversubscriptionOverhead) {
   ASSERT_TRUE(own.ok() && machine_wide.ok());
   // Four groups on two cores: x 2 x (1 + overhead), 0.25 against the machine's 0.05.
   EXPECT_NEAR(own->step_seconds / machine_wide->step_seconds, 1.25 / 1.05, 1e-9);
+}
+
+// Time slicing: N groups on C < N cores take N / C of the cores' time, and each step costs
+// (1 + overhead) more CPU whatever N / C (the caches refilled after each switch): 8 groups on 2
+// cores twice 4's, not more.
+TEST(Model, OversubscriptionOverheadIsPerStepWhateverTheRatio) {
+  const Machine m = small();
+  auto two = predict(m, request("lenet", "sync-easgd", 2));
+  auto four = predict(m, request("lenet", "sync-easgd", 4));
+  auto eight = predict(m, request("lenet", "sync-easgd", 8));
+  ASSERT_TRUE(two.ok() && four.ok() && eight.ok());
+  EXPECT_NEAR(four->step_seconds / two->step_seconds, 2 * 1.05, 1e-9);
+  EXPECT_NEAR(eight->step_seconds / two->step_seconds, 4 * 1.05, 1e-9);
+}
+
+// async-easgd's locked exchange timed by size ([[transport.shared_memory.centre_exchange]]):
+// interpolated at the arena's bytes; groups sharing the cores have it time-sliced as their
+// step (x N / C), and a group blocked at the lock leaves its core to another: no wait added
+// while the lock is not the bottleneck.
+TEST(Model, LockedExchangeBySizeAndTimeSliced) {
+  const std::vector<ExchangePoint> pts = {{1, 1e6, 1e-4}, {1, 1e8, 1e-1}};
+  EXPECT_NEAR(seconds_by_size(pts, 1e7), 1e-4 * std::pow(10.0, 1.5), 1e-12);
+  EXPECT_NEAR(seconds_by_size(pts, 2e8), 2e-1, 1e-12);  // beyond: proportional
+  EXPECT_NEAR(seconds_by_size(pts, 1e5), 1e-5, 1e-15);
+  EXPECT_EQ(seconds_by_size({}, 1e5), -1);
+  std::string text = kSmall;
+  text.replace(text.find("[[net]]"), 7,
+               "[[transport.shared_memory.centre_exchange]]\nbytes = 1e6\nseconds = 1e-4\n"
+               "[[transport.shared_memory.centre_exchange]]\nbytes = 1e8\nseconds = 1e-1\n"
+               "[[net]]");
+  auto m = parse_machine(text, "c.toml");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ASSERT_EQ(m->shm_centre_exchange.size(), 2u);
+  const ModelRequest one = request("lenet", "async-easgd", 1);
+  const double w = 4.0 * static_cast<double>(one.cost.arena_floats);
+  auto p1 = predict(*m, one);
+  ASSERT_TRUE(p1.ok());
+  EXPECT_NEAR(p1->exchange_seconds, seconds_by_size(pts, w), 1e-12);
+  auto p4 = predict(*m, request("lenet", "async-easgd", 4));
+  ASSERT_TRUE(p4.ok());
+  EXPECT_NEAR(p4->comm_seconds, 2 * p4->exchange_seconds, 1e-12);
+  EXPECT_NEAR(p4->wait_seconds, 0, 1e-12);
+  EXPECT_NEAR(p4->seconds_per_iteration, p4->step_seconds + p4->comm_seconds, 1e-12);
+  // Without the points: the latency and bandwidth, not the timings.
+  auto plain = predict(small(), one);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_GT(std::abs(plain->exchange_seconds - p1->exchange_seconds), 1e-9);
+  // A centre exchange has no group count: the key is refused, by name.
+  text.replace(text.find("bytes = 1e6"), 11, "groups = 2\nbytes = 1e6");
+  auto bad = parse_machine(text, "c.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("transport.shared_memory.centre_exchange[0]"),
+            std::string::npos)
+      << bad.status().message();
 }
 
 // Ranks sharing one machine split its cores: 2 ranks of 2 groups on 2 cores are oversubscribed.

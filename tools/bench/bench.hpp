@@ -67,6 +67,15 @@ struct StepResult {
 Result<StepResult> time_steps(const Topology& topo, const BenchConfig& cfg, const NetSpec& spec,
                               int64_t batch, GroupLayout layout);
 
+// Contention as a primitive (docs/MODEL.md): a net's step (its training step and the momentum
+// update) on `groups` pinned one-thread groups that share nothing (no exchange, no barrier),
+// against the same step on group 0 alone while the others idle. `rounds` interleaved rounds of
+// alone then together, each about cfg.min_time of a thread's CPU; a round's ratio is the
+// together step (thread CPU time, median over the groups) over the alone one. Each round's
+// ratio, in order.
+Result<std::vector<double>> time_corun(const Topology& topo, const BenchConfig& cfg,
+                                       const NetSpec& spec, int64_t batch, int groups, int rounds);
+
 // ---- layer view (steps.cpp) ----
 struct LayerTime {
   LayerInfo info;
@@ -112,6 +121,13 @@ Result<ExchangeResult> time_exchange(const Topology& topo, const BenchConfig& cf
 // each one's fastest repeat.
 Result<double> time_sync_exchange_cpu(const Topology& topo, const BenchConfig& cfg, int groups,
                                       int64_t floats);
+
+// async-easgd's locked exchange with the centre (easgd_exchange: the elastic step fused with
+// the group's SGD step) of one group on the first core over an arena of `floats` floats, or
+// (`update`) the group's momentum update over it: the thread's CPU seconds per call, the
+// fastest repeat.
+Result<double> time_centre_exchange_cpu(const Topology& topo, const BenchConfig& cfg,
+                                        int64_t floats, bool update = false);
 
 // Completes `run`, whose groups are built (worker, device, arenas, fake gradient), as the trainer
 // would for `algo` in one process: the layout (which must outlive the run), the parameters, a

@@ -86,8 +86,9 @@ struct NetFigures {
   int64_t arena_floats = 0;
   double step = 0, update = 0, step_threads = 0, flops_per_image = 0;
   std::vector<LayerTime> layers;
-  double step_layers = 0;  // the step's CPU time in the layer view (beside its layers')
-  double overhead = -1;    // oversubscription's, from this net's own 2C (and 4C) layouts
+  double step_layers = 0;     // the step's CPU time in the layer view (beside its layers')
+  double overhead = -1;       // oversubscription's, from this net's own 2C (and 4C) layouts
+  std::vector<double> corun;  // contention: C independent copies of the step over one alone
   // Gx1 layouts: groups, group 0's step (s), and the algorithm's split summed over groups.
   struct Shared {
     int groups = 0;
@@ -95,6 +96,9 @@ struct NetFigures {
   };
   std::vector<Shared> shared;
 };
+
+// Interleaved rounds of the contention primitive per net (time_corun).
+constexpr int kCorunRounds = 5;
 
 // `layouts`: also one group on every core's thread and the Gx1 layouts (the probes': the
 // machine's scaling); otherwise the step alone and its layers.
@@ -118,9 +122,16 @@ Result<NetFigures> measure_net(const Topology& topo, const BenchConfig& cfg, con
     f.step_threads = t.step_ms.min / 1e3;
     std::printf("  %-14s 1x%d step %.3f ms\n", name.c_str(), c, t.step_ms.median);
   }
+  if (c > 1) {
+    EASEL_ASSIGN_OR_RETURN(f.corun, time_corun(topo, cfg, spec, batch, c, kCorunRounds));
+    std::string each;
+    for (double r : f.corun)
+      each += (each.empty() ? "" : " ") + std::to_string(r).substr(0, 5);
+    std::printf("  %-14s %d copies at once / alone: %s (interleaved rounds)\n", name.c_str(), c,
+                each.c_str());
+  }
   std::vector<int> counts;
   if (layouts) {
-    if (c > 1) counts.push_back(c);
     counts.push_back(2 * c);
     if (4 * c <= 16) counts.push_back(4 * c);
   }
@@ -161,13 +172,17 @@ struct ExchangeFit {
   model::Machine memory;  // dram, cache_mb and the fitted shared_memory
   // Sync EASGD's exchange as the trainer runs it, timed by arena size (a group's CPU seconds).
   std::vector<model::ExchangePoint> points;
+  // async-easgd's locked exchange with the centre, timed by arena size (the group's CPU seconds).
+  std::vector<model::ExchangePoint> centre_points;
+  // The momentum update by arena size (bytes, the thread's CPU seconds): [[step.update]].
+  std::vector<std::pair<double, double>> update_points;
 };
 
-// The arena sizes the exchange is timed at (64 KB to 64 MB: LeNet's 1.7 MB to AlexNet-CIFAR's
-// 47 MB lie within) and the group counts (two: mirrored; four: partitioned, as the trainer runs
-// three or more).
+// The arena sizes the exchanges are timed at (64 KB to 256 MB: LeNet's 1.7 MB to
+// AlexNet-CIFAR's 233 MB lie within, past the last-level cache that hwloc reports here) and the
+// group counts (two: mirrored; four: partitioned, as the trainer runs three or more).
 constexpr int64_t kExchangeBytes[] = {int64_t{1} << 16, int64_t{1} << 20, int64_t{1} << 23,
-                                      int64_t{1} << 26};
+                                      int64_t{1} << 26, int64_t{1} << 28};
 constexpr int kExchangeGroups[] = {2, 4};
 
 Status time_exchange_points(const Topology& topo, const BenchConfig& cfg, ExchangeFit& fit) {
@@ -178,6 +193,18 @@ Status time_exchange_points(const Topology& topo, const BenchConfig& cfg, Exchan
       std::printf("  sync-easgd exchange, %d groups, %8.3f MB arena: %.3f ms of a group's CPU\n", g,
                   static_cast<double>(bytes) / 1e6, s * 1e3);
     }
+  for (int64_t bytes : kExchangeBytes) {
+    EASEL_ASSIGN_OR_RETURN(double s, time_centre_exchange_cpu(topo, cfg, bytes / 4));
+    fit.centre_points.push_back({1, static_cast<double>(bytes), s});
+    std::printf("  async-easgd locked exchange, %8.3f MB arena: %.3f ms of the group's CPU\n",
+                static_cast<double>(bytes) / 1e6, s * 1e3);
+  }
+  for (int64_t bytes : kExchangeBytes) {
+    EASEL_ASSIGN_OR_RETURN(double s, time_centre_exchange_cpu(topo, cfg, bytes / 4, true));
+    fit.update_points.emplace_back(static_cast<double>(bytes), s);
+    std::printf("  momentum update, %8.3f MB arena: %.3f ms of the group's CPU\n",
+                static_cast<double>(bytes) / 1e6, s * 1e3);
+  }
   return Status::ok_status();
 }
 
@@ -337,7 +364,11 @@ struct Scaling {
 
 Result<Scaling> fit_scaling(std::vector<NetFigures>& nets, const Ceilings& ceil,
                             const ExchangeFit& fit, int c) {
-  std::vector<double> serial, contention, overhead, wait_frac, efficiency;
+  std::vector<double> serial, corun, overhead, wait_frac, efficiency;
+  // Contention: every round of every net's co-run primitive, pooled (the median of them all).
+  for (const NetFigures& f : nets)
+    corun.insert(corun.end(), f.corun.begin(), f.corun.end());
+  const double contention = corun.empty() ? 1.0 : std::max(0.5, median(corun));
   for (NetFigures& f : nets) {
     auto cost = net_cost(f.spec);
     if (!cost.ok()) return cost.status();
@@ -350,34 +381,29 @@ Result<Scaling> fit_scaling(std::vector<NetFigures>& nets, const Ceilings& ceil,
     }
     std::vector<double> own_overhead;
     for (const NetFigures::Shared& s : f.shared) {
+      if (s.groups <= c) continue;
       const double x = model::shm_exchange_seconds(fit.memory, fit.memory.dram, s.groups, false,
                                                    static_cast<double>(cost->arena_floats), 1, 1);
-      // s.step is a group's thread CPU time per step: the blocked wait is not in it, and a
-      // core's sharing among the groups neither (the model's N / C): what is left is the
-      // slowdown of the step itself.
-      // The exchange's part is taken out by the layout's own split (compute / (compute +
-      // comm)): the modelled x (the same formula the model prices it with) only where the
-      // split is missing.
+      // s.step is a group's thread CPU time per step: the blocked wait is not in it (the
+      // groups sharing a core block, they do not spin), and a core's sharing among the groups
+      // neither (the model's N / C): what is left is the slowdown of the step itself. The
+      // exchange's part is taken out by the layout's own split (compute / (compute + comm)):
+      // the modelled x (the same formula the model prices it with) only where it is missing.
       const double all = s.compute + s.comm + s.wait;
-      const double compute_part = s.compute + s.comm > 0 ? s.step * s.compute / (s.compute + s.comm)
-                                                         : std::max(s.step - x, 0.0);
-      if (s.groups <= c) {
-        contention.push_back(std::max(0.5, compute_part / f.step));
-      } else {
-        const double over = static_cast<double>(s.groups) / c;
-        const double cont = contention.empty() ? 1 : contention.back();
-        const double compute = compute_part;
-        own_overhead.push_back(std::max(0.0, (compute / (f.step * cont) - 1) / (over - 1)));
-        overhead.push_back(own_overhead.back());
-        wait_frac.push_back(all > 0 && s.compute > 0 ? s.wait / s.compute : 0);
-      }
+      const double compute = s.compute + s.comm > 0 ? s.step * s.compute / (s.compute + s.comm)
+                                                    : std::max(s.step - x, 0.0);
+      // The model's time slicing: x N / C in the cores' time, and in a group's CPU time per
+      // step (1 + overhead) whatever N / C (the caches refilled after each switch).
+      own_overhead.push_back(std::max(0.0, compute / (f.step * contention) - 1));
+      overhead.push_back(own_overhead.back());
+      wait_frac.push_back(all > 0 && s.compute > 0 ? s.wait / s.compute : 0);
     }
     if (!own_overhead.empty()) f.overhead = median(own_overhead);
   }
   Scaling out;
   out.efficiency = std::clamp(median(efficiency), 1e-3, 1.0);
   out.serial = median(serial);
-  out.contention = contention.empty() ? 1.0 : median(contention);
+  out.contention = contention;
   out.overhead = median(overhead);
   out.wait = median(wait_frac);
   return out;
@@ -403,8 +429,15 @@ Result<model::StepRates> fit_step(const std::vector<NetFigures>& nets) {
     }
     if (f.update > 0)
       update_gbs.push_back(20.0 * static_cast<double>(f.arena_floats) / f.update / 1e9);
+    // The rest: the whole training step timed in the same loop as its layers (so that the
+    // machine's load moves both alike) less its layers and update: the loss, what no layer
+    // times.
     other.push_back(std::max(0.0, f.step_layers - layers - f.update) /
                     static_cast<double>(f.batch));
+    std::printf(
+        "  %-14s step %.3f ms (the layer view's %.3f = layers %.3f + update %.3f + rest %.3f)\n",
+        f.name.c_str(), f.step * 1e3, f.step_layers * 1e3, layers * 1e3, f.update * 1e3,
+        (f.step_layers - layers - f.update) * 1e3);
   }
   model::StepRates r;
   r.rates = model::fit_layer_rates(samples);
@@ -442,9 +475,11 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
      << "serial_fraction = " << num(sc.serial)
      << "  # Amdahl's s from one group on 1 and on all cores' threads (median over nets)\n"
      << "contention = " << num(sc.contention)
-     << "  # a group's step with every core running one, over its step alone (exchange out)\n"
+     << "  # a step's CPU time with every core running a copy, over it alone (median of "
+        "every net's interleaved rounds)\n"
      << "oversubscription_overhead = " << num(sc.overhead)
-     << "  # per extra thread per core, from 2C (and 4C) groups\n"
+     << "  # a step's CPU time oversubscribed (2C and 4C groups) over it with a core each, "
+        "less 1 (median)\n"
      << "oversubscribed_wait = 0.0  # groups sharing a core wait while another of them runs: "
         "that time is in N / C (their split showed "
      << num(sc.wait) << " of the compute waiting)\n"
@@ -470,6 +505,10 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
     os << "[[transport.shared_memory.exchange]]  # sync-easgd's exchange, a group's CPU seconds\n"
        << "groups = " << x.groups << "\nbytes = " << num(x.bytes)
        << "\nseconds = " << num(x.seconds) << "\n";
+  for (const model::ExchangePoint& x : fit.centre_points)
+    os << "[[transport.shared_memory.centre_exchange]]  # async-easgd's locked exchange, the "
+          "group's CPU seconds\n"
+       << "bytes = " << num(x.bytes) << "\nseconds = " << num(x.seconds) << "\n";
   if (mpi.ranks > 1)
     os << "[transport.mpi]\nlatency_us = " << num(mpi.transport.latency_us)
        << "\nbandwidth_gbs = " << num(mpi.transport.bandwidth_gbs) << "\nsource = "
@@ -513,6 +552,9 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
                ", per class and pass seconds = flops / gflops + bytes / gbs (least squares "
                "on the relative error); medians over the nets")
      << "\n";
+  for (const auto& [bytes, seconds] : fit.update_points)
+    os << "[[step.update]]  # the momentum update by arena size, one thread's CPU seconds\n"
+       << "bytes = " << num(bytes) << "\nseconds = " << num(seconds) << "\n";
   for (const model::LayerRate& r : step.rates)
     os << "[[step.rate]]\nclass = " << quoted(r.cls)
        << "\npass = " << (r.backward ? "\"backward\"" : "\"forward\"")

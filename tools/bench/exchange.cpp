@@ -299,4 +299,55 @@ Result<double> time_sync_exchange_cpu(const Topology& topo, const BenchConfig& c
   return best[best.size() / 2];
 }
 
+Result<double> time_centre_exchange_cpu(const Topology& topo, const BenchConfig& cfg,
+                                        int64_t floats, bool update) {
+  GroupSpec gs;
+  gs.cpus = {topo.cores[0][0]};
+  EASEL_ASSIGN_OR_RETURN(std::unique_ptr<WorkerThread> worker, WorkerThread::start(gs, true));
+  ArenaLayout layout;
+  Segment seg;
+  seg.name = "exchange.weights";
+  seg.dims = {floats};
+  seg.count = floats;
+  layout.add(seg);
+  double best = 1e30;
+  Status st;
+  worker->run([&] {
+    Arena w, g, c;
+    for (Arena* a : {&w, &g, &c}) {
+      auto r = Arena::create(floats, MemKind::dram);
+      if (!r.ok()) {
+        st = r.status();
+        return;
+      }
+      *a = std::move(r).value();
+    }
+    for (int64_t j = 0; j < floats; ++j) {
+      w.data()[j] = 0.01f * static_cast<float>(j % 97) - 0.48f;
+      g.data()[j] = 1e-4f * static_cast<float>(j % 13);
+      c.data()[j] = 0.01f * static_cast<float>((j + 1) % 97) - 0.48f;
+    }
+    // The exchange async-easgd's group runs under the centre lock (tau 1: fused with its step),
+    // or the momentum update (c as the momentum).
+    auto once = [&] {
+      if (update)
+        momentum_step(layout.segments(), w.data(), g.data(), c.data(), 0.01f, 0.9f, 5e-4f);
+      else
+        easgd_exchange(layout.segments(), w.data(), g.data(), c.data(), 0.01f, 5e-4f, 0.45f);
+    };
+    double c0 = thread_cpu_seconds();
+    once();  // warm-up
+    const double one = std::max(thread_cpu_seconds() - c0, 1e-7);
+    const int64_t k = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(0.02 / one)), 1, 1000);
+    for (int r = 0; r < std::max(cfg.repeats, 3); ++r) {
+      c0 = thread_cpu_seconds();
+      for (int64_t i = 0; i < k; ++i)
+        once();
+      best = std::min(best, (thread_cpu_seconds() - c0) / static_cast<double>(k));
+    }
+  });
+  EASEL_RETURN_IF_ERROR(st);
+  return best;
+}
+
 }  // namespace easel::bench

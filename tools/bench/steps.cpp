@@ -195,6 +195,68 @@ Result<StepResult> time_steps(const Topology& topo, const BenchConfig& cfg, cons
   return out;
 }
 
+Result<std::vector<double>> time_corun(const Topology& topo, const BenchConfig& cfg,
+                                       const NetSpec& spec, int64_t batch, int groups, int rounds) {
+  PlanRequest req;
+  req.groups = std::to_string(groups);
+  req.threads_per_group = 1;
+  req.oversubscribe = cfg.oversubscribe;
+  EASEL_ASSIGN_OR_RETURN(GroupPlan plan, make_plan(topo, req));
+  EASEL_ASSIGN_OR_RETURN(ImplChoice impl, parse_impl_choice(cfg.impl));
+  std::unique_ptr<Device> device = make_cpu_device(impl);
+  std::vector<std::unique_ptr<WorkerThread>> workers;
+  Run run;
+  std::vector<Inputs> inputs(plan.groups.size());
+  auto cleanup = [&] { free_nets(run); };
+  for (size_t i = 0; i < plan.groups.size(); ++i) {
+    auto w = WorkerThread::start(plan.groups[i], true);
+    if (!w.ok()) {
+      cleanup();
+      return w.status();
+    }
+    auto g = std::make_unique<Group>();
+    g->id = g->global_id = static_cast<int>(i);
+    g->worker = w.value().get();
+    workers.push_back(std::move(w).value());
+    run.groups.push_back(std::move(g));
+    if (Status st = build_replica(*run.groups[i], inputs[i], spec, batch, layout_of(cfg), *device);
+        !st.ok()) {
+      cleanup();
+      return st;
+    }
+  }
+  // One step of group i: its training step and the momentum update (as msgd's round).
+  auto step = [&](int i) {
+    Group& g = *run.groups[static_cast<size_t>(i)];
+    g.fake_gradient(g);
+    momentum_step(g.net->params().segments(), g.weights.data(), g.diff.data(), g.momentum.data(),
+                  kLr, kMomentum, kDecay);
+  };
+  std::vector<double> cpu(run.groups.size());
+  auto steps = [&](int64_t k) {
+    return [&, k](int i) {
+      const double c0 = thread_cpu_seconds();
+      for (int64_t s = 0; s < k; ++s)
+        step(i);
+      cpu[static_cast<size_t>(i)] = (thread_cpu_seconds() - c0) / static_cast<double>(k);
+    };
+  };
+  run_together(workers, steps(2));  // warm-up: first touches, oneDNN's primitives
+  double one = 0;
+  workers[0]->run([&] { steps(2)(0); });
+  one = std::max(cpu[0], 1e-6);
+  const int64_t k = std::max<int64_t>(2, static_cast<int64_t>(std::ceil(cfg.min_time / one)));
+  std::vector<double> ratios;
+  for (int r = 0; r < rounds; ++r) {
+    workers[0]->run([&] { steps(k)(0); });
+    const double alone = std::max(cpu[0], 1e-9);
+    run_together(workers, steps(k));
+    ratios.push_back(summarize(cpu).median / alone);
+  }
+  cleanup();
+  return ratios;
+}
+
 Result<LayerView> time_layers(const Topology& topo, const BenchConfig& cfg, const NetSpec& spec,
                               int64_t batch) {
   EASEL_ASSIGN_OR_RETURN(ImplChoice impl, parse_impl_choice(cfg.impl));

@@ -117,6 +117,19 @@ std::vector<LayerRate> fit_layer_rates(const std::vector<LayerSample>& samples) 
   return out;
 }
 
+double log_log_interpolate(std::vector<std::pair<double, double>> at, double x) {
+  if (at.empty() || x <= 0) return -1;
+  std::sort(at.begin(), at.end());
+  if (x <= at.front().first) return at.front().second * x / at.front().first;
+  if (x >= at.back().first) return at.back().second * x / at.back().first;
+  size_t i = 1;
+  while (at[i].first < x)
+    ++i;
+  const auto &a = at[i - 1], &b = at[i];
+  const double f = std::log(x / a.first) / std::log(b.first / a.first);
+  return std::exp(std::log(a.second) + f * std::log(b.second / a.second));
+}
+
 StepEstimate estimate_step(const StepRates& r, const std::vector<LayerWork>& layers,
                            double arena_floats, int64_t batch) {
   StepEstimate e;
@@ -137,7 +150,10 @@ StepEstimate estimate_step(const StepRates& r, const std::vector<LayerWork>& lay
         rate_of(l.cls, true).seconds(l.backward.flops(batch), l.backward.bytes(batch)));
     e.layer_seconds += e.forward.back() + e.backward.back();
   }
-  if (r.update_gbs > 0) e.update_seconds = 20 * arena_floats / (r.update_gbs * 1e9);
+  if (!r.update_by_size.empty())
+    e.update_seconds = log_log_interpolate(r.update_by_size, 4 * arena_floats);
+  else if (r.update_gbs > 0)
+    e.update_seconds = 20 * arena_floats / (r.update_gbs * 1e9);
   e.other_seconds = r.other_per_image * static_cast<double>(batch);
   e.seconds = e.layer_seconds + e.update_seconds + e.other_seconds;
   return e;

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/status.hpp"
@@ -70,7 +71,10 @@ struct StepRates {
   std::vector<LayerRate> rates;
   // Classes without a rate fall back to FLOPs at this rate and bytes at this bandwidth.
   double fallback_gflops = 1, fallback_gbs = 1;
-  double update_gbs = 0;       // the momentum update's: 20 bytes per arena float; 0: none
+  double update_gbs = 0;  // the momentum update's: 20 bytes per arena float; 0: none
+  // The momentum update timed by arena size ([[step.update]]: (arena bytes, seconds), one
+  // thread's CPU time); when given it prices the update in place of update_gbs.
+  std::vector<std::pair<double, double>> update_by_size;
   double other_per_image = 0;  // seconds per image beyond the layers and the update
 };
 struct StepEstimate {
@@ -79,6 +83,9 @@ struct StepEstimate {
   std::vector<std::string> fallback;      // classes priced by the fallback (no rate), once each
   std::vector<double> forward, backward;  // each layer's, in `layers`' order
 };
+// y at x from (x, y) points: linear in log(x) -> log(y) between the two around x, proportional
+// to x beyond the ends; -1 without points.
+double log_log_interpolate(std::vector<std::pair<double, double>> points, double x);
 StepEstimate estimate_step(const StepRates& r, const std::vector<LayerWork>& layers,
                            double arena_floats, int64_t batch);
 

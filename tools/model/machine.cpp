@@ -130,22 +130,32 @@ Status read_memory(Reader& r, const toml::table& mem, const std::string& key, Me
   return Status::ok_status();
 }
 
-// [[transport.shared_memory.exchange]]: groups >= 2, bytes > 0, seconds > 0 each.
-Status read_exchange_points(Reader& r, const toml::node& node, Machine* m) {
-  const std::string p = "transport.shared_memory.exchange";
+// [[transport.shared_memory.exchange]]: groups >= 2, bytes > 0, seconds > 0 each;
+// [[transport.shared_memory.centre_exchange]] (key "centre_exchange"): bytes and seconds.
+Status read_exchange_points(Reader& r, const toml::node& node, const std::string& key,
+                            std::vector<ExchangePoint>* out) {
+  const std::string p = "transport.shared_memory." + key;
+  const bool centre = key == "centre_exchange";
   const toml::array* arr = node.as_array();
   if (arr == nullptr) return r.error(p, "must be an array of tables ([[" + p + "]])", &node);
   for (size_t j = 0; j < arr->size(); ++j) {
     const std::string lp = p + "[" + std::to_string(j) + "]";
     const toml::table* t = (*arr)[j].as_table();
     if (t == nullptr) return r.error(lp, "must be a table", &(*arr)[j]);
-    EASEL_RETURN_IF_ERROR(r.only(*t, lp, {"groups", "bytes", "seconds"}));
+    if (centre) {
+      EASEL_RETURN_IF_ERROR(r.only(*t, lp, {"bytes", "seconds"}));
+    } else {
+      EASEL_RETURN_IF_ERROR(r.only(*t, lp, {"groups", "bytes", "seconds"}));
+    }
     ExchangePoint x;
-    EASEL_ASSIGN_OR_RETURN(const double g, r.number(*t, lp, "groups", 2, 1e6, true));
-    x.groups = static_cast<int>(g);
+    x.groups = 1;
+    if (!centre) {
+      EASEL_ASSIGN_OR_RETURN(const double g, r.number(*t, lp, "groups", 2, 1e6, true));
+      x.groups = static_cast<int>(g);
+    }
     EASEL_ASSIGN_OR_RETURN(x.bytes, r.number(*t, lp, "bytes", 1, 1e15, true));
     EASEL_ASSIGN_OR_RETURN(x.seconds, r.number(*t, lp, "seconds", 1e-12, 1e6, true));
-    m->shm_exchange.push_back(x);
+    out->push_back(x);
   }
   return Status::ok_status();
 }
@@ -156,9 +166,13 @@ Status read_transport(Reader& r, const toml::table& tr, const std::string& key, 
   if (t == nullptr) return Status::ok_status();
   const std::string p = "transport." + key;
   if (key == "shared_memory") {
-    EASEL_RETURN_IF_ERROR(r.only(*t, p, {"latency_us", "bandwidth_gbs", "exchange", "source"}));
+    EASEL_RETURN_IF_ERROR(
+        r.only(*t, p, {"latency_us", "bandwidth_gbs", "exchange", "centre_exchange", "source"}));
     if (const toml::node* x = t->get("exchange"))
-      EASEL_RETURN_IF_ERROR(read_exchange_points(r, *x, m));
+      EASEL_RETURN_IF_ERROR(read_exchange_points(r, *x, "exchange", &m->shm_exchange));
+    if (const toml::node* x = t->get("centre_exchange"))
+      EASEL_RETURN_IF_ERROR(
+          read_exchange_points(r, *x, "centre_exchange", &m->shm_centre_exchange));
   } else {
     EASEL_RETURN_IF_ERROR(r.only(*t, p, {"latency_us", "bandwidth_gbs", "source"}));
   }
@@ -220,7 +234,22 @@ Status read_step(Reader& r, const toml::table& root, Machine* m) {
   if (t == nullptr) return Status::ok_status();
   EASEL_RETURN_IF_ERROR(r.source(*t, "step"));
   EASEL_RETURN_IF_ERROR(
-      r.only(*t, "step", {"update_gbs", "other_seconds_per_image", "rate", "source"}));
+      r.only(*t, "step", {"update_gbs", "other_seconds_per_image", "rate", "update", "source"}));
+  if (const toml::node* u = t->get("update")) {
+    // [[step.update]]: the momentum update timed by arena size, bytes > 0 and seconds > 0.
+    const toml::array* ua = u->as_array();
+    if (ua == nullptr)
+      return r.error("step.update", "must be an array of tables ([[step.update]])", u);
+    for (size_t j = 0; j < ua->size(); ++j) {
+      const std::string lp = "step.update[" + std::to_string(j) + "]";
+      const toml::table* ut = (*ua)[j].as_table();
+      if (ut == nullptr) return r.error(lp, "must be a table", &(*ua)[j]);
+      EASEL_RETURN_IF_ERROR(r.only(*ut, lp, {"bytes", "seconds"}));
+      EASEL_ASSIGN_OR_RETURN(const double bytes, r.number(*ut, lp, "bytes", 1, 1e15, true));
+      EASEL_ASSIGN_OR_RETURN(const double seconds, r.number(*ut, lp, "seconds", 1e-12, 1e6, true));
+      m->step.update_by_size.emplace_back(bytes, seconds);
+    }
+  }
   EASEL_ASSIGN_OR_RETURN(m->step.update_gbs, r.number(*t, "step", "update_gbs", 1e-3, kBig, true));
   EASEL_ASSIGN_OR_RETURN(m->step.other_per_image,
                          r.number(*t, "step", "other_seconds_per_image", 0, 1e3, false, 0));

@@ -90,7 +90,9 @@ struct Machine {
   double serial_fraction = 0;
   // Several groups at once: the slowdown of one group's step when every core runs a group
   // (memory and cache contention; 1 = none), and the extra cost of sharing a core among several
-  // threads (time slices, cache refills) per oversubscribed thread (0 = none).
+  // threads: a step's extra CPU time when groups share the cores (the caches refilled after each
+  // switch; the same for any N / C > 1, as the OS switches a group out at every barrier or lock
+  // and every time slice whatever their number; 0 = none).
   double contention = 1;
   double oversubscription_overhead = 0;
   // Sync algorithms: the waiting at the exchange's barrier, as a fraction of the compute, when
@@ -105,6 +107,9 @@ struct Machine {
   // The shared-memory exchange timed by size (model.hpp's shm_exchange_by_size prices from it);
   // empty: priced from shared_memory's latency and bandwidth.
   std::vector<ExchangePoint> shm_exchange;
+  // One group's locked exchange with the centre (async-easgd's easgd_exchange) timed by size
+  // ([[transport.shared_memory.centre_exchange]], groups 1); empty: priced from shared_memory.
+  std::vector<ExchangePoint> shm_centre_exchange;
   std::vector<NetCalibration> nets;
   // [step]: one group's step of any net from its layers (layer_rates.hpp): each layer class's
   // fitted rates ([[step.rate]]), the momentum update's bandwidth and the rest per image. Empty

@@ -126,7 +126,7 @@ double step_seconds(const Machine& m, const ModelRequest& req, Prediction& out) 
     // The update's weights, gradients and momentum (12 n bytes) beyond the last-level cache
     // stream from memory: at most one core's bandwidth.
     const double n = static_cast<double>(req.cost.arena_floats);
-    if (m.cache_mb > 0 && 12 * n > m.cache_mb * 1e6)
+    if (r.update_by_size.empty() && m.cache_mb > 0 && 12 * n > m.cache_mb * 1e6)
       r.update_gbs = std::min(r.update_gbs, core_bandwidth(m, mem) / kGB);
     const StepEstimate e =
         estimate_step(r, req.layers, static_cast<double>(req.cost.arena_floats), req.batch);
@@ -170,10 +170,13 @@ double step_seconds(const Machine& m, const ModelRequest& req, Prediction& out) 
         !rated && cal != nullptr && req.placement != "hbw" && cal->oversubscription_overhead >= 0
             ? cal->oversubscription_overhead
             : m.oversubscription_overhead;
-    t *= over * (1 + overhead * (over - 1));
+    // Time slicing: a core runs its N / C threads in turn, so a group's step takes N / C of
+    // the cores' time; each turn starts with the caches the others left (a group is switched
+    // out at least at every barrier and lock), a cost per step, whatever N / C: (1 + overhead).
+    t *= over * (1 + overhead);
     out.notes.push_back(std::to_string(n_threads) + " threads on " + std::to_string(m.cores) +
                         " cores: each step takes " + fmt("%.2f", over) +
-                        "x as long, plus the calibrated overhead per extra thread");
+                        "x as long (time slicing), plus the calibrated switching overhead");
   }
   return t;
 }
@@ -300,6 +303,15 @@ double centre_exchange(const Machine& m, const ModelRequest& req, Prediction& ou
     // step onto the centre and the copy back: 12n + 8n).
     const double bytes = is_easgd(req.algo) ? 28 * n : 20 * n;
     out.exchange_bytes = bytes;
+    // The locked exchange timed by size (a calibrated machine): async-easgd's, in a group's CPU
+    // time; another's by its bytes against it.
+    const double timed =
+        is_locked(req.algo) && !m.gpu ? seconds_by_size(m.shm_centre_exchange, w) : -1;
+    if (timed >= 0) {
+      out.notes.push_back("the locked exchange priced from its calibrated timings by size (" +
+                          fmt("%.1f", w / 1e6) + " MB arena)");
+      return timed * bytes / (28 * n) + 2 * (msgs - 1) * link.t->latency_us * 1e-6;
+    }
     double bw = link.t->bandwidth_gbs * kGB;
     // Hogwild's groups write the centre all at once: they share the machine's bandwidth.
     if (is_hogwild(req.algo))
@@ -400,26 +412,18 @@ double shm_exchange_by_size(const std::vector<ExchangePoint>& points, const Mach
   std::vector<ExchangePoint> at;
   for (const ExchangePoint& x : points)
     if (x.groups == g) at.push_back(x);
-  std::sort(at.begin(), at.end(),
-            [](const ExchangePoint& a, const ExchangePoint& b) { return a.bytes < b.bytes; });
-  const double bytes = 4 * n;
-  double s = 0;
-  if (bytes <= at.front().bytes) {
-    s = at.front().seconds * bytes / at.front().bytes;
-  } else if (bytes >= at.back().bytes) {
-    s = at.back().seconds * bytes / at.back().bytes;
-  } else {
-    size_t i = 1;
-    while (at[i].bytes < bytes)
-      ++i;
-    const ExchangePoint &a = at[i - 1], &b = at[i];
-    const double f = std::log(bytes / a.bytes) / std::log(b.bytes / a.bytes);
-    s = std::exp(std::log(a.seconds) + f * std::log(b.seconds / a.seconds));
-  }
+  const double s = seconds_by_size(std::move(at), 4 * n);
   const double per_group = shm_exchange_floats(p, sgd) / std::max(p, 1);
   const double at_g = shm_exchange_floats(g, sgd) / g;
   return s * per_group / at_g / std::max(threads, 1) +
          (msgs - 1) * (2 * levels_of(p) + 1) * m.shared_memory.latency_us * 1e-6;
+}
+
+double seconds_by_size(std::vector<ExchangePoint> at, double bytes) {
+  std::vector<std::pair<double, double>> xy;
+  for (const ExchangePoint& x : at)
+    xy.emplace_back(x.bytes, x.seconds);
+  return log_log_interpolate(std::move(xy), bytes);
 }
 
 double shm_exchange_seconds(const Machine& m, const MemoryFigure& mem, int p, bool sgd, double n,
@@ -530,17 +534,27 @@ Result<Prediction> predict(const Machine& whole, const ModelRequest& req) {
     iteration = std::max(tc + comm, p * x + host_copies);
     wait = iteration - tc - comm;
   } else if (is_locked(req.algo)) {
-    // The centre's lock serialises the groups' exchanges: with utilisation U = P x / (step + x)
-    // a group queues about x U / (2 (1 - U)) (M/D/1), at most (P - 1) x; at U >= 1 the lock is
-    // the bottleneck and a round takes P x.
+    // The centre's lock serialises the groups' exchanges: with a core each, at utilisation
+    // U = P x / (step + x) a group queues about x U / (2 (1 - U)) (M/D/1), at most (P - 1) x;
+    // at U >= 1 the lock is the bottleneck and a round takes P x.
     const double x = centre_exchange(m, req, out) / (is_easgd(req.algo) ? req.tau : 1);
     out.exchange_seconds = x * (is_easgd(req.algo) ? req.tau : 1);
-    comm += x;
-    const double u = p * x / (tc + comm);
-    if (u >= 1) {
+    const int threads = std::max(req.threads_per_group, 1);
+    if (!m.gpu && p * threads > m.cores) {
+      // Groups sharing the cores: the exchange is time-sliced as the step is (N / C of the
+      // cores' time), and a group blocked at the lock leaves its core to another group, which
+      // steps meanwhile: the cores stay busy unless the lock itself is the bottleneck (its P
+      // exchanges, one at a time, take longer than the round).
+      const double over = static_cast<double>(p * threads) / m.cores;
+      comm += x * over;
+      iteration = std::max(tc + comm, p * x + host_copies);
+      wait = iteration - tc - comm;
+    } else if (const double u = p * x / (tc + comm + x); u >= 1) {
+      comm += x;
       iteration = p * x + host_copies;
       wait = std::max(0.0, iteration - tc - comm);
     } else {
+      comm += x;
       wait = std::min(x * u / (2 * (1 - u)), (p - 1) * x);
       iteration = tc + comm + wait;
     }

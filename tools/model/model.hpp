@@ -140,6 +140,10 @@ double shm_exchange_seconds(const Machine& m, const MemoryFigure& mem, int p, bo
 // there are no points.
 double shm_exchange_by_size(const std::vector<ExchangePoint>& points, const Machine& m, int p,
                             bool sgd, double n, int msgs, int threads);
+// Seconds at `bytes` from points of one group count: interpolated linearly in log(bytes) ->
+// log(seconds) between the two timed sizes around it, proportional to the bytes beyond the
+// ends. -1 when there are no points.
+double seconds_by_size(std::vector<ExchangePoint> points, double bytes);
 // Whether that exchange's arenas fit m's last-level cache.
 bool shm_exchange_cached(const Machine& m, int p, double n);
 
