@@ -319,6 +319,36 @@ TEST(Model, ExchangeBySizeInterpolatesTheCalibratedPoints) {
       << bad.status().message();
 }
 
+// A net with running statistics (batch norm) takes the trainer's Comm path, not the fused
+// exchange: its exchange is priced from [[transport.shared_memory.comm_exchange]] (the Comm
+// path's comm), a net without them from [[transport.shared_memory.exchange]].
+TEST(Model, NetWithRunningStatisticsIsPricedOnTheCommPath) {
+  std::string text = kSmall;
+  text.replace(text.find("[[net]]"), 7,
+               "[[transport.shared_memory.exchange]]\ngroups = 2\nbytes = 1e6\nseconds = 2e-4\n"
+               "[[transport.shared_memory.comm_exchange]]\ngroups = 2\nbytes = 1e6\n"
+               "seconds = 5e-5\n[[net]]");
+  auto m = parse_machine(text, "x.toml");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ASSERT_EQ(m->shm_comm_exchange.size(), 1u);
+  ModelRequest plain = request("lenet", "sync-easgd", 2);
+  ASSERT_EQ(plain.cost.state_floats, 0);
+  const double n = static_cast<double>(plain.cost.arena_floats);
+  ModelRequest stats = plain;
+  stats.cost.state_floats = 64;  // the same arena, with batch norm's statistics in it
+  auto fused = predict(*m, plain);
+  auto comm = predict(*m, stats);
+  ASSERT_TRUE(fused.ok() && comm.ok());
+  EXPECT_NEAR(fused->exchange_seconds, shm_exchange_by_size(m->shm_exchange, *m, 2, false, n, 1, 1),
+              1e-12);
+  EXPECT_NEAR(comm->exchange_seconds,
+              shm_exchange_by_size(m->shm_comm_exchange, *m, 2, false, n, 1, 1), 1e-12);
+  EXPECT_LT(comm->exchange_seconds, fused->exchange_seconds / 2);
+  // sync-sgd has no centre: its allreduce is the fused exchange's whatever the net.
+  stats.algo = plain.algo = "sync-sgd";
+  EXPECT_NEAR(predict(*m, stats)->exchange_seconds, predict(*m, plain)->exchange_seconds, 1e-15);
+}
+
 // A calibrated net's own oversubscription_overhead ([[net]]) replaces the machine's for it.
 TEST(Model, NetsOwnOversubscriptionOverhead) {
   std::string text = kSmall;

@@ -118,9 +118,11 @@ Result<ExchangeResult> time_exchange(const Topology& topo, const BenchConfig& cf
 // Sync EASGD's exchange as the trainer runs it (mirrored for two groups, partitioned for more)
 // among `groups` groups of one thread (oversubscribed when there are fewer cores) over an arena
 // of `floats` floats: a group's thread CPU seconds per exchange, the median over the groups of
-// each one's fastest repeat.
+// each one's fastest repeat. `comm_path`: the trainer's Comm path instead (a net with running
+// statistics takes it), and of a group's CPU time only what the trainer times as comm (its
+// compute timer, the elastic step, taken out).
 Result<double> time_sync_exchange_cpu(const Topology& topo, const BenchConfig& cfg, int groups,
-                                      int64_t floats);
+                                      int64_t floats, bool comm_path = false);
 
 // async-easgd's locked exchange with the centre (easgd_exchange: the elastic step fused with
 // the group's SGD step) of one group on the first core over an arena of `floats` floats, or

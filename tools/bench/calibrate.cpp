@@ -86,9 +86,10 @@ struct NetFigures {
   int64_t arena_floats = 0;
   double step = 0, update = 0, step_threads = 0, flops_per_image = 0;
   std::vector<LayerTime> layers;
-  double step_layers = 0;     // the step's CPU time in the layer view (beside its layers')
-  double overhead = -1;       // oversubscription's, from this net's own 2C (and 4C) layouts
-  std::vector<double> corun;  // contention: C independent copies of the step over one alone
+  double step_layers = 0;            // the step's CPU time in the layer view (beside its layers')
+  double overhead = -1;              // oversubscription's, from this net's own 2C (and 4C) layouts
+  std::vector<double> corun;         // contention: C independent copies of the step over one alone
+  std::vector<double> corun_shared;  // 2C copies on the C cores over one alone (the probes')
   // Gx1 layouts: groups, group 0's step (s), and the algorithm's split summed over groups.
   struct Shared {
     int groups = 0;
@@ -129,6 +130,15 @@ Result<NetFigures> measure_net(const Topology& topo, const BenchConfig& cfg, con
       each += (each.empty() ? "" : " ") + std::to_string(r).substr(0, 5);
     std::printf("  %-14s %d copies at once / alone: %s (interleaved rounds)\n", name.c_str(), c,
                 each.c_str());
+    if (layouts) {
+      EASEL_ASSIGN_OR_RETURN(f.corun_shared,
+                             time_corun(topo, cfg, spec, batch, 2 * c, kCorunRounds));
+      each.clear();
+      for (double r : f.corun_shared)
+        each += (each.empty() ? "" : " ") + std::to_string(r).substr(0, 5);
+      std::printf("  %-14s %d copies on %d cores / alone: %s (interleaved rounds)\n", name.c_str(),
+                  2 * c, c, each.c_str());
+    }
   }
   std::vector<int> counts;
   if (layouts) {
@@ -172,6 +182,8 @@ struct ExchangeFit {
   model::Machine memory;  // dram, cache_mb and the fitted shared_memory
   // Sync EASGD's exchange as the trainer runs it, timed by arena size (a group's CPU seconds).
   std::vector<model::ExchangePoint> points;
+  // The same on the trainer's Comm path (nets with running statistics): its comm part only.
+  std::vector<model::ExchangePoint> comm_points;
   // async-easgd's locked exchange with the centre, timed by arena size (the group's CPU seconds).
   std::vector<model::ExchangePoint> centre_points;
   // The momentum update by arena size (bytes, the thread's CPU seconds): [[step.update]].
@@ -192,6 +204,15 @@ Status time_exchange_points(const Topology& topo, const BenchConfig& cfg, Exchan
       fit.points.push_back({g, static_cast<double>(bytes), s});
       std::printf("  sync-easgd exchange, %d groups, %8.3f MB arena: %.3f ms of a group's CPU\n", g,
                   static_cast<double>(bytes) / 1e6, s * 1e3);
+    }
+  for (int g : kExchangeGroups)
+    for (int64_t bytes : kExchangeBytes) {
+      EASEL_ASSIGN_OR_RETURN(double s, time_sync_exchange_cpu(topo, cfg, g, bytes / 4, true));
+      fit.comm_points.push_back({g, static_cast<double>(bytes), s});
+      std::printf(
+          "  sync-easgd exchange on the Comm path, %d groups, %8.3f MB arena: %.3f ms of a "
+          "group's CPU (its comm)\n",
+          g, static_cast<double>(bytes) / 1e6, s * 1e3);
     }
   for (int64_t bytes : kExchangeBytes) {
     EASEL_ASSIGN_OR_RETURN(double s, time_centre_exchange_cpu(topo, cfg, bytes / 4));
@@ -356,18 +377,26 @@ MpiFit fit_mpi(MpiComm& world) {
 }
 
 // How the compute scales (docs/MODEL.md): Amdahl's serial fraction from one group on every
-// core's thread; contention from C groups at once, oversubscription's overhead and the barrier's
-// wait from 2C (and 4C) groups; each layout's exchange (the model's) taken out of its steps.
+// core's thread; contention from C independent copies of the step at once, oversubscription's
+// overhead from 2C copies on the C cores against C (the co-run primitive, time_corun); the
+// barrier's wait (printed only) from the 2C (and 4C) sync layouts.
 struct Scaling {
   double efficiency = 0, serial = 0, contention = 1, overhead = 0, wait = 0;
 };
 
-Result<Scaling> fit_scaling(std::vector<NetFigures>& nets, const Ceilings& ceil,
-                            const ExchangeFit& fit, int c) {
-  std::vector<double> serial, corun, overhead, wait_frac, efficiency;
+Result<Scaling> fit_scaling(std::vector<NetFigures>& nets, const Ceilings& ceil, int c) {
+  std::vector<double> serial, corun, wait_frac, efficiency;
+  std::vector<double> corun_probes, corun_shared;  // the nets with both co-run layouts
   // Contention: every round of every net's co-run primitive, pooled (the median of them all).
   for (const NetFigures& f : nets)
     corun.insert(corun.end(), f.corun.begin(), f.corun.end());
+  // Oversubscription: the same primitive with 2C copies (two time-sliced on each core) against
+  // C copies, thread CPU time per step: what a switch costs the step, no barrier, no exchange.
+  for (const NetFigures& f : nets) {
+    if (f.corun_shared.empty()) continue;
+    corun_probes.insert(corun_probes.end(), f.corun.begin(), f.corun.end());
+    corun_shared.insert(corun_shared.end(), f.corun_shared.begin(), f.corun_shared.end());
+  }
   const double contention = corun.empty() ? 1.0 : std::max(0.5, median(corun));
   for (NetFigures& f : nets) {
     auto cost = net_cost(f.spec);
@@ -379,32 +408,19 @@ Result<Scaling> fit_scaling(std::vector<NetFigures>& nets, const Ceilings& ceil,
       const double speedup = f.step / f.step_threads;
       serial.push_back(std::clamp((c / speedup - 1) / (c - 1), 0.0, 1.0));
     }
-    std::vector<double> own_overhead;
+    // The sync layouts' split: the share of their compute spent waiting (printed only).
     for (const NetFigures::Shared& s : f.shared) {
       if (s.groups <= c) continue;
-      const double x = model::shm_exchange_seconds(fit.memory, fit.memory.dram, s.groups, false,
-                                                   static_cast<double>(cost->arena_floats), 1, 1);
-      // s.step is a group's thread CPU time per step: the blocked wait is not in it (the
-      // groups sharing a core block, they do not spin), and a core's sharing among the groups
-      // neither (the model's N / C): what is left is the slowdown of the step itself. The
-      // exchange's part is taken out by the layout's own split (compute / (compute + comm)):
-      // the modelled x (the same formula the model prices it with) only where it is missing.
       const double all = s.compute + s.comm + s.wait;
-      const double compute = s.compute + s.comm > 0 ? s.step * s.compute / (s.compute + s.comm)
-                                                    : std::max(s.step - x, 0.0);
-      // The model's time slicing: x N / C in the cores' time, and in a group's CPU time per
-      // step (1 + overhead) whatever N / C (the caches refilled after each switch).
-      own_overhead.push_back(std::max(0.0, compute / (f.step * contention) - 1));
-      overhead.push_back(own_overhead.back());
       wait_frac.push_back(all > 0 && s.compute > 0 ? s.wait / s.compute : 0);
     }
-    if (!own_overhead.empty()) f.overhead = median(own_overhead);
+    if (!f.corun_shared.empty()) f.overhead = fit_oversubscription(f.corun, f.corun_shared);
   }
   Scaling out;
   out.efficiency = std::clamp(median(efficiency), 1e-3, 1.0);
   out.serial = median(serial);
   out.contention = contention;
-  out.overhead = median(overhead);
+  out.overhead = fit_oversubscription(corun_probes, corun_shared);
   out.wait = median(wait_frac);
   return out;
 }
@@ -478,8 +494,8 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
      << "  # a step's CPU time with every core running a copy, over it alone (median of "
         "every net's interleaved rounds)\n"
      << "oversubscription_overhead = " << num(sc.overhead)
-     << "  # a step's CPU time oversubscribed (2C and 4C groups) over it with a core each, "
-        "less 1 (median)\n"
+     << "  # the co-run primitive's step CPU time with 2C copies on C cores over it with C "
+        "copies, less 1 (medians of the probes' rounds)\n"
      << "oversubscribed_wait = 0.0  # groups sharing a core wait while another of them runs: "
         "that time is in N / C (their split showed "
      << num(sc.wait) << " of the compute waiting)\n"
@@ -505,6 +521,11 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
     os << "[[transport.shared_memory.exchange]]  # sync-easgd's exchange, a group's CPU seconds\n"
        << "groups = " << x.groups << "\nbytes = " << num(x.bytes)
        << "\nseconds = " << num(x.seconds) << "\n";
+  for (const model::ExchangePoint& x : fit.comm_points)
+    os << "[[transport.shared_memory.comm_exchange]]  # sync-easgd's exchange on the Comm path "
+          "(nets with running statistics), a group's CPU seconds less its elastic step\n"
+       << "groups = " << x.groups << "\nbytes = " << num(x.bytes)
+       << "\nseconds = " << num(x.seconds) << "\n";
   for (const model::ExchangePoint& x : fit.centre_points)
     os << "[[transport.shared_memory.centre_exchange]]  # async-easgd's locked exchange, the "
           "group's CPU seconds\n"
@@ -522,7 +543,7 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
        << "\nstep_seconds = " << num(f.step) << "\nupdate_seconds = " << num(f.update);
     if (f.overhead >= 0)
       os << "\noversubscription_overhead = " << num(f.overhead)
-         << "  # this net's own, from its 2C (and 4C) groups";
+         << "  # this net's own, from its co-run rounds (2C copies over C)";
     os << "\nsource = "
        << quoted(
               "one group of one thread alone: forward, loss, backward, momentum update; "
@@ -595,7 +616,7 @@ Status calibrate_node(const BenchConfig& cfg, const Topology& topo, const std::s
   }
   ExchangeFit fit = fit_exchange(topo, ceil, nets);
   EASEL_RETURN_IF_ERROR(time_exchange_points(topo, cfg, fit));
-  EASEL_ASSIGN_OR_RETURN(Scaling sc, fit_scaling(nets, ceil, fit, c));
+  EASEL_ASSIGN_OR_RETURN(Scaling sc, fit_scaling(nets, ceil, c));
   EASEL_ASSIGN_OR_RETURN(model::StepRates step, fit_step(nets));
   const std::string text = describe(topo, cfg, ceil, fit, sc, mpi, nets, step);
   // What is written must read back.

@@ -250,7 +250,7 @@ Result<ExchangeResult> time_exchange(const Topology& topo, const BenchConfig& cf
 }
 
 Result<double> time_sync_exchange_cpu(const Topology& topo, const BenchConfig& cfg, int groups,
-                                      int64_t floats) {
+                                      int64_t floats, bool comm_path) {
   PlanRequest req;
   req.groups = std::to_string(groups);
   req.threads_per_group = 1;
@@ -273,27 +273,36 @@ Result<double> time_sync_exchange_cpu(const Topology& topo, const BenchConfig& c
   EASEL_ASSIGN_OR_RETURN(AlgoParams params,
                          sync_easgd_groups(run, workers, *device, layout.total_floats()));
   const double spin = plan.oversubscribed ? 0 : kShmSpinSeconds;
-  std::unique_ptr<Algorithm> algo =
-      make_sync_easgd(groups == 2 ? SyncExchange::mirrored : SyncExchange::partitioned);
+  std::unique_ptr<Algorithm> algo = make_sync_easgd(comm_path     ? SyncExchange::comm
+                                                    : groups == 2 ? SyncExchange::mirrored
+                                                                  : SyncExchange::partitioned);
   EASEL_RETURN_IF_ERROR(prepare_bench_run(run, *algo, layout, params, spin));
   auto round = [&](int i) { algo->run_round(run, *run.groups[static_cast<size_t>(i)], 1); };
   // Warm-up (first touches, the partition's buffers), then about 20 ms of CPU a repeat.
   std::vector<double> cpu(static_cast<size_t>(groups));
-  run_together(workers, [&](int i) {
+  // A group's CPU time for k rounds, per round; on the Comm path only its comm's share of it
+  // (the round's CPU split as its wall time is between the timers comm and compute: the elastic
+  // step is compute in the trainer, a barrier's wait neither).
+  auto timed = [&](int i, int64_t k) {
+    Group& g = *run.groups[static_cast<size_t>(i)];
+    const GroupTimes t0 = g.times;
     const double c0 = thread_cpu_seconds();
-    round(i);
-    cpu[static_cast<size_t>(i)] = thread_cpu_seconds() - c0;
-  });
+    for (int64_t c = 0; c < k; ++c)
+      round(i);
+    double cpu_s = thread_cpu_seconds() - c0;
+    if (comm_path) {
+      const double comm = g.times.comm - t0.comm, compute = g.times.compute - t0.compute;
+      cpu_s *= comm + compute > 0 ? comm / (comm + compute) : 0;
+    }
+    return cpu_s / static_cast<double>(k);
+  };
+  run_together(workers, [&](int i) { cpu[static_cast<size_t>(i)] = timed(i, 1); });
   const double one = std::max(*std::max_element(cpu.begin(), cpu.end()), 1e-7);
   const int64_t k = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(0.02 / one)), 1, 1000);
   std::vector<double> best(static_cast<size_t>(groups), 1e30);
   for (int r = 0; r < std::max(cfg.repeats, 3); ++r)
     run_together(workers, [&](int i) {
-      const double c0 = thread_cpu_seconds();
-      for (int64_t c = 0; c < k; ++c)
-        round(i);
-      best[static_cast<size_t>(i)] = std::min(best[static_cast<size_t>(i)],
-                                              (thread_cpu_seconds() - c0) / static_cast<double>(k));
+      best[static_cast<size_t>(i)] = std::min(best[static_cast<size_t>(i)], timed(i, k));
     });
   std::sort(best.begin(), best.end());
   return best[best.size() / 2];

@@ -130,7 +130,8 @@ Status read_memory(Reader& r, const toml::table& mem, const std::string& key, Me
   return Status::ok_status();
 }
 
-// [[transport.shared_memory.exchange]]: groups >= 2, bytes > 0, seconds > 0 each;
+// [[transport.shared_memory.exchange]] and [[transport.shared_memory.comm_exchange]]: groups >= 2,
+// bytes > 0, seconds > 0 each;
 // [[transport.shared_memory.centre_exchange]] (key "centre_exchange"): bytes and seconds.
 Status read_exchange_points(Reader& r, const toml::node& node, const std::string& key,
                             std::vector<ExchangePoint>* out) {
@@ -166,10 +167,13 @@ Status read_transport(Reader& r, const toml::table& tr, const std::string& key, 
   if (t == nullptr) return Status::ok_status();
   const std::string p = "transport." + key;
   if (key == "shared_memory") {
-    EASEL_RETURN_IF_ERROR(
-        r.only(*t, p, {"latency_us", "bandwidth_gbs", "exchange", "centre_exchange", "source"}));
+    EASEL_RETURN_IF_ERROR(r.only(
+        *t, p,
+        {"latency_us", "bandwidth_gbs", "exchange", "comm_exchange", "centre_exchange", "source"}));
     if (const toml::node* x = t->get("exchange"))
       EASEL_RETURN_IF_ERROR(read_exchange_points(r, *x, "exchange", &m->shm_exchange));
+    if (const toml::node* x = t->get("comm_exchange"))
+      EASEL_RETURN_IF_ERROR(read_exchange_points(r, *x, "comm_exchange", &m->shm_comm_exchange));
     if (const toml::node* x = t->get("centre_exchange"))
       EASEL_RETURN_IF_ERROR(
           read_exchange_points(r, *x, "centre_exchange", &m->shm_centre_exchange));

@@ -107,6 +107,12 @@ struct Machine {
   // The shared-memory exchange timed by size (model.hpp's shm_exchange_by_size prices from it);
   // empty: priced from shared_memory's latency and bandwidth.
   std::vector<ExchangePoint> shm_exchange;
+  // sync-easgd's exchange on the trainer's Comm path, the one a net with running statistics
+  // takes (batch norm: the fast exchanges would read them while a step writes them): a group's
+  // CPU seconds for what the trainer times as comm (the reduce and the centre's update; the
+  // elastic step is its compute) ([[transport.shared_memory.comm_exchange]]); empty: the
+  // fast exchange's timings price every net.
+  std::vector<ExchangePoint> shm_comm_exchange;
   // One group's locked exchange with the centre (async-easgd's easgd_exchange) timed by size
   // ([[transport.shared_memory.centre_exchange]], groups 1); empty: priced from shared_memory.
   std::vector<ExchangePoint> shm_centre_exchange;

@@ -236,14 +236,21 @@ double sync_exchange(const Machine& m, const ModelRequest& req, Prediction& out)
     const MemoryFigure& mem = m.gpu ? m.dram : memory_of(m, req);
     out.exchange_messages = msgs * (2 * levels + 1);
     out.exchange_bytes = shm_exchange_floats(p, sgd) * n;
+    // The trainer's path: a net with running statistics (batch norm) takes the Comm path, whose
+    // comm is the reduce and the centre's update (its elastic step is compute, priced with the
+    // step's update); the others the fused exchange (mirrored or partitioned).
+    const bool comm_path = !sgd && req.cost.state_floats > 0 && !m.shm_comm_exchange.empty();
     const double by_size =
-        m.gpu ? -1 : shm_exchange_by_size(m.shm_exchange, m, p, sgd, n, msgs, threads);
+        m.gpu ? -1
+              : shm_exchange_by_size(comm_path ? m.shm_comm_exchange : m.shm_exchange, m, p, sgd, n,
+                                     msgs, threads);
     if (by_size >= 0) {
       // A group's CPU time for it, timed by size; groups sharing a core take turns at it.
       const double over = std::max(1.0, static_cast<double>(p * threads) / std::max(m.cores, 1));
       t = by_size * over;
       out.exchange_turns_seconds = by_size * (over - 1);
-      out.notes.push_back("the exchange priced from its calibrated timings by size (" +
+      out.notes.push_back(std::string("the exchange priced from its calibrated timings by size (") +
+                          (comm_path ? "the Comm path a net with running statistics takes, " : "") +
                           fmt("%.1f", w / 1e6) + " MB arena)");
     } else {
       t = shm_exchange_seconds(m, mem, p, sgd, n, msgs, threads);
