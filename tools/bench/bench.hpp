@@ -119,8 +119,9 @@ Result<ExchangeResult> time_exchange(const Topology& topo, const BenchConfig& cf
 // among `groups` groups of one thread (oversubscribed when there are fewer cores) over an arena
 // of `floats` floats: a group's thread CPU seconds per exchange, the median over the groups of
 // each one's fastest repeat. `comm_path`: the trainer's Comm path instead (a net with running
-// statistics takes it), and of a group's CPU time only what the trainer times as comm (its
-// compute timer, the elastic step, taken out).
+// statistics takes it): of a group's CPU time only its comm's share (as its wall time splits
+// between the comm and compute timers: the elastic step is compute), the mean over the groups
+// (the root alone updates the centre).
 Result<double> time_sync_exchange_cpu(const Topology& topo, const BenchConfig& cfg, int groups,
                                       int64_t floats, bool comm_path = false);
 
