@@ -344,6 +344,13 @@ TEST(Model, NetWithRunningStatisticsIsPricedOnTheCommPath) {
   EXPECT_NEAR(comm->exchange_seconds,
               shm_exchange_by_size(m->shm_comm_exchange, *m, 2, false, n, 1, 1), 1e-12);
   EXPECT_LT(comm->exchange_seconds, fused->exchange_seconds / 2);
+  // One group alone does the Comm path's whole comm (its copy and the centre's update): 20 floats
+  // of bytes per arena float against 24 shared by two groups.
+  ModelRequest one = stats;
+  one.groups = 1;
+  auto alone = predict(*m, one);
+  ASSERT_TRUE(alone.ok());
+  EXPECT_NEAR(alone->exchange_seconds, comm->exchange_seconds * 20.0 / (24.0 / 2), 1e-12);
   // sync-sgd has no centre: its allreduce is the fused exchange's whatever the net.
   stats.algo = plain.algo = "sync-sgd";
   EXPECT_NEAR(predict(*m, stats)->exchange_seconds, predict(*m, plain)->exchange_seconds, 1e-15);

@@ -243,7 +243,7 @@ double sync_exchange(const Machine& m, const ModelRequest& req, Prediction& out)
     const double by_size =
         m.gpu ? -1
               : shm_exchange_by_size(comm_path ? m.shm_comm_exchange : m.shm_exchange, m, p, sgd, n,
-                                     msgs, threads);
+                                     msgs, threads, comm_path);
     if (by_size >= 0) {
       // A group's CPU time for it, timed by size; groups sharing a core take turns at it.
       const double over = std::max(1.0, static_cast<double>(p * threads) / std::max(m.cores, 1));
@@ -408,8 +408,12 @@ bool shm_exchange_cached(const Machine& m, int p, double n) {
   return m.cache_mb > 0 && (2.0 * p + 1) * 4 * n <= m.cache_mb * 1e6;
 }
 
+double shm_comm_path_floats(int p) {
+  return 4.0 * (std::max(p, 1) + 1) + 12;
+}
+
 double shm_exchange_by_size(const std::vector<ExchangePoint>& points, const Machine& m, int p,
-                            bool sgd, double n, int msgs, int threads) {
+                            bool sgd, double n, int msgs, int threads, bool comm_path) {
   if (points.empty() || n <= 0) return -1;
   int g = points.front().groups;
   for (const ExchangePoint& x : points)
@@ -420,8 +424,9 @@ double shm_exchange_by_size(const std::vector<ExchangePoint>& points, const Mach
   for (const ExchangePoint& x : points)
     if (x.groups == g) at.push_back(x);
   const double s = seconds_by_size(std::move(at), 4 * n);
-  const double per_group = shm_exchange_floats(p, sgd) / std::max(p, 1);
-  const double at_g = shm_exchange_floats(g, sgd) / g;
+  const double per_group =
+      (comm_path ? shm_comm_path_floats(p) : shm_exchange_floats(p, sgd)) / std::max(p, 1);
+  const double at_g = (comm_path ? shm_comm_path_floats(g) : shm_exchange_floats(g, sgd)) / g;
   return s * per_group / at_g / std::max(threads, 1) +
          (msgs - 1) * (2 * levels_of(p) + 1) * m.shared_memory.latency_us * 1e-6;
 }

@@ -137,9 +137,15 @@ double shm_exchange_seconds(const Machine& m, const MemoryFigure& mem, int p, bo
 // log(bytes) -> log(seconds) at the arena's 4n bytes (beyond the ends: proportional to the
 // bytes), scaled from that count to p by the per-group bytes (shm_exchange_floats(p) / p), plus
 // the latency of each message past the first; one group's seconds (its threads' share). -1 when
-// there are no points.
+// there are no points. `comm_path`: points of the Comm path ([[...comm_exchange]]), scaled by
+// shm_comm_path_floats(p) / p instead.
 double shm_exchange_by_size(const std::vector<ExchangePoint>& points, const Machine& m, int p,
-                            bool sgd, double n, int msgs, int threads);
+                            bool sgd, double n, int msgs, int threads, bool comm_path = false);
+// The Comm path's comm bytes per arena float among p groups, all groups together: the reduce
+// reads the p arenas and writes the sum (4 (p + 1); one group: its copy), the root's centre
+// update reads the centre and the sum and writes the centre (12). The root does most of it, so
+// one group alone does more comm than each of two.
+double shm_comm_path_floats(int p);
 // Seconds at `bytes` from points of one group count: interpolated linearly in log(bytes) ->
 // log(seconds) between the two timed sizes around it, proportional to the bytes beyond the
 // ends. -1 when there are no points.
