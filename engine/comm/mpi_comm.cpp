@@ -50,6 +50,8 @@ namespace {
   } while (0)
 
 constexpr int kTagStep = 1, kTagGather = 3;
+// run_streams: stream k's messages carry kTagStream + k (below the user tags).
+constexpr int kTagStream = 16;
 constexpr int kFirstUserTag = 100;
 // The composed transport's tags: kFirstComposedTag + sending group * L + receiving group (user
 // tags stay below it).
@@ -349,6 +351,97 @@ class MpiWorld final : public MpiComm {
     steps(rank, &x, 1, what);
   }
 
+  // Every stream at its own pace: a stream's next step is posted (its send and receive in
+  // pieces, on the stream's own tag) once its previous step is complete and its dependency met;
+  // the posted requests of all streams complete in whatever order they do (MPI_Waitany), an add
+  // applied to each piece as it lands.
+  void run_streams(int rank, const std::vector<Stream>& streams, const char* what) {
+    check_self(rank);
+    enter();
+    const size_t count = streams.size();
+    EASEL_CHECK(kTagStream + static_cast<int>(count) <= kFirstUserTag);
+    if (stream_stage_.size() < count) stream_stage_.resize(count);
+    std::vector<StreamState>& live = stream_state_;
+    live.assign(count, StreamState{});
+    std::vector<MPI_Request>& reqs = send_reqs_;
+    std::vector<StreamRequest>& meta = stream_meta_;
+    reqs.clear();
+    meta.clear();
+    const bool values = !values_ignored();
+    auto may_go = [&](size_t k) {
+      if (live[k].pending > 0 || live[k].done == streams[k].size()) return false;
+      const StreamStep& st = streams[k][live[k].done];
+      return st.after_stream < 0 ||
+             live[static_cast<size_t>(st.after_stream)].done >= static_cast<size_t>(st.after_count);
+    };
+    auto post = [&](size_t k) {
+      const StreamStep& st = streams[k][live[k].done];
+      const Transfer& x = st.x;
+      const int tag = kTagStream + static_cast<int>(k);
+      if (x.send_peer >= 0)
+        for (int64_t b = 0; b < x.send_n || (b == 0 && x.send_n == 0); b += piece_) {
+          const int64_t m = std::min(piece_, x.send_n - b);
+          reqs.emplace_back();
+          EASEL_MPI(MPI_Isend(x.send + b, checked_count(m), MPI_FLOAT, x.send_peer, tag, comm_,
+                              &reqs.back()));
+          meta.push_back({static_cast<int>(k), false, b, b + m});
+          ++live[k].pending;
+        }
+      if (x.recv_peer >= 0) {
+        live[k].in = x.op == RecvOp::add ? stream_stage_[k].at_least(x.recv_n) : x.dst;
+        for (int64_t b = 0; b < x.recv_n || (b == 0 && x.recv_n == 0); b += piece_) {
+          const int64_t m = std::min(piece_, x.recv_n - b);
+          reqs.emplace_back();
+          EASEL_MPI(MPI_Irecv(live[k].in + b, checked_count(m), MPI_FLOAT, x.recv_peer, tag, comm_,
+                              &reqs.back()));
+          meta.push_back({static_cast<int>(k), true, b, b + m});
+          ++live[k].pending;
+        }
+      }
+      if (live[k].pending == 0) ++live[k].done;  // an idle step
+    };
+    for (;;) {
+      for (bool moved = true; moved;) {
+        moved = false;
+        for (size_t k = 0; k < count; ++k)
+          while (may_go(k)) {
+            post(k);
+            moved = true;
+          }
+      }
+      if (reqs.empty()) break;
+      // The peer a stall message names: the first pending receive's, else the first send's.
+      size_t named = 0;
+      while (named + 1 < meta.size() && !meta[named].recv)
+        ++named;
+      const StreamRequest& nm = meta[named];
+      const Transfer& nx =
+          streams[static_cast<size_t>(nm.stream)][live[static_cast<size_t>(nm.stream)].done].x;
+      int i = 0;
+      wait_s_ += wait_any(static_cast<int>(reqs.size()), reqs.data(), &i,
+                          nm.recv ? nx.recv_peer : nx.send_peer, what,
+                          nm.recv ? nullptr : "did not take a message");
+      const StreamRequest r = meta[static_cast<size_t>(i)];
+      reqs[static_cast<size_t>(i)] = reqs.back();
+      reqs.pop_back();
+      meta[static_cast<size_t>(i)] = meta.back();
+      meta.pop_back();
+      const size_t k = static_cast<size_t>(r.stream);
+      const Transfer& x = streams[k][live[k].done].x;
+      if (r.recv && x.op == RecvOp::add && values) {
+        float* dst = x.dst;
+        const float* own = x.own;
+        const float* src = live[k].in;
+#pragma omp simd
+        for (int64_t j = r.b; j < r.e; ++j)
+          dst[j] = own[j] + src[j];
+      }
+      if (--live[k].pending == 0) ++live[k].done;
+    }
+    for (size_t k = 0; k < count; ++k)
+      EASEL_CHECK_MSG(live[k].done == streams[k].size(), "streams that wait on each other");
+  }
+
   // Every rank meets: a zero-length tree reduce and broadcast (each wait names its peer).
   void transport_barrier() {
     enter();
@@ -426,18 +519,7 @@ class MpiWorld final : public MpiComm {
       if (done) break;
       if (i % 16 != 15) continue;
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (timeout_s > 0 && s > timeout_s) {
-        char msg[256];
-        if (peer >= 0)
-          std::snprintf(msg, sizeof msg,
-                        "rank %d %s in %s for %.0f s (it stalled or died; EASEL_MPI_TIMEOUT=%g); "
-                        "stopping the job",
-                        peer, verb ? verb : "sent no message", what, s, timeout_s);
-        else
-          std::snprintf(msg, sizeof msg,
-                        "no rank sent a message in %s for %.0f s; stopping the job", what, s);
-        abort(msg, 3);
-      }
+      if (timeout_s > 0 && s > timeout_s) stalled(peer, verb, what, s, timeout_s);
       if (!idle && s < 1e-3) continue;
       if (!idle && s < 20e-3)
         std::this_thread::yield();
@@ -445,6 +527,49 @@ class MpiWorld final : public MpiComm {
         std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  // Waits until one of reqs[0, count) is done (its index in *index; the request becomes
+  // MPI_REQUEST_NULL), polling as wait() does; past the deadline the job is aborted naming
+  // `peer`. Returns the seconds it waited.
+  double wait_any(int count, MPI_Request* reqs, int* index, int peer, const char* what,
+                  const char* verb) {
+#if EASEL_HAVE_SMPI
+    const double w0 = MPI_Wtime();
+    wait_state_ = WaitState{true, w0, peer, what, verb, timeout_s_};
+    EASEL_MPI(MPI_Waitany(count, reqs, index, MPI_STATUS_IGNORE));
+    wait_state_.waiting = false;
+    return MPI_Wtime() - w0;
+#endif
+    const auto t0 = std::chrono::steady_clock::now();
+    int done = 0;
+    for (int i = 0;; ++i) {
+      EASEL_MPI(MPI_Testany(count, reqs, index, &done, MPI_STATUS_IGNORE));
+      if (done) break;
+      if (i % 16 != 15) continue;
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (timeout_s_ > 0 && s > timeout_s_) stalled(peer, verb, what, s, timeout_s_);
+      if (s < 1e-3) continue;
+      if (s < 20e-3)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  [[noreturn]] void stalled(int peer, const char* verb, const char* what, double s,
+                            double timeout_s) {
+    char msg[256];
+    if (peer >= 0)
+      std::snprintf(msg, sizeof msg,
+                    "rank %d %s in %s for %.0f s (it stalled or died; EASEL_MPI_TIMEOUT=%g); "
+                    "stopping the job",
+                    peer, verb ? verb : "sent no message", what, s, timeout_s);
+    else
+      std::snprintf(msg, sizeof msg, "no rank sent a message in %s for %.0f s; stopping the job",
+                    what, s);
+    abort(msg, 3);
   }
 
 #if EASEL_HAVE_SMPI
@@ -498,8 +623,21 @@ class MpiWorld final : public MpiComm {
   double wait_s_ = 0;
   ScratchFloats scratch_, recv_, bytes_;  // collectives only (one calling thread)
   std::vector<MPI_Request> send_reqs_, recv_reqs_;
-  std::vector<float*> ins_;   // steps(): where each transfer's receive lands
-  std::vector<int> node_of_;  // [rank]
+  std::vector<float*> ins_;  // steps(): where each transfer's receive lands
+  struct StreamRequest {     // run_streams(): a request's stream and floats [b, e)
+    int stream;
+    bool recv;
+    int64_t b, e;
+  };
+  std::vector<StreamRequest> stream_meta_;
+  struct StreamState {  // run_streams(): a stream's completed steps, requests in flight, receive
+    size_t done = 0;
+    int pending = 0;
+    float* in = nullptr;
+  };
+  std::vector<StreamState> stream_state_;
+  std::vector<ScratchFloats> stream_stage_;  // run_streams(): each stream's incoming adds
+  std::vector<int> node_of_;                 // [rank]
   int nodes_ = 1;
   int64_t piece_ = int64_t{1} << 20;
 
@@ -514,8 +652,8 @@ class MpiWorld final : public MpiComm {
     int first_local() const override { return w_.rank(); }
     int local_size() const override { return 1; }
     void step(int rank, const Transfer& x, const char* what) override { w_.step(rank, x, what); }
-    void steps(int rank, const Transfer* xs, int count, const char* what) override {
-      w_.steps(rank, xs, count, what);
+    void run_streams(int rank, const std::vector<Stream>& streams, const char* what) override {
+      w_.run_streams(rank, streams, what);
     }
     void barrier(int rank) override {
       w_.check_self(rank);

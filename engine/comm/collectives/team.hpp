@@ -43,8 +43,8 @@ inline void team_recv(const Team& team, int from, float* dst, int64_t m, const c
 }
 
 // One step of an algorithm written down instead of run (team_step's arguments as the caller's
-// Transfer): algorithms that are pipelined with others (hierarchical) run several streams' steps
-// together through Transport::steps. A step with neither peer is a slot the caller sits out.
+// Transfer): algorithms that are pipelined with others (hierarchical) run several streams of
+// them through Transport::run_streams. A step with neither peer is a slot the caller sits out.
 struct Step {
   Transfer x;
   const char* what = "";
