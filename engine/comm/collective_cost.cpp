@@ -302,17 +302,20 @@ CollectiveChoice choose_collective(const CollectiveShape& cs) {
     if (o.t < pick->t * 0.99) pick = &o;  // within 1%: the earlier (simpler) one
   best.algo = pick->a;
   best.inter = h_inter;
+  char chunks[32] = "";
+  if (best.algo == CollectiveAlgo::hierarchical)
+    std::snprintf(chunks, sizeof chunks, " in %d chunk(s)", hierarchical_chunks(cs, h_inter));
   char line[512];
   std::snprintf(line, sizeof line,
-                "collective auto: %s%s for %.3g MB over %d ranks (%d per node): predicted "
+                "collective auto: %s%s%s for %.3g MB over %d ranks (%d per node): predicted "
                 "allreduce tree %.3g ms, ring %.3g ms, halving-doubling %.3g ms, hierarchical "
                 "%.3g ms",
                 collective_algo_name(best.algo),
                 best.algo == CollectiveAlgo::hierarchical
                     ? (h_inter == CollectiveAlgo::ring ? "/ring" : "/halving-doubling")
                     : "",
-                s.m / 1e6, s.p, s.l, options[0].t * 1e3, options[1].t * 1e3, options[2].t * 1e3,
-                options[3].t * 1e3);
+                chunks, s.m / 1e6, s.p, s.l, options[0].t * 1e3, options[1].t * 1e3,
+                options[2].t * 1e3, options[3].t * 1e3);
   best.why = line;
   return best;
 }

@@ -250,17 +250,10 @@ void broadcast(const Team& t, float* buf, int64_t n, int root, CollectiveAlgo in
   }
   const int L = local.size();
   if (l.my_node == root_node) {  // the root scatters chunk j to local rank j
-    if (l.my_local == root_local) {
-      for (int j = 0; j < L; ++j)
-        if (j != root_local)
-          team_send(local, j, buf + chunk_begin(n, j, L),
-                    chunk_begin(n, j + 1, L) - chunk_begin(n, j, L),
-                    "hierarchical broadcast (scatter)");
-    } else {
-      team_recv(local, root_local, buf + chunk_begin(n, l.my_local, L),
-                chunk_begin(n, l.my_local + 1, L) - chunk_begin(n, l.my_local, L),
-                "hierarchical broadcast (scatter)");
-    }
+    std::vector<ScatterPiece> pieces;
+    for (int j = 0; j < L; ++j)
+      pieces.push_back({j, chunk_begin(n, j, L), chunk_begin(n, j + 1, L)});
+    team_scatter(local, root_local, buf, pieces, "hierarchical broadcast (scatter)");
   }
   const int64_t b = chunk_begin(n, l.my_local, L), e = chunk_begin(n, l.my_local + 1, L);
   inter_broadcast(inter, cross_team(t, l, l.my_local), buf + b, e - b, root_node);

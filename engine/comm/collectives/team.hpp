@@ -56,6 +56,18 @@ Step team_transfer(const Team& team, int to, const float* src, int64_t n, int fr
 // Runs the schedule's steps one after another (its idle slots skipped).
 void run_schedule(const Team& team, const Schedule& s);
 
+// The root sends every piece [begin, end) of buf to its team index `to` at once (a stream a
+// piece, at most kScatterStreams, pieces in order within one), so that their latencies overlap;
+// the others receive theirs into buf. Every member calls it with the same pieces (one per
+// destination; a piece to the root itself is skipped).
+struct ScatterPiece {
+  int to;
+  int64_t begin, end;
+};
+constexpr size_t kScatterStreams = 64;
+void team_scatter(const Team& t, int root, float* buf, const std::vector<ScatterPiece>& pieces,
+                  const char* what);
+
 // Copies n floats (nothing when values are ignored: simulated, compute injected).
 void copy_floats(float* dst, const float* src, int64_t n);
 
