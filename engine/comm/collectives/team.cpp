@@ -1,7 +1,9 @@
 // The step helpers every algorithm uses (team.hpp).
 #include <algorithm>
 #include <cstring>
+#include <string>
 
+#include "engine/comm/collective_cost.hpp"
 #include "engine/comm/collectives/team.hpp"
 #include "engine/span_ops.hpp"
 
@@ -49,7 +51,18 @@ void run_schedule(const Team& team, const Schedule& s) {
 
 void team_scatter(const Team& t, int root, float* buf, const std::vector<ScatterPiece>& pieces,
                   const char* what) {
-  const size_t count = std::min(pieces.size(), kScatterStreams);
+  // All at once where a piece's bytes take less than a latency (collective_links); otherwise
+  // one after another, each with the root's links to itself.
+  LinkCost intra, inter;
+  std::string error;
+  int64_t largest = 0;
+  for (const ScatterPiece& p : pieces)
+    largest = std::max(largest, p.end - p.begin);
+  const bool at_once =
+      collective_links(&intra, &inter, &error) &&
+      static_cast<double>(largest) * 4 / std::min(intra.bytes_per_s, inter.bytes_per_s) <
+          std::max(intra.latency_s, inter.latency_s);
+  const size_t count = at_once ? std::min(pieces.size(), kScatterStreams) : 1;
   std::vector<Stream> streams(count);
   for (size_t j = 0; j < pieces.size(); ++j) {
     const ScatterPiece& p = pieces[j];

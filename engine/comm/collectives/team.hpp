@@ -56,9 +56,10 @@ Step team_transfer(const Team& team, int to, const float* src, int64_t n, int fr
 // Runs the schedule's steps one after another (its idle slots skipped).
 void run_schedule(const Team& team, const Schedule& s);
 
-// The root sends every piece [begin, end) of buf to its team index `to` at once (a stream a
-// piece, at most kScatterStreams, pieces in order within one), so that their latencies overlap;
-// the others receive theirs into buf. Every member calls it with the same pieces (one per
+// The root sends every piece [begin, end) of buf to its team index `to`, at once (a stream a
+// piece, at most kScatterStreams, pieces in order within one) where a piece takes less than a
+// latency of the links (collective_links), so that the latencies overlap, else one after
+// another; the others receive theirs into buf. Every member calls it with the same pieces (one per
 // destination; a piece to the root itself is skipped).
 struct ScatterPiece {
   int to;
