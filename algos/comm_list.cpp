@@ -2,7 +2,9 @@
 #include "algos/comm_list.hpp"
 
 #include <array>
+#include <string>
 
+#include "devices/shared_gpu_comm.hpp"
 #include "engine/comm/collective_cost.hpp"
 #include "engine/comm/transport.hpp"
 #include "engine/log.hpp"
@@ -19,10 +21,7 @@ bool on_devices(const CommNeeds& n) {
 // and its order is the one the CPU's sync-easgd sums in under auto (its fast exchanges and the
 // overlap path). NCCL among distinct GPUs picks its own.
 Result<std::unique_ptr<Comm>> device_comm(const CommNeeds& n) {
-  CollectivePick pick;
-  if (n.collective != CollectiveAlgo::automatic) {
-    EASEL_ASSIGN_OR_RETURN(pick, pick_collective(n));
-  }
+  EASEL_ASSIGN_OR_RETURN(const CollectivePick pick, pick_collective(n));
   return n.kind->make_comm(n.devices, pick.algo, pick.inter);
 }
 
@@ -107,6 +106,13 @@ Result<CollectivePick> pick_collective(const CommNeeds& n) {
   }
   if (n.collective != CollectiveAlgo::automatic) {
     pick.algo = n.collective;
+    return pick;
+  }
+  if (n.on_devices) {  // device_comm's rule: the tree where groups share a GPU, else NCCL's own
+    if (devices_share_a_unit(n.devices))
+      pick.why = "collective auto: tree for " + std::to_string(n.devices.size()) +
+                 " groups sharing GPUs (through one GPU's memory every algorithm moves the same "
+                 "2 (P-1) spans, the tree in the fewest steps, in the CPU run's order)";
     return pick;
   }
   CollectiveShape shape;

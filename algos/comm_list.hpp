@@ -44,8 +44,9 @@ const CommEntry& choose_comm(const CommNeeds& needs);
 
 // The algorithm a host Comm runs for `needs`: --collective itself, or for auto the cost model's
 // choice (engine/comm/collective_cost.hpp) for the arena, the ranks and the ranks per node; `why`
-// says which and why in one line (empty unless auto). Fails on a malformed
-// EASEL_COLLECTIVE_LINKS.
+// says which and why in one line (empty unless auto). For arenas on devices (needs.on_devices)
+// auto is the tree where two groups share a GPU (said in `why`) and NCCL's own choice otherwise
+// (no line). Fails on a malformed EASEL_COLLECTIVE_LINKS.
 struct CollectivePick {
   CollectiveAlgo algo = CollectiveAlgo::tree;
   CollectiveAlgo inter = CollectiveAlgo::ring;

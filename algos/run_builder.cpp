@@ -178,7 +178,7 @@ Status make_comm(TrainRun& t) {
   // What the host Comm runs (said when auto chose it), and the processes' own arena broadcasts
   // with the algorithm picked among them.
   EASEL_ASSIGN_OR_RETURN(const CollectivePick pick, pick_collective(needs));
-  if (!needs.on_devices && !pick.why.empty() && t.rank == 0) log_info("comm", pick.why);
+  if (!pick.why.empty() && t.rank == 0) log_info("comm", pick.why);
   if (t.world) {
     t.world_comm = pick.algo == CollectiveAlgo::mpi
                        ? t.world->native_comm()

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "engine/status.hpp"
+
 namespace easel {
 
 namespace {
@@ -73,60 +75,98 @@ double halving_doubling(const Shape& s) {
   return t;
 }
 
-// The pipelined hierarchical allreduce (engine/comm/collectives/hierarchical.cpp): the same plan
-// of slots replayed with each step's cost, a slot costing the longer of its two streams' steps
-// (they overlap).
-double pipelined(const Shape& s, CollectiveAlgo inter) {
-  const int L = s.l, N = s.nodes, C = hierarchical_chunks(s.m);
+// A step of the replayed pipeline: its latency, then its bytes' time on its resource (0: the
+// links inside the node, shared by the A and D streams; 1: the node's uplink, shared by the B
+// lanes), which one step at a time holds.
+struct Cost {
+  double latency, busy;
+  int resource;
+};
+
+Cost inside_step(const Shape& s, double bytes) {
+  return {s.in.latency_s, bytes / s.in.bytes_per_s, 0};
+}
+// `crossing` messages of `bytes` leave the node at once.
+Cost across_step(const Shape& s, double bytes, int crossing) {
+  const double in = s.in.latency_s + bytes / s.in.bytes_per_s;
+  const double out = s.out.latency_s + crossing * bytes / s.out.bytes_per_s;
+  return out >= in ? Cost{s.out.latency_s, crossing * bytes / s.out.bytes_per_s, 1}
+                   : Cost{s.in.latency_s, bytes / s.in.bytes_per_s, 1};
+}
+
+// The pipelined hierarchical allreduce (engine/comm/collectives/hierarchical.cpp) in C chunks:
+// its streams (hierarchical_plan) replayed step by step, each stream at its own pace, as the
+// MPI transport runs them: a step starts when its stream's previous step and its dependency
+// are done, pays its latency, then holds its resource for its bytes' time.
+double pipelined(const Shape& s, CollectiveAlgo inter, int C) {
+  const int L = s.l, N = s.nodes;
   const double mc = s.m / C, share = mc / L;
-  std::vector<double> a, b, d;  // one chunk's steps: inside (A), across (B), inside (D)
-  if ((L & (L - 1)) == 0) {     // halving-doubling inside: halves of the chunk, largest first
+  std::vector<Cost> a, b, d;  // one chunk's steps: inside (A), across (B), inside (D)
+  if ((L & (L - 1)) == 0) {   // halving-doubling inside: halves of the chunk, largest first
     for (double seg = mc / 2; a.size() < static_cast<size_t>(ceil_log2(L)); seg /= 2)
-      a.push_back(s.step(seg, false));
+      a.push_back(inside_step(s, seg));
     d.assign(a.rbegin(), a.rend());
   } else {
-    a.assign(static_cast<size_t>(L - 1), s.step(mc / L, false));
+    a.assign(static_cast<size_t>(L - 1), inside_step(s, mc / L));
     d = a;
   }
   if (inter == CollectiveAlgo::halving_doubling) {  // L shares leave each node at once
     int pp = 1;
     while (pp * 2 <= N)
       pp *= 2;
-    if (pp < N) b.push_back(s.step(share, true, L));
-    std::vector<double> half;
+    if (pp < N) b.push_back(across_step(s, share, L));
+    std::vector<Cost> half;
     for (double seg = share / 2; half.size() < static_cast<size_t>(ceil_log2(pp)); seg /= 2)
-      half.push_back(s.step(seg, true, L));  // the L shares fill the uplink: no cut factor
+      half.push_back(across_step(s, seg, L));  // the L shares fill the uplink: no cut factor
     b.insert(b.end(), half.begin(), half.end());
     b.insert(b.end(), half.rbegin(), half.rend());
-    if (pp < N) b.push_back(s.step(share, true, L));
+    if (pp < N) b.push_back(across_step(s, share, L));
   } else {
-    b.assign(static_cast<size_t>(2 * (N - 1)), s.step(share / N, true, L));
+    b.assign(static_cast<size_t>(2 * (N - 1)), across_step(s, share / N, L));
   }
-  // The plan of hierarchical.cpp: per slot a D of the oldest chunk whose B is done, else the
-  // next A; a B once its A is done.
-  double t = 0;
-  size_t ca = 0, ai = 0, cb = 0, bi = 0, cd = 0, di = 0;
-  std::vector<char> a_done(static_cast<size_t>(C), 0), b_done(static_cast<size_t>(C), 0);
-  const size_t n = static_cast<size_t>(C);
-  while (cd < n) {
-    double in = 0, out = 0;
-    bool a_fin = false, b_fin = false;
-    if (cd < cb && b_done[cd]) {
-      in = d[di];
-      if (++di == d.size()) di = 0, ++cd;
-    } else if (ca < n) {
-      in = a[ai];
-      if (++ai == a.size()) ai = 0, a_fin = true;
+  const HierarchicalPlan plan = hierarchical_plan(
+      C, static_cast<int>(a.size()), static_cast<int>(b.size()), static_cast<int>(d.size()));
+  const size_t S = plan.streams.size();
+  std::vector<std::vector<double>> end(S);  // each stream's steps' end times
+  double free_at[2] = {0, 0}, last = 0;
+  for (;;) {
+    // The next step of the stream that is ready first (its dependency done).
+    int pick = -1;
+    double pick_ready = 0;
+    for (size_t k = 0; k < S; ++k) {
+      const size_t i = end[k].size();
+      if (i == plan.streams[k].size()) continue;
+      const PlanStep& ps = plan.streams[k][i];
+      double ready = i > 0 ? end[k][i - 1] : 0;
+      if (ps.after_stream >= 0) {
+        const auto& dep = end[static_cast<size_t>(ps.after_stream)];
+        if (dep.size() < static_cast<size_t>(ps.after_count)) continue;
+        if (ps.after_count > 0)
+          ready = std::max(ready, dep[static_cast<size_t>(ps.after_count - 1)]);
+      }
+      if (pick < 0 || ready < pick_ready) pick = static_cast<int>(k), pick_ready = ready;
     }
-    if (cb < n && a_done[cb]) {
-      out = b[bi];
-      if (++bi == b.size()) bi = 0, b_fin = true;
-    }
-    t += std::max(in, out);
-    if (a_fin) a_done[ca++] = 1;
-    if (b_fin) b_done[cb++] = 1;
+    if (pick < 0) break;
+    const PlanStep& ps =
+        plan.streams[static_cast<size_t>(pick)][end[static_cast<size_t>(pick)].size()];
+    const std::vector<Cost>& phase = ps.phase == 0 ? a : ps.phase == 1 ? b : d;
+    const Cost c = phase[static_cast<size_t>(ps.index)];
+    const double start = std::max(pick_ready + c.latency, free_at[c.resource]);
+    free_at[c.resource] = start + c.busy;
+    end[static_cast<size_t>(pick)].push_back(start + c.busy);
+    last = std::max(last, start + c.busy);
   }
-  return t;
+  return last;
+}
+
+double pipelined(const Shape& s, CollectiveAlgo inter) {
+  CollectiveShape cs;
+  cs.bytes = s.m;
+  cs.ranks = s.p;
+  cs.ranks_per_node = s.l;
+  cs.intra = s.in;
+  cs.inter = s.out;
+  return pipelined(s, inter, hierarchical_chunks(cs, inter));
 }
 
 double hierarchical(const Shape& s, CollectiveAlgo inter) {
@@ -164,8 +204,45 @@ int ring_broadcast_pieces(double bytes, int ranks) {
   return chain < scatter_allgather ? static_cast<int>(k) : 0;
 }
 
-int hierarchical_chunks(double bytes) {
-  return static_cast<int>(std::clamp(std::ceil(bytes / 32e6), 1.0, 8.0));
+int hierarchical_chunks(const CollectiveShape& cs, CollectiveAlgo inter) {
+  const Shape s(cs);
+  if (s.m <= 0 || s.nodes == 1 || s.l == 1 || s.p % s.l != 0) return 1;
+  int best = 1;
+  double best_t = pipelined(s, inter, 1);
+  for (int c = 2; c <= kMaxHierarchicalChunks; ++c) {
+    const double t = pipelined(s, inter, c);
+    if (t < best_t * 0.99) best = c, best_t = t;  // within 1%: fewer chunks
+  }
+  return best;
+}
+
+int hierarchical_chunks(double bytes, int ranks, int ranks_per_node, CollectiveAlgo inter) {
+  CollectiveShape cs;
+  cs.bytes = bytes;
+  cs.ranks = ranks;
+  cs.ranks_per_node = ranks_per_node;
+  std::string error;
+  if (!collective_links(&cs.intra, &cs.inter, &error)) return 1;
+  return hierarchical_chunks(cs, inter);
+}
+
+HierarchicalPlan hierarchical_plan(int chunks, int na, int nb, int nd) {
+  EASEL_CHECK(chunks >= 1 && na >= 1 && nb >= 1 && nd >= 1);
+  const int lanes = (chunks + 1) / 2;
+  HierarchicalPlan plan;
+  plan.streams.resize(static_cast<size_t>(2 + lanes));  // A, D, then the B lanes
+  for (int c = 0; c < chunks; ++c) {
+    const size_t b = static_cast<size_t>(2 + c % lanes);
+    for (int i = 0; i < na; ++i)
+      plan.streams[0].push_back(PlanStep{0, c, i, -1, 0});
+    for (int i = 0; i < nb; ++i)
+      plan.streams[b].push_back(PlanStep{1, c, i, i == 0 ? 0 : -1, i == 0 ? (c + 1) * na : 0});
+    const int b_done = static_cast<int>(plan.streams[b].size());
+    for (int i = 0; i < nd; ++i)
+      plan.streams[1].push_back(
+          PlanStep{2, c, i, i == 0 ? static_cast<int>(b) : -1, i == 0 ? b_done : 0});
+  }
+  return plan;
 }
 
 double allreduce_seconds(CollectiveAlgo a, const CollectiveShape& cs, CollectiveAlgo inter) {
@@ -225,17 +302,20 @@ CollectiveChoice choose_collective(const CollectiveShape& cs) {
     if (o.t < pick->t * 0.99) pick = &o;  // within 1%: the earlier (simpler) one
   best.algo = pick->a;
   best.inter = h_inter;
+  char chunks[32] = "";
+  if (best.algo == CollectiveAlgo::hierarchical)
+    std::snprintf(chunks, sizeof chunks, " in %d chunk(s)", hierarchical_chunks(cs, h_inter));
   char line[512];
   std::snprintf(line, sizeof line,
-                "collective auto: %s%s for %.3g MB over %d ranks (%d per node): predicted "
+                "collective auto: %s%s%s for %.3g MB over %d ranks (%d per node): predicted "
                 "allreduce tree %.3g ms, ring %.3g ms, halving-doubling %.3g ms, hierarchical "
                 "%.3g ms",
                 collective_algo_name(best.algo),
                 best.algo == CollectiveAlgo::hierarchical
                     ? (h_inter == CollectiveAlgo::ring ? "/ring" : "/halving-doubling")
                     : "",
-                s.m / 1e6, s.p, s.l, options[0].t * 1e3, options[1].t * 1e3, options[2].t * 1e3,
-                options[3].t * 1e3);
+                chunks, s.m / 1e6, s.p, s.l, options[0].t * 1e3, options[1].t * 1e3,
+                options[2].t * 1e3, options[3].t * 1e3);
   best.why = line;
   return best;
 }

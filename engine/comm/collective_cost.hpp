@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "engine/comm/comm.hpp"
 
@@ -31,9 +32,28 @@ double allreduce_seconds(CollectiveAlgo a, const CollectiveShape& s,
                          CollectiveAlgo inter = CollectiveAlgo::ring);
 
 // The chunks the hierarchical allreduce's pipeline cuts a span of `bytes` into (nodes of equal
-// size): one per 32 MB, 1 to 8. A function of the size alone, so that the summation order
-// depends on the span, the rank count and the ranks per node only.
-int hierarchical_chunks(double bytes);
+// size, ranks_per_node of them): the count from 1 to kMaxHierarchicalChunks that the cost model
+// prices fastest over the run's links (collective_links), so that a mid-size span pipelines too.
+constexpr int kMaxHierarchicalChunks = 32;
+int hierarchical_chunks(double bytes, int ranks, int ranks_per_node, CollectiveAlgo inter);
+int hierarchical_chunks(const CollectiveShape& s, CollectiveAlgo inter);
+
+// The hierarchical allreduce's pipeline as streams of steps (Transport::run_streams), which
+// engine/comm/collectives/hierarchical.cpp runs and the cost model replays: C chunks, each with
+// na steps inside the node (phase 0, A: the reduce-scatter), nb across nodes (phase 1, B: the
+// allreduce of the rank's share), nd inside (phase 2, D: the all-gather). Stream 0 holds every
+// A in chunk order, stream 1 every D, streams 2 .. 2 + (C+1)/2 the B's in lanes of two chunks
+// (chunk c in lane c mod the lanes), so that several chunks cross nodes at once and one's
+// latency hides behind another's bytes; a B's first step waits for its chunk's A, a D's for its
+// chunk's B.
+struct PlanStep {
+  int phase = 0, chunk = 0, index = 0;
+  int after_stream = -1, after_count = 0;
+};
+struct HierarchicalPlan {
+  std::vector<std::vector<PlanStep>> streams;
+};
+HierarchicalPlan hierarchical_plan(int chunks, int na, int nb, int nd);
 
 // How the ring broadcasts `bytes` from one rank: 0 for the root's scatter and an all-gather (van
 // de Geijn: 2 (p-1)/p of the span through each link), or K > 0 for a pipelined chain along the

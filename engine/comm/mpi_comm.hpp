@@ -1,7 +1,7 @@
 // The processes of a run across nodes (MPI ranks), behind the Comm interface, plus the few
-// process-level operations the trainer and the parameter-server algorithms need. Only
-// mpi_comm.cpp includes <mpi.h>; without -Dmpi=enabled mpi_none.cpp provides the single-process
-// answers (rank 0 of 1, no world).
+// process-level operations the trainer and the parameter-server algorithms need. Only the MPI
+// layer's files (mpi_world.hpp and its three .cpp) include <mpi.h>; without -Dmpi=enabled
+// mpi_none.cpp provides the single-process answers (rank 0 of 1, no world).
 //
 // Every inter-process wait is a point-to-point request on a known peer, polled with a deadline
 // (EASEL_MPI_TIMEOUT seconds, default 300): a rank that stalls or dies makes the waiting rank

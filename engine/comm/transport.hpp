@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace easel {
 
@@ -35,6 +36,17 @@ struct Transfer {
   RecvOp op = RecvOp::copy;
 };
 
+// One step of one stream (Transport::run_streams): a transfer (neither peer: a step the rank
+// sits out), posted once the stream's previous step is complete and, with after_stream >= 0,
+// once stream after_stream has completed after_count of its steps.
+struct StreamStep {
+  Transfer x;
+  int after_stream = -1;
+  int after_count = 0;
+  bool idle() const { return x.send_peer < 0 && x.recv_peer < 0; }
+};
+using Stream = std::vector<StreamStep>;
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -56,17 +68,17 @@ class Transport {
   // allreduce"). Fails (the stall timeout, engine/worker.hpp; or the MPI deadline) naming the
   // peer that did not arrive.
   virtual void step(int rank, const Transfer& x, const char* what) = 0;
-  // Several transfers of rank `rank` posted together and complete together: one step of each
-  // of several independent streams (a pipelined algorithm's transfers inside the node and across
-  // nodes), so that a transport that can overlaps them. Each is matched as step()'s are: the
-  // peer posts the matching transfer in the same batch position of its own call (or, with no
-  // transfer of that stream there, alone). By default they run one after another in the given
-  // order, which is correct when every rank lists its streams in the same order; the MPI
-  // transport posts them all at once.
-  virtual void steps(int rank, const Transfer* xs, int count, const char* what) {
-    for (int i = 0; i < count; ++i)
-      step(rank, xs[i], what);
-  }
+  // Runs several streams of rank `rank`'s transfers (a pipelined algorithm's phases: inside the
+  // node, across nodes, back inside), each stream's steps in order, each stream at its own pace
+  // where the transport can: a step is posted once its stream's previous step is complete and
+  // its dependency (StreamStep::after_*) is met. A step of stream s matches the peer's step of
+  // the same stream at the same index (the streams are separate message sequences), so every
+  // rank that exchanges with another in a stream must give the same streams, of the same lengths
+  // and dependencies (idle steps where it sits one out). The default runs them in slots
+  // (run_streams_in_slots), one blocking step() after another, which is correct for any
+  // transport whose step() rendezvous; the MPI world progresses every stream as its messages
+  // complete (MPI_Waitany).
+  virtual void run_streams(int rank, const std::vector<Stream>& streams, const char* what);
   // All ranks meet.
   virtual void barrier(int rank) = 0;
 
@@ -82,6 +94,15 @@ class Transport {
   // be too (ScratchFloats(true)); the host never touches them.
   virtual bool scratch_on_device() const { return false; }
 };
+
+// run_streams' default order: slot after slot; in each slot every stream whose next step may go
+// (its dependency met by the counts at the slot's start) runs that step through step(), streams
+// in index order (`reversed`: the other order, for the tests: a transport may overlap them).
+// The slots depend on the streams' lengths and dependencies only, so peers with the same
+// streams run matching steps in the same slot. Returns the number of slots that ran two or more
+// steps (streams side by side).
+int run_streams_in_slots(Transport& t, int rank, const std::vector<Stream>& streams,
+                         const char* what, bool reversed = false);
 
 // What the receiving rank of a shared-memory transfer does with the sender's published span
 // `in` (x.recv_n floats, from rank `peer`): x.dst = in, or x.dst = x.own + in. Called on the

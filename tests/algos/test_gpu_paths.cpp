@@ -433,6 +433,18 @@ TEST(CommList, ChoosesByWhatTheRunNeeds) {
   auto comm = dev.make(needs);
   ASSERT_TRUE(comm.ok()) << comm.status().message();
   EXPECT_EQ((*comm)->size(), 2);
+  // auto on distinct GPUs: NCCL's own choice, no line; on a shared GPU: the tree, said in a line.
+  auto pick = pick_collective(needs);
+  ASSERT_TRUE(pick.ok());
+  EXPECT_EQ(pick->why, "");
+  FakeGpu a2(0);
+  Device* shared[] = {&a, &a2};
+  needs.devices = shared;
+  pick = pick_collective(needs);
+  ASSERT_TRUE(pick.ok());
+  EXPECT_EQ(pick->algo, CollectiveAlgo::tree);
+  EXPECT_NE(pick->why.find("collective auto: tree for 2 groups sharing GPUs"), std::string::npos)
+      << pick->why;
 }
 
 }  // namespace

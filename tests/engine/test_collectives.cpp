@@ -23,9 +23,9 @@
 namespace easel {
 namespace {
 
-// Shared memory among `p` threads, ranks [k K, (k+1) K) on node k. With `reversed`, a batch of
-// transfers (Transport::steps) runs last first: the streams of a pipelined algorithm must not
-// depend on their order in the batch (the MPI transport runs them at once).
+// Shared memory among `p` threads, ranks [k K, (k+1) K) on node k. With `reversed`, the streams
+// of a slot (Transport::run_streams) run last first: a pipelined algorithm's streams must not
+// depend on their order (the MPI transport runs each at its own pace).
 class NodesTransport final : public Transport {
  public:
   NodesTransport(int p, int per_node, bool reversed)
@@ -37,10 +37,8 @@ class NodesTransport final : public Transport {
   int first_local() const override { return 0; }
   int local_size() const override { return size(); }
   void step(int rank, const Transfer& x, const char* what) override { shm_->step(rank, x, what); }
-  void steps(int rank, const Transfer* xs, int count, const char* what) override {
-    batches_with_two_ += count == 2;
-    for (int i = 0; i < count; ++i)
-      shm_->step(rank, xs[reversed_ ? count - 1 - i : i], what);
+  void run_streams(int rank, const std::vector<Stream>& streams, const char* what) override {
+    batches_with_two_ += run_streams_in_slots(*this, rank, streams, what, reversed_);
   }
   void barrier(int rank) override { shm_->barrier(rank); }
   double wait_seconds(int rank) const override { return shm_->wait_seconds(rank); }
@@ -251,31 +249,103 @@ TEST(RingBroadcast, ChainOrScatterAllgather) {
   ::unsetenv("EASEL_COLLECTIVE_LINKS");
 }
 
-// The cost model prices the pipeline: on the simulated GPU nodes (8 ranks a node, SMPI's
-// large-message latency) the overlapped hierarchical allreduce of a large span beats both the
-// flat ring's 254 latencies and the same three phases run one after another (halving-doubling
-// across nodes: 8 steps a chunk, against the ring's 30).
+// The cost model prices the pipeline: on the simulated GPU nodes (SMPI's large-message
+// latency; 4 ranks under a PCIe switch, as tools/simulate reports gpu-pcie-ib.xml, and 8) the
+// overlapped hierarchical allreduce of a large span beats both the flat ring's 254 latencies and
+// the same three phases run one after another (halving-doubling across nodes); it cuts
+// AlexNet-CIFAR's 233 MB into many chunks and GoogLeNet's 26.6 MB into several, a 4 KB span
+// into one.
 TEST(HierarchicalAcrossNodes, CostModelPricesTheOverlap) {
-  CollectiveShape s;
-  s.intra = LinkCost{23e-6, 22.6e9};
-  s.inter = LinkCost{70e-6, 22.6e9};
-  s.ranks = 128;
-  s.ranks_per_node = 8;
-  s.bytes = 233e6;
-  EXPECT_EQ(hierarchical_chunks(s.bytes), 8);
-  EXPECT_EQ(hierarchical_chunks(1e6), 1);
-  const double h =
-      allreduce_seconds(CollectiveAlgo::hierarchical, s, CollectiveAlgo::halving_doubling);
-  const double ring = allreduce_seconds(CollectiveAlgo::ring, s);
-  EXPECT_LT(h, ring);
-  const CollectiveChoice c = choose_collective(s);
-  EXPECT_EQ(c.algo, CollectiveAlgo::hierarchical) << c.why;
-  EXPECT_EQ(c.inter, CollectiveAlgo::halving_doubling) << c.why;
-  // Unpipelined: inside (reduce-scatter and all-gather), then across, one after another.
-  const double inside = 2 * 3 * 23e-6 + 2 * (7.0 / 8) * 233e6 / 22.6e9;
-  const double across = 8 * 70e-6 + 2 * (15.0 / 16) * 233e6 / 22.6e9;
-  EXPECT_LT(h, 0.9 * (inside + across));
-  EXPECT_GT(h, across);  // the uplink's own time is not hidden
+  for (int per_node : {4, 8}) {
+    CollectiveShape s;
+    s.intra = LinkCost{23e-6, 22.6e9};
+    s.inter = LinkCost{70e-6, 22.6e9};
+    s.ranks = 128;
+    s.ranks_per_node = per_node;
+    s.bytes = 233e6;
+    const CollectiveAlgo hd = CollectiveAlgo::halving_doubling;
+    EXPECT_GE(hierarchical_chunks(s, hd), 8) << per_node;
+    const double h = allreduce_seconds(CollectiveAlgo::hierarchical, s, hd);
+    const double ring = allreduce_seconds(CollectiveAlgo::ring, s);
+    EXPECT_LT(h, ring);
+    const CollectiveChoice c = choose_collective(s);
+    EXPECT_EQ(c.algo, CollectiveAlgo::hierarchical) << c.why;
+    EXPECT_EQ(c.inter, hd) << c.why;
+    // Unpipelined: inside (reduce-scatter and all-gather), then across, one after another.
+    const double L = per_node, N = 128 / per_node;
+    const double inside = 2 * std::log2(L) * 23e-6 + 2 * (L - 1) / L * 233e6 / 22.6e9;
+    const double across =
+        2 * std::log2(N) * 70e-6 + 2 * (N - 1) / N * 233e6 / 22.6e9;  // L shares fill the uplink
+    EXPECT_LT(h, 0.9 * (inside + across)) << per_node;
+    EXPECT_GT(h, across) << per_node;  // the uplink's own time is not hidden
+    s.bytes = 26.6e6;
+    EXPECT_GT(hierarchical_chunks(s, hd), 1) << per_node;
+    s.bytes = 4096;
+    EXPECT_EQ(hierarchical_chunks(s, hd), 1) << per_node;
+  }
+}
+
+// The pipeline's streams: A in chunk order, D in chunk order, the B's in lanes of two chunks;
+// each B starts once its chunk's A is done, each D once its chunk's B is done.
+TEST(HierarchicalAcrossNodes, PlanStreamsAndTheirDependencies) {
+  const int C = 5, na = 3, nb = 4, nd = 3;
+  const HierarchicalPlan plan = hierarchical_plan(C, na, nb, nd);
+  ASSERT_EQ(plan.streams.size(), 2u + 3u);  // A, D, three lanes of B
+  EXPECT_EQ(plan.streams[0].size(), static_cast<size_t>(C * na));
+  EXPECT_EQ(plan.streams[1].size(), static_cast<size_t>(C * nd));
+  for (int c = 0; c < C; ++c) {
+    const auto& lane = plan.streams[static_cast<size_t>(2 + c % 3)];
+    const PlanStep& b0 = lane[static_cast<size_t>((c / 3) * nb)];
+    EXPECT_EQ(b0.phase, 1);
+    EXPECT_EQ(b0.chunk, c);
+    EXPECT_EQ(b0.after_stream, 0);
+    EXPECT_EQ(b0.after_count, (c + 1) * na);
+    const PlanStep& d0 = plan.streams[1][static_cast<size_t>(c * nd)];
+    EXPECT_EQ(d0.chunk, c);
+    EXPECT_EQ(d0.after_stream, 2 + c % 3);
+    EXPECT_EQ(d0.after_count, (c / 3 + 1) * nb);
+    for (int i = 1; i < nb; ++i)
+      EXPECT_EQ(lane[static_cast<size_t>((c / 3) * nb + i)].after_stream, -1);
+  }
+}
+
+// The default run_streams: a stream waits for its dependency; slots run side by side.
+TEST(RunStreams, SlotsKeepDependencies) {
+  auto t = make_shm_transport(2);
+  std::vector<float> got(2, 0.f);
+  run_ranks(2, [&](int r) {
+    // Rank 0 sends 2 on stream 0, which waits for stream 1's exchange with rank 1 (listed
+    // first, it would run first without its dependency).
+    float one = 1, two = 2, in = 0, x = 0;
+    std::vector<Stream> streams(2);
+    StreamStep ex;
+    ex.x.send_peer = 1 - r;
+    ex.x.send = &one;
+    ex.x.send_n = 1;
+    ex.x.recv_peer = 1 - r;
+    ex.x.dst = &x;
+    ex.x.recv_n = 1;
+    streams[1].push_back(ex);
+    StreamStep st;
+    st.after_stream = 1;
+    st.after_count = 1;
+    if (r == 0) {
+      st.x.send_peer = 1;
+      st.x.send = &two;
+      st.x.send_n = 1;
+    } else {
+      st.x.recv_peer = 0;
+      st.x.dst = &in;
+      st.x.own = &x;  // in = x + 2: x must hold the exchange's value by then
+      st.x.recv_n = 1;
+      st.x.op = RecvOp::add;
+    }
+    streams[0].push_back(st);
+    t->run_streams(r, streams, "test");
+    got[static_cast<size_t>(r)] = r == 0 ? x : in;
+  });
+  EXPECT_EQ(got[0], 1.f);
+  EXPECT_EQ(got[1], 3.f);
 }
 
 }  // namespace

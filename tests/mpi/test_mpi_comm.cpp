@@ -8,10 +8,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "engine/comm/collectives/compressed_ring.hpp"
+#include "engine/comm/collectives/team.hpp"
 #include "engine/comm/mpi_comm.hpp"
 
 namespace easel {
@@ -65,6 +68,26 @@ MpiComm& world() {
   return *mpi_world();
 }
 
+// Shared memory among `p` threads in nodes of `per_node` (what the world's transport reports
+// under EASEL_RANKS_PER_NODE).
+class NodesTransport final : public Transport {
+ public:
+  NodesTransport(int p, int per_node) : shm_(make_shm_transport(p)), per_node_(per_node) {}
+  int size() const override { return shm_->size(); }
+  std::string name() const override { return "nodes"; }
+  int node_of(int rank) const override { return rank / per_node_; }
+  int nodes() const override { return (size() + per_node_ - 1) / per_node_; }
+  int first_local() const override { return 0; }
+  int local_size() const override { return size(); }
+  void step(int rank, const Transfer& x, const char* what) override { shm_->step(rank, x, what); }
+  void barrier(int rank) override { shm_->barrier(rank); }
+  double wait_seconds(int rank) const override { return shm_->wait_seconds(rank); }
+
+ private:
+  std::unique_ptr<Transport> shm_;
+  const int per_node_;
+};
+
 class Mpi : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -91,6 +114,43 @@ TEST_F(Mpi, EveryAlgorithmEqualsItsSharedMemoryRunBitForBit) {
       comm->broadcast(me, dst.data(), n, p - 1);
       EXPECT_EQ(dst, shm_reduce_broadcast(p, n, algo, p - 1))
           << collective_algo_name(algo) << " reduce + broadcast, n=" << n;
+    }
+  }
+}
+
+// Over nodes (run by mpi-comm-np4-nodes: 2 ranks a node), the hierarchical allreduce's pipeline
+// runs its streams through the world's run_streams, each at its own pace, several chunks in
+// flight: the same bits as the same streams run in slots over shared memory.
+TEST_F(Mpi, HierarchicalPipelineOverNodesEqualsSharedMemory) {
+  const int p = world().size(), me = world().rank();
+  std::shared_ptr<Transport> t = world().transport();
+  if (t->nodes() < 2 || p % t->nodes() != 0)
+    GTEST_SKIP() << "one node (set EASEL_RANKS_PER_NODE to split the world)";
+  const int per_node = p / t->nodes();
+  for (CollectiveAlgo inter : {CollectiveAlgo::ring, CollectiveAlgo::halving_doubling}) {
+    for (int chunks : {1, 2, 5}) {
+      for (int64_t n : {int64_t{1}, int64_t{p + 1}, int64_t{100003}}) {
+        std::vector<float> buf(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i)
+          buf[static_cast<size_t>(i)] = value(me, i);
+        ScratchFloats s;
+        hierarchical::allreduce_chunked(Team::all(*t, me), buf.data(), n, s, inter, chunks);
+        NodesTransport shm(p, per_node);
+        std::vector<std::vector<float>> bufs(static_cast<size_t>(p), std::vector<float>(n));
+        std::vector<std::thread> ts;
+        for (int r = 0; r < p; ++r)
+          ts.emplace_back([&, r] {
+            auto& b = bufs[static_cast<size_t>(r)];
+            for (int64_t i = 0; i < n; ++i)
+              b[static_cast<size_t>(i)] = value(r, i);
+            ScratchFloats sr;
+            hierarchical::allreduce_chunked(Team::all(shm, r), b.data(), n, sr, inter, chunks);
+          });
+        for (auto& th : ts)
+          th.join();
+        EXPECT_EQ(buf, bufs[static_cast<size_t>(me)])
+            << collective_algo_name(inter) << " chunks " << chunks << " n=" << n;
+      }
     }
   }
 }

@@ -196,16 +196,12 @@ void broadcast(const Team& t, float* buf, int64_t n, int root) {
   const Shape sh(t.size());
   if (sh.p == 1) return;
   const int me = sh.nid(t.me);
-  if (t.me == root) {
-    for (int k = 0; k < sh.pp; ++k) {
-      if (k == me) continue;
-      const Segment g = final_segment(k, sh.pp, n);
-      team_send(t, sh.old(k), buf + g.lo, g.hi - g.lo, "halving-doubling broadcast (scatter)");
-    }
-  } else if (me >= 0) {
-    const Segment g = final_segment(me, sh.pp, n);
-    team_recv(t, root, buf + g.lo, g.hi - g.lo, "halving-doubling broadcast (scatter)");
+  std::vector<ScatterPiece> pieces;
+  for (int k = 0; k < sh.pp; ++k) {
+    const Segment g = final_segment(k, sh.pp, n);
+    pieces.push_back({sh.old(k), g.lo, g.hi});
   }
+  team_scatter(t, root, buf, pieces, "halving-doubling broadcast (scatter)");
   const Segment s = me < 0 ? Segment{0, 0} : final_segment(me, sh.pp, n);
   const int root_even = root < 2 * sh.r && root % 2 == 0 ? root : -1;
   Schedule steps;

@@ -8,7 +8,10 @@
 // allreduce whatever L is. reduce and broadcast run the same three phases unpipelined, with the
 // ring inside. Nodes of unequal size: a tree inside each node into a leader, the inter-node
 // algorithm among the leaders, a tree broadcast back.
-// The summation order depends on the rank count, the ranks per node and the span's size only.
+// The summation order depends on the rank count, the ranks per node and the span's size, and
+// where a ring runs (ranks per node not a power of two, or --collective hierarchical/ring across
+// nodes) on the chunks, which the cost model picks from the links too (hierarchical_chunks);
+// halving-doubling's order does not depend on how the span is cut.
 #include <algorithm>
 #include <vector>
 
@@ -114,11 +117,11 @@ int node_and_local(const Layout& l, int i, int* local) {
 
 // The allreduce on equal nodes, pipelined: the span is cut into C chunks (hierarchical_chunks);
 // each chunk is reduce-scattered inside the node (A), allreduced across nodes on each rank's share
-// (B), all-gathered inside the node (D). Two streams run side by side, one step of each per
-// slot through Transport::steps (which overlaps them where the transport can): inside the node
-// A0, A1, ... and D0, D1, ... (a D as soon as its B is done, else the next A), across nodes
-// B0, B1, ... (each once its A is done). The plan depends on the step counts only, so every
-// rank of a node and every rank of a cross team makes the same one.
+// (B), all-gathered inside the node (D). The phases are separate streams of one
+// Transport::run_streams call (hierarchical_plan, engine/comm/collective_cost.hpp: A0 A1 ...;
+// B0 B1 ... in lanes; D0 D1 ...), each B once its A is done, each D once its B is done, so that
+// a transport that can runs each at its own pace. The steps depend on the step counts only, so
+// every rank of a node and every rank of a cross team gives the same streams.
 void pipelined(const Team& t, const Layout& l, float* buf, int64_t n, CollectiveAlgo inter,
                int chunks) {
   const Team local = local_team(t, l);
@@ -154,38 +157,29 @@ void pipelined(const Team& t, const Layout& l, float* buf, int64_t n, Collective
       for (Step& st : B[c])
         st = Step{};
   }
-  const size_t na = A[0].size(), nb = B[0].size(), nd = D[0].size();
-  EASEL_CHECK(na > 0 && nb > 0 && nd > 0);
-  size_t a = 0, ai = 0, b = 0, bi = 0, d = 0, di = 0;  // next chunk and step of each phase
-  std::vector<char> a_done(A.size(), 0), b_done(A.size(), 0);
-  Transfer batch[2];
-  while (d < A.size()) {
-    const Step* in = nullptr;
-    const Step* out = nullptr;
-    bool a_fin = false, b_fin = false;
-    if (d < b && b_done[d]) {  // D of the oldest chunk whose B is done
-      in = &D[d][di];
-      if (++di == nd) di = 0, ++d;
-    } else if (a < A.size()) {
-      in = &A[a][ai];
-      if (++ai == na) ai = 0, a_fin = true;
+  const HierarchicalPlan plan =
+      hierarchical_plan(C, static_cast<int>(A[0].size()), static_cast<int>(B[0].size()),
+                        static_cast<int>(D[0].size()));
+  std::vector<Stream> streams(plan.streams.size());
+  for (size_t k = 0; k < plan.streams.size(); ++k)
+    for (const PlanStep& ps : plan.streams[k]) {
+      const std::vector<Schedule>& phase = ps.phase == 0 ? A : ps.phase == 1 ? B : D;
+      StreamStep st;
+      st.x = phase[static_cast<size_t>(ps.chunk)][static_cast<size_t>(ps.index)].x;
+      st.after_stream = ps.after_stream;
+      st.after_count = ps.after_count;
+      streams[k].push_back(st);
     }
-    if (b < A.size() && a_done[b]) {
-      out = &B[b][bi];
-      if (++bi == nb) bi = 0, b_fin = true;
-    }
-    EASEL_CHECK_MSG(in != nullptr || out != nullptr, "a stuck hierarchical pipeline");
-    int k = 0;
-    if (in && !in->idle()) batch[k++] = in->x;
-    if (out && !out->idle()) batch[k++] = out->x;
-    if (k > 0) t.t->steps(t.self(), batch, k, "hierarchical allreduce");
-    if (a_fin) a_done[a++] = 1;
-    if (b_fin) b_done[b++] = 1;
-  }
+  t.t->run_streams(t.self(), streams, "hierarchical allreduce");
 }
 
 void allreduce(const Team& t, float* buf, int64_t n, ScratchFloats& s, CollectiveAlgo inter) {
-  allreduce_chunked(t, buf, n, s, inter, hierarchical_chunks(static_cast<double>(n) * 4));
+  if (t.size() == 1) return;
+  const Layout l = layout_of(t);
+  const int per_node = static_cast<int>(l.nodes[0].size());
+  allreduce_chunked(
+      t, buf, n, s, inter,
+      l.equal ? hierarchical_chunks(static_cast<double>(n) * 4, t.size(), per_node, inter) : 1);
 }
 
 void allreduce_chunked(const Team& t, float* buf, int64_t n, ScratchFloats& s, CollectiveAlgo inter,
@@ -256,17 +250,10 @@ void broadcast(const Team& t, float* buf, int64_t n, int root, CollectiveAlgo in
   }
   const int L = local.size();
   if (l.my_node == root_node) {  // the root scatters chunk j to local rank j
-    if (l.my_local == root_local) {
-      for (int j = 0; j < L; ++j)
-        if (j != root_local)
-          team_send(local, j, buf + chunk_begin(n, j, L),
-                    chunk_begin(n, j + 1, L) - chunk_begin(n, j, L),
-                    "hierarchical broadcast (scatter)");
-    } else {
-      team_recv(local, root_local, buf + chunk_begin(n, l.my_local, L),
-                chunk_begin(n, l.my_local + 1, L) - chunk_begin(n, l.my_local, L),
-                "hierarchical broadcast (scatter)");
-    }
+    std::vector<ScatterPiece> pieces;
+    for (int j = 0; j < L; ++j)
+      pieces.push_back({j, chunk_begin(n, j, L), chunk_begin(n, j + 1, L)});
+    team_scatter(local, root_local, buf, pieces, "hierarchical broadcast (scatter)");
   }
   const int64_t b = chunk_begin(n, l.my_local, L), e = chunk_begin(n, l.my_local + 1, L);
   inter_broadcast(inter, cross_team(t, l, l.my_local), buf + b, e - b, root_node);

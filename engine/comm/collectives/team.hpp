@@ -43,8 +43,8 @@ inline void team_recv(const Team& team, int from, float* dst, int64_t m, const c
 }
 
 // One step of an algorithm written down instead of run (team_step's arguments as the caller's
-// Transfer): algorithms that are pipelined with others (hierarchical) run several streams' steps
-// together through Transport::steps. A step with neither peer is a slot the caller sits out.
+// Transfer): algorithms that are pipelined with others (hierarchical) run several streams of
+// them through Transport::run_streams. A step with neither peer is a slot the caller sits out.
 struct Step {
   Transfer x;
   const char* what = "";
@@ -55,6 +55,19 @@ Step team_transfer(const Team& team, int to, const float* src, int64_t n, int fr
                    const float* own, int64_t m, RecvOp op, const char* what);
 // Runs the schedule's steps one after another (its idle slots skipped).
 void run_schedule(const Team& team, const Schedule& s);
+
+// The root sends every piece [begin, end) of buf to its team index `to`, at once (a stream a
+// piece, at most kScatterStreams, pieces in order within one) where a piece takes less than a
+// latency of the links (collective_links), so that the latencies overlap, else one after
+// another; the others receive theirs into buf. Every member calls it with the same pieces (one per
+// destination; a piece to the root itself is skipped).
+struct ScatterPiece {
+  int to;
+  int64_t begin, end;
+};
+constexpr size_t kScatterStreams = 64;
+void team_scatter(const Team& t, int root, float* buf, const std::vector<ScatterPiece>& pieces,
+                  const char* what);
 
 // Copies n floats (nothing when values are ignored: simulated, compute injected).
 void copy_floats(float* dst, const float* src, int64_t n);

@@ -1,0 +1,361 @@
+// The MPI world's transfers, waits and deadlines (mpi_world.hpp), and --collective mpi's Comm.
+#include "engine/comm/mpi_world.hpp"
+
+namespace easel::mpi_detail {
+
+MpiWorld::MpiWorld(bool thread_multiple) : thread_multiple_(thread_multiple) {
+  EASEL_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  EASEL_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &comm_));
+  EASEL_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  EASEL_MPI(MPI_Comm_rank(comm_, &rank_));
+  EASEL_MPI(MPI_Comm_size(comm_, &size_));
+  MPI_Comm node;
+  EASEL_MPI(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
+  EASEL_MPI(MPI_Comm_rank(node, &local_rank_));
+  EASEL_MPI(MPI_Comm_size(node, &local_size_));
+  // Node of each rank: the world rank of its node's first rank, numbered in order.
+  int first = rank_;
+  EASEL_MPI(MPI_Bcast(&first, 1, MPI_INT, 0, node));
+  EASEL_MPI(MPI_Comm_free(&node));
+  std::vector<int> firsts(static_cast<size_t>(size_));
+  EASEL_MPI(MPI_Allgather(&first, 1, MPI_INT, firsts.data(), 1, MPI_INT, comm_));
+  const int per_node = static_cast<int>(env_seconds("EASEL_RANKS_PER_NODE", 0));
+  node_of_.resize(static_cast<size_t>(size_));
+  nodes_ = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (per_node > 0) {
+      node_of_[static_cast<size_t>(r)] = r / per_node;
+    } else {
+      int k = 0;
+      while (firsts[static_cast<size_t>(k)] != firsts[static_cast<size_t>(r)])
+        ++k;
+      node_of_[static_cast<size_t>(r)] = k == r ? nodes_ : node_of_[static_cast<size_t>(k)];
+    }
+    if (node_of_[static_cast<size_t>(r)] >= nodes_) nodes_ = node_of_[static_cast<size_t>(r)] + 1;
+  }
+  piece_ = static_cast<int64_t>(env_seconds("EASEL_MPI_PIECE_MB", 4) * (1 << 20) / 4);
+  if (piece_ < 1024) piece_ = 1024;
+  timeout_s_ = env_seconds("EASEL_MPI_TIMEOUT", 300);
+  stall_ = fault_rank("stall") == rank_;
+#if EASEL_HAVE_SMPI
+  start_watchdog();
+#endif
+}
+
+void MpiWorld::steps(int rank, const Transfer* xs, int count, const char* what) {
+  check_self(rank);
+  enter();
+  std::vector<MPI_Request>& sends = send_reqs_;
+  std::vector<MPI_Request>& recvs = recv_reqs_;
+  sends.clear();
+  recvs.clear();
+  int64_t staged = 0;  // the adds' incoming floats, one after another in recv_
+  for (int k = 0; k < count; ++k)
+    if (xs[k].recv_peer >= 0 && xs[k].op == RecvOp::add) staged += xs[k].recv_n;
+  float* stage = recv_.at_least(staged);
+  std::vector<float*>& ins = ins_;
+  ins.assign(static_cast<size_t>(count), nullptr);
+  for (int k = 0; k < count; ++k) {
+    const Transfer& x = xs[k];
+    if (x.send_peer >= 0)
+      for (int64_t b = 0; b < x.send_n || (b == 0 && x.send_n == 0); b += piece_) {
+        const int64_t m = std::min(piece_, x.send_n - b);
+        sends.emplace_back();
+        EASEL_MPI(MPI_Isend(x.send + b, checked_count(m), MPI_FLOAT, x.send_peer, kTagStep, comm_,
+                            &sends.back()));
+      }
+    if (x.recv_peer < 0) continue;
+    float* in = x.dst;
+    if (x.op == RecvOp::add) {
+      in = stage;
+      stage += x.recv_n;
+    }
+    ins[static_cast<size_t>(k)] = in;
+    for (int64_t b = 0; b < x.recv_n || (b == 0 && x.recv_n == 0); b += piece_) {
+      const int64_t m = std::min(piece_, x.recv_n - b);
+      recvs.emplace_back();
+      EASEL_MPI(MPI_Irecv(in + b, checked_count(m), MPI_FLOAT, x.recv_peer, kTagStep, comm_,
+                          &recvs.back()));
+    }
+  }
+  const bool values = !values_ignored();
+  size_t r = 0;
+  for (int k = 0; k < count; ++k) {
+    const Transfer& x = xs[k];
+    if (x.recv_peer < 0) continue;
+    const float* in = ins[static_cast<size_t>(k)];
+    for (int64_t b = 0; b < x.recv_n || (b == 0 && x.recv_n == 0); b += piece_, ++r) {
+      wait_s_ += wait(&recvs[r], nullptr, x.recv_peer, what, timeout_s_, nullptr);
+      if (x.op != RecvOp::add || !values) continue;
+      const int64_t e = std::min(x.recv_n, b + piece_);
+      float* dst = x.dst;
+      const float* own = x.own;
+#pragma omp simd
+      for (int64_t i = b; i < e; ++i)
+        dst[i] = own[i] + in[i];
+    }
+  }
+  r = 0;
+  for (int k = 0; k < count; ++k) {
+    const Transfer& x = xs[k];
+    if (x.send_peer < 0) continue;
+    for (int64_t b = 0; b < x.send_n || (b == 0 && x.send_n == 0); b += piece_, ++r)
+      wait_s_ += wait(&sends[r], nullptr, x.send_peer, what, timeout_s_, "did not take a message");
+  }
+}
+
+void MpiWorld::run_streams(int rank, const std::vector<Stream>& streams, const char* what) {
+  check_self(rank);
+  enter();
+  const size_t count = streams.size();
+  EASEL_CHECK(kTagStream + static_cast<int>(count) <= kFirstUserTag);
+  if (stream_stage_.size() < count) stream_stage_.resize(count);
+  std::vector<StreamState>& live = stream_state_;
+  live.assign(count, StreamState{});
+  std::vector<MPI_Request>& reqs = send_reqs_;
+  std::vector<StreamRequest>& meta = stream_meta_;
+  reqs.clear();
+  meta.clear();
+  const bool values = !values_ignored();
+  auto may_go = [&](size_t k) {
+    if (live[k].pending > 0 || live[k].done == streams[k].size()) return false;
+    const StreamStep& st = streams[k][live[k].done];
+    return st.after_stream < 0 ||
+           live[static_cast<size_t>(st.after_stream)].done >= static_cast<size_t>(st.after_count);
+  };
+  auto post = [&](size_t k) {
+    const StreamStep& st = streams[k][live[k].done];
+    const Transfer& x = st.x;
+    const int tag = kTagStream + static_cast<int>(k);
+    if (x.send_peer >= 0)
+      for (int64_t b = 0; b < x.send_n || (b == 0 && x.send_n == 0); b += piece_) {
+        const int64_t m = std::min(piece_, x.send_n - b);
+        reqs.emplace_back();
+        EASEL_MPI(MPI_Isend(x.send + b, checked_count(m), MPI_FLOAT, x.send_peer, tag, comm_,
+                            &reqs.back()));
+        meta.push_back({static_cast<int>(k), false, b, b + m});
+        ++live[k].pending;
+      }
+    if (x.recv_peer >= 0) {
+      live[k].in = x.op == RecvOp::add ? stream_stage_[k].at_least(x.recv_n) : x.dst;
+      for (int64_t b = 0; b < x.recv_n || (b == 0 && x.recv_n == 0); b += piece_) {
+        const int64_t m = std::min(piece_, x.recv_n - b);
+        reqs.emplace_back();
+        EASEL_MPI(MPI_Irecv(live[k].in + b, checked_count(m), MPI_FLOAT, x.recv_peer, tag, comm_,
+                            &reqs.back()));
+        meta.push_back({static_cast<int>(k), true, b, b + m});
+        ++live[k].pending;
+      }
+    }
+    if (live[k].pending == 0) ++live[k].done;  // an idle step
+  };
+  for (;;) {
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (size_t k = 0; k < count; ++k)
+        while (may_go(k)) {
+          post(k);
+          moved = true;
+        }
+    }
+    if (reqs.empty()) break;
+    // The peer a stall message names: the first pending receive's, else the first send's.
+    size_t named = 0;
+    while (named + 1 < meta.size() && !meta[named].recv)
+      ++named;
+    const StreamRequest& nm = meta[named];
+    const Transfer& nx =
+        streams[static_cast<size_t>(nm.stream)][live[static_cast<size_t>(nm.stream)].done].x;
+    int i = 0;
+    wait_s_ += wait_any(static_cast<int>(reqs.size()), reqs.data(), &i,
+                        nm.recv ? nx.recv_peer : nx.send_peer, what,
+                        nm.recv ? nullptr : "did not take a message");
+    const StreamRequest r = meta[static_cast<size_t>(i)];
+    reqs[static_cast<size_t>(i)] = reqs.back();
+    reqs.pop_back();
+    meta[static_cast<size_t>(i)] = meta.back();
+    meta.pop_back();
+    const size_t k = static_cast<size_t>(r.stream);
+    const Transfer& x = streams[k][live[k].done].x;
+    if (r.recv && x.op == RecvOp::add && values) {
+      float* dst = x.dst;
+      const float* own = x.own;
+      const float* src = live[k].in;
+#pragma omp simd
+      for (int64_t j = r.b; j < r.e; ++j)
+        dst[j] = own[j] + src[j];
+    }
+    if (--live[k].pending == 0) ++live[k].done;
+  }
+  for (size_t k = 0; k < count; ++k)
+    EASEL_CHECK_MSG(live[k].done == streams[k].size(), "streams that wait on each other");
+}
+
+void MpiWorld::abort(const std::string& message, int code) {
+  std::fprintf(stderr, "easel: rank %d: %s\n", rank_, message.c_str());
+  std::fflush(stderr);
+#if EASEL_HAVE_SMPI
+  ::_exit(code == 0 ? 1 : code);  // every rank is in this process: the simulation ends
+#else
+  MPI_Abort(MPI_COMM_WORLD, code == 0 ? 1 : code);
+  std::abort();
+#endif
+}
+
+double MpiWorld::wait(MPI_Request* req, MPI_Status* st, int peer, const char* what,
+                      double timeout_s, const char* verb, bool idle) {
+#if EASEL_HAVE_SMPI
+  (void)idle;
+  const double w0 = MPI_Wtime();
+  wait_state_ = WaitState{true, w0, peer, what, verb, timeout_s};
+  EASEL_MPI(MPI_Wait(req, st ? st : MPI_STATUS_IGNORE));
+  wait_state_.waiting = false;
+  return MPI_Wtime() - w0;
+#endif
+  const auto t0 = std::chrono::steady_clock::now();
+  int done = 0;
+  for (int i = 0;; ++i) {
+    EASEL_MPI(MPI_Test(req, &done, st ? st : MPI_STATUS_IGNORE));
+    if (done) break;
+    if (i % 16 != 15) continue;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (timeout_s > 0 && s > timeout_s) stalled(peer, verb, what, s, timeout_s);
+    if (!idle && s < 1e-3) continue;
+    if (!idle && s < 20e-3)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double MpiWorld::wait_any(int count, MPI_Request* reqs, int* index, int peer, const char* what,
+                          const char* verb) {
+#if EASEL_HAVE_SMPI
+  const double w0 = MPI_Wtime();
+  wait_state_ = WaitState{true, w0, peer, what, verb, timeout_s_};
+  EASEL_MPI(MPI_Waitany(count, reqs, index, MPI_STATUS_IGNORE));
+  wait_state_.waiting = false;
+  return MPI_Wtime() - w0;
+#endif
+  const auto t0 = std::chrono::steady_clock::now();
+  int done = 0;
+  for (int i = 0;; ++i) {
+    EASEL_MPI(MPI_Testany(count, reqs, index, &done, MPI_STATUS_IGNORE));
+    if (done) break;
+    if (i % 16 != 15) continue;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (timeout_s_ > 0 && s > timeout_s_) stalled(peer, verb, what, s, timeout_s_);
+    if (s < 1e-3) continue;
+    if (s < 20e-3)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void MpiWorld::stalled(int peer, const char* verb, const char* what, double s, double timeout_s) {
+  char msg[256];
+  if (peer >= 0)
+    std::snprintf(msg, sizeof msg,
+                  "rank %d %s in %s for %.0f s (it stalled or died; EASEL_MPI_TIMEOUT=%g); "
+                  "stopping the job",
+                  peer, verb ? verb : "sent no message", what, s, timeout_s);
+  else
+    std::snprintf(msg, sizeof msg, "no rank sent a message in %s for %.0f s; stopping the job",
+                  what, s);
+  abort(msg, 3);
+}
+
+#if EASEL_HAVE_SMPI
+void MpiWorld::start_watchdog() {
+  const double period = std::max(timeout_s_ / 64, 1e-3);
+  WaitState* ws = &wait_state_;
+  const int self = rank_;
+  simgrid::s4u::ActorPtr a = simgrid::s4u::Actor::create(
+      "easel-watchdog-" + std::to_string(rank_), simgrid::s4u::this_actor::get_host(),
+      [ws, self, period] {
+        for (;;) {
+          if (!ws->waiting || ws->timeout_s <= 0) {
+            simgrid::s4u::this_actor::sleep_for(period);
+            continue;
+          }
+          // Wake exactly at this wait's deadline: the rank that began waiting first (on the
+          // one that stalled) is the first to report, as with real clocks.
+          const double s = simgrid::s4u::Engine::get_clock() - ws->since;
+          if (s < ws->timeout_s) {
+            simgrid::s4u::this_actor::sleep_for(ws->timeout_s - s + 1e-9);
+            continue;
+          }
+          if (ws->peer >= 0)
+            std::fprintf(stderr,
+                         "easel: rank %d: rank %d %s in %s for %.0f simulated s (it stalled or "
+                         "died; EASEL_MPI_TIMEOUT=%g); stopping the simulation\n",
+                         self, ws->peer, ws->verb ? ws->verb : "sent no message", ws->what, s,
+                         ws->timeout_s);
+          else
+            std::fprintf(stderr,
+                         "easel: rank %d: no rank sent a message in %s for %.0f simulated s; "
+                         "stopping the simulation\n",
+                         self, ws->what, s);
+          std::fflush(stderr);
+          ::_exit(3);
+        }
+      });
+  a->daemonize();
+}
+#endif
+
+// --collective mpi: the library's own collectives among the processes.
+class NativeComm final : public Comm {
+ public:
+  explicit NativeComm(MpiWorld& w) : w_(w) {}
+  int size() const override { return w_.size(); }
+  std::string name() const override { return "mpi-native(" + std::to_string(w_.size()) + ")"; }
+  void allreduce_sum(int rank, float* buf, int64_t n) override {
+    timed(rank, [&] { w_.allreduce_sum_native(buf, n); });
+  }
+  void reduce_sum(int rank, const float* src, float* dst, int64_t n, int root) override {
+    timed(rank, [&] { w_.reduce_sum_native(src, dst, n, root); });
+  }
+  void broadcast(int rank, float* buf, int64_t n, int root) override {
+    timed(rank, [&] { w_.broadcast_native(buf, n, root); });
+  }
+  void barrier(int rank) override {
+    timed(rank, [&] { w_.barrier_native(); });
+  }
+  // A blocking library call does not tell waiting from moving: none is counted as wait.
+  double wait_seconds(int) const override { return 0; }
+
+ private:
+  template <typename Fn>
+  void timed(int rank, Fn fn) {
+    EASEL_CHECK_MSG(rank == w_.rank(), "an MPI Comm is called with the calling process's rank");
+    fn();
+  }
+  MpiWorld& w_;
+};
+
+std::unique_ptr<Comm> MpiWorld::native_comm() {
+  return std::make_unique<NativeComm>(*this);
+}
+
+void mpi_call_failed(const char* call, int rc, const char* file, int line) {
+  char err[MPI_MAX_ERROR_STRING] = {0};
+  int len = 0;
+  MPI_Error_string(rc, err, &len);
+  int rank = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::fprintf(stderr, "easel: rank %d: %s failed: %s at %s:%d; stopping the job\n", rank, call,
+               err, file, line);
+  std::fflush(stderr);
+#if EASEL_HAVE_SMPI
+  ::_exit(3);
+#else
+  MPI_Abort(MPI_COMM_WORLD, 3);
+  std::abort();
+#endif
+}
+
+}  // namespace easel::mpi_detail
