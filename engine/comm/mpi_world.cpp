@@ -58,12 +58,11 @@ void MpiWorld::steps(int rank, const Transfer* xs, int count, const char* what) 
   for (int k = 0; k < count; ++k) {
     const Transfer& x = xs[k];
     if (x.send_peer >= 0)
-      for (int64_t b = 0; b < x.send_n || (b == 0 && x.send_n == 0); b += piece_) {
-        const int64_t m = std::min(piece_, x.send_n - b);
+      for_pieces(x.send_n, [&](int64_t b, int64_t m) {
         sends.emplace_back();
         EASEL_MPI(MPI_Isend(x.send + b, checked_count(m), MPI_FLOAT, x.send_peer, kTagStep, comm_,
                             &sends.back()));
-      }
+      });
     if (x.recv_peer < 0) continue;
     float* in = x.dst;
     if (x.op == RecvOp::add) {
@@ -71,12 +70,11 @@ void MpiWorld::steps(int rank, const Transfer* xs, int count, const char* what) 
       stage += x.recv_n;
     }
     ins[static_cast<size_t>(k)] = in;
-    for (int64_t b = 0; b < x.recv_n || (b == 0 && x.recv_n == 0); b += piece_) {
-      const int64_t m = std::min(piece_, x.recv_n - b);
+    for_pieces(x.recv_n, [&](int64_t b, int64_t m) {
       recvs.emplace_back();
       EASEL_MPI(MPI_Irecv(in + b, checked_count(m), MPI_FLOAT, x.recv_peer, kTagStep, comm_,
                           &recvs.back()));
-    }
+    });
   }
   const bool values = !values_ignored();
   size_t r = 0;
@@ -84,23 +82,24 @@ void MpiWorld::steps(int rank, const Transfer* xs, int count, const char* what) 
     const Transfer& x = xs[k];
     if (x.recv_peer < 0) continue;
     const float* in = ins[static_cast<size_t>(k)];
-    for (int64_t b = 0; b < x.recv_n || (b == 0 && x.recv_n == 0); b += piece_, ++r) {
-      wait_s_ += wait(&recvs[r], nullptr, x.recv_peer, what, timeout_s_, nullptr);
-      if (x.op != RecvOp::add || !values) continue;
-      const int64_t e = std::min(x.recv_n, b + piece_);
+    for_pieces(x.recv_n, [&](int64_t b, int64_t m) {
+      wait_s_ += wait(&recvs[r++], nullptr, x.recv_peer, what, timeout_s_, nullptr);
+      if (x.op != RecvOp::add || !values) return;
       float* dst = x.dst;
       const float* own = x.own;
 #pragma omp simd
-      for (int64_t i = b; i < e; ++i)
+      for (int64_t i = b; i < b + m; ++i)
         dst[i] = own[i] + in[i];
-    }
+    });
   }
   r = 0;
   for (int k = 0; k < count; ++k) {
     const Transfer& x = xs[k];
     if (x.send_peer < 0) continue;
-    for (int64_t b = 0; b < x.send_n || (b == 0 && x.send_n == 0); b += piece_, ++r)
-      wait_s_ += wait(&sends[r], nullptr, x.send_peer, what, timeout_s_, "did not take a message");
+    for_pieces(x.send_n, [&](int64_t, int64_t) {
+      wait_s_ +=
+          wait(&sends[r++], nullptr, x.send_peer, what, timeout_s_, "did not take a message");
+    });
   }
 }
 
@@ -128,24 +127,22 @@ void MpiWorld::run_streams(int rank, const std::vector<Stream>& streams, const c
     const Transfer& x = st.x;
     const int tag = kTagStream + static_cast<int>(k);
     if (x.send_peer >= 0)
-      for (int64_t b = 0; b < x.send_n || (b == 0 && x.send_n == 0); b += piece_) {
-        const int64_t m = std::min(piece_, x.send_n - b);
+      for_pieces(x.send_n, [&](int64_t b, int64_t m) {
         reqs.emplace_back();
         EASEL_MPI(MPI_Isend(x.send + b, checked_count(m), MPI_FLOAT, x.send_peer, tag, comm_,
                             &reqs.back()));
         meta.push_back({static_cast<int>(k), false, b, b + m});
         ++live[k].pending;
-      }
+      });
     if (x.recv_peer >= 0) {
       live[k].in = x.op == RecvOp::add ? stream_stage_[k].at_least(x.recv_n) : x.dst;
-      for (int64_t b = 0; b < x.recv_n || (b == 0 && x.recv_n == 0); b += piece_) {
-        const int64_t m = std::min(piece_, x.recv_n - b);
+      for_pieces(x.recv_n, [&](int64_t b, int64_t m) {
         reqs.emplace_back();
         EASEL_MPI(MPI_Irecv(live[k].in + b, checked_count(m), MPI_FLOAT, x.recv_peer, tag, comm_,
                             &reqs.back()));
         meta.push_back({static_cast<int>(k), true, b, b + m});
         ++live[k].pending;
-      }
+      });
     }
     if (live[k].pending == 0) ++live[k].done;  // an idle step
   };

@@ -341,6 +341,13 @@ class MpiWorld final : public MpiComm {
   std::vector<int> node_of_;                 // [rank]
   int nodes_ = 1;
   int64_t piece_ = int64_t{1} << 20;
+  // The pieces a span of n floats travels in: f(offset, length) for each, in order (one empty
+  // piece when n is 0, so that an empty transfer is still one matched message).
+  template <class F>
+  void for_pieces(int64_t n, F f) const {
+    for (int64_t b = 0; b < n || (b == 0 && n == 0); b += piece_)
+      f(b, std::min(piece_, n - b));
+  }
 
   // The world seen as a Transport by the collective algorithms.
   class WorldTransport final : public Transport {
