@@ -20,6 +20,8 @@ namespace easel {
 namespace {
 
 using test::run_ranks;
+using test::run_without;
+using test::StallSeen;
 using test::value;
 float expected_sum(int p, int64_t i) {
   double s = 0;
@@ -345,29 +347,15 @@ TEST(ShmComm, StalledPeerIsNamedInEveryAlgorithm) {
   for (CollectiveAlgo algo : kAlgos) {
     for (int p : {3, 5, 8}) {
       const int missing = p - 2;
-      clear_stall();
       auto comm = make_shm_comm(p, algo);
-      std::vector<int> threw(static_cast<size_t>(p), 0);
-      const auto t0 = std::chrono::steady_clock::now();
-      run_ranks(p, [&](int r) {
-        if (r == missing) return;
+      const StallSeen seen = run_without(p, missing, [&](int r) {
         std::vector<float> buf(1000, 1.f);
-        try {
-          comm->allreduce_sum(r, buf.data(), 1000);
-        } catch (const Stalled&) {
-          threw[static_cast<size_t>(r)] = 1;
-        }
+        comm->allreduce_sum(r, buf.data(), 1000);
       });
-      const double took =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const std::string what = first_stall();
-      EXPECT_NE(what.find("group " + std::to_string(missing) + " has not"), std::string::npos)
-          << collective_algo_name(algo) << " p=" << p << ": " << what;
-      EXPECT_LT(took, 5.0) << collective_algo_name(algo);
-      int n_threw = 0;
-      for (int x : threw)
-        n_threw += x;
-      EXPECT_GE(n_threw, 1);
+      EXPECT_NE(seen.what.find("group " + std::to_string(missing) + " has not"), std::string::npos)
+          << collective_algo_name(algo) << " p=" << p << ": " << seen.what;
+      EXPECT_LT(seen.seconds, 5.0) << collective_algo_name(algo);
+      EXPECT_GE(seen.threw, 1);
     }
   }
   clear_stall();
@@ -378,20 +366,14 @@ TEST(ShmComm, StalledPeerIsNamedInEveryAlgorithm) {
 // name the global group numbers.
 TEST(ShmComm, StallNamesGroupsFromTheFirstGroup) {
   set_stall_timeout_seconds(0.3);
-  clear_stall();
   ShmOptions o;
   o.first_group = 6;
   auto comm = make_collective_comm(make_shm_transport(3, o), CollectiveAlgo::ring);
-  run_ranks(3, [&](int r) {
-    if (r == 1) return;
+  const StallSeen seen = run_without(3, 1, [&](int r) {
     std::vector<float> buf(10, 1.f);
-    try {
-      comm->allreduce_sum(r, buf.data(), 10);
-    } catch (const Stalled&) {
-    }
+    comm->allreduce_sum(r, buf.data(), 10);
   });
-  const std::string what = first_stall();
-  EXPECT_NE(what.find("group 7 has not"), std::string::npos) << what;
+  EXPECT_NE(seen.what.find("group 7 has not"), std::string::npos) << seen.what;
   clear_stall();
   set_stall_timeout_seconds(300);
 }
