@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "nets/graph.hpp"
 #include "nets/models/description.hpp"
@@ -220,6 +221,35 @@ TEST(LayerRates, UpdateTimedBySizeReplacesItsBandwidth) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("step.update[0].seconds"), std::string::npos)
       << bad.status().message();
+}
+
+// Cold timings (cold_seconds, after the last-level cache was evicted) and the elastic momentum
+// step ([[step.elastic_update]]) are read beside the warm ones, each checked by name.
+TEST(LayerRates, ColdAndElasticPassesAreRead) {
+  std::string text = rated_text({"conv"});
+  text.replace(text.find("source = \"test\"\n[[step.rate]]"), 15,
+               "source = \"test\"\n[[step.update]]\nbytes = 1e6\nseconds = 1e-4\n"
+               "cold_seconds = 2e-4\n[[step.elastic_update]]\nbytes = 1e6\nseconds = 3e-4\n"
+               "cold_seconds = 4e-4\n");
+  auto m = parse_machine(text, "rated.toml");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ASSERT_EQ(m->update_passes.size(), 1u);
+  ASSERT_EQ(m->elastic_passes.size(), 1u);
+  EXPECT_EQ(m->update_passes[0].cold_seconds, 2e-4);
+  EXPECT_EQ(m->elastic_passes[0].seconds, 3e-4);
+  EXPECT_EQ(m->elastic_passes[0].cold_seconds, 4e-4);
+  ASSERT_EQ(m->step.update_by_size.size(), 1u);
+  EXPECT_EQ(m->step.update_by_size[0].second, 1e-4);  // warm by default
+  for (const auto& [from, to, key] :
+       {std::tuple{"cold_seconds = 4e-4", "cold_seconds = -1",
+                   "step.elastic_update[0].cold_seconds"},
+        std::tuple{"cold_seconds = 4e-4", "colder = 1", "step.elastic_update[0].colder"}}) {
+    std::string t = text;
+    t.replace(t.find(from), std::string(from).size(), to);
+    auto bad = parse_machine(t, "rated.toml");
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.status().message().find(key), std::string::npos) << bad.status().message();
+  }
 }
 
 TEST(LayerRates, BadStepTablesNameTheKey) {

@@ -356,6 +356,60 @@ TEST(Model, NetWithRunningStatisticsIsPricedOnTheCommPath) {
   EXPECT_NEAR(predict(*m, stats)->exchange_seconds, predict(*m, plain)->exchange_seconds, 1e-15);
 }
 
+// sync-easgd's Comm path prices its exchange steps' elastic momentum step (compute) over the
+// momentum update, both timed by size ([[step.elastic_update]], [[step.update]]), time-sliced
+// as the step and once per tau; a net without running statistics (the fused exchanges) and
+// async-easgd do not take it. Past half the last-level cache the passes' cold timings serve.
+TEST(Model, CommPathPricesTheElasticStepAndColdPasses) {
+  std::string text = kSmall;
+  text.replace(text.find("[[net]]"), 7,
+               "[[transport.shared_memory.exchange]]\ngroups = 2\nbytes = 1e6\nseconds = 2e-4\n"
+               "[[transport.shared_memory.comm_exchange]]\ngroups = 2\nbytes = 1e6\n"
+               "seconds = 5e-5\ncold_seconds = 1e-4\n[[net]]");
+  auto parsed = parse_machine(text, "x.toml");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  Machine m = *parsed;
+  m.update_passes = {{1, 1e6, 1e-4, 3e-4}};
+  m.elastic_passes = {{1, 1e6, 4e-4, 9e-4}};
+  ModelRequest stats = request("lenet", "sync-easgd", 1);
+  stats.cost.state_floats = 64;
+  const double w = 4.0 * static_cast<double>(stats.cost.arena_floats);
+  ModelRequest plain = stats;
+  plain.cost.state_floats = 0;
+  auto base = predict(m, plain);
+  auto comm = predict(m, stats);
+  ASSERT_TRUE(base.ok() && comm.ok());
+  EXPECT_NEAR(comm->step_seconds - base->step_seconds, 0, 1e-15);  // the step itself alike
+  EXPECT_NEAR(comm->compute_seconds - comm->step_seconds, (4e-4 - 1e-4) * w / 1e6, 1e-12);
+  EXPECT_NEAR(base->compute_seconds, base->step_seconds, 1e-15);
+  // tau 4: once in four steps; 4 groups on 2 cores: time-sliced, x 2.
+  ModelRequest tau = stats;
+  tau.tau = 4;
+  EXPECT_NEAR(predict(m, tau)->compute_seconds - comm->step_seconds, 3e-4 * w / 1e6 / 4, 1e-12);
+  ModelRequest four = stats;
+  four.groups = 4;
+  auto p4 = predict(m, four);
+  EXPECT_NEAR(p4->compute_seconds - p4->step_seconds, 2 * 3e-4 * w / 1e6, 1e-12);
+  ModelRequest async = stats;
+  async.algo = "async-easgd";
+  auto pa = predict(m, async);
+  EXPECT_NEAR(pa->compute_seconds, pa->step_seconds, 1e-15);
+  // Cold: the groups' buffers over half the cache (here 1 MB): the cold timings, for the
+  // elastic step and for the Comm path's exchange.
+  EXPECT_FALSE(passes_cold(m, stats));  // no cache described
+  m.cache_mb = 1;
+  ASSERT_TRUE(passes_cold(m, stats));
+  auto cold = predict(m, stats);
+  ASSERT_TRUE(cold.ok());
+  EXPECT_NEAR(cold->compute_seconds - cold->step_seconds, (9e-4 - 3e-4) * w / 1e6, 1e-12);
+  const double n = static_cast<double>(stats.cost.arena_floats);
+  EXPECT_NEAR(cold->exchange_seconds,
+              shm_exchange_by_size(m.shm_comm_exchange, m, 1, false, n, 1, 1, true, true), 1e-12);
+  EXPECT_NEAR(cold->exchange_seconds / comm->exchange_seconds, 2, 1e-9);  // 1e-4 against 5e-5
+  m.cache_mb = 1e6;
+  EXPECT_FALSE(passes_cold(m, stats));
+}
+
 // A calibrated net's own oversubscription_overhead ([[net]]) replaces the machine's for it.
 TEST(Model, NetsOwnOversubscriptionOverhead) {
   std::string text = kSmall;

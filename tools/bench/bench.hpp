@@ -115,22 +115,34 @@ struct ExchangeResult {
 Result<ExchangeResult> time_exchange(const Topology& topo, const BenchConfig& cfg,
                                      const NetSpec& spec, int groups);
 
+// A pass timed two ways: warm (repeated over the same buffers, which stay in the last-level
+// cache where they fit) and cold (each call after a pass over `evict_bytes` of other memory, as
+// in the trainer after a step whose activations and other arenas passed through the cache).
+struct PassTime {
+  double seconds = 0;       // warm: the fastest repeat
+  double cold_seconds = 0;  // cold: the median of the calls; 0 when evict_bytes is 0
+};
+
 // Sync EASGD's exchange as the trainer runs it (mirrored for two groups, partitioned for more)
 // among `groups` groups of one thread (oversubscribed when there are fewer cores) over an arena
 // of `floats` floats: a group's thread CPU seconds per exchange, the median over the groups of
 // each one's fastest repeat. `comm_path`: the trainer's Comm path instead (a net with running
 // statistics takes it): of a group's CPU time only its comm's share (as its wall time splits
 // between the comm and compute timers: the elastic step is compute), the mean over the groups
-// (the root alone updates the centre).
-Result<double> time_sync_exchange_cpu(const Topology& topo, const BenchConfig& cfg, int groups,
-                                      int64_t floats, bool comm_path = false);
+// (the root alone updates the centre). Cold timings with `evict_bytes` > 0 (the Comm path's).
+Result<PassTime> time_sync_exchange_cpu(const Topology& topo, const BenchConfig& cfg, int groups,
+                                        int64_t floats, bool comm_path = false,
+                                        int64_t evict_bytes = 0);
 
-// async-easgd's locked exchange with the centre (easgd_exchange: the elastic step fused with
-// the group's SGD step) of one group on the first core over an arena of `floats` floats, or
-// (`update`) the group's momentum update over it: the thread's CPU seconds per call, the
-// fastest repeat.
-Result<double> time_centre_exchange_cpu(const Topology& topo, const BenchConfig& cfg,
-                                        int64_t floats, bool update = false);
+// One group's element-wise pass over an arena of `floats` floats on the first core: the
+// thread's CPU seconds per call.
+enum class GroupPass {
+  centre_exchange,  // async-easgd's locked exchange (easgd_exchange: its SGD step fused)
+  momentum_update,  // the momentum update of a step (w, g, v)
+  elastic_update,   // sync-easgd's elastic momentum step on the Comm path (w, g, v, centre)
+};
+Result<PassTime> time_group_pass_cpu(const Topology& topo, const BenchConfig& cfg, int64_t floats,
+                                     GroupPass pass, int64_t evict_bytes = 0);
 
 // Completes `run`, whose groups are built (worker, device, arenas, fake gradient), as the trainer
 // would for `algo` in one process: the layout (which must outlive the run), the parameters, a

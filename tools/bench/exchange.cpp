@@ -250,8 +250,43 @@ Result<ExchangeResult> time_exchange(const Topology& topo, const BenchConfig& cf
   return out;
 }
 
-Result<double> time_sync_exchange_cpu(const Topology& topo, const BenchConfig& cfg, int groups,
-                                      int64_t floats, bool comm_path) {
+namespace {
+
+// A pass over `bytes` of memory that no timed pass touches (read and written), so that the next
+// pass finds its buffers out of the last-level cache. A no-op for 0 bytes.
+class Evictor {
+ public:
+  explicit Evictor(int64_t bytes) : floats_(std::max<int64_t>(bytes, 0) / 4) {}
+  Status prepare() {
+    if (floats_ == 0) return Status::ok_status();
+    EASEL_ASSIGN_OR_RETURN(buf_, Arena::create(floats_, MemKind::dram));
+    for (int64_t j = 0; j < floats_; ++j)
+      buf_.data()[j] = static_cast<float>(j % 7);
+    return Status::ok_status();
+  }
+  void pass() {
+    float* b = buf_.data();
+    for (int64_t j = 0; j < floats_; ++j)
+      b[j] = b[j] * 0.5f + 1.f;
+  }
+  bool on() const { return floats_ > 0; }
+
+ private:
+  int64_t floats_;
+  Arena buf_;
+};
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+constexpr int kColdCalls = 5;  // cold calls timed, each after an eviction
+
+}  // namespace
+
+Result<PassTime> time_sync_exchange_cpu(const Topology& topo, const BenchConfig& cfg, int groups,
+                                        int64_t floats, bool comm_path, int64_t evict_bytes) {
   PlanRequest req;
   req.groups = std::to_string(groups);
   req.threads_per_group = 1;
@@ -278,6 +313,8 @@ Result<double> time_sync_exchange_cpu(const Topology& topo, const BenchConfig& c
                                                     : groups == 2 ? SyncExchange::mirrored
                                                                   : SyncExchange::partitioned);
   EASEL_RETURN_IF_ERROR(prepare_bench_run(run, *algo, layout, params, spin));
+  Evictor evict(evict_bytes);
+  EASEL_RETURN_IF_ERROR(evict.prepare());
   auto round = [&](int i) { algo->run_round(run, *run.groups[static_cast<size_t>(i)], 1); };
   // Warm-up (first touches, the partition's buffers), then about 20 ms of CPU a repeat.
   std::vector<double> cpu(static_cast<size_t>(groups));
@@ -305,16 +342,35 @@ Result<double> time_sync_exchange_cpu(const Topology& topo, const BenchConfig& c
     run_together(workers, [&](int i) {
       best[static_cast<size_t>(i)] = std::min(best[static_cast<size_t>(i)], timed(i, k));
     });
+  // Cold: one round at a time, each after group 0 evicted the cache the groups share.
+  std::vector<std::vector<double>> cold(static_cast<size_t>(groups));
+  for (int r = 0; evict.on() && r < kColdCalls; ++r) {
+    run_together(workers, [&](int i) {
+      if (i == 0) evict.pass();
+    });
+    run_together(workers, [&](int i) { cold[static_cast<size_t>(i)].push_back(timed(i, 1)); });
+  }
+  std::vector<double> cold_each;
+  for (const auto& c : cold)
+    if (!c.empty()) cold_each.push_back(median_of(c));
+  PassTime out;
   // The Comm path's groups differ (the root alone updates the centre; the trainer's comm share
   // sums them): their mean. The fused exchanges' are alike: their median.
-  if (comm_path)
-    return std::accumulate(best.begin(), best.end(), 0.0) / static_cast<double>(best.size());
-  std::sort(best.begin(), best.end());
-  return best[best.size() / 2];
+  if (comm_path) {
+    out.seconds = std::accumulate(best.begin(), best.end(), 0.0) / static_cast<double>(groups);
+    out.cold_seconds = cold_each.empty()
+                           ? 0
+                           : std::accumulate(cold_each.begin(), cold_each.end(), 0.0) /
+                                 static_cast<double>(cold_each.size());
+    return out;
+  }
+  out.seconds = median_of(best);
+  out.cold_seconds = median_of(cold_each);
+  return out;
 }
 
-Result<double> time_centre_exchange_cpu(const Topology& topo, const BenchConfig& cfg,
-                                        int64_t floats, bool update) {
+Result<PassTime> time_group_pass_cpu(const Topology& topo, const BenchConfig& cfg, int64_t floats,
+                                     GroupPass pass, int64_t evict_bytes) {
   GroupSpec gs;
   gs.cpus = {topo.cores[0][0]};
   EASEL_ASSIGN_OR_RETURN(std::unique_ptr<WorkerThread> worker, WorkerThread::start(gs, true));
@@ -324,11 +380,15 @@ Result<double> time_centre_exchange_cpu(const Topology& topo, const BenchConfig&
   seg.dims = {floats};
   seg.count = floats;
   layout.add(seg);
-  double best = 1e30;
+  PassTime out;
+  out.seconds = 1e30;
   Status st;
   worker->run([&] {
-    Arena w, g, c;
-    for (Arena* a : {&w, &g, &c}) {
+    Evictor evict(evict_bytes);
+    st = evict.prepare();
+    if (!st.ok()) return;
+    Arena w, g, v, c;
+    for (Arena* a : {&w, &g, &v, &c}) {
       auto r = Arena::create(floats, MemKind::dram);
       if (!r.ok()) {
         st = r.status();
@@ -339,15 +399,23 @@ Result<double> time_centre_exchange_cpu(const Topology& topo, const BenchConfig&
     for (int64_t j = 0; j < floats; ++j) {
       w.data()[j] = 0.01f * static_cast<float>(j % 97) - 0.48f;
       g.data()[j] = 1e-4f * static_cast<float>(j % 13);
+      v.data()[j] = 1e-3f * static_cast<float>(j % 11);
       c.data()[j] = 0.01f * static_cast<float>((j + 1) % 97) - 0.48f;
     }
-    // The exchange async-easgd's group runs under the centre lock (tau 1: fused with its step),
-    // or the momentum update (c as the momentum).
+    const auto segs = layout.segments();
     auto once = [&] {
-      if (update)
-        momentum_step(layout.segments(), w.data(), g.data(), c.data(), 0.01f, 0.9f, 5e-4f);
-      else
-        easgd_exchange(layout.segments(), w.data(), g.data(), c.data(), 0.01f, 5e-4f, 0.45f);
+      switch (pass) {
+        case GroupPass::centre_exchange:
+          easgd_exchange(segs, w.data(), g.data(), c.data(), 0.01f, 5e-4f, 0.45f);
+          break;
+        case GroupPass::momentum_update:
+          momentum_step(segs, w.data(), g.data(), v.data(), 0.01f, 0.9f, 5e-4f);
+          break;
+        case GroupPass::elastic_update:
+          elastic_momentum_step(segs, w.data(), g.data(), v.data(), c.data(), 0.01f, 0.9f, 5e-4f,
+                                0.45f, false);
+          break;
+      }
     };
     double c0 = thread_cpu_seconds();
     once();  // warm-up
@@ -357,11 +425,19 @@ Result<double> time_centre_exchange_cpu(const Topology& topo, const BenchConfig&
       c0 = thread_cpu_seconds();
       for (int64_t i = 0; i < k; ++i)
         once();
-      best = std::min(best, (thread_cpu_seconds() - c0) / static_cast<double>(k));
+      out.seconds = std::min(out.seconds, (thread_cpu_seconds() - c0) / static_cast<double>(k));
     }
+    std::vector<double> cold;
+    for (int r = 0; evict.on() && r < kColdCalls; ++r) {
+      evict.pass();
+      c0 = thread_cpu_seconds();
+      once();
+      cold.push_back(thread_cpu_seconds() - c0);
+    }
+    out.cold_seconds = median_of(std::move(cold));
   });
   EASEL_RETURN_IF_ERROR(st);
-  return best;
+  return out;
 }
 
 }  // namespace easel::bench

@@ -144,9 +144,9 @@ Status read_exchange_points(Reader& r, const toml::node& node, const std::string
     const toml::table* t = (*arr)[j].as_table();
     if (t == nullptr) return r.error(lp, "must be a table", &(*arr)[j]);
     if (centre) {
-      EASEL_RETURN_IF_ERROR(r.only(*t, lp, {"bytes", "seconds"}));
+      EASEL_RETURN_IF_ERROR(r.only(*t, lp, {"bytes", "seconds", "cold_seconds"}));
     } else {
-      EASEL_RETURN_IF_ERROR(r.only(*t, lp, {"groups", "bytes", "seconds"}));
+      EASEL_RETURN_IF_ERROR(r.only(*t, lp, {"groups", "bytes", "seconds", "cold_seconds"}));
     }
     ExchangePoint x;
     x.groups = 1;
@@ -156,6 +156,28 @@ Status read_exchange_points(Reader& r, const toml::node& node, const std::string
     }
     EASEL_ASSIGN_OR_RETURN(x.bytes, r.number(*t, lp, "bytes", 1, 1e15, true));
     EASEL_ASSIGN_OR_RETURN(x.seconds, r.number(*t, lp, "seconds", 1e-12, 1e6, true));
+    EASEL_ASSIGN_OR_RETURN(x.cold_seconds, r.number(*t, lp, "cold_seconds", 1e-12, 1e6, false, 0));
+    out->push_back(x);
+  }
+  return Status::ok_status();
+}
+
+// [[step.update]] / [[step.elastic_update]]: a group's pass timed by arena size, bytes > 0,
+// seconds > 0 and (optionally) cold_seconds > 0.
+Status read_pass_points(Reader& r, const toml::node& node, const std::string& p,
+                        std::vector<ExchangePoint>* out) {
+  const toml::array* arr = node.as_array();
+  if (arr == nullptr) return r.error(p, "must be an array of tables ([[" + p + "]])", &node);
+  for (size_t j = 0; j < arr->size(); ++j) {
+    const std::string lp = p + "[" + std::to_string(j) + "]";
+    const toml::table* t = (*arr)[j].as_table();
+    if (t == nullptr) return r.error(lp, "must be a table", &(*arr)[j]);
+    EASEL_RETURN_IF_ERROR(r.only(*t, lp, {"bytes", "seconds", "cold_seconds"}));
+    ExchangePoint x;
+    x.groups = 1;
+    EASEL_ASSIGN_OR_RETURN(x.bytes, r.number(*t, lp, "bytes", 1, 1e15, true));
+    EASEL_ASSIGN_OR_RETURN(x.seconds, r.number(*t, lp, "seconds", 1e-12, 1e6, true));
+    EASEL_ASSIGN_OR_RETURN(x.cold_seconds, r.number(*t, lp, "cold_seconds", 1e-12, 1e6, false, 0));
     out->push_back(x);
   }
   return Status::ok_status();
@@ -237,23 +259,16 @@ Status read_step(Reader& r, const toml::table& root, Machine* m) {
   EASEL_ASSIGN_OR_RETURN(const toml::table* t, r.table(root, "", "step", false));
   if (t == nullptr) return Status::ok_status();
   EASEL_RETURN_IF_ERROR(r.source(*t, "step"));
-  EASEL_RETURN_IF_ERROR(
-      r.only(*t, "step", {"update_gbs", "other_seconds_per_image", "rate", "update", "source"}));
+  EASEL_RETURN_IF_ERROR(r.only(
+      *t, "step",
+      {"update_gbs", "other_seconds_per_image", "rate", "update", "elastic_update", "source"}));
   if (const toml::node* u = t->get("update")) {
-    // [[step.update]]: the momentum update timed by arena size, bytes > 0 and seconds > 0.
-    const toml::array* ua = u->as_array();
-    if (ua == nullptr)
-      return r.error("step.update", "must be an array of tables ([[step.update]])", u);
-    for (size_t j = 0; j < ua->size(); ++j) {
-      const std::string lp = "step.update[" + std::to_string(j) + "]";
-      const toml::table* ut = (*ua)[j].as_table();
-      if (ut == nullptr) return r.error(lp, "must be a table", &(*ua)[j]);
-      EASEL_RETURN_IF_ERROR(r.only(*ut, lp, {"bytes", "seconds"}));
-      EASEL_ASSIGN_OR_RETURN(const double bytes, r.number(*ut, lp, "bytes", 1, 1e15, true));
-      EASEL_ASSIGN_OR_RETURN(const double seconds, r.number(*ut, lp, "seconds", 1e-12, 1e6, true));
-      m->step.update_by_size.emplace_back(bytes, seconds);
-    }
+    EASEL_RETURN_IF_ERROR(read_pass_points(r, *u, "step.update", &m->update_passes));
+    for (const ExchangePoint& x : m->update_passes)
+      m->step.update_by_size.emplace_back(x.bytes, x.seconds);
   }
+  if (const toml::node* u = t->get("elastic_update"))
+    EASEL_RETURN_IF_ERROR(read_pass_points(r, *u, "step.elastic_update", &m->elastic_passes));
   EASEL_ASSIGN_OR_RETURN(m->step.update_gbs, r.number(*t, "step", "update_gbs", 1e-3, kBig, true));
   EASEL_ASSIGN_OR_RETURN(m->step.other_per_image,
                          r.number(*t, "step", "other_seconds_per_image", 0, 1e3, false, 0));

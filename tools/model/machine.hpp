@@ -66,6 +66,9 @@ struct LocalityMode {
 struct ExchangePoint {
   int groups = 2;
   double bytes = 0, seconds = 0;
+  // The same after the last-level cache was evicted (the trainer's case when a step's buffers
+  // exceed the cache: the model's passes_cold); 0: not timed, `seconds` serves.
+  double cold_seconds = 0;
 };
 
 struct Machine {
@@ -116,6 +119,9 @@ struct Machine {
   // One group's locked exchange with the centre (async-easgd's easgd_exchange) timed by size
   // ([[transport.shared_memory.centre_exchange]], groups 1); empty: priced from shared_memory.
   std::vector<ExchangePoint> shm_centre_exchange;
+  // A group's momentum update ([[step.update]], also in step.update_by_size) and sync-easgd's
+  // elastic momentum step on the Comm path ([[step.elastic_update]]) timed by size (groups 1).
+  std::vector<ExchangePoint> update_passes, elastic_passes;
   std::vector<NetCalibration> nets;
   // [step]: one group's step of any net from its layers (layer_rates.hpp): each layer class's
   // fitted rates ([[step.rate]]), the momentum update's bandwidth and the rest per image. Empty

@@ -128,6 +128,12 @@ double step_seconds(const Machine& m, const ModelRequest& req, Prediction& out) 
     const double n = static_cast<double>(req.cost.arena_floats);
     if (r.update_by_size.empty() && m.cache_mb > 0 && 12 * n > m.cache_mb * 1e6)
       r.update_gbs = std::min(r.update_gbs, core_bandwidth(m, mem) / kGB);
+    // Out of the cache after the step's activations: the update's cold timings.
+    if (passes_cold(m, req) && !m.update_passes.empty() && m.update_passes[0].cold_seconds > 0) {
+      r.update_by_size.clear();
+      for (const ExchangePoint& x : m.update_passes)
+        r.update_by_size.emplace_back(x.bytes, x.cold_seconds);
+    }
     const StepEstimate e =
         estimate_step(r, req.layers, static_cast<double>(req.cost.arena_floats), req.batch);
     for (size_t i = 0; i < req.layers.size(); ++i)
@@ -198,6 +204,23 @@ Link link_of(const Machine& m, const ModelRequest& req, bool to_master) {
   return {"host_device", &m.host_device, false};
 }
 
+// Whether sync-easgd runs the trainer's Comm path on the CPU: a net with running statistics
+// (batch norm), which the fast exchanges would read while a step writes them.
+bool on_comm_path(const Machine& m, const ModelRequest& req) {
+  return !m.gpu && is_easgd(req.algo) && is_sync(req.algo) && req.cost.state_floats > 0 &&
+         !m.shm_comm_exchange.empty();
+}
+
+// What the Comm path's exchange steps add to a group's compute: the elastic momentum step where
+// the step's momentum update was priced (the trainer times it as compute), both timed by size.
+double elastic_step_extra(const Machine& m, const ModelRequest& req) {
+  if (m.elastic_passes.empty() || m.update_passes.empty()) return 0;
+  const double w = 4.0 * static_cast<double>(req.cost.arena_floats);
+  const bool cold = passes_cold(m, req);
+  return std::max(
+      0.0, seconds_by_size(m.elastic_passes, w, cold) - seconds_by_size(m.update_passes, w, cold));
+}
+
 // Sync EASGD's (and sync-sgd's) exchange among P groups of one node.
 double sync_exchange(const Machine& m, const ModelRequest& req, Prediction& out) {
   const int p = req.groups;
@@ -239,11 +262,11 @@ double sync_exchange(const Machine& m, const ModelRequest& req, Prediction& out)
     // The trainer's path: a net with running statistics (batch norm) takes the Comm path, whose
     // comm is the reduce and the centre's update (its elastic step is compute, priced with the
     // step's update); the others the fused exchange (mirrored or partitioned).
-    const bool comm_path = !sgd && req.cost.state_floats > 0 && !m.shm_comm_exchange.empty();
+    const bool comm_path = on_comm_path(m, req);
     const double by_size =
         m.gpu ? -1
               : shm_exchange_by_size(comm_path ? m.shm_comm_exchange : m.shm_exchange, m, p, sgd, n,
-                                     msgs, threads, comm_path);
+                                     msgs, threads, comm_path, comm_path && passes_cold(m, req));
     if (by_size >= 0) {
       // A group's CPU time for it, timed by size; groups sharing a core take turns at it.
       const double over = std::max(1.0, static_cast<double>(p * threads) / std::max(m.cores, 1));
@@ -312,8 +335,9 @@ double centre_exchange(const Machine& m, const ModelRequest& req, Prediction& ou
     out.exchange_bytes = bytes;
     // The locked exchange timed by size (a calibrated machine): async-easgd's, in a group's CPU
     // time; another's by its bytes against it.
-    const double timed =
-        is_locked(req.algo) && !m.gpu ? seconds_by_size(m.shm_centre_exchange, w) : -1;
+    const double timed = is_locked(req.algo) && !m.gpu
+                             ? seconds_by_size(m.shm_centre_exchange, w, passes_cold(m, req))
+                             : -1;
     if (timed >= 0) {
       out.notes.push_back("the locked exchange priced from its calibrated timings by size (" +
                           fmt("%.1f", w / 1e6) + " MB arena)");
@@ -413,7 +437,7 @@ double shm_comm_path_floats(int p) {
 }
 
 double shm_exchange_by_size(const std::vector<ExchangePoint>& points, const Machine& m, int p,
-                            bool sgd, double n, int msgs, int threads, bool comm_path) {
+                            bool sgd, double n, int msgs, int threads, bool comm_path, bool cold) {
   if (points.empty() || n <= 0) return -1;
   int g = points.front().groups;
   for (const ExchangePoint& x : points)
@@ -423,7 +447,7 @@ double shm_exchange_by_size(const std::vector<ExchangePoint>& points, const Mach
   std::vector<ExchangePoint> at;
   for (const ExchangePoint& x : points)
     if (x.groups == g) at.push_back(x);
-  const double s = seconds_by_size(std::move(at), 4 * n);
+  const double s = seconds_by_size(std::move(at), 4 * n, cold);
   const double per_group =
       (comm_path ? shm_comm_path_floats(p) : shm_exchange_floats(p, sgd)) / std::max(p, 1);
   const double at_g = (comm_path ? shm_comm_path_floats(g) : shm_exchange_floats(g, sgd)) / g;
@@ -431,10 +455,10 @@ double shm_exchange_by_size(const std::vector<ExchangePoint>& points, const Mach
          (msgs - 1) * (2 * levels_of(p) + 1) * m.shared_memory.latency_us * 1e-6;
 }
 
-double seconds_by_size(std::vector<ExchangePoint> at, double bytes) {
+double seconds_by_size(std::vector<ExchangePoint> at, double bytes, bool cold) {
   std::vector<std::pair<double, double>> xy;
   for (const ExchangePoint& x : at)
-    xy.emplace_back(x.bytes, x.seconds);
+    xy.emplace_back(x.bytes, cold && x.cold_seconds > 0 ? x.cold_seconds : x.seconds);
   return log_log_interpolate(std::move(xy), bytes);
 }
 
@@ -456,6 +480,13 @@ double group_bytes(const ModelRequest& req) {
   const double arenas = f ? f->arenas_per_group : 3;
   return 4.0 * static_cast<double>(req.cost.arena_floats) * arenas +
          8.0 * static_cast<double>(req.cost.activation_floats) * static_cast<double>(req.batch);
+}
+
+bool passes_cold(const Machine& m, const ModelRequest& req) {
+  if (m.gpu || m.cache_mb <= 0) return false;
+  const double bytes =
+      req.groups * group_bytes(req) + 4.0 * static_cast<double>(req.cost.arena_floats);
+  return bytes > 0.5 * m.cache_mb * 1e6;
 }
 
 // What one rank's exchange has of `whole` when `ranks` ranks share it: 1/ranks of its cores,
@@ -483,7 +514,7 @@ Result<Prediction> predict(const Machine& whole, const ModelRequest& req) {
                         std::to_string(node.groups) + " groups on its " +
                         std::to_string(whole.cores) + " cores; each rank's exchange has 1/" +
                         std::to_string(rpn) + " of its memory bandwidth and cache");
-  const double tc = step_seconds(whole, node, out);
+  double tc = step_seconds(whole, node, out);
   out.step_seconds = tc;
   const int p = req.groups;
   // Weights that do not stay on the device cross the host link at every step: down before the
@@ -511,6 +542,17 @@ Result<Prediction> predict(const Machine& whole, const ModelRequest& req) {
   } else if (is_sync(req.algo)) {
     const double x = sync_exchange(m, req, out);
     out.exchange_seconds = x;
+    if (on_comm_path(m, req)) {
+      // Its exchange steps' elastic step, a pass per group, time-sliced as the step is.
+      const double over =
+          std::max(1.0, static_cast<double>(p * std::max(req.threads_per_group, 1)) / m.cores);
+      const double e = elastic_step_extra(m, req) * over / req.tau;
+      if (e > 0) {
+        tc += e;
+        out.notes.push_back("the Comm path's elastic momentum step: " + fmt("%.3g", e * 1e3) +
+                            " ms a step over the momentum update, timed by size");
+      }
+    }
     const double per_step = is_easgd(req.algo) ? x / req.tau : x;
     double exposed = per_step;
     if (req.overlap && facts_of(req.algo)->overlappable) {

@@ -138,9 +138,10 @@ double shm_exchange_seconds(const Machine& m, const MemoryFigure& mem, int p, bo
 // bytes), scaled from that count to p by the per-group bytes (shm_exchange_floats(p) / p), plus
 // the latency of each message past the first; one group's seconds (its threads' share). -1 when
 // there are no points. `comm_path`: points of the Comm path ([[...comm_exchange]]), scaled by
-// shm_comm_path_floats(p) / p instead.
+// shm_comm_path_floats(p) / p instead. `cold`: the points' cold timings where they have them.
 double shm_exchange_by_size(const std::vector<ExchangePoint>& points, const Machine& m, int p,
-                            bool sgd, double n, int msgs, int threads, bool comm_path = false);
+                            bool sgd, double n, int msgs, int threads, bool comm_path = false,
+                            bool cold = false);
 // The Comm path's comm bytes per arena float among p groups, all groups together: the reduce
 // reads the p arenas and writes the sum (4 (p + 1); one group: its copy), the root's centre
 // update reads the centre and the sum and writes the centre (12). The root does most of it, so
@@ -148,13 +149,16 @@ double shm_exchange_by_size(const std::vector<ExchangePoint>& points, const Mach
 double shm_comm_path_floats(int p);
 // Seconds at `bytes` from points of one group count: interpolated linearly in log(bytes) ->
 // log(seconds) between the two timed sizes around it, proportional to the bytes beyond the
-// ends. -1 when there are no points.
-double seconds_by_size(std::vector<ExchangePoint> points, double bytes);
+// ends. -1 when there are no points. `cold`: each point's cold_seconds where it has one.
+double seconds_by_size(std::vector<ExchangePoint> points, double bytes, bool cold = false);
 // Whether that exchange's arenas fit m's last-level cache.
 bool shm_exchange_cached(const Machine& m, int p, double n);
 
 // Bytes one group holds: weights, gradients and momentum (and the algorithm's extra arenas) plus
 // the activations of its batch and their gradients.
 double group_bytes(const ModelRequest& req);
-
+// Whether the passes over the arenas (the update, the exchanges) find them out of m's last-level
+// cache: the groups' bytes (group_bytes) and the centre exceed half of it (the other half holds
+// what else streams through it: the data, the libraries' scratch, on a VM other guests).
+bool passes_cold(const Machine& m, const ModelRequest& req);
 }  // namespace easel::model
