@@ -410,6 +410,35 @@ TEST(Model, CommPathPricesTheElasticStepAndColdPasses) {
   EXPECT_FALSE(passes_cold(m, stats));
 }
 
+// The Comm path timed at one group ([[...comm_exchange]] groups = 1: the root alone copies its
+// weights and updates the centre) prices one group from that point, not scaled from two; the
+// fused exchanges need two groups and refuse one, by name.
+TEST(Model, CommPathTimedAtOneGroupPricesOneGroup) {
+  std::string text = kSmall;
+  text.replace(text.find("[[net]]"), 7,
+               "[[transport.shared_memory.comm_exchange]]\ngroups = 1\nbytes = 1e6\n"
+               "seconds = 7e-5\n[[transport.shared_memory.comm_exchange]]\ngroups = 2\n"
+               "bytes = 1e6\nseconds = 5e-5\n[[net]]");
+  auto m = parse_machine(text, "x.toml");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ModelRequest one = request("lenet", "sync-easgd", 1);
+  one.cost.state_floats = 64;
+  const double w = 4.0 * static_cast<double>(one.cost.arena_floats);
+  auto p1 = predict(*m, one);
+  ASSERT_TRUE(p1.ok());
+  EXPECT_NEAR(p1->exchange_seconds, 7e-5 * w / 1e6, 1e-12);
+  ModelRequest two = one;
+  two.groups = 2;
+  EXPECT_NEAR(predict(*m, two)->exchange_seconds, 5e-5 * w / 1e6, 1e-12);
+  text.replace(text.find("[[transport.shared_memory.comm_exchange]]\ngroups = 1"), 41,
+               "[[transport.shared_memory.exchange]]");
+  auto bad = parse_machine(text, "x.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("transport.shared_memory.exchange[0].groups"),
+            std::string::npos)
+      << bad.status().message();
+}
+
 // A calibrated net's own oversubscription_overhead ([[net]]) replaces the machine's for it.
 TEST(Model, NetsOwnOversubscriptionOverhead) {
   std::string text = kSmall;

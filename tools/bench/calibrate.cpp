@@ -193,10 +193,12 @@ struct ExchangeFit {
 
 // The arena sizes the exchanges are timed at (64 KB to 256 MB: LeNet's 1.7 MB to
 // AlexNet-CIFAR's 233 MB lie within, past the last-level cache that hwloc reports here) and the
-// group counts (two: mirrored; four: partitioned, as the trainer runs three or more).
+// group counts (two: mirrored; four: partitioned, as the trainer runs three or more; the Comm
+// path also one: the root alone copies its weights and updates the centre).
 constexpr int64_t kExchangeBytes[] = {int64_t{1} << 16, int64_t{1} << 20, int64_t{1} << 23,
                                       int64_t{1} << 26, int64_t{1} << 28};
 constexpr int kExchangeGroups[] = {2, 4};
+constexpr int kCommPathGroups[] = {1, 2, 4};
 
 Status time_exchange_points(const Topology& topo, const BenchConfig& cfg, ExchangeFit& fit) {
   // Cold timings evict twice the last-level cache (64 MB where hwloc reports none) before each
@@ -209,7 +211,7 @@ Status time_exchange_points(const Topology& topo, const BenchConfig& cfg, Exchan
       std::printf("  sync-easgd exchange, %d groups, %8.3f MB arena: %.3f ms of a group's CPU\n", g,
                   static_cast<double>(bytes) / 1e6, s.seconds * 1e3);
     }
-  for (int g : kExchangeGroups)
+  for (int g : kCommPathGroups)
     for (int64_t bytes : kExchangeBytes) {
       EASEL_ASSIGN_OR_RETURN(PassTime s,
                              time_sync_exchange_cpu(topo, cfg, g, bytes / 4, true, evict));
