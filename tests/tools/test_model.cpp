@@ -439,6 +439,37 @@ TEST(Model, CommPathTimedAtOneGroupPricesOneGroup) {
       << bad.status().message();
 }
 
+// The Comm path's root sums and updates the centre while the other groups wait at its
+// barriers, spinning when each has its core: their wait is the slowest group's timing less the
+// mean (slowest_seconds), once per tau; groups sharing cores block instead (no such wait).
+TEST(Model, CommPathGroupsWaitForTheRootWithACoreEach) {
+  std::string text = kSmall;
+  text.replace(text.find("[[net]]"), 7,
+               "[[transport.shared_memory.comm_exchange]]\ngroups = 2\nbytes = 1e6\n"
+               "seconds = 5e-5\nslowest_seconds = 8e-5\n[[net]]");
+  auto m = parse_machine(text, "x.toml");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ASSERT_EQ(m->shm_comm_exchange[0].slowest_seconds, 8e-5);
+  ModelRequest two = request("lenet", "sync-easgd", 2);
+  two.cost.state_floats = 64;
+  const double w = 4.0 * static_cast<double>(two.cost.arena_floats);
+  auto p2 = predict(*m, two);
+  ASSERT_TRUE(p2.ok());
+  EXPECT_NEAR(p2->exchange_root_wait_seconds, 3e-5 * w / 1e6, 1e-12);
+  EXPECT_NEAR(p2->wait_seconds, 3e-5 * w / 1e6, 1e-12);
+  EXPECT_NEAR(p2->seconds_per_iteration, p2->compute_seconds + p2->comm_seconds + p2->wait_seconds,
+              1e-15);
+  ModelRequest tau = two;
+  tau.tau = 3;
+  EXPECT_NEAR(predict(*m, tau)->wait_seconds, 1e-5 * w / 1e6, 1e-12);
+  ModelRequest four = two;  // 4 groups on 2 cores: they block, not spin
+  four.groups = 4;
+  EXPECT_EQ(predict(*m, four)->exchange_root_wait_seconds, 0);
+  ModelRequest plain = two;  // the fused exchange: no root
+  plain.cost.state_floats = 0;
+  EXPECT_EQ(predict(*m, plain)->exchange_root_wait_seconds, 0);
+}
+
 // A calibrated net's own oversubscription_overhead ([[net]]) replaces the machine's for it.
 TEST(Model, NetsOwnOversubscriptionOverhead) {
   std::string text = kSmall;

@@ -121,6 +121,9 @@ Result<ExchangeResult> time_exchange(const Topology& topo, const BenchConfig& cf
 struct PassTime {
   double seconds = 0;       // warm: the fastest repeat
   double cold_seconds = 0;  // cold: the median of the calls; 0 when evict_bytes is 0
+  // The Comm path's slowest group (the root, which sums and updates the centre), warm and
+  // cold: what the other groups wait for at its barriers.
+  double slowest_seconds = 0, slowest_cold_seconds = 0;
 };
 
 // Sync EASGD's exchange as the trainer runs it (mirrored for two groups, partitioned for more)

@@ -215,7 +215,8 @@ Status time_exchange_points(const Topology& topo, const BenchConfig& cfg, Exchan
     for (int64_t bytes : kExchangeBytes) {
       EASEL_ASSIGN_OR_RETURN(PassTime s,
                              time_sync_exchange_cpu(topo, cfg, g, bytes / 4, true, evict));
-      fit.comm_points.push_back({g, static_cast<double>(bytes), s.seconds, s.cold_seconds});
+      fit.comm_points.push_back({g, static_cast<double>(bytes), s.seconds, s.cold_seconds,
+                                 s.slowest_seconds, s.slowest_cold_seconds});
       std::printf(
           "  sync-easgd exchange on the Comm path, %d groups, %8.3f MB arena: %.3f ms of a "
           "group's CPU (its comm), %.3f ms cold\n",
@@ -534,7 +535,9 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
     os << "[[transport.shared_memory.comm_exchange]]  # sync-easgd's exchange on the Comm path "
           "(nets with running statistics), a group's CPU seconds less its elastic step\n"
        << "groups = " << x.groups << "\nbytes = " << num(x.bytes)
-       << "\nseconds = " << num(x.seconds) << "\ncold_seconds = " << num(x.cold_seconds) << "\n";
+       << "\nseconds = " << num(x.seconds) << "\ncold_seconds = " << num(x.cold_seconds)
+       << "\nslowest_seconds = " << num(x.slowest_seconds)
+       << "\nslowest_cold_seconds = " << num(x.slowest_cold_seconds) << "\n";
   for (const model::ExchangePoint& x : fit.centre_points)
     os << "[[transport.shared_memory.centre_exchange]]  # async-easgd's locked exchange, the "
           "group's CPU seconds\n"

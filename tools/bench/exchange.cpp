@@ -362,6 +362,9 @@ Result<PassTime> time_sync_exchange_cpu(const Topology& topo, const BenchConfig&
                            ? 0
                            : std::accumulate(cold_each.begin(), cold_each.end(), 0.0) /
                                  static_cast<double>(cold_each.size());
+    out.slowest_seconds = *std::max_element(best.begin(), best.end());
+    out.slowest_cold_seconds =
+        cold_each.empty() ? 0 : *std::max_element(cold_each.begin(), cold_each.end());
     return out;
   }
   out.seconds = median_of(best);

@@ -146,7 +146,9 @@ Status read_exchange_points(Reader& r, const toml::node& node, const std::string
     if (centre) {
       EASEL_RETURN_IF_ERROR(r.only(*t, lp, {"bytes", "seconds", "cold_seconds"}));
     } else {
-      EASEL_RETURN_IF_ERROR(r.only(*t, lp, {"groups", "bytes", "seconds", "cold_seconds"}));
+      EASEL_RETURN_IF_ERROR(r.only(*t, lp,
+                                   {"groups", "bytes", "seconds", "cold_seconds", "slowest_seconds",
+                                    "slowest_cold_seconds"}));
     }
     ExchangePoint x;
     x.groups = 1;
@@ -159,6 +161,10 @@ Status read_exchange_points(Reader& r, const toml::node& node, const std::string
     EASEL_ASSIGN_OR_RETURN(x.bytes, r.number(*t, lp, "bytes", 1, 1e15, true));
     EASEL_ASSIGN_OR_RETURN(x.seconds, r.number(*t, lp, "seconds", 1e-12, 1e6, true));
     EASEL_ASSIGN_OR_RETURN(x.cold_seconds, r.number(*t, lp, "cold_seconds", 1e-12, 1e6, false, 0));
+    EASEL_ASSIGN_OR_RETURN(x.slowest_seconds,
+                           r.number(*t, lp, "slowest_seconds", 1e-12, 1e6, false, 0));
+    EASEL_ASSIGN_OR_RETURN(x.slowest_cold_seconds,
+                           r.number(*t, lp, "slowest_cold_seconds", 1e-12, 1e6, false, 0));
     out->push_back(x);
   }
   return Status::ok_status();

@@ -69,6 +69,8 @@ struct ExchangePoint {
   // The same after the last-level cache was evicted (the trainer's case when a step's buffers
   // exceed the cache: the model's passes_cold); 0: not timed, `seconds` serves.
   double cold_seconds = 0;
+  // The Comm path's slowest group (the root), warm and cold; 0: not timed.
+  double slowest_seconds = 0, slowest_cold_seconds = 0;
 };
 
 struct Machine {

@@ -272,6 +272,20 @@ double sync_exchange(const Machine& m, const ModelRequest& req, Prediction& out)
       const double over = std::max(1.0, static_cast<double>(p * threads) / std::max(m.cores, 1));
       t = by_size * over;
       out.exchange_turns_seconds = by_size * (over - 1);
+      // On the Comm path the root sums and updates the centre while the others wait at the
+      // barriers; with a core each they spin there (the trainer's kShmSpinSeconds), so each
+      // group's CPU is the root's: the slowest group's timings less the mean.
+      if (comm_path && p > 1 && over == 1) {
+        std::vector<ExchangePoint> slowest;
+        for (const ExchangePoint& x : m.shm_comm_exchange)
+          if (x.slowest_seconds > 0)
+            slowest.push_back({x.groups, x.bytes, x.slowest_seconds, x.slowest_cold_seconds});
+        if (slowest.size() == m.shm_comm_exchange.size()) {
+          const double root =
+              shm_exchange_by_size(slowest, m, p, sgd, n, msgs, threads, true, passes_cold(m, req));
+          out.exchange_root_wait_seconds = std::max(0.0, root - by_size);
+        }
+      }
       out.notes.push_back(std::string("the exchange priced from its calibrated timings by size (") +
                           (comm_path ? "the Comm path a net with running statistics takes, " : "") +
                           fmt("%.1f", w / 1e6) + " MB arena)");
@@ -565,7 +579,7 @@ Result<Prediction> predict(const Machine& whole, const ModelRequest& req) {
     const double turns = std::min(exposed, is_easgd(req.algo) ? out.exchange_turns_seconds / req.tau
                                                               : out.exchange_turns_seconds);
     comm += exposed - turns;
-    wait = turns;
+    wait = turns + out.exchange_root_wait_seconds / req.tau;
     if (out.oversubscribed) wait += m.oversubscribed_wait * tc;
     iteration = tc + comm + wait;
   } else if (is_average(req.algo)) {

@@ -73,6 +73,9 @@ struct Prediction {
   // Of exchange_seconds: the groups sharing a core waiting for one another's turns at the
   // exchange's barriers (the trainer counts it as wait, not comm); 0 unless oversubscribed.
   double exchange_turns_seconds = 0;
+  // Of one exchange: what the other groups wait for the Comm path's root (its reduce and the
+  // centre's update) at the barriers, spinning on their cores (groups not sharing cores).
+  double exchange_root_wait_seconds = 0;
   double exchange_bytes = 0;        // bytes one exchange moves on its critical path
   int exchange_messages = 0;        // messages on its critical path
   double exchanges_per_step = 0;    // of one group: 1, 1 / tau, or 0 (one group)
