@@ -96,6 +96,10 @@ class Reader {
   // default otherwise).
   Status only(const toml::table& t, const std::string& prefix,
               std::initializer_list<const char*> known) {
+    return only(t, prefix, std::vector<const char*>(known));
+  }
+  Status only(const toml::table& t, const std::string& prefix,
+              const std::vector<const char*>& known) {
     for (const auto& [k, v] : t) {
       bool ok = false;
       for (const char* name : known)
@@ -130,65 +134,48 @@ Status read_memory(Reader& r, const toml::table& mem, const std::string& key, Me
   return Status::ok_status();
 }
 
-// [[transport.shared_memory.exchange]] and [[transport.shared_memory.comm_exchange]]: groups >= 2,
-// bytes > 0, seconds > 0 each;
-// [[transport.shared_memory.centre_exchange]] (key "centre_exchange"): bytes and seconds.
-Status read_exchange_points(Reader& r, const toml::node& node, const std::string& key,
-                            std::vector<ExchangePoint>* out) {
-  const std::string p = "transport.shared_memory." + key;
-  const bool centre = key == "centre_exchange";
+// Points timed by size, each a table under `p`: bytes > 0, seconds > 0, optionally
+// cold_seconds > 0; groups >= least_groups when least_groups > 0 (else no groups key: 1);
+// with `slowest`, optionally slowest_seconds and slowest_cold_seconds (the Comm path's root).
+Status read_points(Reader& r, const toml::node& node, const std::string& p, int least_groups,
+                   bool slowest, std::vector<ExchangePoint>* out) {
   const toml::array* arr = node.as_array();
   if (arr == nullptr) return r.error(p, "must be an array of tables ([[" + p + "]])", &node);
+  std::vector<const char*> keys = {"bytes", "seconds", "cold_seconds"};
+  if (least_groups > 0) keys.push_back("groups");
+  if (slowest) keys.insert(keys.end(), {"slowest_seconds", "slowest_cold_seconds"});
   for (size_t j = 0; j < arr->size(); ++j) {
     const std::string lp = p + "[" + std::to_string(j) + "]";
     const toml::table* t = (*arr)[j].as_table();
     if (t == nullptr) return r.error(lp, "must be a table", &(*arr)[j]);
-    if (centre) {
-      EASEL_RETURN_IF_ERROR(r.only(*t, lp, {"bytes", "seconds", "cold_seconds"}));
-    } else {
-      EASEL_RETURN_IF_ERROR(r.only(*t, lp,
-                                   {"groups", "bytes", "seconds", "cold_seconds", "slowest_seconds",
-                                    "slowest_cold_seconds"}));
-    }
+    EASEL_RETURN_IF_ERROR(r.only(*t, lp, keys));
     ExchangePoint x;
     x.groups = 1;
-    if (!centre) {
-      // The fused exchanges need two groups; the Comm path is timed at one group too.
-      const double least = key == "comm_exchange" ? 1 : 2;
-      EASEL_ASSIGN_OR_RETURN(const double g, r.number(*t, lp, "groups", least, 1e6, true));
+    if (least_groups > 0) {
+      EASEL_ASSIGN_OR_RETURN(const double g, r.number(*t, lp, "groups", least_groups, 1e6, true));
       x.groups = static_cast<int>(g);
     }
     EASEL_ASSIGN_OR_RETURN(x.bytes, r.number(*t, lp, "bytes", 1, 1e15, true));
     EASEL_ASSIGN_OR_RETURN(x.seconds, r.number(*t, lp, "seconds", 1e-12, 1e6, true));
     EASEL_ASSIGN_OR_RETURN(x.cold_seconds, r.number(*t, lp, "cold_seconds", 1e-12, 1e6, false, 0));
-    EASEL_ASSIGN_OR_RETURN(x.slowest_seconds,
-                           r.number(*t, lp, "slowest_seconds", 1e-12, 1e6, false, 0));
-    EASEL_ASSIGN_OR_RETURN(x.slowest_cold_seconds,
-                           r.number(*t, lp, "slowest_cold_seconds", 1e-12, 1e6, false, 0));
+    if (slowest) {
+      EASEL_ASSIGN_OR_RETURN(x.slowest_seconds,
+                             r.number(*t, lp, "slowest_seconds", 1e-12, 1e6, false, 0));
+      EASEL_ASSIGN_OR_RETURN(x.slowest_cold_seconds,
+                             r.number(*t, lp, "slowest_cold_seconds", 1e-12, 1e6, false, 0));
+    }
     out->push_back(x);
   }
   return Status::ok_status();
 }
 
-// [[step.update]] / [[step.elastic_update]]: a group's pass timed by arena size, bytes > 0,
-// seconds > 0 and (optionally) cold_seconds > 0.
-Status read_pass_points(Reader& r, const toml::node& node, const std::string& p,
-                        std::vector<ExchangePoint>* out) {
-  const toml::array* arr = node.as_array();
-  if (arr == nullptr) return r.error(p, "must be an array of tables ([[" + p + "]])", &node);
-  for (size_t j = 0; j < arr->size(); ++j) {
-    const std::string lp = p + "[" + std::to_string(j) + "]";
-    const toml::table* t = (*arr)[j].as_table();
-    if (t == nullptr) return r.error(lp, "must be a table", &(*arr)[j]);
-    EASEL_RETURN_IF_ERROR(r.only(*t, lp, {"bytes", "seconds", "cold_seconds"}));
-    ExchangePoint x;
-    x.groups = 1;
-    EASEL_ASSIGN_OR_RETURN(x.bytes, r.number(*t, lp, "bytes", 1, 1e15, true));
-    EASEL_ASSIGN_OR_RETURN(x.seconds, r.number(*t, lp, "seconds", 1e-12, 1e6, true));
-    EASEL_ASSIGN_OR_RETURN(x.cold_seconds, r.number(*t, lp, "cold_seconds", 1e-12, 1e6, false, 0));
-    out->push_back(x);
-  }
-  return Status::ok_status();
+// [[transport.shared_memory.exchange]] (groups >= 2: the fused exchanges),
+// [[transport.shared_memory.comm_exchange]] (groups >= 1, and the slowest group) and
+// [[transport.shared_memory.centre_exchange]] (no groups).
+Status read_exchange_points(Reader& r, const toml::node& node, const std::string& key,
+                            std::vector<ExchangePoint>* out) {
+  const int least = key == "centre_exchange" ? 0 : key == "comm_exchange" ? 1 : 2;
+  return read_points(r, node, "transport.shared_memory." + key, least, key == "comm_exchange", out);
 }
 
 Status read_transport(Reader& r, const toml::table& tr, const std::string& key, Transport* out,
@@ -271,12 +258,12 @@ Status read_step(Reader& r, const toml::table& root, Machine* m) {
       *t, "step",
       {"update_gbs", "other_seconds_per_image", "rate", "update", "elastic_update", "source"}));
   if (const toml::node* u = t->get("update")) {
-    EASEL_RETURN_IF_ERROR(read_pass_points(r, *u, "step.update", &m->update_passes));
+    EASEL_RETURN_IF_ERROR(read_points(r, *u, "step.update", 0, false, &m->update_passes));
     for (const ExchangePoint& x : m->update_passes)
       m->step.update_by_size.emplace_back(x.bytes, x.seconds);
   }
   if (const toml::node* u = t->get("elastic_update"))
-    EASEL_RETURN_IF_ERROR(read_pass_points(r, *u, "step.elastic_update", &m->elastic_passes));
+    EASEL_RETURN_IF_ERROR(read_points(r, *u, "step.elastic_update", 0, false, &m->elastic_passes));
   EASEL_ASSIGN_OR_RETURN(m->step.update_gbs, r.number(*t, "step", "update_gbs", 1e-3, kBig, true));
   EASEL_ASSIGN_OR_RETURN(m->step.other_per_image,
                          r.number(*t, "step", "other_seconds_per_image", 0, 1e3, false, 0));
