@@ -212,7 +212,8 @@ bool on_comm_path(const Machine& m, const ModelRequest& req) {
 }
 
 // What the Comm path's exchange steps add to a group's compute: the elastic momentum step where
-// the step's momentum update was priced (the trainer times it as compute), both timed by size.
+// the step's momentum update was priced (the trainer times it as compute), both timed by size
+// (with momentum, as the algorithm's defaults run; the model takes no --momentum).
 double elastic_step_extra(const Machine& m, const ModelRequest& req) {
   if (m.elastic_passes.empty() || m.update_passes.empty()) return 0;
   const double w = 4.0 * static_cast<double>(req.cost.arena_floats);
@@ -260,8 +261,8 @@ double sync_exchange(const Machine& m, const ModelRequest& req, Prediction& out)
     out.exchange_messages = msgs * (2 * levels + 1);
     out.exchange_bytes = shm_exchange_floats(p, sgd) * n;
     // The trainer's path: a net with running statistics (batch norm) takes the Comm path, whose
-    // comm is the reduce and the centre's update (its elastic step is compute, priced with the
-    // step's update); the others the fused exchange (mirrored or partitioned).
+    // comm is the reduce and the centre's update (its elastic step is compute: predict adds
+    // elastic_step_extra); the others the fused exchange (mirrored or partitioned).
     const bool comm_path = on_comm_path(m, req);
     const double by_size =
         m.gpu ? -1
