@@ -199,21 +199,22 @@ void MpiWorld::abort(const std::string& message, int code) {
 #endif
 }
 
-double MpiWorld::wait(MPI_Request* req, MPI_Status* st, int peer, const char* what,
-                      double timeout_s, const char* verb, bool idle) {
+template <class Block, class Test>
+double MpiWorld::wait_until(int peer, const char* what, double timeout_s, const char* verb,
+                            bool idle, Block block, Test test) {
 #if EASEL_HAVE_SMPI
   (void)idle;
+  (void)test;
   const double w0 = MPI_Wtime();
   wait_state_ = WaitState{true, w0, peer, what, verb, timeout_s};
-  EASEL_MPI(MPI_Wait(req, st ? st : MPI_STATUS_IGNORE));
+  block();
   wait_state_.waiting = false;
   return MPI_Wtime() - w0;
+#else
+  (void)block;
 #endif
   const auto t0 = std::chrono::steady_clock::now();
-  int done = 0;
-  for (int i = 0;; ++i) {
-    EASEL_MPI(MPI_Test(req, &done, st ? st : MPI_STATUS_IGNORE));
-    if (done) break;
+  for (int i = 0; !test(); ++i) {
     if (i % 16 != 15) continue;
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (timeout_s > 0 && s > timeout_s) stalled(peer, verb, what, s, timeout_s);
@@ -226,30 +227,28 @@ double MpiWorld::wait(MPI_Request* req, MPI_Status* st, int peer, const char* wh
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+double MpiWorld::wait(MPI_Request* req, MPI_Status* st, int peer, const char* what,
+                      double timeout_s, const char* verb, bool idle) {
+  MPI_Status* status = st ? st : MPI_STATUS_IGNORE;
+  return wait_until(
+      peer, what, timeout_s, verb, idle, [&] { EASEL_MPI(MPI_Wait(req, status)); },
+      [&] {
+        int done = 0;
+        EASEL_MPI(MPI_Test(req, &done, status));
+        return done != 0;
+      });
+}
+
 double MpiWorld::wait_any(int count, MPI_Request* reqs, int* index, int peer, const char* what,
                           const char* verb) {
-#if EASEL_HAVE_SMPI
-  const double w0 = MPI_Wtime();
-  wait_state_ = WaitState{true, w0, peer, what, verb, timeout_s_};
-  EASEL_MPI(MPI_Waitany(count, reqs, index, MPI_STATUS_IGNORE));
-  wait_state_.waiting = false;
-  return MPI_Wtime() - w0;
-#endif
-  const auto t0 = std::chrono::steady_clock::now();
-  int done = 0;
-  for (int i = 0;; ++i) {
-    EASEL_MPI(MPI_Testany(count, reqs, index, &done, MPI_STATUS_IGNORE));
-    if (done) break;
-    if (i % 16 != 15) continue;
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (timeout_s_ > 0 && s > timeout_s_) stalled(peer, verb, what, s, timeout_s_);
-    if (s < 1e-3) continue;
-    if (s < 20e-3)
-      std::this_thread::yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return wait_until(
+      peer, what, timeout_s_, verb, false,
+      [&] { EASEL_MPI(MPI_Waitany(count, reqs, index, MPI_STATUS_IGNORE)); },
+      [&] {
+        int done = 0;
+        EASEL_MPI(MPI_Testany(count, reqs, index, &done, MPI_STATUS_IGNORE));
+        return done != 0;
+      });
 }
 
 void MpiWorld::stalled(int peer, const char* verb, const char* what, double s, double timeout_s) {

@@ -305,6 +305,13 @@ class MpiWorld final : public MpiComm {
   double wait_any(int count, MPI_Request* reqs, int* index, int peer, const char* what,
                   const char* verb);
 
+  // wait() and wait_any(): under SMPI `block()` (an MPI_Wait*, in simulated time, with the
+  // watchdog told whom it waits for); else `test()` (an MPI_Test*, true when done) polled as
+  // wait() describes. Returns the seconds it waited.
+  template <class Block, class Test>
+  double wait_until(int peer, const char* what, double timeout_s, const char* verb, bool idle,
+                    Block block, Test test);
+
   [[noreturn]] void stalled(int peer, const char* verb, const char* what, double s,
                             double timeout_s);
 
