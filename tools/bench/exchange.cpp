@@ -283,6 +283,17 @@ double median_of(std::vector<double> v) {
 
 constexpr int kColdCalls = 5;  // cold calls timed, each after an eviction
 
+// An arena of `floats` floats as one segment: what the exchanges and passes are timed over.
+ArenaLayout one_segment_layout(int64_t floats) {
+  ArenaLayout layout;
+  Segment seg;
+  seg.name = "exchange.weights";
+  seg.dims = {floats};
+  seg.count = floats;
+  layout.add(seg);
+  return layout;
+}
+
 }  // namespace
 
 Result<PassTime> time_sync_exchange_cpu(const Topology& topo, const BenchConfig& cfg, int groups,
@@ -297,12 +308,7 @@ Result<PassTime> time_sync_exchange_cpu(const Topology& topo, const BenchConfig&
     EASEL_ASSIGN_OR_RETURN(auto w, WorkerThread::start(g, true));
     workers.push_back(std::move(w));
   }
-  ArenaLayout layout;
-  Segment seg;
-  seg.name = "exchange.weights";
-  seg.dims = {floats};
-  seg.count = floats;
-  layout.add(seg);
+  const ArenaLayout layout = one_segment_layout(floats);
   EASEL_ASSIGN_OR_RETURN(ImplChoice impl, parse_impl_choice(cfg.impl));
   std::unique_ptr<Device> device = make_cpu_device(impl);
   Run run;
@@ -377,12 +383,7 @@ Result<PassTime> time_group_pass_cpu(const Topology& topo, const BenchConfig& cf
   GroupSpec gs;
   gs.cpus = {topo.cores[0][0]};
   EASEL_ASSIGN_OR_RETURN(std::unique_ptr<WorkerThread> worker, WorkerThread::start(gs, true));
-  ArenaLayout layout;
-  Segment seg;
-  seg.name = "exchange.weights";
-  seg.dims = {floats};
-  seg.count = floats;
-  layout.add(seg);
+  const ArenaLayout layout = one_segment_layout(floats);
   PassTime out;
   out.seconds = 1e30;
   Status st;
