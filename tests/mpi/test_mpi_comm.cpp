@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -27,40 +28,42 @@ float value(int rank, int64_t i) {
          1e-3f * static_cast<float>(rank * 7 + 1);
 }
 
-// The shared-memory allreduce of `algo` over `p` ranks (threads) of value(r, i).
-std::vector<float> shm_allreduce(int p, int64_t n, CollectiveAlgo algo = CollectiveAlgo::tree) {
-  auto comm = make_shm_comm(p, algo);
-  std::vector<std::vector<float>> bufs(static_cast<size_t>(p), std::vector<float>(n));
+// `count` threads, thread g as group q = first + g with a buffer of value(q, i), i < n, each
+// running op(q, its buffer); returns the buffers.
+std::vector<std::vector<float>> on_threads(
+    int count, int first, int64_t n, const std::function<void(int, std::vector<float>&)>& op) {
+  std::vector<std::vector<float>> bufs(static_cast<size_t>(count),
+                                       std::vector<float>(static_cast<size_t>(n)));
   std::vector<std::thread> ts;
-  for (int r = 0; r < p; ++r)
-    ts.emplace_back([&, r] {
-      auto& b = bufs[static_cast<size_t>(r)];
+  for (int g = 0; g < count; ++g)
+    ts.emplace_back([&, g] {
+      const int q = first + g;
+      auto& b = bufs[static_cast<size_t>(g)];
       for (int64_t i = 0; i < n; ++i)
-        b[static_cast<size_t>(i)] = value(r, i);
-      comm->allreduce_sum(r, b.data(), n);
+        b[static_cast<size_t>(i)] = value(q, i);
+      op(q, b);
     });
   for (auto& t : ts)
     t.join();
-  return bufs[0];
+  return bufs;
+}
+
+// The shared-memory allreduce of `algo` over `p` ranks (threads) of value(r, i).
+std::vector<float> shm_allreduce(int p, int64_t n, CollectiveAlgo algo = CollectiveAlgo::tree) {
+  auto comm = make_shm_comm(p, algo);
+  return on_threads(p, 0, n,
+                    [&](int r, std::vector<float>& b) { comm->allreduce_sum(r, b.data(), n); })[0];
 }
 
 // The same over shared memory: reduce into `root`, then broadcast from it.
 std::vector<float> shm_reduce_broadcast(int p, int64_t n, CollectiveAlgo algo, int root) {
   auto comm = make_shm_comm(p, algo);
-  std::vector<std::vector<float>> src(static_cast<size_t>(p), std::vector<float>(n));
   std::vector<float> dst(static_cast<size_t>(n));
-  std::vector<std::thread> ts;
-  for (int r = 0; r < p; ++r)
-    ts.emplace_back([&, r] {
-      auto& b = src[static_cast<size_t>(r)];
-      for (int64_t i = 0; i < n; ++i)
-        b[static_cast<size_t>(i)] = value(r, i);
-      comm->reduce_sum(r, b.data(), dst.data(), n, root);
-      if (r != root) b.assign(static_cast<size_t>(n), 0.f);
-      comm->broadcast(r, r == root ? dst.data() : b.data(), n, root);
-    });
-  for (auto& t : ts)
-    t.join();
+  on_threads(p, 0, n, [&](int r, std::vector<float>& b) {
+    comm->reduce_sum(r, b.data(), dst.data(), n, root);
+    if (r != root) b.assign(static_cast<size_t>(n), 0.f);
+    comm->broadcast(r, r == root ? dst.data() : b.data(), n, root);
+  });
   return dst;
 }
 
@@ -136,18 +139,10 @@ TEST_F(Mpi, HierarchicalPipelineOverNodesEqualsSharedMemory) {
         ScratchFloats s;
         hierarchical::allreduce_chunked(Team::all(*t, me), buf.data(), n, s, inter, chunks);
         NodesTransport shm(p, per_node);
-        std::vector<std::vector<float>> bufs(static_cast<size_t>(p), std::vector<float>(n));
-        std::vector<std::thread> ts;
-        for (int r = 0; r < p; ++r)
-          ts.emplace_back([&, r] {
-            auto& b = bufs[static_cast<size_t>(r)];
-            for (int64_t i = 0; i < n; ++i)
-              b[static_cast<size_t>(i)] = value(r, i);
-            ScratchFloats sr;
-            hierarchical::allreduce_chunked(Team::all(shm, r), b.data(), n, sr, inter, chunks);
-          });
-        for (auto& th : ts)
-          th.join();
+        const auto bufs = on_threads(p, 0, n, [&](int r, std::vector<float>& b) {
+          ScratchFloats sr;
+          hierarchical::allreduce_chunked(Team::all(shm, r), b.data(), n, sr, inter, chunks);
+        });
         EXPECT_EQ(buf, bufs[static_cast<size_t>(me)])
             << collective_algo_name(inter) << " chunks " << chunks << " n=" << n;
       }
@@ -250,23 +245,14 @@ TEST_F(Mpi, HierarchicalAllreduceEqualsTheFlatTree) {
                              make_collective_comm(world().transport(), CollectiveAlgo::tree),
                              world().rank());
   ASSERT_EQ(comm->size(), p);
-  std::vector<std::vector<float>> bufs(l, std::vector<float>(static_cast<size_t>(n)));
   std::vector<std::vector<float>> bc(l, std::vector<float>(static_cast<size_t>(n)));
-  std::vector<std::thread> ts;
-  for (int g = 0; g < l; ++g)
-    ts.emplace_back([&, g] {
-      const int q = me * l + g;
-      auto& b = bufs[static_cast<size_t>(g)];
-      for (int64_t i = 0; i < n; ++i)
-        b[static_cast<size_t>(i)] = value(q, i);
-      comm->allreduce_sum(q, b.data(), n);
-      auto& c = bc[static_cast<size_t>(g)];
-      if (q == p - 1) std::fill(c.begin(), c.end(), 7.f);
-      comm->broadcast(q, c.data(), n, p - 1);  // a root on the last process, not local 0
-      comm->barrier(q);
-    });
-  for (auto& t : ts)
-    t.join();
+  const auto bufs = on_threads(l, me * l, n, [&](int q, std::vector<float>& b) {
+    comm->allreduce_sum(q, b.data(), n);
+    auto& c = bc[static_cast<size_t>(q - me * l)];
+    if (q == p - 1) std::fill(c.begin(), c.end(), 7.f);
+    comm->broadcast(q, c.data(), n, p - 1);  // a root on the last process, not local 0
+    comm->barrier(q);
+  });
   const std::vector<float> expect = shm_allreduce(p, n);
   for (int g = 0; g < l; ++g) {
     EXPECT_EQ(bufs[static_cast<size_t>(g)], expect) << "group " << g;
@@ -292,25 +278,16 @@ TEST_F(Mpi, ComposedTransportEqualsOneProcessOfAllGroups) {
       if (algo == CollectiveAlgo::ring && l == 2) sizes.push_back(2500000);  // MPI pieces
       for (int64_t n : sizes) {
         const size_t un = static_cast<size_t>(n);
-        std::vector<std::vector<float>> all(static_cast<size_t>(l), std::vector<float>(un));
         std::vector<std::vector<float>> bc(static_cast<size_t>(l), std::vector<float>(un));
-        std::vector<std::thread> ts;
-        for (int g = 0; g < l; ++g)
-          ts.emplace_back([&, g] {
-            const int q = me * l + g;
-            auto& b = all[static_cast<size_t>(g)];
-            std::vector<float> src(un);
-            for (int64_t i = 0; i < n; ++i)
-              b[static_cast<size_t>(i)] = src[static_cast<size_t>(i)] = value(q, i);
-            comm->allreduce_sum(q, b.data(), n);
-            auto& c = bc[static_cast<size_t>(g)];
-            comm->reduce_sum(q, src.data(), c.data(), n, p - 1);
-            if (q != p - 1) std::fill(c.begin(), c.end(), -1.f);
-            comm->broadcast(q, c.data(), n, p - 1);
-            comm->barrier(q);
-          });
-        for (auto& th : ts)
-          th.join();
+        const auto all = on_threads(l, me * l, n, [&](int q, std::vector<float>& b) {
+          const std::vector<float> src = b;
+          comm->allreduce_sum(q, b.data(), n);
+          auto& c = bc[static_cast<size_t>(q - me * l)];
+          comm->reduce_sum(q, src.data(), c.data(), n, p - 1);
+          if (q != p - 1) std::fill(c.begin(), c.end(), -1.f);
+          comm->broadcast(q, c.data(), n, p - 1);
+          comm->barrier(q);
+        });
         const std::vector<float> expect = shm_allreduce(p, n, algo);
         const std::vector<float> reduced = shm_reduce_broadcast(p, n, algo, p - 1);
         for (int g = 0; g < l; ++g) {
@@ -330,18 +307,9 @@ TEST_F(Mpi, ComposedTransportEqualsOneProcessOfAllGroups) {
 // as many groups over shared memory, and the bytes each rank says it sent adding up to the plan.
 std::vector<float> shm_compressed(int p, int64_t n, WireFormat f) {
   auto comm = make_shm_comm(p, CollectiveAlgo::ring);
-  std::vector<std::vector<float>> bufs(static_cast<size_t>(p), std::vector<float>(n));
-  std::vector<std::thread> ts;
-  for (int r = 0; r < p; ++r)
-    ts.emplace_back([&, r] {
-      auto& b = bufs[static_cast<size_t>(r)];
-      for (int64_t i = 0; i < n; ++i)
-        b[static_cast<size_t>(i)] = value(r, i);
-      comm->allreduce_compressed(r, b.data(), b.data(), n, f, nullptr);
-    });
-  for (auto& t : ts)
-    t.join();
-  return bufs[0];
+  return on_threads(p, 0, n, [&](int r, std::vector<float>& b) {
+    comm->allreduce_compressed(r, b.data(), b.data(), n, f, nullptr);
+  })[0];
 }
 
 TEST_F(Mpi, CompressedAllreduceEqualsOneProcessOfAllGroups) {
@@ -362,21 +330,11 @@ TEST_F(Mpi, CompressedAllreduceEqualsOneProcessOfAllGroups) {
           SCOPED_TRACE(comm->name() + " " + wire_format_name(f) + " L=" + std::to_string(l) +
                        " n=" + std::to_string(n));
           ASSERT_EQ(comm->compressed_refusal(), "");
-          std::vector<std::vector<float>> all(static_cast<size_t>(l),
-                                              std::vector<float>(static_cast<size_t>(n)));
           std::vector<int64_t> sent(static_cast<size_t>(l));
-          std::vector<std::thread> ts;
-          for (int g = 0; g < l; ++g)
-            ts.emplace_back([&, g] {
-              const int q = me * l + g;
-              auto& b = all[static_cast<size_t>(g)];
-              for (int64_t i = 0; i < n; ++i)
-                b[static_cast<size_t>(i)] = value(q, i);
-              sent[static_cast<size_t>(g)] =
-                  comm->allreduce_compressed(q, b.data(), b.data(), n, f, nullptr);
-            });
-          for (auto& th : ts)
-            th.join();
+          const auto all = on_threads(l, me * l, n, [&](int q, std::vector<float>& b) {
+            sent[static_cast<size_t>(q - me * l)] =
+                comm->allreduce_compressed(q, b.data(), b.data(), n, f, nullptr);
+          });
           const std::vector<float> expect = shm_compressed(p, n, f);
           for (int g = 0; g < l; ++g)
             EXPECT_EQ(all[static_cast<size_t>(g)], expect) << "group " << me * l + g;
