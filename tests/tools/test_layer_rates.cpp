@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <string>
 #include <tuple>
@@ -62,6 +63,38 @@ TEST(LayerRates, FitRecoversTheRatesThatMadeTheTimings) {
   EXPECT_NEAR(relu.seconds(5e5, 4e7), 4e7 / 20e9, 1e-3 * 4e7 / 20e9);
 }
 
+// A GEMM class (convolutions, inner products) fits three terms, the flops, the activations'
+// bytes and the weights' bytes apart, its flop rate at most the FMA peak it is given.
+TEST(LayerRates, GemmClassesPriceTheirWeightsApartAndFlopsAtMostThePeak) {
+  EXPECT_TRUE(gemm_class("conv"));
+  EXPECT_TRUE(gemm_class("inner_product-streamed"));
+  EXPECT_FALSE(gemm_class("batch_norm"));
+  // conv: 100 GFLOP/s, activations at 10 GB/s, weights at 2 GB/s; shapes whose three terms
+  // vary apart (a large map with few weights, a small map with many).
+  std::vector<LayerSample> s;
+  for (int i = 1; i <= 6; ++i) {
+    const double flops = 1e8 * i, act = 4e6 * (7 - i) * (7 - i), w = 1e5 * i * i * i;
+    s.push_back({"conv", false, flops, act + w, flops / 100e9 + act / 10e9 + w / 2e9, w});
+  }
+  const std::vector<LayerRate> free = fit_layer_rates(s, 200);
+  ASSERT_EQ(free.size(), 1u);
+  EXPECT_NEAR(free[0].gflops, 100, 0.01);
+  EXPECT_NEAR(free[0].gbs, 10, 1e-4);
+  ASSERT_TRUE(free[0].weight_gbs.has_value());
+  EXPECT_NEAR(*free[0].weight_gbs, 2, 1e-5);
+  EXPECT_NEAR(free[0].seconds(1e8, 4e6 + 1e5, 1e5), 1e8 / 100e9 + 4e6 / 10e9 + 1e5 / 2e9, 1e-12);
+  // A peak below the rate the timings imply: the flop rate stops at it (the bytes take the rest).
+  const std::vector<LayerRate> capped = fit_layer_rates(s, 50);
+  ASSERT_EQ(capped.size(), 1u);
+  EXPECT_NEAR(capped[0].gflops, 50, 1e-6);
+  // Not a GEMM class: no weights' rate of its own, the flop rate not bounded.
+  for (LayerSample& x : s)
+    x.cls = "lrn";
+  const std::vector<LayerRate> other = fit_layer_rates(s, 50);
+  ASSERT_EQ(other.size(), 1u);
+  EXPECT_FALSE(other[0].weight_gbs.has_value());
+}
+
 TEST(LayerRates, LayerWorkCountsWhatNetCostCounts) {
   for (const std::string net : {"lenet", "cifar10-quick", "resnet18", "alexnet-cifar"}) {
     const NetSpec spec =
@@ -92,7 +125,10 @@ TEST(LayerRates, LayerWorkCountsWhatNetCostCounts) {
 // none of them is priced by the fallback.
 TEST(LayerRates, ProbesSpanTheHeldOutNetsClasses) {
   std::set<std::string> probed;
-  for (const NetSpec& p : bench::probe_nets()) {
+  std::vector<NetSpec> probes = bench::probe_nets();
+  for (NetSpec& p : bench::layer_probe_nets())
+    probes.push_back(std::move(p));
+  for (const NetSpec& p : probes) {
     const std::vector<LayerWork> w = layer_work(p).value();
     for (const LayerWork& l : w)
       probed.insert(l.cls);
@@ -225,6 +261,32 @@ TEST(LayerRates, UpdateTimedBySizeReplacesItsBandwidth) {
 
 // Cold timings (cold_seconds, after the last-level cache was evicted) and the elastic momentum
 // step ([[step.elastic_update]]) are read beside the warm ones, each checked by name.
+// An inner product whose weights exceed kStreamedWeightBytes is a class of its own (they stream
+// from memory); a machine file's weight_gbs is read and priced, a bad one named.
+TEST(LayerRates, StreamedInnerProductsAreAClassOfTheirOwn) {
+  const std::vector<LayerWork> w = layer_work(spec_of("alexnet-cifar", {3, 32, 32, 10})).value();
+  std::map<std::string, std::string> cls;
+  for (const LayerWork& l : w)
+    cls[l.name] = l.cls;
+  EXPECT_EQ(cls["fc6+relu6"], "inner_product-streamed");  // 37.7 M weights
+  EXPECT_EQ(cls["fc8"], "inner_product");                 // 41 k
+  std::string text = kRated;
+  text +=
+      "[[step.rate]]\nclass = \"conv\"\npass = \"forward\"\ngflops = 1\ngbs = 4\n"
+      "weight_gbs = 2\n";
+  auto m = parse_machine(text, "rated.toml");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ASSERT_EQ(m->step.rates.size(), 1u);
+  const LayerRate& r = m->step.rates[0];
+  EXPECT_NEAR(r.seconds(1e9, 6e9, 2e9), 1 + 1 + 1, 1e-12);  // 4 GB of activations, 2 of weights
+  std::string bad = text;
+  bad.replace(bad.find("weight_gbs = 2"), 14, "weight_gbs = -2");
+  auto b = parse_machine(bad, "rated.toml");
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("step.rate[0].weight_gbs"), std::string::npos)
+      << b.status().message();
+}
+
 TEST(LayerRates, ColdAndElasticPassesAreRead) {
   std::string text = rated_text({"conv"});
   text.replace(text.find("source = \"test\"\n[[step.rate]]"), 15,

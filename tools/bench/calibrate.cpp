@@ -88,6 +88,7 @@ struct NetFigures {
   std::vector<LayerTime> layers;
   double step_layers = 0;            // the step's CPU time in the layer view (beside its layers')
   double overhead = -1;              // oversubscription's, from this net's own 2C (and 4C) layouts
+  bool layers_only = false;          // a layer probe: its layers timed, nothing else
   std::vector<double> corun;         // contention: C independent copies of the step over one alone
   std::vector<double> corun_shared;  // 2C copies on the C cores over one alone (the probes')
   // Gx1 layouts: groups, group 0's step (s), and the algorithm's split summed over groups.
@@ -435,24 +436,57 @@ Result<Scaling> fit_scaling(std::vector<NetFigures>& nets, const Ceilings& ceil,
   return out;
 }
 
+// A net timed layer by layer only (layer_probe_nets): its layers, update and the step they
+// were timed in.
+Result<NetFigures> measure_layers(const Topology& topo, const BenchConfig& cfg, const NetSpec& spec,
+                                  int64_t batch) {
+  NetFigures f;
+  f.name = spec.name;
+  f.spec = spec;
+  f.batch = batch;
+  f.layers_only = true;
+  EASEL_ASSIGN_OR_RETURN(LayerView v, time_layers(topo, cfg, spec, batch));
+  f.update = v.update_cpu_ms.median / 1e3;
+  f.step = f.step_layers = v.step_cpu_ms.median / 1e3;
+  f.layers = v.layers;
+  std::printf("  %-14s layers timed in a step of %.3f ms (CPU time)\n", f.name.c_str(),
+              f.step * 1e3);
+  return f;
+}
+
+// Every timed layer pass of `f` as the fit's samples; returns the sum of their seconds.
+double add_layer_samples(const NetFigures& f, const std::vector<model::LayerWork>& work,
+                         std::vector<model::LayerSample>& samples) {
+  double layers = 0;
+  for (const LayerTime& t : f.layers) {
+    const double fwd = t.forward_cpu_ms.median / 1e3, bwd = t.backward_cpu_ms.median / 1e3;
+    layers += fwd + bwd;
+    for (const model::LayerWork& w : work) {
+      if (w.name != t.info.name) continue;
+      samples.push_back({w.cls, false, w.forward.flops(f.batch), w.forward.bytes(f.batch), fwd,
+                         w.forward.bytes_per_batch});
+      samples.push_back({w.cls, true, w.backward.flops(f.batch), w.backward.bytes(f.batch), bwd,
+                         w.backward.bytes_per_batch});
+    }
+  }
+  return layers;
+}
+
 // The layer classes' rates (tools/model/layer_rates.hpp) from every timed layer of every net
-// (the probes' and --nets'), the momentum update's bandwidth and the step's rest per image
-// (the whole 1x1 step less its layers and update), each the median over the nets.
-Result<model::StepRates> fit_step(const std::vector<NetFigures>& nets) {
+// (the probes', the layer probes' and --nets'; the GEMM classes' flop rates at most the FMA
+// peak), the momentum update's bandwidth and the step's rest per image (the whole 1x1 step less
+// its layers and update), each the median over `nets` (not the layer probes).
+Result<model::StepRates> fit_step(const std::vector<NetFigures>& nets,
+                                  const std::vector<NetFigures>& layer_probes, double peak_gflops) {
   std::vector<model::LayerSample> samples;
   std::vector<double> update_gbs, other;
+  for (const NetFigures& f : layer_probes) {
+    EASEL_ASSIGN_OR_RETURN(std::vector<model::LayerWork> work, model::layer_work(f.spec));
+    add_layer_samples(f, work, samples);
+  }
   for (const NetFigures& f : nets) {
     EASEL_ASSIGN_OR_RETURN(std::vector<model::LayerWork> work, model::layer_work(f.spec));
-    double layers = 0;
-    for (const LayerTime& t : f.layers) {
-      const double fwd = t.forward_cpu_ms.median / 1e3, bwd = t.backward_cpu_ms.median / 1e3;
-      layers += fwd + bwd;
-      for (const model::LayerWork& w : work) {
-        if (w.name != t.info.name) continue;
-        samples.push_back({w.cls, false, w.forward.flops(f.batch), w.forward.bytes(f.batch), fwd});
-        samples.push_back({w.cls, true, w.backward.flops(f.batch), w.backward.bytes(f.batch), bwd});
-      }
-    }
+    const double layers = add_layer_samples(f, work, samples);
     if (f.update > 0)
       update_gbs.push_back(20.0 * static_cast<double>(f.arena_floats) / f.update / 1e9);
     // The rest: the whole training step timed in the same loop as its layers (so that the
@@ -466,12 +500,15 @@ Result<model::StepRates> fit_step(const std::vector<NetFigures>& nets) {
         (f.step_layers - layers - f.update) * 1e3);
   }
   model::StepRates r;
-  r.rates = model::fit_layer_rates(samples);
+  r.rates = model::fit_layer_rates(samples, peak_gflops);
   r.update_gbs = std::max(median(update_gbs), 1e-3);
   r.other_per_image = median(other);
-  for (const model::LayerRate& x : r.rates)
-    std::printf("  layer class %-16s %-8s %2d samples: %8.2f GFLOP/s, %8.2f GB/s\n", x.cls.c_str(),
+  for (const model::LayerRate& x : r.rates) {
+    std::printf("  layer class %-22s %-8s %2d samples: %8.2f GFLOP/s, %8.2f GB/s", x.cls.c_str(),
                 x.backward ? "backward" : "forward", x.samples, x.gflops, x.gbs);
+    if (x.weight_gbs) std::printf(", weights %.2f GB/s", *x.weight_gbs);
+    std::printf("\n");
+  }
   std::printf("  momentum update %.2f GB/s; rest of the step %.2f us per image\n", r.update_gbs,
               r.other_per_image * 1e6);
   return r;
@@ -558,9 +595,11 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
       os << "\noversubscription_overhead = " << num(f.overhead)
          << "  # this net's own, from its co-run rounds (2C copies over C)";
     os << "\nsource = "
-       << quoted(
-              "one group of one thread alone: forward, loss, backward, momentum update; "
-              "median of the repeats");
+       << quoted(f.layers_only
+                     ? "a layer probe: the whole step its layers were timed in (CPU time, "
+                       "median of the repeats); fitted to, no layouts"
+                     : "one group of one thread alone: forward, loss, backward, "
+                       "momentum update; median of the repeats");
     os << "\n# group layouts measured (step s of group 0; the algorithm's compute/comm/wait):";
     for (const NetFigures::Shared& s : f.shared)
       os << "\n#   " << s.groups << "x1: " << num(s.step) << " s; " << num(s.compute) << " / "
@@ -598,8 +637,9 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
   for (const model::LayerRate& r : step.rates)
     os << "[[step.rate]]\nclass = " << quoted(r.cls)
        << "\npass = " << (r.backward ? "\"backward\"" : "\"forward\"")
-       << "\ngflops = " << num(r.gflops) << "\ngbs = " << num(r.gbs) << "\nsamples = " << r.samples
-       << "\n";
+       << "\ngflops = " << num(r.gflops) << "\ngbs = " << num(r.gbs)
+       << (r.weight_gbs ? "\nweight_gbs = " + num(*r.weight_gbs) : "")
+       << "\nsamples = " << r.samples << "\n";
   const std::vector<Locality> locs = localities(topo);
   os << "\n[[mode]]\nname = \"this\"\nlocalities = " << locs.size()
      << "\nhbw_gb = " << num(static_cast<double>(locs[0].hbw_bytes) / 1e9)
@@ -636,7 +676,14 @@ Status calibrate_node(const BenchConfig& cfg, const Topology& topo, const std::s
   ExchangeFit fit = fit_exchange(topo, ceil, nets);
   EASEL_RETURN_IF_ERROR(time_exchange_points(topo, cfg, fit));
   EASEL_ASSIGN_OR_RETURN(Scaling sc, fit_scaling(nets, ceil, c));
-  EASEL_ASSIGN_OR_RETURN(model::StepRates step, fit_step(nets));
+  std::vector<NetFigures> layer_probes;
+  for (const NetSpec& spec : layer_probe_nets()) {
+    EASEL_ASSIGN_OR_RETURN(NetFigures f, measure_layers(topo, cfg, spec, cfg.batches[0]));
+    layer_probes.push_back(std::move(f));
+  }
+  EASEL_ASSIGN_OR_RETURN(model::StepRates step,
+                         fit_step(nets, layer_probes, ceil.fma_core_gflops.max));
+  nets.insert(nets.end(), layer_probes.begin(), layer_probes.end());  // described with the rest
   const std::string text = describe(topo, cfg, ceil, fit, sc, mpi, nets, step);
   // What is written must read back.
   if (auto back = model::parse_machine(text, out_path); !back.ok())

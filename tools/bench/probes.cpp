@@ -76,16 +76,34 @@ std::string wide() {
   return s;
 }
 
-}  // namespace
+std::string large() {
+  std::string s = "name = \"probe-large\"\n" + std::string(kHeader);
+  s += conv("stem", 64, 7, 2) + layer("stem_relu", "relu");
+  s += layer("lrn1", "lrn", "local_size = 5\nalpha = 0.0001\nbeta = 0.75\n");
+  s += layer("pool1", "max_pool", "kernel = 2\nstride = 2\n");
+  s += layer("fc1", "inner_product", "outputs = 4096\n") + layer("fc1_relu", "relu");
+  s += layer("fc2", "inner_product", "outputs = 10\n");
+  return s;
+}
 
-std::vector<NetSpec> probe_nets() {
+std::vector<NetSpec> parse_probes(const std::vector<std::string>& texts) {
   std::vector<NetSpec> out;
-  for (const std::string& text : {narrow(), wide()}) {
+  for (const std::string& text : texts) {
     Result<NetSpec> spec = parse_net_description(text, "probe", {3, 32, 32, 10});
     EASEL_CHECK(spec.ok());  // fixed text: a failure is a bug here
     out.push_back(std::move(*spec));
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<NetSpec> probe_nets() {
+  return parse_probes({narrow(), wide()});
+}
+
+std::vector<NetSpec> layer_probe_nets() {
+  return parse_probes({large()});
 }
 
 }  // namespace easel::bench

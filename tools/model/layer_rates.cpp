@@ -8,11 +8,33 @@
 
 namespace easel::model {
 
+namespace {
+
+double param_count(const OpDesc& d) {
+  double params = 0;
+  for (const std::vector<int64_t>& p : param_shapes(d)) {
+    double n = 1;
+    for (int64_t x : p)
+      n *= static_cast<double>(x);
+    params += n;
+  }
+  return params;
+}
+
+}  // namespace
+
 std::string layer_class(const OpDesc& d) {
+  if (d.kind == OpKind::inner_product)
+    return 4 * param_count(d) > kStreamedWeightBytes ? "inner_product-streamed" : "inner_product";
   if (d.kind != OpKind::conv) return op_kind_name(d.kind);
   if (d.src.c <= 4) return "conv-stem";
   if (d.kh == 1 && d.kw == 1) return "conv1x1";
   return "conv";
+}
+
+bool gemm_class(const std::string& cls) {
+  return cls == "conv" || cls == "conv-stem" || cls == "conv1x1" || cls == "inner_product" ||
+         cls == "inner_product-streamed";
 }
 
 Result<std::vector<LayerWork>> layer_work(const NetSpec& spec) {
@@ -27,13 +49,7 @@ Result<std::vector<LayerWork>> layer_work(const NetSpec& spec) {
     for (const Shape4& s : d.more_src)
       src += static_cast<double>(s.count());
     const double dst = static_cast<double>(shapes[i].count());
-    double params = 0;
-    for (const std::vector<int64_t>& p : param_shapes(d)) {
-      double n = 1;
-      for (int64_t x : p)
-        n *= static_cast<double>(x);
-      params += n;
-    }
+    const double params = param_count(d);
     const bool diff_src = std::any_of(g.in[i].begin(), g.in[i].end(), [](int t) { return t >= 0; });
     LayerWork w;
     w.name = g.layers[i].name;
@@ -48,71 +64,125 @@ Result<std::vector<LayerWork>> layer_work(const NetSpec& spec) {
   return out;
 }
 
-double LayerRate::seconds(double flops, double bytes) const {
-  return (gflops > 0 ? flops / (gflops * 1e9) : 0) + (gbs > 0 ? bytes / (gbs * 1e9) : 0);
+double LayerRate::seconds(double flops, double bytes, double weight_bytes) const {
+  double t = gflops > 0 ? flops / (gflops * 1e9) : 0;
+  if (weight_gbs) {
+    bytes -= weight_bytes;
+    if (*weight_gbs > 0) t += weight_bytes / (*weight_gbs * 1e9);
+  }
+  return t + (gbs > 0 ? bytes / (gbs * 1e9) : 0);
 }
 
 namespace {
 
-// Least squares of sum ((a f_i + b y_i) / t_i - 1)^2 over a >= 0, b >= 0 (seconds per flop
-// and per byte): the unconstrained 2x2 solution when both are positive, else the better of the
-// one-term fits.
-LayerRate fit_one(const std::vector<const LayerSample*>& s) {
-  double ff = 0, fy = 0, yy = 0, f1 = 0, y1 = 0;
-  for (const LayerSample* x : s) {
-    const double f = x->flops / x->seconds, y = x->bytes / x->seconds;
-    ff += f * f;
-    fy += f * y;
-    yy += y * y;
-    f1 += f;
-    y1 += y;
-  }
-  auto residual = [&](double a, double b) {
+// Least squares of sum_i (sum_k c_k x_ik / t_i - 1)^2 over c_k >= lower_k (seconds per flop,
+// per byte, ...): every choice of the terms left free (the others at their bound) solved by its
+// normal equations, the best feasible one kept; empty when only the bounds remain and they are
+// all 0.
+std::vector<double> fit_bounded(const std::vector<std::vector<double>>& x,
+                                const std::vector<double>& t, const std::vector<double>& lower) {
+  const size_t k = lower.size();
+  auto residual = [&](const std::vector<double>& c) {
     double r = 0;
-    for (const LayerSample* x : s) {
-      const double e = (a * x->flops + b * x->bytes) / x->seconds - 1;
+    for (size_t i = 0; i < x.size(); ++i) {
+      double e = -1;
+      for (size_t j = 0; j < k; ++j)
+        e += c[j] * x[i][j] / t[i];
       r += e * e;
     }
     return r;
   };
-  struct Candidate {
-    double a, b;
-  };
-  std::vector<Candidate> cands;
-  const double det = ff * yy - fy * fy;
-  if (det > 1e-12 * ff * yy) {
-    const double a = (f1 * yy - y1 * fy) / det, b = (y1 * ff - f1 * fy) / det;
-    if (a > 0 && b > 0) cands.push_back({a, b});
-  }
-  if (ff > 0) cands.push_back({f1 / ff, 0});
-  if (yy > 0) cands.push_back({0, y1 / yy});
-  LayerRate r;
-  r.samples = static_cast<int>(s.size());
-  double best = 1e300;
-  for (const Candidate& c : cands) {
-    const double e = residual(c.a, c.b);
-    if (e < best) {
-      best = e;
-      r.gflops = c.a > 0 ? 1 / (c.a * 1e9) : 0;
-      r.gbs = c.b > 0 ? 1 / (c.b * 1e9) : 0;
+  std::vector<double> best;
+  double best_r = 1e300;
+  for (unsigned mask = 0; mask < (1u << k); ++mask) {
+    std::vector<size_t> free;
+    for (size_t j = 0; j < k; ++j)
+      if (mask & (1u << j)) free.push_back(j);
+    const size_t f = free.size();
+    // The normal equations of the free terms against what the bounded ones leave.
+    std::vector<std::vector<double>> a(f, std::vector<double>(f + 1, 0));
+    for (size_t i = 0; i < x.size(); ++i) {
+      double rest = 1;
+      for (size_t j = 0; j < k; ++j)
+        if (!(mask & (1u << j))) rest -= lower[j] * x[i][j] / t[i];
+      for (size_t p = 0; p < f; ++p) {
+        const double xp = x[i][free[p]] / t[i];
+        for (size_t q = 0; q < f; ++q)
+          a[p][q] += xp * x[i][free[q]] / t[i];
+        a[p][f] += xp * rest;
+      }
+    }
+    bool solved = true;  // Gauss-Jordan with partial pivoting
+    for (size_t p = 0; p < f && solved; ++p) {
+      size_t piv = p;
+      for (size_t q = p + 1; q < f; ++q)
+        if (std::abs(a[q][p]) > std::abs(a[piv][p])) piv = q;
+      std::swap(a[p], a[piv]);
+      if (!(std::abs(a[p][p]) > 1e-12 * std::max(1.0, std::abs(a[0][0])))) solved = false;
+      for (size_t q = 0; q < f && solved; ++q) {
+        if (q == p) continue;
+        const double m = a[q][p] / a[p][p];
+        for (size_t r = p; r <= f; ++r)
+          a[q][r] -= m * a[p][r];
+      }
+    }
+    if (!solved) continue;
+    std::vector<double> c = lower;
+    bool feasible = true;
+    for (size_t p = 0; p < f; ++p) {
+      c[free[p]] = a[p][f] / a[p][p];
+      feasible = feasible && std::isfinite(c[free[p]]) && c[free[p]] >= lower[free[p]];
+    }
+    if (!feasible || std::all_of(c.begin(), c.end(), [](double v) { return v <= 0; })) continue;
+    const double r = residual(c);
+    if (r < best_r) {
+      best_r = r;
+      best = c;
     }
   }
+  return best;
+}
+
+double per_second(double seconds_per_unit) {
+  return seconds_per_unit > 0 ? 1 / (seconds_per_unit * 1e9) : 0;
+}
+
+LayerRate fit_one(const std::vector<const LayerSample*>& s, bool gemm, double peak_gflops) {
+  std::vector<std::vector<double>> x;
+  std::vector<double> t;
+  for (const LayerSample* p : s) {
+    if (gemm)
+      x.push_back({p->flops, p->bytes - p->weight_bytes, p->weight_bytes});
+    else
+      x.push_back({p->flops, p->bytes});
+    t.push_back(p->seconds);
+  }
+  std::vector<double> lower(gemm ? 3 : 2, 0.0);
+  if (gemm && peak_gflops > 0) lower[0] = 1 / (peak_gflops * 1e9);
+  const std::vector<double> c = fit_bounded(x, t, lower);
+  LayerRate r;
+  r.samples = static_cast<int>(s.size());
+  if (c.empty()) return r;
+  r.gflops = per_second(c[0]);
+  r.gbs = per_second(c[1]);
+  if (gemm) r.weight_gbs = per_second(c[2]);
   return r;
 }
 
 }  // namespace
 
-std::vector<LayerRate> fit_layer_rates(const std::vector<LayerSample>& samples) {
+std::vector<LayerRate> fit_layer_rates(const std::vector<LayerSample>& samples,
+                                       double peak_gflops) {
   std::map<std::pair<std::string, bool>, std::vector<const LayerSample*>> by;
   for (const LayerSample& s : samples)
     if (s.seconds > 0 && std::isfinite(s.seconds) && (s.flops > 0 || s.bytes > 0))
       by[{s.cls, s.backward}].push_back(&s);
   std::vector<LayerRate> out;
   for (const auto& [key, group] : by) {
-    LayerRate r = fit_one(group);
+    LayerRate r = fit_one(group, gemm_class(key.first), peak_gflops);
     r.cls = key.first;
     r.backward = key.second;
-    if (r.gflops > 0 || r.gbs > 0) out.push_back(std::move(r));
+    if (r.gflops > 0 || r.gbs > 0 || r.weight_gbs.value_or(0) > 0) out.push_back(std::move(r));
   }
   return out;
 }
@@ -145,9 +215,11 @@ StepEstimate estimate_step(const StepRates& r, const std::vector<LayerWork>& lay
   };
   for (const LayerWork& l : layers) {
     e.forward.push_back(
-        rate_of(l.cls, false).seconds(l.forward.flops(batch), l.forward.bytes(batch)));
+        rate_of(l.cls, false)
+            .seconds(l.forward.flops(batch), l.forward.bytes(batch), l.forward.bytes_per_batch));
     e.backward.push_back(
-        rate_of(l.cls, true).seconds(l.backward.flops(batch), l.backward.bytes(batch)));
+        rate_of(l.cls, true)
+            .seconds(l.backward.flops(batch), l.backward.bytes(batch), l.backward.bytes_per_batch));
     e.layer_seconds += e.forward.back() + e.backward.back();
   }
   if (!r.update_by_size.empty())

@@ -5,12 +5,15 @@
 //            class (the op kind, convolutions split by shape), and per pass (forward, backward)
 //            its FLOPs and the bytes it streams, per image and per batch (the parameters).
 //   fit      per class and pass, seconds = flops / rate + bytes / bandwidth, the two fitted to
-//            the timed layers by least squares on the relative error, both non-negative.
+//            the timed layers by least squares on the relative error, both non-negative; the
+//            GEMM classes (convolutions, inner products) price their weights at a bandwidth of
+//            their own and their flops at most at the core's FMA peak.
 //   step     one group's step at a batch: the sum over its layers and passes, plus the
 //            momentum update over the arena and the step's own per-image rest (loss, input).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,34 +40,51 @@ struct LayerWork {
 
 // The class a layer is priced by: the op kind's name ("inner_product", "batch_norm", ...),
 // convolutions split by shape: "conv-stem" (at most 4 input channels: the first layer on
-// images), "conv1x1" (a 1x1 kernel: one GEMM) and "conv" (the rest).
+// images), "conv1x1" (a 1x1 kernel: one GEMM) and "conv" (the rest); an inner product whose
+// weights exceed kStreamedWeightBytes is "inner_product-streamed".
 std::string layer_class(const OpDesc& d);
+
+// Weights several times a core's private cache (1-2 MB of L2 on the machines easel targets):
+// an inner product at a small batch streams them from memory on every pass, at a fraction of
+// the rate at which weights that stay in cache are read (measured here: 5-9 GB/s against 40).
+inline constexpr double kStreamedWeightBytes = 8.0 * (1 << 20);
+
+// True for the classes that run as GEMMs (convolutions, inner products): their flops are
+// bounded by the FMA peak and their weights have a bandwidth of their own in the fit.
+bool gemm_class(const std::string& cls);
 
 // Every layer of `spec` on one image of `spec`'s input (channels x height x width), in the
 // graph's order (ReLUs fused as the trainer fuses them). Errors name the net and the layer.
 Result<std::vector<LayerWork>> layer_work(const NetSpec& spec);
 
-// One timed layer pass (whole batch), the fit's input.
+// One timed layer pass (whole batch), the fit's input: `bytes` all it streams, of which
+// `weight_bytes` the weights (and on the backward pass their gradient).
 struct LayerSample {
   std::string cls;
   bool backward = false;
-  double flops = 0, bytes = 0, seconds = 0;
+  double flops = 0, bytes = 0, seconds = 0, weight_bytes = 0;
 };
 
-// A class's fitted rates for one pass: seconds = flops / (gflops 1e9) + bytes / (gbs 1e9); a
-// rate of 0 has no term.
+// A class's fitted rates for one pass: seconds = flops / (gflops 1e9) + bytes / (gbs 1e9),
+// where with weight_gbs the weights' bytes are priced at weight_gbs instead (the rest at gbs);
+// a rate of 0 has no term.
 struct LayerRate {
   std::string cls;
   bool backward = false;
   double gflops = 0, gbs = 0;
+  std::optional<double> weight_gbs;
   int samples = 0;
-  double seconds(double flops, double bytes) const;
+  double seconds(double flops, double bytes, double weight_bytes = 0) const;
 };
 
 // Fits one LayerRate per class and pass present in `samples` (samples with seconds <= 0 are
-// dropped): the least-squares fit of the relative error with both terms non-negative (the
-// better of both terms, flops alone and bytes alone).
-std::vector<LayerRate> fit_layer_rates(const std::vector<LayerSample>& samples);
+// dropped): the least-squares fit of the relative error with every term non-negative (the best
+// over which terms are kept). A GEMM class (gemm_class) fits three terms, flops, activations'
+// bytes and weights' bytes, with its flop rate at most `peak_gflops` (when > 0: the FMA peak,
+// which no layer beats; a fit above it prices a compute-bound layer too fast); the other
+// classes two, flops and all bytes.
+std::vector<LayerRate> fit_layer_rates(const std::vector<LayerSample>& samples,
+                                       double peak_gflops = 0);
 
 // The step a set of rates predicts.
 struct StepRates {

@@ -274,7 +274,8 @@ Status read_step(Reader& r, const toml::table& root, Machine* m) {
     const std::string lp = "step.rate[" + std::to_string(j) + "]";
     const toml::table* lt = (*la)[j].as_table();
     if (lt == nullptr) return r.error(lp, "must be a table", &(*la)[j]);
-    EASEL_RETURN_IF_ERROR(r.only(*lt, lp, {"class", "pass", "gflops", "gbs", "samples"}));
+    EASEL_RETURN_IF_ERROR(
+        r.only(*lt, lp, {"class", "pass", "gflops", "gbs", "weight_gbs", "samples"}));
     LayerRate rate;
     EASEL_ASSIGN_OR_RETURN(rate.cls, r.text(*lt, lp, "class", true));
     EASEL_ASSIGN_OR_RETURN(const std::string pass, r.text(*lt, lp, "pass", true));
@@ -284,10 +285,14 @@ Status read_step(Reader& r, const toml::table& root, Machine* m) {
     rate.backward = pass == "backward";
     EASEL_ASSIGN_OR_RETURN(rate.gflops, r.number(*lt, lp, "gflops", 0, 1e8, false, 0));
     EASEL_ASSIGN_OR_RETURN(rate.gbs, r.number(*lt, lp, "gbs", 0, kBig, false, 0));
+    if (lt->contains("weight_gbs")) {
+      EASEL_ASSIGN_OR_RETURN(const double w, r.number(*lt, lp, "weight_gbs", 0, kBig, true));
+      rate.weight_gbs = w;
+    }
     EASEL_ASSIGN_OR_RETURN(const double n, r.number(*lt, lp, "samples", 0, 1e9, false, 0));
     rate.samples = static_cast<int>(n);
-    if (rate.gflops <= 0 && rate.gbs <= 0)
-      return r.error(lp, "needs gflops or gbs (a positive rate)", &(*la)[j]);
+    if (rate.gflops <= 0 && rate.gbs <= 0 && rate.weight_gbs.value_or(0) <= 0)
+      return r.error(lp, "needs gflops, gbs or weight_gbs (a positive rate)", &(*la)[j]);
     for (const LayerRate& o : m->step.rates)
       if (o.cls == rate.cls && o.backward == rate.backward)
         return r.error(lp + ".class", "'" + rate.cls + "' " + pass + " is described twice",
