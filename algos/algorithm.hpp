@@ -299,6 +299,9 @@ struct ModelFacts {
   // EASGD's elastic exchange of weights every tau steps; else a gradient or step every step.
   bool elastic = false;
   bool overlappable = false;  // --overlap hides the exchange behind the next step
+  // The exchange takes the local step's place (the update is applied in it, at the centre or
+  // fused with the elastic pull): the group's own momentum update runs on the other steps only.
+  bool update_in_exchange = false;
   // Arenas a group holds at most, as the model counts its bytes: weights, gradients, momentum
   // and the algorithm's own per group (sync-easgd's partitioned exchange: a second weights).
   int arenas_per_group = 0;

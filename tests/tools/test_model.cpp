@@ -538,6 +538,28 @@ TEST(Model, LockedExchangeBySizeAndTimeSliced) {
       << bad.status().message();
 }
 
+// The centre algorithms' exchange applies the update on its steps (ModelFacts::
+// update_in_exchange): the step keeps the momentum update on the others only, 1 - 1/tau of them.
+TEST(Model, CentreAlgorithmsUpdateInTheExchange) {
+  const Machine m = small();  // LeNet: step 10 ms, its update 1 ms, at batch 64
+  auto step = [&](const std::string& algo, int tau) {
+    ModelRequest r = request("lenet", algo, 1);
+    r.batch = 64;
+    r.tau = tau;
+    auto p = predict(m, r);
+    EXPECT_TRUE(p.ok()) << algo;
+    return p.ok() ? p->step_seconds : -1;
+  };
+  const double whole = step("sync-easgd", 1);
+  EXPECT_NEAR(whole, 0.01, 1e-12);
+  EXPECT_NEAR(step("async-easgd", 1), 0.009, 1e-12);
+  EXPECT_NEAR(step("async-easgd", 4), 0.01 - 0.001 / 4, 1e-12);
+  EXPECT_NEAR(step("easgd-rr", 2), 0.01 - 0.001 / 2, 1e-12);
+  EXPECT_NEAR(step("async-sgd", 1), 0.009, 1e-12);  // every step is the centre's
+  EXPECT_NEAR(step("hogwild-sgd", 4), 0.009, 1e-12);
+  EXPECT_NEAR(step("local-sgd", 4), 0.01, 1e-12);
+}
+
 // Ranks sharing one machine split its cores: 2 ranks of 2 groups on 2 cores are oversubscribed.
 TEST(Model, RanksPerNodeShareTheCores) {
   Machine m = small();

@@ -90,17 +90,34 @@ double core_bandwidth(const Machine& m, const MemoryFigure& mem) {
          kGB;
 }
 
+// The share of a group's steps that run its own momentum update: all of them, but for an
+// algorithm whose exchange takes the local step's place (ModelFacts::update_in_exchange: the
+// centre algorithms) those that do not exchange, 1 - 1/tau (none for async-sgd's every step).
+double update_share(const ModelRequest& req) {
+  const AlgoEntry* e = find_algo(req.algo);
+  if (e == nullptr || !e->model.update_in_exchange) return 1;
+  AlgoParams ap;
+  ap.tau = req.tau;
+  const int64_t k = steps_per_exchange(*e, ap);
+  return k > 0 ? 1 - 1.0 / static_cast<double>(k) : 1;
+}
+
 // Bytes one step streams through memory besides the FLOPs: the update over the arena (w, g, v
-// read, w, v written: 20 n) and each activation written, read by the backward pass and its
-// gradient written and read (4 passes of 4 bytes per float).
+// read, w, v written: 20 n, on its share of the steps) and each activation written, read by
+// the backward pass and its gradient written and read (4 passes of 4 bytes per float).
 double step_bytes(const ModelRequest& req) {
-  return 20.0 * static_cast<double>(req.cost.arena_floats) +
+  return 20.0 * static_cast<double>(req.cost.arena_floats) * update_share(req) +
          16.0 * static_cast<double>(req.cost.activation_floats) * static_cast<double>(req.batch);
 }
 
 // One group's step among the others, and where the figure comes from.
 double step_seconds(const Machine& m, const ModelRequest& req, Prediction& out) {
   const double b = static_cast<double>(req.batch);
+  if (const double share = update_share(req); share < 1)
+    out.notes.push_back(
+        "the exchange applies the update on its steps: the group's own momentum "
+        "update runs on " +
+        fmt("%.3g", 100 * share) + "% of them");
   const double flops = req.cost.train_flops * b;
   if (m.gpu) {
     out.compute_source = "described";
@@ -136,20 +153,21 @@ double step_seconds(const Machine& m, const ModelRequest& req, Prediction& out) 
     }
     const StepEstimate e =
         estimate_step(r, req.layers, static_cast<double>(req.cost.arena_floats), req.batch);
+    const double skipped = (1 - update_share(req)) * e.update_seconds;
     for (size_t i = 0; i < req.layers.size(); ++i)
       out.layers.push_back({req.layers[i].name, req.layers[i].cls, e.forward[i], e.backward[i]});
     for (const std::string& c : e.fallback)
       out.notes.push_back("no calibrated rate for layer class '" + c +
                           "': priced at peak x efficiency and one core's bandwidth");
-    t = e.seconds / speedup * m.peak_gflops / m.compute_rate(req.precision);
+    t = (e.seconds - skipped) / speedup * m.peak_gflops / m.compute_rate(req.precision);
     const double groups_at_once = std::min(req.groups, m.cores);
     if (m.cores > 1)
       t *= 1 + (m.contention - 1) * (groups_at_once - 1) / static_cast<double>(m.cores - 1);
   } else if (cal != nullptr && req.placement != "hbw") {
     out.compute_source = "calibrated";
     // Calibrated at fp32: another precision scales it by the rates' ratio.
-    t = cal->step_seconds * b / static_cast<double>(cal->batch) / speedup * m.peak_gflops /
-        m.compute_rate(req.precision);
+    t = (cal->step_seconds - (1 - update_share(req)) * cal->update_seconds) * b /
+        static_cast<double>(cal->batch) / speedup * m.peak_gflops / m.compute_rate(req.precision);
     if (cal->batch != req.batch)
       out.notes.push_back("the step was measured at batch " + std::to_string(cal->batch) +
                           ", scaled linearly to " + std::to_string(req.batch));
