@@ -113,10 +113,14 @@ double step_bytes(const ModelRequest& req) {
 // One group's step among the others, and where the figure comes from.
 double step_seconds(const Machine& m, const ModelRequest& req, Prediction& out) {
   const double b = static_cast<double>(req.batch);
-  if (const double share = update_share(req); share < 1)
+  if (const double share = update_share(req); share <= 0)
+    out.notes.push_back(
+        "the exchange applies the update at every step: no momentum update of "
+        "the group's own");
+  else if (share < 1)
     out.notes.push_back(
         "the exchange applies the update on its steps: the group's own momentum "
-        "update runs on " +
+        "update on the other " +
         fmt("%.3g", 100 * share) + "% of them");
   const double flops = req.cost.train_flops * b;
   if (m.gpu) {
