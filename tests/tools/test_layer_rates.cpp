@@ -15,6 +15,7 @@
 #include "nets/graph.hpp"
 #include "nets/models/description.hpp"
 #include "nets/models/models.hpp"
+#include "tests/tools/machine_refusal.hpp"
 #include "tests/tools/run_easel.hpp"
 #include "tools/bench/probes.hpp"
 #include "tools/model/layer_rates.hpp"
@@ -253,14 +254,9 @@ TEST(LayerRates, UpdateTimedBySizeReplacesItsBandwidth) {
   EXPECT_NEAR(b.update_seconds, 4 * n * 1e-9, 1e-12);  // 1 ns a byte between the points
   EXPECT_NEAR(b.layer_seconds, a.layer_seconds, 1e-12);
   text.replace(text.find("seconds = 1e-6"), 14, "seconds = 0");
-  auto bad = parse_machine(text, "rated.toml");
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("step.update[0].seconds"), std::string::npos)
-      << bad.status().message();
+  expect_refused(text, "step.update[0].seconds", "rated.toml");
 }
 
-// Cold timings (cold_seconds, after the last-level cache was evicted) and the elastic momentum
-// step ([[step.elastic_update]]) are read beside the warm ones, each checked by name.
 // An inner product whose weights exceed kStreamedWeightBytes is a class of its own (they stream
 // from memory); a machine file's weight_gbs is read and priced, a bad one named.
 TEST(LayerRates, StreamedInnerProductsAreAClassOfTheirOwn) {
@@ -281,12 +277,11 @@ TEST(LayerRates, StreamedInnerProductsAreAClassOfTheirOwn) {
   EXPECT_NEAR(r.seconds(1e9, 6e9, 2e9), 1 + 1 + 1, 1e-12);  // 4 GB of activations, 2 of weights
   std::string bad = text;
   bad.replace(bad.find("weight_gbs = 2"), 14, "weight_gbs = -2");
-  auto b = parse_machine(bad, "rated.toml");
-  ASSERT_FALSE(b.ok());
-  EXPECT_NE(b.status().message().find("step.rate[0].weight_gbs"), std::string::npos)
-      << b.status().message();
+  expect_refused(bad, "step.rate[0].weight_gbs", "rated.toml");
 }
 
+// Cold timings (cold_seconds, after the last-level cache was evicted) and the elastic momentum
+// step ([[step.elastic_update]]) are read beside the warm ones, each checked by name.
 TEST(LayerRates, ColdAndElasticPassesAreRead) {
   std::string text = rated_text({"conv"});
   text.replace(text.find("source = \"test\"\n[[step.rate]]"), 15,
@@ -308,9 +303,7 @@ TEST(LayerRates, ColdAndElasticPassesAreRead) {
         std::tuple{"cold_seconds = 4e-4", "colder = 1", "step.elastic_update[0].colder"}}) {
     std::string t = text;
     t.replace(t.find(from), std::string(from).size(), to);
-    auto bad = parse_machine(t, "rated.toml");
-    ASSERT_FALSE(bad.ok());
-    EXPECT_NE(bad.status().message().find(key), std::string::npos) << bad.status().message();
+    expect_refused(t, key, "rated.toml");
   }
 }
 
@@ -328,10 +321,7 @@ TEST(LayerRates, BadStepTablesNameTheKey) {
            {std::string(kRated).replace(std::string(kRated).find("update_gbs = 2\n"), 15, ""),
             "step.update_gbs"},
        }) {
-    auto m = parse_machine(c.text, "bad.toml");
-    ASSERT_FALSE(m.ok()) << c.key;
-    EXPECT_NE(m.status().message().find(c.key), std::string::npos) << m.status().message();
-    EXPECT_EQ(m.status().message().find('\n'), std::string::npos);
+    expect_refused(c.text, c.key);
   }
 }
 
