@@ -515,6 +515,14 @@ Result<model::StepRates> fit_step(const std::vector<NetFigures>& nets,
 }
 
 // The description's text (it must parse back: run_calibration checks).
+// Passes timed by size, one [[table]] each: bytes, seconds and cold_seconds (groups 1).
+void write_sized(std::ostream& os, const std::string& table, const std::string& comment,
+                 const std::vector<model::ExchangePoint>& points) {
+  for (const model::ExchangePoint& x : points)
+    os << "[[" << table << "]]  # " << comment << "\nbytes = " << num(x.bytes)
+       << "\nseconds = " << num(x.seconds) << "\ncold_seconds = " << num(x.cold_seconds) << "\n";
+}
+
 std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceilings& ceil,
                      const ExchangeFit& fit, const Scaling& sc, const MpiFit& mpi,
                      const std::vector<NetFigures>& nets, const model::StepRates& step) {
@@ -575,11 +583,8 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
        << "\nseconds = " << num(x.seconds) << "\ncold_seconds = " << num(x.cold_seconds)
        << "\nslowest_seconds = " << num(x.slowest_seconds)
        << "\nslowest_cold_seconds = " << num(x.slowest_cold_seconds) << "\n";
-  for (const model::ExchangePoint& x : fit.centre_points)
-    os << "[[transport.shared_memory.centre_exchange]]  # async-easgd's locked exchange, the "
-          "group's CPU seconds\n"
-       << "bytes = " << num(x.bytes) << "\nseconds = " << num(x.seconds)
-       << "\ncold_seconds = " << num(x.cold_seconds) << "\n";
+  write_sized(os, "transport.shared_memory.centre_exchange",
+              "async-easgd's locked exchange, the group's CPU seconds", fit.centre_points);
   if (mpi.ranks > 1)
     os << "[transport.mpi]\nlatency_us = " << num(mpi.transport.latency_us)
        << "\nbandwidth_gbs = " << num(mpi.transport.bandwidth_gbs) << "\nsource = "
@@ -622,18 +627,15 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
      << "source = "
      << quoted(origin + "; each layer of " + fitted + " timed inside whole steps at batch " +
                std::to_string(nets.front().batch) +
-               ", per class and pass seconds = flops / gflops + bytes / gbs (least squares "
-               "on the relative error); medians over the nets")
+               ", per class and pass seconds = flops / gflops + bytes / gbs, the GEMM classes' "
+               "weights at weight_gbs and flops at most at the FMA peak (least squares on the "
+               "relative error); medians over the nets")
      << "\n";
-  for (const model::ExchangePoint& x : fit.update_points)
-    os << "[[step.update]]  # the momentum update by arena size, one thread's CPU seconds\n"
-       << "bytes = " << num(x.bytes) << "\nseconds = " << num(x.seconds)
-       << "\ncold_seconds = " << num(x.cold_seconds) << "\n";
-  for (const model::ExchangePoint& x : fit.elastic_points)
-    os << "[[step.elastic_update]]  # sync-easgd's elastic momentum step (the Comm path), one "
-          "thread's CPU seconds\n"
-       << "bytes = " << num(x.bytes) << "\nseconds = " << num(x.seconds)
-       << "\ncold_seconds = " << num(x.cold_seconds) << "\n";
+  write_sized(os, "step.update", "the momentum update by arena size, one thread's CPU seconds",
+              fit.update_points);
+  write_sized(os, "step.elastic_update",
+              "sync-easgd's elastic momentum step (the Comm path), one thread's CPU seconds",
+              fit.elastic_points);
   for (const model::LayerRate& r : step.rates)
     os << "[[step.rate]]\nclass = " << quoted(r.cls)
        << "\npass = " << (r.backward ? "\"backward\"" : "\"forward\"")
