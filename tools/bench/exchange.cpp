@@ -276,11 +276,6 @@ class Evictor {
   Arena buf_;
 };
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 constexpr int kColdCalls = 5;  // cold calls timed, each after an eviction
 
 // An arena of `floats` floats as one segment: what the exchanges and passes are timed over.
@@ -358,7 +353,7 @@ Result<PassTime> time_sync_exchange_cpu(const Topology& topo, const BenchConfig&
   }
   std::vector<double> cold_each;
   for (const auto& c : cold)
-    if (!c.empty()) cold_each.push_back(median_of(c));
+    if (!c.empty()) cold_each.push_back(summarize(c).median);
   PassTime out;
   // The Comm path's groups differ (the root alone updates the centre; the trainer's comm share
   // sums them): their mean. The fused exchanges' are alike: their median.
@@ -373,8 +368,8 @@ Result<PassTime> time_sync_exchange_cpu(const Topology& topo, const BenchConfig&
         cold_each.empty() ? 0 : *std::max_element(cold_each.begin(), cold_each.end());
     return out;
   }
-  out.seconds = median_of(best);
-  out.cold_seconds = median_of(cold_each);
+  out.seconds = summarize(best).median;
+  out.cold_seconds = summarize(cold_each).median;
   return out;
 }
 
@@ -438,7 +433,7 @@ Result<PassTime> time_group_pass_cpu(const Topology& topo, const BenchConfig& cf
       once();
       cold.push_back(thread_cpu_seconds() - c0);
     }
-    out.cold_seconds = median_of(std::move(cold));
+    out.cold_seconds = summarize(std::move(cold)).median;
   });
   EASEL_RETURN_IF_ERROR(st);
   return out;
