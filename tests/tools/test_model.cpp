@@ -63,6 +63,13 @@ update_seconds = 0.001
 source = "test"
 )";
 
+// kSmall with `tables` before its [[net]] (the exchanges and passes timed by size).
+std::string with_tables(const std::string& tables) {
+  std::string text = kSmall;
+  text.replace(text.find("[[net]]"), 7, tables + "[[net]]");
+  return text;
+}
+
 Machine small() {
   auto m = parse_machine(kSmall, "small.toml");
   EXPECT_TRUE(m.ok()) << m.status().message();
@@ -286,11 +293,9 @@ TEST(Model, ExchangeBySizeInterpolatesTheCalibratedPoints) {
 
   // Read from the description, and used by the model in place of latency and bandwidth; four
   // groups on two cores take turns: x 2.
-  std::string text = kSmall;
-  text.replace(text.find("[[net]]"), 7,
-               "[[transport.shared_memory.exchange]]\ngroups = 4\nbytes = 1e6\nseconds = 2e-4\n"
-               "[[transport.shared_memory.exchange]]\ngroups = 4\nbytes = 1e8\nseconds = 2e-1\n"
-               "[[net]]");
+  std::string text = with_tables(
+      "[[transport.shared_memory.exchange]]\ngroups = 4\nbytes = 1e6\nseconds = 2e-4\n"
+      "[[transport.shared_memory.exchange]]\ngroups = 4\nbytes = 1e8\nseconds = 2e-1\n");
   auto parsed = parse_machine(text, "x.toml");
   ASSERT_TRUE(parsed.ok()) << parsed.status().message();
   ASSERT_EQ(parsed->shm_exchange.size(), 2u);
@@ -313,11 +318,10 @@ TEST(Model, ExchangeBySizeInterpolatesTheCalibratedPoints) {
 // exchange: its exchange is priced from [[transport.shared_memory.comm_exchange]] (the Comm
 // path's comm), a net without them from [[transport.shared_memory.exchange]].
 TEST(Model, NetWithRunningStatisticsIsPricedOnTheCommPath) {
-  std::string text = kSmall;
-  text.replace(text.find("[[net]]"), 7,
-               "[[transport.shared_memory.exchange]]\ngroups = 2\nbytes = 1e6\nseconds = 2e-4\n"
-               "[[transport.shared_memory.comm_exchange]]\ngroups = 2\nbytes = 1e6\n"
-               "seconds = 5e-5\n[[net]]");
+  std::string text = with_tables(
+      "[[transport.shared_memory.exchange]]\ngroups = 2\nbytes = 1e6\nseconds = 2e-4\n"
+      "[[transport.shared_memory.comm_exchange]]\ngroups = 2\nbytes = 1e6\n"
+      "seconds = 5e-5\n");
   auto m = parse_machine(text, "x.toml");
   ASSERT_TRUE(m.ok()) << m.status().message();
   ASSERT_EQ(m->shm_comm_exchange.size(), 1u);
@@ -351,11 +355,10 @@ TEST(Model, NetWithRunningStatisticsIsPricedOnTheCommPath) {
 // as the step and once per tau; a net without running statistics (the fused exchanges) and
 // async-easgd do not take it. Past half the last-level cache the passes' cold timings serve.
 TEST(Model, CommPathPricesTheElasticStepAndColdPasses) {
-  std::string text = kSmall;
-  text.replace(text.find("[[net]]"), 7,
-               "[[transport.shared_memory.exchange]]\ngroups = 2\nbytes = 1e6\nseconds = 2e-4\n"
-               "[[transport.shared_memory.comm_exchange]]\ngroups = 2\nbytes = 1e6\n"
-               "seconds = 5e-5\ncold_seconds = 1e-4\n[[net]]");
+  std::string text = with_tables(
+      "[[transport.shared_memory.exchange]]\ngroups = 2\nbytes = 1e6\nseconds = 2e-4\n"
+      "[[transport.shared_memory.comm_exchange]]\ngroups = 2\nbytes = 1e6\n"
+      "seconds = 5e-5\ncold_seconds = 1e-4\n");
   auto parsed = parse_machine(text, "x.toml");
   ASSERT_TRUE(parsed.ok()) << parsed.status().message();
   Machine m = *parsed;
@@ -404,11 +407,10 @@ TEST(Model, CommPathPricesTheElasticStepAndColdPasses) {
 // weights and updates the centre) prices one group from that point, not scaled from two; the
 // fused exchanges need two groups and refuse one, by name.
 TEST(Model, CommPathTimedAtOneGroupPricesOneGroup) {
-  std::string text = kSmall;
-  text.replace(text.find("[[net]]"), 7,
-               "[[transport.shared_memory.comm_exchange]]\ngroups = 1\nbytes = 1e6\n"
-               "seconds = 7e-5\n[[transport.shared_memory.comm_exchange]]\ngroups = 2\n"
-               "bytes = 1e6\nseconds = 5e-5\n[[net]]");
+  std::string text = with_tables(
+      "[[transport.shared_memory.comm_exchange]]\ngroups = 1\nbytes = 1e6\n"
+      "seconds = 7e-5\n[[transport.shared_memory.comm_exchange]]\ngroups = 2\n"
+      "bytes = 1e6\nseconds = 5e-5\n");
   auto m = parse_machine(text, "x.toml");
   ASSERT_TRUE(m.ok()) << m.status().message();
   ModelRequest one = request("lenet", "sync-easgd", 1);
@@ -429,10 +431,9 @@ TEST(Model, CommPathTimedAtOneGroupPricesOneGroup) {
 // barriers, spinning when each has its core: their wait is the slowest group's timing less the
 // mean (slowest_seconds), once per tau; groups sharing cores block instead (no such wait).
 TEST(Model, CommPathGroupsWaitForTheRootWithACoreEach) {
-  std::string text = kSmall;
-  text.replace(text.find("[[net]]"), 7,
-               "[[transport.shared_memory.comm_exchange]]\ngroups = 2\nbytes = 1e6\n"
-               "seconds = 5e-5\nslowest_seconds = 8e-5\n[[net]]");
+  std::string text = with_tables(
+      "[[transport.shared_memory.comm_exchange]]\ngroups = 2\nbytes = 1e6\n"
+      "seconds = 5e-5\nslowest_seconds = 8e-5\n");
   auto m = parse_machine(text, "x.toml");
   ASSERT_TRUE(m.ok()) << m.status().message();
   ASSERT_EQ(m->shm_comm_exchange[0].slowest_seconds, 8e-5);
@@ -493,11 +494,9 @@ TEST(Model, LockedExchangeBySizeAndTimeSliced) {
   EXPECT_NEAR(seconds_by_size(pts, 2e8), 2e-1, 1e-12);  // beyond: proportional
   EXPECT_NEAR(seconds_by_size(pts, 1e5), 1e-5, 1e-15);
   EXPECT_EQ(seconds_by_size({}, 1e5), -1);
-  std::string text = kSmall;
-  text.replace(text.find("[[net]]"), 7,
-               "[[transport.shared_memory.centre_exchange]]\nbytes = 1e6\nseconds = 1e-4\n"
-               "[[transport.shared_memory.centre_exchange]]\nbytes = 1e8\nseconds = 1e-1\n"
-               "[[net]]");
+  std::string text = with_tables(
+      "[[transport.shared_memory.centre_exchange]]\nbytes = 1e6\nseconds = 1e-4\n"
+      "[[transport.shared_memory.centre_exchange]]\nbytes = 1e8\nseconds = 1e-1\n");
   auto m = parse_machine(text, "c.toml");
   ASSERT_TRUE(m.ok()) << m.status().message();
   ASSERT_EQ(m->shm_centre_exchange.size(), 2u);
