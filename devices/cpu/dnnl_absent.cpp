@@ -17,4 +17,8 @@ bool dnnl_amx_available() {
   return false;
 }
 
+bool dnnl_avx512_available() {
+  return false;
+}
+
 }  // namespace easel

@@ -34,6 +34,9 @@ struct DnnlOptions {
 bool dnnl_available();       // built with oneDNN
 bool dnnl_bf16_available();  // built with oneDNN and the CPU computes bf16 natively
 bool dnnl_amx_available();   // ... with AMX tiles (oneDNN's avx512_core_amx)
+// Built with oneDNN and its kernels may use AVX-512 (avx512_core or above): below it (AVX2)
+// oneDNN 2.6 has no JIT kernel for LRN across channels, and easel's own one runs.
+bool dnnl_avx512_available();
 // The oneDNN rows of the CPU device's list (devices/cpu/cpu_op_list.cpp) for desc.kind, in
 // order: the first that accepts desc, else the last refusal (unavailable: "easel was built
 // without oneDNN" or "<kind>: no oneDNN primitive" when no row applies).

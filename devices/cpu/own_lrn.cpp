@@ -1,11 +1,16 @@
-// LRN within channel, the same definition as the reference (devices/cpu/ref_ops.cpp, RefLrn):
-//   scale = k + alpha / n^2 * box(src^2),  dst = src * scale^-beta
-//   diff_src = diff_dst * scale^-beta - 2 alpha beta / n^2 * src * box(diff_dst * dst / scale)
-// where box sums the zero-padded window of half (n-1)/2 on each side of (h, w) (a symmetric
-// window, so the backward's transposed window is the same box). The box is separable: a pass
-// along w, then one along h. Both layouts are [planes][H][W][V]: nchw has planes N*C and V 1,
-// nhwc planes N and V C; a shift along w is then a shift of V contiguous floats, so every pass
-// is one contiguous, vectorisable loop.
+// LRN in both of Caffe's regions, the same definition as the reference (devices/cpu/ref_ops.cpp,
+// RefLrn), with m = n (across channels) or n^2 (within channel):
+//   scale = k + alpha / m * box(src^2),  dst = src * scale^-beta
+//   diff_src = diff_dst * scale^-beta - 2 alpha beta / m * src * box(diff_dst * dst / scale)
+// where box sums the zero-padded window of half (n-1)/2 on each side (a symmetric window, so the
+// backward's transposed window is the same box). Every box is made of one-axis boxes over rows
+// laid out [len][inner]: a shift by d positions along the axis is a shift by d * inner
+// contiguous floats, so each pass is a few contiguous, vectorisable loops whatever the axis.
+//   across, nchw: rows N, axis C, inner H*W      across, nhwc: rows N*H*W, axis C, inner 1
+//   within: along w (rows P*H, axis W, inner V), then along h (rows P, axis H, inner W*V),
+//           with P = N*C, V = 1 (nchw) or P = N, V = C (nhwc)
+// oneDNN 2.6 has a JIT kernel for the across region on AVX-512 only (on AVX2 it would run
+// lrn_ref, which easel refuses), and its within-channel backward is off (dnnl_ops.cpp).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -16,35 +21,57 @@ namespace easel {
 
 namespace {
 
-class OwnLrnWithin final : public Op {
+// out[r][p][:] <- the sum of in[r][q][:] over q in [p - half, p + half] clipped to [0, len), for
+// each of `rows` rows of len x inner floats. in and out must not overlap.
+void box_along(const float* in, float* out, int64_t rows, int64_t len, int64_t inner,
+               int64_t half) {
+  const int64_t row = len * inner;
+#pragma omp parallel for
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* a = in + r * row;
+    float* b = out + r * row;
+    std::copy(a, a + row, b);
+    for (int64_t d = 1; d <= half && d < len; ++d) {
+      const int64_t sh = d * inner;
+#pragma omp simd
+      for (int64_t i = 0; i < row - sh; ++i)
+        b[i] += a[i + sh];
+#pragma omp simd
+      for (int64_t i = sh; i < row; ++i)
+        b[i] += a[i - sh];
+    }
+  }
+}
+
+class OwnLrn final : public Op {
  public:
-  explicit OwnLrnWithin(const OpDesc& d)
+  explicit OwnLrn(const OpDesc& d)
       : Op(d),
         count_(d.src.count()),
-        planes_(d.layout == Layout::nchw ? d.src.n * d.src.c : d.src.n),
-        v_(d.layout == Layout::nchw ? 1 : d.src.c),
         half_((d.local_size - 1) / 2),
         scale_(static_cast<size_t>(count_)),
         pow_(static_cast<size_t>(count_)),
         tmp_(static_cast<size_t>(count_)),
         box_(static_cast<size_t>(count_)) {}
-  std::string impl() const override { return "own:lrn_within"; }
+  std::string impl() const override {
+    return desc_.lrn_within_channel ? "own:lrn_within" : "own:lrn_across";
+  }
 
   void forward(const float* src, float* dst, std::span<const float* const>, bool) override {
     const OpDesc& d = desc_;
-    const float alpha_m = d.alpha / static_cast<float>(d.local_size * d.local_size);
-    float* sq = dst;  // dst holds the squares until it is written
-#pragma omp parallel for
+    const float alpha_m = d.alpha / summands();
+    float* sq = tmp_.data();
+#pragma omp parallel for simd
     for (int64_t i = 0; i < count_; ++i)
       sq[i] = src[i] * src[i];
-    box(sq, box_.data());
+    const float* b = box(sq, box_.data());
     const float k = d.k, beta = d.beta;
     float* scale = scale_.data();
     float* p = pow_.data();
     const bool three_quarters = beta == 0.75f;
 #pragma omp parallel for simd
     for (int64_t i = 0; i < count_; ++i) {
-      const float s = k + alpha_m * box_[static_cast<size_t>(i)];
+      const float s = k + alpha_m * b[i];
       scale[i] = s;
       // s^-0.75 = 1 / (sqrt(s) * sqrt(sqrt(s))): exact to a few ulp, far cheaper than pow.
       const float r = std::sqrt(s);
@@ -56,70 +83,51 @@ class OwnLrnWithin final : public Op {
   void backward(const float* src, const float* dst, const float* diff_dst, float* diff_src,
                 std::span<const float* const>, std::span<float* const>) override {
     if (!diff_src) return;
-    const OpDesc& d = desc_;
-    const float ratio = 2.f * d.alpha * d.beta / static_cast<float>(d.local_size * d.local_size);
-    float* t = diff_src;  // diff_src holds diff_dst * dst / scale until it is written
+    const float ratio = 2.f * desc_.alpha * desc_.beta / summands();
+    float* t = tmp_.data();
     const float* scale = scale_.data();
 #pragma omp parallel for simd
     for (int64_t i = 0; i < count_; ++i)
       t[i] = diff_dst[i] * dst[i] / scale[i];
-    box(t, box_.data());
+    const float* b = box(t, box_.data());
     const float* p = pow_.data();
 #pragma omp parallel for simd
     for (int64_t i = 0; i < count_; ++i)
-      diff_src[i] = diff_dst[i] * p[i] - ratio * src[i] * box_[static_cast<size_t>(i)];
+      diff_src[i] = diff_dst[i] * p[i] - ratio * src[i] * b[i];
   }
 
  private:
-  // out <- the window sums of in (both [planes][H][W][V]); tmp_ holds the pass along w.
-  void box(const float* in, float* out) {
-    const int64_t hh = desc_.src.h, wv = desc_.src.w * v_, plane = hh * wv, half = half_;
-    float* tmp = tmp_.data();
-#pragma omp parallel for
-    for (int64_t p = 0; p < planes_; ++p) {
-      const float* a = in + p * plane;
-      float* b = tmp + p * plane;
-      float* o = out + p * plane;
-      for (int64_t y = 0; y < hh; ++y) {  // along w: a shift by dx is a shift by dx * V floats
-        const float* ar = a + y * wv;
-        float* br = b + y * wv;
-        std::copy(ar, ar + wv, br);
-        for (int64_t dx = 1; dx <= half; ++dx) {
-          const int64_t sh = dx * v_;
-          if (sh >= wv) break;
-#pragma omp simd
-          for (int64_t i = 0; i < wv - sh; ++i)
-            br[i] += ar[i + sh];
-#pragma omp simd
-          for (int64_t i = sh; i < wv; ++i)
-            br[i] += ar[i - sh];
-        }
-      }
-      for (int64_t y = 0; y < hh; ++y) {  // along h: whole rows
-        float* orow = o + y * wv;
-        std::copy(b + y * wv, b + (y + 1) * wv, orow);
-        for (int64_t yy = std::max<int64_t>(y - half, 0); yy <= std::min(y + half, hh - 1); ++yy) {
-          if (yy == y) continue;
-          const float* brow = b + yy * wv;
-#pragma omp simd
-          for (int64_t i = 0; i < wv; ++i)
-            orow[i] += brow[i];
-        }
-      }
-    }
+  float summands() const {
+    const int64_t m = desc_.local_size;
+    return static_cast<float>(desc_.lrn_within_channel ? m * m : m);
   }
 
-  int64_t count_, planes_, v_, half_;
+  // The window sums of in, returned: in out (across), or back in in (within: the pass along w
+  // goes to out, the one along h from there back to in). Both are clobbered.
+  const float* box(float* in, float* out) {
+    const Shape4& s = desc_.src;
+    const bool nchw = desc_.layout == Layout::nchw;
+    if (!desc_.lrn_within_channel) {
+      if (nchw)
+        box_along(in, out, s.n, s.c, s.h * s.w, half_);
+      else
+        box_along(in, out, s.n * s.h * s.w, s.c, 1, half_);
+      return out;
+    }
+    const int64_t planes = nchw ? s.n * s.c : s.n, v = nchw ? 1 : s.c;
+    box_along(in, out, planes * s.h, s.w, v, half_);  // along w
+    box_along(out, in, planes, s.h, s.w * v, half_);  // along h
+    return in;
+  }
+
+  int64_t count_, half_;
   std::vector<float> scale_, pow_, tmp_, box_;  // per element; scale and pow kept for backward
 };
 
 }  // namespace
 
 Result<std::unique_ptr<Op>> make_own_lrn(const OpDesc& d, const DnnlOptions& /*options*/) {
-  if (!d.lrn_within_channel)
-    return unavailable(
-        "lrn: easel's own kernel is the within-channel region's (oneDNN has the other)");
-  return std::unique_ptr<Op>(new OwnLrnWithin(d));
+  return std::unique_ptr<Op>(new OwnLrn(d));
 }
 
 }  // namespace easel

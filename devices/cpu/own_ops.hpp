@@ -12,8 +12,9 @@
 
 namespace easel {
 
-// LRN within channel (Caffe's WITHIN_CHANNEL): separable box sums of the squares, vectorised
-// along the contiguous axis of either layout. Refuses the across-channel region (oneDNN's).
+// LRN in both regions (Caffe's ACROSS_CHANNELS and WITHIN_CHANNEL): box sums of the squares as
+// shifted adds of contiguous rows, vectorised in either layout. Accepts every valid descriptor;
+// it runs where oneDNN has no JIT kernel (across channels on AVX2, within channel anywhere).
 Result<std::unique_ptr<Op>> make_own_lrn(const OpDesc& d, const DnnlOptions& options);
 
 // Dropout with a counter-based mask (devices/dropout_hash.hpp) in logical (n, c, h, w) order:
