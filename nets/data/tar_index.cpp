@@ -1,7 +1,6 @@
 // The tar header reader and writer (tar_index.hpp).
 #include "nets/data/tar_index.hpp"
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -130,6 +129,19 @@ Status scan_tar(const TarReadAt& read_at, int64_t file_size, const std::string& 
   return {};
 }
 
+namespace {
+
+// A header's numeric field of `width` bytes: width - 1 octal digits, zero-padded, then a NUL.
+// Requires a value that fits (a member under 8 GiB; the checksum, at most 512 * 255, in six).
+void octal(uint8_t* field, int width, uint64_t value) {
+  for (int i = width - 2; i >= 0; --i, value >>= 3)
+    field[i] = static_cast<uint8_t>('0' + (value & 7));
+  EASEL_CHECK(value == 0);
+  field[width - 1] = '\0';
+}
+
+}  // namespace
+
 void tar_header(const std::string& name, int64_t size, uint8_t block[512]) {
   std::memset(block, 0, kBlock);
   std::string prefix, base = name;
@@ -140,12 +152,11 @@ void tar_header(const std::string& name, int64_t size, uint8_t block[512]) {
     base = name.substr(slash + 1);
   }
   std::memcpy(block, base.data(), base.size());
-  std::snprintf(reinterpret_cast<char*>(block + 100), 8, "%07o", 0644);
-  std::snprintf(reinterpret_cast<char*>(block + 108), 8, "%07o", 0);
-  std::snprintf(reinterpret_cast<char*>(block + 116), 8, "%07o", 0);
-  std::snprintf(reinterpret_cast<char*>(block + 124), 12, "%011llo",
-                static_cast<unsigned long long>(size));
-  std::snprintf(reinterpret_cast<char*>(block + 136), 12, "%011o", 0);
+  octal(block + 100, 8, 0644);
+  octal(block + 108, 8, 0);
+  octal(block + 116, 8, 0);
+  octal(block + 124, 12, static_cast<uint64_t>(size));
+  octal(block + 136, 12, 0);
   block[156] = '0';
   std::memcpy(block + 257, "ustar", 6);
   std::memcpy(block + 263, "00", 2);
@@ -153,7 +164,7 @@ void tar_header(const std::string& name, int64_t size, uint8_t block[512]) {
   int64_t sum = 0;
   for (int i = 0; i < kBlock; ++i)
     sum += (i >= 148 && i < 156) ? ' ' : block[i];
-  std::snprintf(reinterpret_cast<char*>(block + 148), 8, "%06llo", static_cast<long long>(sum));
+  octal(block + 148, 7, static_cast<uint64_t>(sum));  // six digits, NUL, then a space
   block[155] = ' ';
 }
 
