@@ -3,19 +3,54 @@
 runs fastest and correctly on this machine, for the comparison tools (tools/bench-vs-pytorch,
 tools/bench-nets-vs-pytorch): each candidate core type is tried in a fresh python (a core type
 the CPU lacks dies there), a one-thread float32 GEMM checked against a float64 one and timed;
-the fastest correct one wins. The environment's own OPENBLAS_CORETYPE is one candidate, never
-the default: these machines set Haswell, which runs PyTorch's LeNet about 3x slower than
-SkylakeX on an AVX-512 CPU. EASEL_PEER_CORETYPE=NAME forces NAME (no trial).
+the fastest correct one wins. The candidates: OpenBLAS's own detection (OPENBLAS_CORETYPE
+unset, named "" here), then each forced core type whose instructions this CPU has (SkylakeX
+needs AVX-512, Haswell AVX2: forcing one the CPU lacks would be illegal), then the environment's
+own OPENBLAS_CORETYPE, never the default: these machines set Haswell, which runs PyTorch's LeNet
+about 3x slower than SkylakeX on an AVX-512 CPU. EASEL_PEER_CORETYPE=NAME forces NAME (no trial).
 
-  peer_blas.py [--python PYTHON]   # prints "OPENBLAS_CORETYPE=NAME" on stdout, the trial on stderr
+  peer_blas.py [--python PYTHON]   # prints "OPENBLAS_CORETYPE=NAME" on stdout (an empty NAME:
+                                   # leave it unset), the trial on stderr
 
-As a module: choose(python) -> (name, one line describing the choice).
+As a module: choose(python) -> (name, one line describing the choice); apply(env, name) sets
+or unsets OPENBLAS_CORETYPE in env.
 """
 import os
 import subprocess
 import sys
 
-CANDIDATES = ["SkylakeX", "Haswell"]
+# Each forced core type and the CPU flag (/proc/cpuinfo) its kernels need.
+FORCED = [("SkylakeX", "avx512f"), ("Haswell", "avx2")]
+
+
+def cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def candidates():
+    """OpenBLAS's detection first, then the forced core types this CPU can run."""
+    flags = cpu_flags()
+    return [""] + [name for name, flag in FORCED if flag in flags]
+
+
+def apply(env, name):
+    """env with OPENBLAS_CORETYPE set to name, or unset when name is empty."""
+    if name:
+        env["OPENBLAS_CORETYPE"] = name
+    else:
+        env.pop("OPENBLAS_CORETYPE", None)
+    return env
+
+
+def label(name):
+    return name or "detected"
 
 # One thread, a 512 x 512 x 512 GEMM: the error against float64 (relative to the result's
 # largest element) and the median of 15 timed products, in ms.
@@ -38,8 +73,7 @@ print(err, ts[len(ts) // 2] * 1e3)
 
 def trial(python, coretype):
     """(ms, error) of the GEMM under `coretype`, or None when it fails there."""
-    env = dict(os.environ, OPENBLAS_CORETYPE=coretype, OMP_NUM_THREADS="1",
-               OPENBLAS_NUM_THREADS="1")
+    env = apply(dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1"), coretype)
     try:
         r = subprocess.run([python, "-c", TRIAL], capture_output=True, text=True, env=env,
                            timeout=120)
@@ -55,28 +89,27 @@ def choose(python):
     forced = os.environ.get("EASEL_PEER_CORETYPE", "")
     if forced:
         return forced, "peer: OPENBLAS_CORETYPE=%s (forced by EASEL_PEER_CORETYPE)" % forced
-    candidates = list(CANDIDATES)
+    names = candidates()
     own = os.environ.get("OPENBLAS_CORETYPE", "")
-    if own and own not in candidates:
-        candidates.append(own)
+    if own and own not in names:
+        names.append(own)
     tried = []
     best = None
-    for ct in candidates:
+    for ct in names:
         t = trial(python, ct)
         if t is None:
-            tried.append("%s fails here" % ct)
+            tried.append("%s fails here" % label(ct))
             continue
         ms, err = t
         ok = err < 1e-5
-        tried.append("%s %.2f ms%s" % (ct, ms, "" if ok else " WRONG (error %.1e)" % err))
+        tried.append("%s %.2f ms%s" % (label(ct), ms, "" if ok else " WRONG (error %.1e)" % err))
         if ok and (best is None or ms < best[1]):
             best = (ct, ms)
     if best is None:
-        return own or CANDIDATES[0], ("peer: no core type gave a correct GEMM (%s); "
-                                      "OPENBLAS_CORETYPE=%s" % ("; ".join(tried),
-                                                                own or CANDIDATES[0]))
+        return "", ("peer: no core type gave a correct GEMM (%s); OpenBLAS's own detection"
+                    % "; ".join(tried))
     return best[0], ("peer: OPENBLAS_CORETYPE=%s, the fastest correct one-thread 512^3 GEMM "
-                     "(%s; the environment had %s)" % (best[0], ", ".join(tried),
+                     "(%s; the environment had %s)" % (label(best[0]), ", ".join(tried),
                                                         own or "none"))
 
 
