@@ -306,6 +306,43 @@ bool dnnl_amx_available() {
   return dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
 }
 
+std::string dnnl_version_line() {
+  const dnnl_version_t* v = dnnl_version();
+  std::string isa = "an ISA this build does not name";
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::sse41:
+      isa = "sse41";
+      break;
+    case dnnl::cpu_isa::avx:
+      isa = "avx";
+      break;
+    case dnnl::cpu_isa::avx2:
+      isa = "avx2";
+      break;
+    case dnnl::cpu_isa::avx2_vnni:
+      isa = "avx2_vnni";
+      break;
+    case dnnl::cpu_isa::avx512_core:
+      isa = "avx512_core";
+      break;
+    case dnnl::cpu_isa::avx512_core_vnni:
+      isa = "avx512_core_vnni";
+      break;
+    case dnnl::cpu_isa::avx512_core_bf16:
+      isa = "avx512_core_bf16";
+      break;
+    case dnnl::cpu_isa::avx512_core_amx:
+      isa = "avx512_core_amx";
+      break;
+    default:
+      break;
+  }
+  const std::string hash = v->hash;  // "N/A" in Debian's build
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+         std::to_string(v->patch) + (hash == "N/A" ? "" : " (commit " + hash + ")") +
+         ", its kernels for " + isa + " on this CPU";
+}
+
 bool dnnl_avx512_available() {
   switch (dnnl::get_effective_cpu_isa()) {
     case dnnl::cpu_isa::avx512_core:

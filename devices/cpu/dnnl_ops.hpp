@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "devices/device.hpp"
 #include "devices/op.hpp"
@@ -37,6 +38,9 @@ bool dnnl_amx_available();   // ... with AMX tiles (oneDNN's avx512_core_amx)
 // Built with oneDNN and its kernels may use AVX-512 (avx512_core or above): below it (AVX2)
 // oneDNN 2.6 has no JIT kernel for LRN across channels, and easel's own one runs.
 bool dnnl_avx512_available();
+// "2.6.3, its kernels for avx512_core_bf16 on this CPU" (the ISA oneDNN dispatches to here), or
+// why there is none.
+std::string dnnl_version_line();
 // The oneDNN rows of the CPU device's list (devices/cpu/cpu_op_list.cpp) for desc.kind, in
 // order: the first that accepts desc, else the last refusal (unavailable: "easel was built
 // without oneDNN" or "<kind>: no oneDNN primitive" when no row applies).

@@ -61,6 +61,26 @@ TEST(Cli, HelpListsEveryFlagWithItsDefault) {
   EXPECT_NE(o.out.find("0.01"), std::string::npos);        // default lr shown
 }
 
+// `easel --version` (and -V) names the build: version, commit, compiler and -march, oneDNN,
+// CUDA and MPI; anything after it is refused. `easel help [COMMAND]` is `--help`.
+TEST(Cli, VersionAndHelp) {
+  for (const char* flag : {"--version", "-V"}) {
+    Out o = easel(flag);
+    EXPECT_EQ(o.code, 0) << o.err;
+    for (const char* part :
+         {"easel 0.", "(commit ", "compiler: ", "-march=", "oneDNN: ", "CUDA: ", "MPI: "})
+      EXPECT_NE(o.out.find(part), std::string::npos) << flag << ": " << part << "\n" << o.out;
+  }
+  Out extra = easel("--version train");
+  EXPECT_EQ(extra.code, 2);
+  EXPECT_EQ(extra.err, "easel: --version takes nothing after it\n");
+  EXPECT_EQ(easel("help").out, easel("--help").out);
+  const Out help_train = easel("help train");
+  EXPECT_EQ(help_train.code, 0);
+  EXPECT_EQ(help_train.out, easel("train --help").out);
+  EXPECT_NE(help_train.out.find("--iterations"), std::string::npos);
+}
+
 // --precision on the CPU: tf32 and an unknown name refused in one line, exit 2, before any
 // data is read; bf16 either trains or is refused with the probe's measured rates.
 TEST(Cli, PrecisionOnTheCpu) {

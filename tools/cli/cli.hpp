@@ -84,6 +84,8 @@ int run_train(SettingValues& values, const std::vector<std::string>& given,
 int run_topology(const TrainConfig& cfg, bool as_json, bool fit);
 // `easel list [--json]`: the built-in nets (params, weight bytes, FLOPs) and the algorithms.
 int run_list(bool as_json);
+// `easel --version` (tools/cli/version_cmd.cpp).
+int run_version();
 // `easel bench`: adds the subcommand with its flags bound to `flags` (tools/bench/bench_cmd.cpp).
 CLI::App* add_bench_flags(CLI::App& app, bench::BenchFlags& flags);
 int run_bench(const bench::BenchFlags& flags);

@@ -92,6 +92,12 @@ int easel_main(int argc, char** argv) {
   using namespace easel;
   using cli::Failure;
   using cli::report;
+  if (argc > 1 && (std::strcmp(argv[1], "--version") == 0 || std::strcmp(argv[1], "-V") == 0)) {
+    if (argc > 2)
+      return report(invalid_argument(std::string(argv[1]) + " takes nothing after it"),
+                    Failure::request);
+    return cli::run_version();
+  }
   // `easel sweep` passes any train flag on to its cells: it reads its own arguments.
   if (argc > 1 && std::strcmp(argv[1], "sweep") == 0)
     return cli::run_sweep(std::vector<std::string>(argv + 2, argv + argc));
@@ -99,6 +105,8 @@ int easel_main(int argc, char** argv) {
   CLI::App app{"easel: train deep networks on a node split into worker groups (SC17 algorithms)",
                "easel"};
   app.require_subcommand(1);
+  app.footer(
+      "easel --version (-V) prints the build; easel help COMMAND is easel COMMAND --help.\n");
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 
   CLI::App* train = app.add_subcommand("train", "train a net with one of the algorithms");
@@ -178,5 +186,12 @@ int main(int argc, char** argv) {
   if (easel::Status st = easel::mpi_start(&argc, &argv); !st.ok())
     return easel::cli::report(st, easel::cli::Failure::run);
   if (easel::process_rank() != 0) easel::set_log_level(easel::LogLevel::error);
-  return easel::mpi_finish(easel_main(argc, argv));
+  // `easel help [COMMAND]` is `easel [COMMAND] --help`.
+  std::vector<char*> args(argv, argv + argc);
+  static char help_flag[] = "--help";
+  if (argc > 1 && std::strcmp(argv[1], "help") == 0 && argc <= 3) {
+    args.erase(args.begin() + 1);
+    args.push_back(help_flag);
+  }
+  return easel::mpi_finish(easel_main(static_cast<int>(args.size()), args.data()));
 }
