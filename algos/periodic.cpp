@@ -112,7 +112,7 @@ class Periodic final : public Algorithm {
   // The shared arenas go to every group. The own ones, from as many groups as the checkpoint
   // had: each its own, or (resumed into another number of groups, at a meeting) AdamW's second
   // moment the old groups' mean and the int8 residual zero (what the old groups had not yet
-  // sent is dropped: at most one rounding of each's last pseudo-gradient).
+  // sent is dropped: at most the last exchange's rounding error).
   Status restore_state(Run& run, const AlgoState& st) override {
     const size_t n = static_cast<size_t>(run.arena_floats());
     const size_t shared = shared_arenas(per_[0]).size();
@@ -196,8 +196,9 @@ class Periodic final : public Algorithm {
         for (int64_t j = 0; j < n; ++j)
           d[j] += e[j];
     }
-    // fp32: the plain allreduce; bf16, int8: the compressed one, every transfer packed, its own
-    // rounding of d (what int8 did not send of it) carried to the next exchange in e.
+    // fp32: the plain allreduce; bf16, int8: the compressed one, every transfer packed; int8's
+    // roundings of d and of the partial sums this group re-encodes (what the ring did not send)
+    // carried to the next exchange in e.
     timed_collective(run, g, [&] {
       for_each_message(run, [&](int64_t off, int64_t m) {
         if (p.precision == ExchangePrecision::fp32)

@@ -3,7 +3,7 @@
 // the weights of their last meeting; each group then applies the same outer rule to its copy of
 // x (algos/outer_ops.hpp) and continues from it. With --exchange-precision bf16 or int8 the
 // allreduce is the compressed ring (engine/comm/collectives/compressed_ring.hpp: every transfer
-// packed, int8 with error feedback on each group's own rounding). The files local_sgd.cpp,
+// packed, int8 with error feedback on every rounding). The files local_sgd.cpp,
 // slowmo.cpp and diloco.cpp each pick a rule. Deterministic: every group computes the same x from
 // the same sum, so the copies stay equal bit for bit; across MPI ranks the allreduce spans every
 // group.

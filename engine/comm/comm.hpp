@@ -80,8 +80,9 @@ class Comm {
 
   // The compressed allreduce (engine/comm/collectives/compressed_ring.hpp): every rank's src
   // rounded to `f`, summed with every transfer packed in `f`, the same bits in every rank's dst
-  // (which may alias src); err (or null) receives src less what was sent of it. Returns the
-  // bytes this rank sent. Only where compressed_refusal() is empty.
+  // (which may alias src); err (or null) receives this rank's share of what the roundings took
+  // off (the ranks' src - err sum to dst: the error-feedback residual). Returns the bytes this
+  // rank sent. Only where compressed_refusal() is empty.
   virtual int64_t allreduce_compressed(int rank, const float* src, float* dst, int64_t n,
                                        WireFormat f, float* err) {
     (void)rank, (void)src, (void)dst, (void)n, (void)f, (void)err;

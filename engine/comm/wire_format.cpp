@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace easel {
 
@@ -33,16 +34,49 @@ float bf16_value(uint16_t b) {
   return y;
 }
 
-// The int8 scale of x[b, e): max |x| / 127.
+// The bits of |x| as an int32: they order as |x| does.
+int32_t abs_bits(float x) {
+  int32_t u;
+  std::memcpy(&u, &x, 4);
+  return u & 0x7fffffff;
+}
+
+bool finite(float x) {
+  return abs_bits(x) < 0x7f800000;  // false for NaN and +-Inf
+}
+
+// The int8 scale of x[b, e): max |x| / 127 over its finite values (finite, >= 0). The max is
+// taken on the bits: an int max the compiler vectorizes (a float max it does not, for NaN's sake).
 float int8_scale(const float* x, int64_t b, int64_t e) {
-  float amax = 0;
+  int32_t bits = 0;
   for (int64_t i = b; i < e; ++i)
-    amax = std::max(amax, std::fabs(x[i]));
+    bits = std::max(bits, finite(x[i]) ? abs_bits(x[i]) : 0);
+  float amax;
+  std::memcpy(&amax, &bits, 4);
   return amax / 127.f;
 }
 
+// The code of a value that is not finite: NaN and +-Inf, which no scale can round (casting NaN
+// or a quotient out of range to int8 is undefined), and which a sum must not lose.
+constexpr int8_t kNotFinite = -128;
+
+// x's int8 code under the scale s of its block (|x| <= 127 s when x is finite). Every value is
+// computed and the code selected, without branches, so that the loops over a block vectorize;
+// only values in [-128, 127] are cast.
 int8_t int8_code(float x, float s) {
-  return static_cast<int8_t>(s > 0 ? std::clamp(std::nearbyint(x / s), -127.f, 127.f) : 0.f);
+  const float q = s > 0 ? std::clamp(std::nearbyint(x / s), -127.f, 127.f) : 0.f;
+  return static_cast<int8_t>(finite(x) ? q : -128.f);
+}
+
+// code * s, and NaN for kNotFinite: the quiet NaN's bits or-ed in where the code is -128 (the
+// only code under -127), without a branch.
+float int8_value(int8_t code, float s) {
+  float y = static_cast<float>(code) * s;
+  uint32_t u;
+  std::memcpy(&u, &y, 4);
+  u |= static_cast<uint32_t>((code + 127) >> 31) & 0x7fc00000u;
+  std::memcpy(&y, &u, 4);
+  return y;
 }
 
 }  // namespace
@@ -52,7 +86,7 @@ int64_t packed_floats(int64_t m, WireFormat f) {
   return blocks(m) + (m + 3) / 4;
 }
 
-void wire_encode(const float* x, int64_t m, WireFormat f, float* out) {
+void wire_encode(const float* x, int64_t m, WireFormat f, float* out, float* err) {
   if (m == 0) return;
   auto* bytes = reinterpret_cast<unsigned char*>(out);
   out[packed_floats(m, f) - 1] = 0;  // the unused bytes of the last float
@@ -60,6 +94,7 @@ void wire_encode(const float* x, int64_t m, WireFormat f, float* out) {
     for (int64_t i = 0; i < m; ++i) {
       const uint16_t b = bf16_bits(x[i]);
       std::memcpy(bytes + 2 * i, &b, 2);
+      if (err != nullptr) err[i] += x[i] - bf16_value(b);
     }
     return;
   }
@@ -71,6 +106,9 @@ void wire_encode(const float* x, int64_t m, WireFormat f, float* out) {
     out[k] = s;
     for (int64_t i = b; i < e; ++i)
       codes[i] = static_cast<unsigned char>(int8_code(x[i], s));
+    if (err != nullptr)
+      for (int64_t i = b; i < e; ++i)
+        err[i] += x[i] - int8_value(static_cast<int8_t>(codes[i]), s);
   }
 }
 
@@ -96,7 +134,7 @@ void wire_decode(const float* in, int64_t m, WireFormat f, float* dst, const flo
     float s;
     std::memcpy(&s, bytes + 4 * k, 4);
     for (int64_t i = b; i < e; ++i)
-      put(i, static_cast<float>(static_cast<int8_t>(codes[i])) * s);
+      put(i, int8_value(static_cast<int8_t>(codes[i]), s));
   }
 }
 
@@ -110,7 +148,7 @@ void wire_round_trip(float* x, int64_t m, WireFormat f) {
     const int64_t e = std::min(m, b + kInt8Block);
     const float s = int8_scale(x, b, e);
     for (int64_t i = b; i < e; ++i)
-      x[i] = static_cast<float>(int8_code(x[i], s)) * s;
+      x[i] = int8_value(int8_code(x[i], s), s);
   }
 }
 

@@ -4,6 +4,7 @@
 // and the flags they take refused, in one line naming the flag, where they do not apply.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -205,7 +206,7 @@ TEST(ExchangePrecision, RoundTripErrorBoundsAndPayload) {
 
 // An int8 exchange is the compressed allreduce of the groups' pseudo-gradients (each d_i =
 // tau lr c_i after tau plain-SGD steps from x0), so every group ends on the same bits: x0 less
-// the mean of that allreduce, and each group's residual what its own rounding took off.
+// the mean of that allreduce.
 TEST(Periodic, Int8ExchangeIsTheCompressedAllreduce) {
   const int p = 3, tau = 2;
   Hand h;
@@ -319,6 +320,34 @@ TEST(Periodic, ResumeEqualsUninterrupted) {
     EXPECT_TRUE(same_bits(resumed->group0_weights, whole->group0_weights));
     EXPECT_EQ(resumed->test_loss, whole->test_loss);
     EXPECT_GT(whole->best_accuracy, 0.5);  // it learns
+  }
+}
+
+// A pseudo-gradient that is not finite (a group's weight turned NaN by its step, unseen by any
+// loss before the meeting) stops the run as diverged in every precision: the compressed exchange
+// puts it in every group's anchor as the fp32 allreduce does, and the run's check finds it.
+TEST(Periodic, NonFiniteExchangeStopsTheRunAsInFp32) {
+  for (const char* precision : {"fp32", "bf16", "int8"}) {
+    SCOPED_TRACE(precision);
+    TrainConfig c = test::small_config("local-sgd", 2);
+    c.iterations = 36;
+    c.eval_every = 9;
+    c.tau = 4;
+    c.momentum = 0;  // no state that would carry the NaN past the meeting on its own
+    ASSERT_TRUE(set_setting(c, "exchange-precision", precision).ok());
+    struct Poison : TrainObserver {
+      // The last group's gradient: zero (its loss is not computed), NaN at one weight at step 13.
+      void on_setup(easel::Run& run) override {
+        run.groups.back()->fake_gradient = [](Group& g) {
+          std::fill(g.diff.data(), g.diff.data() + g.diff.size(), 0.f);
+          if (g.steps.load() == 13) g.diff.data()[0] = std::nanf("");
+        };
+      }
+    } poison;
+    auto r = train(c, test::small_data(), &poison);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->stopped, StopReason::diverged) << r->stop_message;
+    EXPECT_LE(r->steps, 18);  // the round of the meeting at 16
   }
 }
 

@@ -304,12 +304,20 @@ TEST_F(Mpi, ComposedTransportEqualsOneProcessOfAllGroups) {
 // The compressed allreduce (engine/comm/collectives/compressed_ring.hpp) over the world's
 // transport (one group a process), over the composed transport (L groups a process) and through
 // the hierarchical Comm of one group a process: the same bits on every group as one process of
-// as many groups over shared memory, and the bytes each rank says it sent adding up to the plan.
-std::vector<float> shm_compressed(int p, int64_t n, WireFormat f) {
+// as many groups over shared memory, its error-feedback residual too, and the bytes each rank
+// says it sent adding up to the plan.
+struct Compressed {
+  std::vector<float> sum;
+  std::vector<std::vector<float>> err;  // [rank]
+};
+Compressed shm_compressed(int p, int64_t n, WireFormat f) {
   auto comm = make_shm_comm(p, CollectiveAlgo::ring);
-  return on_threads(p, 0, n, [&](int r, std::vector<float>& b) {
-    comm->allreduce_compressed(r, b.data(), b.data(), n, f, nullptr);
-  })[0];
+  std::vector<std::vector<float>> err(static_cast<size_t>(p),
+                                      std::vector<float>(static_cast<size_t>(n)));
+  auto out = on_threads(p, 0, n, [&](int r, std::vector<float>& b) {
+    comm->allreduce_compressed(r, b.data(), b.data(), n, f, err[static_cast<size_t>(r)].data());
+  });
+  return {out[0], err};
 }
 
 TEST_F(Mpi, CompressedAllreduceEqualsOneProcessOfAllGroups) {
@@ -331,13 +339,18 @@ TEST_F(Mpi, CompressedAllreduceEqualsOneProcessOfAllGroups) {
                        " n=" + std::to_string(n));
           ASSERT_EQ(comm->compressed_refusal(), "");
           std::vector<int64_t> sent(static_cast<size_t>(l));
+          std::vector<std::vector<float>> err(static_cast<size_t>(l),
+                                              std::vector<float>(static_cast<size_t>(n)));
           const auto all = on_threads(l, me * l, n, [&](int q, std::vector<float>& b) {
-            sent[static_cast<size_t>(q - me * l)] =
-                comm->allreduce_compressed(q, b.data(), b.data(), n, f, nullptr);
+            const size_t g = static_cast<size_t>(q - me * l);
+            sent[g] = comm->allreduce_compressed(q, b.data(), b.data(), n, f, err[g].data());
           });
-          const std::vector<float> expect = shm_compressed(p, n, f);
-          for (int g = 0; g < l; ++g)
-            EXPECT_EQ(all[static_cast<size_t>(g)], expect) << "group " << me * l + g;
+          const Compressed expect = shm_compressed(p, n, f);
+          for (int g = 0; g < l; ++g) {
+            EXPECT_EQ(all[static_cast<size_t>(g)], expect.sum) << "group " << me * l + g;
+            EXPECT_EQ(err[static_cast<size_t>(g)], expect.err[static_cast<size_t>(me * l + g)])
+                << "group " << me * l + g << "'s residual";
+          }
           int64_t mine = 0, total = 0;
           for (int64_t b : sent)
             mine += b;

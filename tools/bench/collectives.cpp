@@ -4,16 +4,22 @@
 // MPI library's own MPI_Allreduce on the same buffers in the same run: time (median), algbw =
 // bytes / time, busbw = algbw * 2 (p - 1) / p (nccl-tests' definitions, so that every algorithm
 // is compared with the link), and #wrong (elements differing from the exact sum: the inputs are
-// small integers, so every order gives the same floats).
+// small integers, so every order gives the same floats). The compressed ring's rows (ring bf16,
+// ring int8: what --exchange-precision runs, int8 with its error-feedback residual) count their
+// algbw on the fp32 bytes of the message, so that they read against the fp32 algorithms', and
+// #wrong as the elements outside the error bound of engine/comm/collectives/compressed_ring.hpp.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "engine/comm/collective_cost.hpp"
+#include "engine/comm/collectives/compressed_ring.hpp"
 #include "engine/comm/mpi_comm.hpp"
 #include "engine/comm/transport.hpp"
 #include "nets/graph.hpp"
@@ -47,11 +53,20 @@ double largest_arena_bytes() {
   return best;
 }
 
-struct Row {
-  std::string algo;
-  double bytes = 0, seconds = 0;
-  int64_t wrong = 0;
+struct Algo {
+  std::string name;
+  std::unique_ptr<Comm> comm;
+  std::optional<WireFormat> packed;  // the compressed ring's rows
 };
+
+// Whether `got` is right at element i: the exact sum, or for the compressed ring within its
+// bound of it (M: the ranks' largest values 6 (r + 1), in every int8 block of 7 or more; a
+// shorter block's are smaller, so the bound still holds).
+bool right(const Algo& a, int p, int64_t i, float got) {
+  if (!a.packed) return got == exact(p, i);
+  const double m = *a.packed == WireFormat::int8 ? 3.0 * p * (p + 1) : exact(p, i);
+  return std::fabs(got - exact(p, i)) <= compressed_ring::error_bound(p, *a.packed, m);
+}
 
 // Runs `op(rank, buf, n)` on every local rank: `repeats` timed calls after one warm-up, each
 // started together (a barrier of the comm's own), the median of the slowest rank's times.
@@ -77,14 +92,15 @@ Status run_collectives_bench(const CollectivesFlags& f, nlohmann::json* doc) {
     sizes.push_back(b);
   sizes.push_back(max_bytes);
 
-  struct Algo {
-    std::string name;
-    std::unique_ptr<Comm> comm;
-  };
   std::vector<Algo> algos;
   for (CollectiveAlgo a : {CollectiveAlgo::tree, CollectiveAlgo::ring,
                            CollectiveAlgo::halving_doubling, CollectiveAlgo::hierarchical})
-    algos.push_back({collective_algo_name(a), make_collective_comm(transport, a)});
+    algos.push_back({collective_algo_name(a), make_collective_comm(transport, a), {}});
+  for (WireFormat w : {WireFormat::bf16, WireFormat::int8}) {
+    auto comm = make_collective_comm(transport, CollectiveAlgo::ring);
+    if (comm->compressed_refusal().empty())
+      algos.push_back({std::string("ring ") + wire_format_name(w), std::move(comm), w});
+  }
   if (across) algos.push_back({"mpi (MPI_Allreduce)", world->native_comm()});
 
   LinkCost intra, inter;
@@ -97,11 +113,13 @@ Status run_collectives_bench(const CollectivesFlags& f, nlohmann::json* doc) {
                 "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
   }
   nlohmann::json rows = nlohmann::json::array();
-  std::vector<std::vector<float>> bufs(static_cast<size_t>(local));
+  std::vector<std::vector<float>> bufs(static_cast<size_t>(local)), errs(bufs.size());
   for (double bytes : sizes) {
     const int64_t n = std::max<int64_t>(1, static_cast<int64_t>(bytes / 4));
     for (auto& b : bufs)
       b.assign(static_cast<size_t>(n), 0.f);
+    for (auto& e : errs)
+      e.assign(static_cast<size_t>(n), 0.f);
     CollectiveShape shape;
     shape.bytes = static_cast<double>(n) * 4;
     shape.ranks = p;
@@ -121,11 +139,15 @@ Status run_collectives_bench(const CollectivesFlags& f, nlohmann::json* doc) {
           for (int64_t i = 0; i < n; ++i)
             b[static_cast<size_t>(i)] = value(r, i);
           a.comm->barrier(r);
+          float* e = a.packed == WireFormat::int8 ? errs[static_cast<size_t>(l)].data() : nullptr;
           const double t0 = now();
-          a.comm->allreduce_sum(r, b.data(), n);
+          if (a.packed)
+            a.comm->allreduce_compressed(r, b.data(), b.data(), n, *a.packed, e);
+          else
+            a.comm->allreduce_sum(r, b.data(), n);
           took[static_cast<size_t>(l)] = now() - t0;
           for (int64_t i = 0; i < n; ++i)
-            bad[static_cast<size_t>(l)] += b[static_cast<size_t>(i)] != exact(p, i);
+            bad[static_cast<size_t>(l)] += !right(a, p, i, b[static_cast<size_t>(i)]);
         };
         std::vector<std::thread> ts;
         for (int l = 1; l < local; ++l)
@@ -171,7 +193,7 @@ Status run_collectives_bench(const CollectivesFlags& f, nlohmann::json* doc) {
                       {"wrong", wrong},
                       {"auto_choice", chosen},
                       {"predicted_seconds",
-                       a.name.rfind("mpi", 0) == 0
+                       a.name.rfind("mpi", 0) == 0 || a.packed
                            ? nlohmann::json(nullptr)
                            : nlohmann::json(allreduce_seconds(
                                  a.name == "tree"               ? CollectiveAlgo::tree

@@ -2,6 +2,7 @@
 #include "engine/comm/collectives/compressed_ring.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "engine/span_ops.hpp"
@@ -30,6 +31,12 @@ int64_t bytes_sent(int64_t n, int p, WireFormat f) {
   for (int j = 0; j < p; ++j)
     floats += packed_floats(c.size(j), f);
   return 2 * (p - 1) * 4 * floats;
+}
+
+double error_bound(int p, WireFormat f, double m) {
+  const double k = 2.0 * p - 1, fp32 = 4.0 * p * std::ldexp(m, -24);
+  if (f == WireFormat::bf16) return k * std::ldexp(m, -8) * (1 + std::ldexp(p, -7)) + fp32;
+  return k * m / 254 * (1 + p / 127.0) + fp32;
 }
 
 int64_t allreduce(const Team& t, const float* src, float* dst, int64_t n, WireFormat f,
@@ -61,7 +68,9 @@ int64_t allreduce(const Team& t, const float* src, float* dst, int64_t n, WireFo
     if (!values) continue;
     float* acc = dst + c.begin(cr);
     wire_decode(b, c.size(cr), f, acc, acc);  // decoded partial + own rounded chunk
-    wire_encode(acc, c.size(cr), f, a);       // forwarded next step, or (last) the owner's sum
+    // Forwarded next step, or (last) the owner's sum; what this rounding takes off the partial
+    // sum joins this rank's residual, so that no rank's share of it is lost at this hop.
+    wire_encode(acc, c.size(cr), f, a, err != nullptr ? err + c.begin(cr) : nullptr);
   }
   // The owner's sum as every rank will read it.
   if (values) wire_decode(a, c.size(me + 1), f, dst + c.begin(me + 1));
