@@ -2,8 +2,9 @@
 // packed shards trained with a random-resized crop, the same run at any --data-threads and on
 // resume, a bad image (exit 2 naming it, or skipped and counted), `easel data pack` into a
 // folder that holds shards, shards that do not split evenly among the groups, `easel bench
-// --data-only`.
+// --data-only`, and both on the one core `taskset` leaves the process.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -55,6 +56,17 @@ std::map<std::string, std::string> listing(const fs::path& dir) {
         std::to_string(bytes.size()) + " " + std::to_string(std::hash<std::string>{}(bytes));
   }
   return out;
+}
+
+// `taskset -c C ` for the first cpu this process may use: the command then may use one core.
+std::string on_one_core() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int cpu = 0;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    while (cpu < CPU_SETSIZE - 1 && !CPU_ISSET(cpu, &set))
+      ++cpu;
+  return "taskset -c " + std::to_string(cpu) + " ";
 }
 
 // One line on stderr, exit 2, naming `what`.
@@ -292,6 +304,35 @@ TEST_F(DataCli, BenchDataOnly) {
   o = easel("bench --data-only");
   EXPECT_EQ(o.code, 2) << o.err;
   EXPECT_EQ(o.err.rfind("easel: --data-only", 0), 0u) << o.err;
+}
+
+// On the one core `taskset -c C` leaves it, bench's default layouts are those that fit it (1x1),
+// --data-only plans no layout (its streams are unpinned: 1x2 and 2x1 only count the streams),
+// and train's defaults (one group per core) plan one group on that core.
+TEST_F(DataCli, DefaultsFollowTheCoresTheProcessMayUse) {
+  const fs::path json = dir_ / "bench.json";
+  const std::string bench = "bench --data " + (dir_ / "f").string() +
+                            " --data-only --batches 8 --repeats 1 --warmup 1 --min-time 0.05";
+  Out o = easel_test::run_easel(bench + " --json " + json.string(), on_one_core(), "data");
+  ASSERT_EQ(o.code, 0) << o.err;
+  auto doc = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(doc["flags"]["layouts"], "1x1");
+  EXPECT_EQ(doc["data"]["rows"].size(), 1u);
+  o = easel_test::run_easel(bench + " --layouts 1x2,2x1 --overwrite --json " + json.string(),
+                            on_one_core(), "data");
+  ASSERT_EQ(o.code, 0) << o.err;
+  doc = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(doc["data"]["rows"].size(), 2u);  // 1 and 2 streams
+  o = easel_test::run_easel("train --net cifar10-quick --data " + (dir_ / "f").string() +
+                                " --augment random-resized-crop=32 --batch 8 --iterations 2"
+                                " --progress none --out " +
+                                (dir_ / "one").string(),
+                            on_one_core(), "data");
+  ASSERT_EQ(o.code, 0) << o.err;
+  const auto sum = nlohmann::json::parse(slurp(dir_ / "one" / "summary.json"));
+  EXPECT_EQ(sum["groups"], 1);
+  EXPECT_EQ(sum["threads_per_group"], 1);
+  EXPECT_EQ(sum["group_times"][0]["cpus"].size(), 1u);
 }
 
 }  // namespace
