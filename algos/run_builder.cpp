@@ -309,6 +309,8 @@ Status plan_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices) {
         "--shuffle-buffer: only tar shards (--data shards:DIR) are read "
         "through a shuffle buffer, not '" +
         data.train.name + "'");
+  if (shuffle_buffer_for(data.train, cfg.shuffle_buffer) > 0)
+    EASEL_RETURN_IF_ERROR(check_even_shards(data.train, t.p));
   // Keep only this rank's shards (groups rank*L .. rank*L+L-1 of P); shards read through a
   // shuffle buffer stay whole: each group picks its own tar files (build_group).
   if (t.ranks > 1 && shuffle_buffer_for(data.train, cfg.shuffle_buffer) == 0) {

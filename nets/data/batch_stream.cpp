@@ -117,6 +117,36 @@ bool reads_shards(const Dataset& ds) {
   return ds.source && !ds.source->members.empty();
 }
 
+Status check_even_shards(const Dataset& ds, int groups) {
+  if (!reads_shards(ds) || groups < 1) return {};
+  const auto& entries = ds.source->entries;
+  std::vector<int64_t> group_files(static_cast<size_t>(groups), 0);  // shards with samples
+  for (size_t i = 0; i < entries.size(); ++i)
+    if (i == 0 || entries[i].file != entries[i - 1].file)
+      ++group_files[static_cast<size_t>(entries[i].file % groups)];
+  const auto [lo, hi] = std::minmax_element(group_files.begin(), group_files.end());
+  if (*lo == *hi) return {};
+  int64_t files = 0;
+  for (const int64_t n : group_files)
+    files += n;
+  const std::string fix = "pack them with easel data pack --shards-per-group " +
+                          std::to_string(groups) + " (or a multiple), or give --shuffle-buffer 0";
+  if (*lo == 0)
+    return invalid_argument("--shuffle-buffer: group " + std::to_string(lo - group_files.begin()) +
+                            " of " + std::to_string(groups) + " reads no tar shard of '" + ds.name +
+                            "' (" + std::to_string(files) +
+                            " with samples; each group reads its own shards): " + fix);
+  // The last shard of a group that reads more: one too many for an even split.
+  auto e = entries.rbegin();
+  while (group_files[static_cast<size_t>(e->file % groups)] != *hi)
+    ++e;
+  return invalid_argument("--shuffle-buffer: the " + std::to_string(files) + " tar shards of '" +
+                          ds.name + "' split unevenly among " + std::to_string(groups) +
+                          " groups (each reads its own: " + std::to_string(*hi) + " or " +
+                          std::to_string(*lo) + ", group " + std::to_string(e->file % groups) +
+                          " also " + ds.source->files[static_cast<size_t>(e->file)] + "): " + fix);
+}
+
 std::vector<int64_t> shuffle_order(const std::vector<std::pair<int64_t, int64_t>>& files,
                                    int64_t buffer, Rng& rng) {
   EASEL_CHECK(buffer > 0);

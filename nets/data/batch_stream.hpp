@@ -62,6 +62,13 @@ inline int64_t shuffle_buffer_for(const Dataset& ds, int64_t asked) {
   return !reads_shards(ds) ? 0 : asked < 0 ? kDefaultShuffleBuffer : asked;
 }
 
+// Tar shards read through a shuffle buffer by `groups` groups (group g of P takes the shard
+// files f with f mod P == g): refused (invalid_argument, one line naming --shuffle-buffer, a
+// shard too many and the fixes) unless every group reads as many shards with samples. A group
+// that reads fewer has a shorter epoch, so its samples would be drawn more often than the
+// others' (twice as often for 3 shards among 2 groups). OK for a set not in shards.
+Status check_even_shards(const Dataset& ds, int groups);
+
 // One epoch's order of a group's tar shards read WebDataset's way, as positions: `files`
 // (each [begin, end) of consecutive positions) shuffled (Fisher-Yates from rng), their
 // positions concatenated in that order, then passed through a buffer of `buffer` (> 0)

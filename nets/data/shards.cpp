@@ -188,6 +188,12 @@ Result<DataSplit> load_shards(const std::string& spec, int64_t side, bool skip_b
     EASEL_ASSIGN_OR_RETURN(val, glob_files((fs::path(spec) / "val-*.tar").string()));
   } else {
     EASEL_ASSIGN_OR_RETURN(train, glob_files(spec));
+    // Evaluation's shards trained on would be counted twice and make the test figures lie.
+    for (const std::string& f : train)
+      if (fs::path(f).filename().string().starts_with("val-"))
+        return invalid_argument("shards:" + spec + ": matches the validation shard " + f +
+                                " (val-*.tar are evaluated, never trained on): give a glob of "
+                                "training shards only, e.g. shards:DIR/train-*.tar");
     if (!train.empty()) {
       const fs::path dir = fs::path(train[0]).parent_path();
       EASEL_ASSIGN_OR_RETURN(val, glob_files((dir / "val-*.tar").string()));

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -519,6 +520,44 @@ TEST_F(StreamedFolder, ShardsThroughABufferPerGroup) {
   EXPECT_EQ(none.status().message().rfind("--shuffle-buffer: group " + std::to_string(files), 0),
             0u)
       << none.status().message();
+}
+
+// --shards-per-group G: a multiple of G training shards of about --shard-size, any two within
+// one sample of each other, so that G groups (or any count dividing G) read as many shards and
+// samples; check_even_shards refuses an uneven split in a line naming the flag and the fix.
+TEST_F(StreamedFolder, ShardsPerGroupSplitsEvenly) {
+  make(23);
+  PackOptions opt;
+  opt.shard_bytes = 6 << 10;
+  opt.groups = 4;
+  PackStats st;
+  ASSERT_TRUE(pack_image_folder(dir_.string(), (dir_ / "s").string(), opt, &st).ok());
+  auto r = load_data("shards:" + (dir_ / "s").string(), MemKind::dram, 1, DataOptions{32, false});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const StreamSource& src = *r->train.source;
+  std::vector<int64_t> per_shard(src.files.size(), 0);
+  for (const StreamSource::Entry& e : src.entries)
+    ++per_shard[static_cast<size_t>(e.file)];
+  ASSERT_GE(per_shard.size(), 8u);  // several shards per group at 6 KB
+  EXPECT_EQ(per_shard.size() % 4, 0u);
+  const auto [lo, hi] = std::minmax_element(per_shard.begin(), per_shard.end());
+  EXPECT_LE(*hi - *lo, 1);
+  for (const int groups : {1, 2, 4}) {
+    std::vector<int64_t> per_group(static_cast<size_t>(groups), 0);
+    for (size_t f = 0; f < per_shard.size(); ++f)
+      per_group[f % static_cast<size_t>(groups)] += per_shard[f];
+    const auto [glo, ghi] = std::minmax_element(per_group.begin(), per_group.end());
+    EXPECT_LE(*ghi - *glo, 1) << groups;
+    EXPECT_TRUE(check_even_shards(r->train, groups).ok()) << groups;
+  }
+  const Status three = check_even_shards(r->train, 3);
+  ASSERT_FALSE(three.ok());
+  EXPECT_EQ(three.message().rfind("--shuffle-buffer: the " + std::to_string(per_shard.size()) +
+                                      " tar shards of 's/train' split unevenly among 3 groups",
+                                  0),
+            0u)
+      << three.message();
+  EXPECT_NE(three.message().find("--shards-per-group 3"), std::string::npos) << three.message();
 }
 
 TEST(TarIndex, TruncatedMemberAndEndInsideHeader) {

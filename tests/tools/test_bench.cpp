@@ -11,12 +11,19 @@
 namespace easel::bench {
 namespace {
 
-TEST(BenchFlags, DefaultsAreValid) {
-  auto c = validate_flags(BenchFlags{});
+// The default layouts are those of 1x1, 1x2 and 2x1 that fit the cores the process may use
+// (`taskset -c 1 easel bench` times 1x1 only); --layouts given is kept as given.
+TEST(BenchFlags, DefaultsAreValidAndFitTheCores) {
+  auto c = validate_flags(BenchFlags{}, 2);
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->nets, (std::vector<std::string>{"lenet", "cifar10-quick"}));
   EXPECT_EQ(c->batches, (std::vector<int64_t>{64}));
   EXPECT_EQ(c->layouts, (std::vector<GroupLayout>{{1, 1}, {1, 2}, {2, 1}}));
+  EXPECT_EQ(validate_flags(BenchFlags{}, 16)->layouts, c->layouts);
+  EXPECT_EQ(validate_flags(BenchFlags{}, 1)->layouts, (std::vector<GroupLayout>{{1, 1}}));
+  BenchFlags two;
+  two.layouts = "2x1";
+  EXPECT_EQ(validate_flags(two, 1)->layouts, (std::vector<GroupLayout>{{2, 1}}));
 }
 
 TEST(BenchFlags, ParsesLists) {
@@ -68,9 +75,9 @@ TEST(BenchFlags, RefusesBadValuesNamingTheFlag) {
   BenchFlags over;
   over.json = "/proc/version";
   over.overwrite = true;
-  EXPECT_TRUE(validate_flags(over).ok());
+  EXPECT_TRUE(validate_flags(over, 2).ok());
   for (const Case& c : cases) {
-    auto r = validate_flags(c.f);
+    auto r = validate_flags(c.f, 2);
     ASSERT_FALSE(r.ok()) << c.flag;
     const std::string& m = r.status().message();
     EXPECT_EQ(m.rfind(c.flag, 0), 0u) << m;

@@ -1,11 +1,17 @@
 // Streamed data end to end through the easel program (docs/DATA.md): an image folder and its
 // packed shards trained with a random-resized crop, the same run at any --data-threads and on
-// resume, a bad image (exit 2 naming it, or skipped and counted), `easel bench --data-only`.
+// resume, a bad image (exit 2 naming it, or skipped and counted), `easel data pack` into a
+// folder that holds shards, shards that do not split evenly among the groups, `easel bench
+// --data-only`, and both on the one core `taskset` leaves the process.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -38,6 +44,37 @@ void write_jpeg(const fs::path& p, int w, int h, int salt) {
   std::ofstream(p, std::ios::binary)
       .write(reinterpret_cast<const char*>(bytes.data()),
              static_cast<std::streamsize>(bytes.size()));
+}
+
+// Every file under dir (relative name -> size and hash of its bytes): what a refused command
+// must leave as it was.
+std::map<std::string, std::string> listing(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    const std::string bytes = e.is_regular_file() ? slurp(e.path()) : "(dir)";
+    out[fs::relative(e.path(), dir).string()] =
+        std::to_string(bytes.size()) + " " + std::to_string(std::hash<std::string>{}(bytes));
+  }
+  return out;
+}
+
+// `taskset -c C ` for the first cpu this process may use: the command then may use one core.
+std::string on_one_core() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int cpu = 0;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    while (cpu < CPU_SETSIZE - 1 && !CPU_ISSET(cpu, &set))
+      ++cpu;
+  return "taskset -c " + std::to_string(cpu) + " ";
+}
+
+// One line on stderr, exit 2, naming `what`.
+void expect_refused(const Out& o, const std::string& what) {
+  EXPECT_EQ(o.code, 2) << o.err;
+  EXPECT_EQ(o.err.rfind("easel: ", 0), 0u) << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  EXPECT_NE(o.err.find(what), std::string::npos) << o.err;
 }
 
 class DataCli : public ::testing::Test {
@@ -105,7 +142,8 @@ TEST_F(DataCli, StreamedFolderAndShardsTrainTheSameRun) {
 // shards: exit 2 in one line naming the flag.
 TEST_F(DataCli, ShardsThroughAShuffleBuffer) {
   const std::string folder = (dir_ / "f").string();
-  Out o = easel("data pack " + folder + " --out " + (dir_ / "s").string() + " --shard-size 16KB");
+  Out o = easel("data pack " + folder + " --out " + (dir_ / "s").string() +
+                " --shard-size 16KB --shards-per-group 2");
   ASSERT_EQ(o.code, 0) << o.err;
   const std::string shards = "shards:" + (dir_ / "s").string();
   const auto groups = [](std::string cmd, const std::string& n) {  // train()'s one group -> n
@@ -135,6 +173,88 @@ TEST_F(DataCli, ShardsThroughAShuffleBuffer) {
     EXPECT_NE(o.err.find("--shuffle-buffer"), std::string::npos) << o.err;
     EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
   }
+}
+
+// A pack into a folder that holds anything is refused unless --overwrite, which replaces only an
+// earlier pack's shards; a refused or failed pack leaves --out as it was (or absent).
+TEST_F(DataCli, PackReplacesOnlyAnEarlierPackAndOnlyWhenTold) {
+  const std::string folder = (dir_ / "f").string();
+  const fs::path s = dir_ / "s";
+  const std::string pack = "data pack " + folder + " --out " + s.string();
+  Out o = easel(pack + " --shard-size 16KB");
+  ASSERT_EQ(o.code, 0) << o.err;
+  const auto first = listing(s);
+  ASSERT_GT(first.size(), 2u);
+  o = easel(pack + " --shard-size 1GB");
+  expect_refused(o, "--out: " + s.string() + " already holds " + std::to_string(first.size()) +
+                        " files of an earlier pack (" + (s / "train-000000.tar").string() +
+                        "): give --overwrite");
+  EXPECT_EQ(listing(s), first);
+  std::ofstream(s / "notes.txt") << "mine";
+  for (const char* more : {"", " --overwrite"}) {
+    o = easel(pack + " --shard-size 1GB" + more);
+    expect_refused(o, "--out: " + s.string() + " holds " + (s / "notes.txt").string());
+  }
+  fs::remove(s / "notes.txt");
+  EXPECT_EQ(listing(s), first);
+  // A pack that fails (an image --max-side cannot decode) keeps the earlier shards.
+  const fs::path bad = dir_ / "f" / "train" / "c1" / "zz.jpg";
+  std::ofstream(bad) << "not an image";
+  o = easel(pack + " --shard-size 1GB --overwrite --max-side 16");
+  expect_refused(o, bad.string());
+  EXPECT_EQ(listing(s), first);
+  o = easel("data pack " + folder + " --out " + (dir_ / "new" / "x").string() + " --max-side 16");
+  expect_refused(o, bad.string());
+  EXPECT_FALSE(fs::exists(dir_ / "new"));
+  fs::remove(bad);
+  o = easel(pack + " --shard-size 1GB --overwrite");
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find("replacing " + std::to_string(first.size()) + " files"), std::string::npos)
+      << o.out;
+  EXPECT_EQ(listing(s).size(), 2u);  // train-000000.tar and val-000000.tar, the old ones gone
+  EXPECT_TRUE(fs::exists(s / "train-000000.tar"));
+  std::ofstream(dir_ / "file") << "x";
+  expect_refused(easel("data pack " + folder + " --out " + (dir_ / "file").string()),
+                 "--out: " + (dir_ / "file").string() + " exists and is not a directory");
+  for (const std::string n : {"-1", "25"}) {  // 24 training images
+    o = easel("data pack " + folder + " --out " + (dir_ / "g").string() + " --shards-per-group " +
+              n);
+    expect_refused(o, "--shards-per-group: " + n);
+    EXPECT_FALSE(fs::exists(dir_ / "g"));
+  }
+}
+
+// Training refuses a glob that takes validation shards, and shards that do not split evenly
+// among the groups that read them through a shuffle buffer (3 among 2: one group's samples
+// drawn twice as often); --shards-per-group packs them evenly, --shuffle-buffer 0 shares out
+// samples one by one.
+TEST_F(DataCli, ShardsOfTheWrongSplitOrUnevenlySplitAreRefused) {
+  const std::string folder = (dir_ / "f").string();
+  const fs::path s = dir_ / "s";
+  Out o = easel("data pack " + folder + " --out " + s.string() +
+                " --shard-size 1GB --shards-per-group 3");
+  ASSERT_EQ(o.code, 0) << o.err;
+  ASSERT_TRUE(fs::exists(s / "train-000002.tar"));
+  ASSERT_FALSE(fs::exists(s / "train-000003.tar"));
+  o = easel(train("shards:" + (s / "*.tar").string(), "val", "--iterations 1"));
+  expect_refused(o, "matches the validation shard " + (s / "val-000000.tar").string());
+  const auto two = [&](const std::string& out, const std::string& more) {
+    std::string cmd = train("shards:" + s.string(), out, "--iterations 2 " + more);
+    return cmd.replace(cmd.find("--groups 1"), 10, "--groups 2 --algo sync-easgd");
+  };
+  o = easel(two("uneven", ""));
+  expect_refused(o,
+                 "--shuffle-buffer: the 3 tar shards of 's/train' split unevenly among 2 "
+                 "groups (each reads its own: 2 or 1, group 0 also " +
+                     (s / "train-000002.tar").string() +
+                     "): pack them with easel data pack --shards-per-group 2");
+  o = easel(two("zero", "--shuffle-buffer 0"));
+  EXPECT_EQ(o.code, 0) << o.err;
+  o = easel("data pack " + folder + " --out " + s.string() +
+            " --shard-size 1GB --shards-per-group 2 --overwrite");
+  ASSERT_EQ(o.code, 0) << o.err;
+  o = easel(two("even", ""));
+  EXPECT_EQ(o.code, 0) << o.err;
 }
 
 TEST_F(DataCli, BadImageExitsTwoOrIsSkipped) {
@@ -184,6 +304,35 @@ TEST_F(DataCli, BenchDataOnly) {
   o = easel("bench --data-only");
   EXPECT_EQ(o.code, 2) << o.err;
   EXPECT_EQ(o.err.rfind("easel: --data-only", 0), 0u) << o.err;
+}
+
+// On the one core `taskset -c C` leaves it, bench's default layouts are those that fit it (1x1),
+// --data-only plans no layout (its streams are unpinned: 1x2 and 2x1 only count the streams),
+// and train's defaults (one group per core) plan one group on that core.
+TEST_F(DataCli, DefaultsFollowTheCoresTheProcessMayUse) {
+  const fs::path json = dir_ / "bench.json";
+  const std::string bench = "bench --data " + (dir_ / "f").string() +
+                            " --data-only --batches 8 --repeats 1 --warmup 1 --min-time 0.05";
+  Out o = easel_test::run_easel(bench + " --json " + json.string(), on_one_core(), "data");
+  ASSERT_EQ(o.code, 0) << o.err;
+  auto doc = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(doc["flags"]["layouts"], "1x1");
+  EXPECT_EQ(doc["data"]["rows"].size(), 1u);
+  o = easel_test::run_easel(bench + " --layouts 1x2,2x1 --overwrite --json " + json.string(),
+                            on_one_core(), "data");
+  ASSERT_EQ(o.code, 0) << o.err;
+  doc = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(doc["data"]["rows"].size(), 2u);  // 1 and 2 streams
+  o = easel_test::run_easel("train --net cifar10-quick --data " + (dir_ / "f").string() +
+                                " --augment random-resized-crop=32 --batch 8 --iterations 2"
+                                " --progress none --out " +
+                                (dir_ / "one").string(),
+                            on_one_core(), "data");
+  ASSERT_EQ(o.code, 0) << o.err;
+  const auto sum = nlohmann::json::parse(slurp(dir_ / "one" / "summary.json"));
+  EXPECT_EQ(sum["groups"], 1);
+  EXPECT_EQ(sum["threads_per_group"], 1);
+  EXPECT_EQ(sum["group_times"][0]["cpus"].size(), 1u);
 }
 
 }  // namespace

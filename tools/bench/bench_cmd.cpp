@@ -111,7 +111,16 @@ Status check_layouts(const BenchRun& run) {
   return Status::ok_status();
 }
 
-// The document's version, date, machine and flags; prints the run's first line.
+// "1x1,2x1": the layouts as --layouts takes them.
+std::string layouts_text(const std::vector<GroupLayout>& layouts) {
+  std::string s;
+  for (const GroupLayout& gl : layouts)
+    s += (s.empty() ? "" : ",") + gl.to_string();
+  return s;
+}
+
+// The document's version, date, machine and flags (the layouts as timed); prints the run's
+// first line.
 json header(const bench::BenchFlags& flags, const BenchConfig& cfg, int cores) {
   json doc = {{"version", 1},
               {"date", utc_now()},
@@ -119,7 +128,7 @@ json header(const bench::BenchFlags& flags, const BenchConfig& cfg, int cores) {
               {"flags",
                {{"nets", flags.nets},
                 {"batches", flags.batches},
-                {"layouts", flags.layouts},
+                {"layouts", layouts_text(cfg.layouts)},
                 {"warmup", cfg.warmup},
                 {"repeats", cfg.repeats},
                 {"min-time", cfg.min_time},
@@ -481,7 +490,10 @@ CLI::App* add_bench_flags(CLI::App& app, bench::BenchFlags& f) {
   };
   opt("--nets", f.nets, "nets to time, comma-separated (easel list)");
   opt("--batches", f.batches, "batch sizes per group, comma-separated");
-  opt("--layouts", f.layouts, "group layouts GROUPSxTHREADS, comma-separated (e.g. 1x1,2x1)");
+  opt("--layouts", f.layouts,
+      "group layouts GROUPSxTHREADS, comma-separated (e.g. 1x1,2x1); default: those of 1x1, "
+      "1x2, 2x1 that fit the cores this process may use (with --data-only only their group "
+      "counts matter: one unpinned stream per group)");
   opt("--warmup", f.warmup, "untimed steps before timing each configuration");
   opt("--repeats", f.repeats, "timed repeats (min/median/max are over these)");
   opt("--min-time", f.min_time, "seconds each timed repeat lasts at least");
@@ -539,7 +551,9 @@ int run_bench(const bench::BenchFlags& flags) {
       return fail(io_error("--json: cannot write " + flags.json), 1);
     return 0;
   }
-  auto cfg = validate_flags(flags);
+  auto topo = detect_topology();  // the cores this process may use: the default layouts'
+  if (!topo.ok()) return fail(topo.status(), 1);
+  auto cfg = validate_flags(flags, topo->core_count());
   if (!cfg.ok()) return fail(cfg.status(), 2);
   auto data = validate_data_flags(flags);
   if (!data.ok()) return fail(data.status(), 2);
@@ -550,8 +564,6 @@ int run_bench(const bench::BenchFlags& flags) {
     return fail(invalid_argument("--calibrate: measures the ceilings, layers and exchange itself "
                                  "(drop --skip-* and --data)"),
                 2);
-  auto topo = detect_topology();
-  if (!topo.ok()) return fail(topo.status(), 1);
   if (flags.calibrate) {
     const std::string out = flags.out.empty() ? model::default_calibration_path() : flags.out;
     if (std::filesystem::is_directory(out))
@@ -560,7 +572,10 @@ int run_bench(const bench::BenchFlags& flags) {
     return 0;
   }
   BenchRun run{cfg.value(), topo.value(), topo->core_count(), 0, 0, 0, {}};
-  if (Status s = check_layouts(run); !s.ok()) return fail(s, 2);
+  // The layouts are planned only where they run: --data-only takes their group counts alone
+  // (unpinned streams).
+  if (!flags.data_only)
+    if (Status s = check_layouts(run); !s.ok()) return fail(s, 2);
   run.doc = header(flags, run.cfg, run.cores);
   if (!run.cfg.skip_ceilings && !flags.data_only) {
     if (Status s = ceilings_section(run); !s.ok()) return fail(s, 1);

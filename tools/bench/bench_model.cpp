@@ -84,7 +84,14 @@ BenchInput bench_input(const std::string& net) {
   return {1, 28, 28, 10};
 }
 
-Result<BenchConfig> validate_flags(const BenchFlags& f) {
+std::vector<GroupLayout> default_layouts(int cores) {
+  std::vector<GroupLayout> out;
+  for (const GroupLayout gl : {GroupLayout{1, 1}, GroupLayout{1, 2}, GroupLayout{2, 1}})
+    if (gl.groups * gl.threads <= std::max(cores, 1)) out.push_back(gl);
+  return out;
+}
+
+Result<BenchConfig> validate_flags(const BenchFlags& f, int cores) {
   BenchConfig c;
   c.nets = split_list(f.nets);
   if (c.nets.empty()) return invalid_argument("--nets: empty (e.g. --nets lenet,cifar10-quick)");
@@ -98,7 +105,11 @@ Result<BenchConfig> validate_flags(const BenchFlags& f) {
     }
   }
   EASEL_ASSIGN_OR_RETURN(c.batches, parse_batches(f.batches));
-  EASEL_ASSIGN_OR_RETURN(c.layouts, parse_layouts(f.layouts));
+  if (f.layouts.empty()) {
+    c.layouts = default_layouts(cores);
+  } else {
+    EASEL_ASSIGN_OR_RETURN(c.layouts, parse_layouts(f.layouts));
+  }
   if (f.warmup < 0 || f.warmup > 100000)
     return invalid_argument("--warmup: " + std::to_string(f.warmup) +
                             " is out of range [0, 100000]");

@@ -22,7 +22,7 @@ struct GroupLayout {
 struct BenchFlags {
   std::string nets = "lenet,cifar10-quick";
   std::string batches = "64";
-  std::string layouts = "1x1,1x2,2x1";
+  std::string layouts;     // empty: default_layouts() of the cores this process may use
   int warmup = 10;         // untimed steps per configuration
   int repeats = 7;         // timed repeats; min/median/max are over these
   double min_time = 0.2;   // seconds each timed repeat lasts at least (steps per repeat derived)
@@ -66,8 +66,13 @@ struct BenchConfig {
 };
 
 // Checks every flag; the error is one line naming the flag, the bad value and what is accepted.
-// Net names are checked against the model list; the group plan itself (cores) is not.
-Result<BenchConfig> validate_flags(const BenchFlags& f);
+// Net names are checked against the model list; the group plan itself (cores) is not. `cores`
+// (those this process may use, >= 1) gives the layouts when f.layouts is empty.
+Result<BenchConfig> validate_flags(const BenchFlags& f, int cores);
+
+// The layouts timed unless --layouts says: 1x1, 1x2 and 2x1, those that fit `cores` (>= 1; 1x1
+// always), so that a process bound to fewer cores times what it can run.
+std::vector<GroupLayout> default_layouts(int cores);
 
 // "1x1,2x1" -> layouts; the error names the bad token.
 Result<std::vector<GroupLayout>> parse_layouts(const std::string& text);
