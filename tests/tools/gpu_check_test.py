@@ -9,7 +9,8 @@ check"): the CPU build as it is (GPU_CHECK_NO_BUILD=1), a GoogleTest binary of p
     folder; the GPU steps fail or skip with their reason; the library versions are reported;
   - SIGTERM in the middle of the hanging test: exit 143 within seconds, the hanging process
     gone, gpu-check.json says interrupted in test_cuda;
-  - a training run's check: non-finite losses and chance-level accuracy fail;
+  - a training run's check: non-finite losses and chance-level accuracy fail, alone and through
+    the script with a planted easel that writes runs (into the work folder, --no-checkpoint);
   - bad input (the cap, a foreign file in --out) refused in one line, exit 2, nothing touched.
 
 usage: gpu_check_test.py SOURCE_ROOT BUILD_ROOT FAKE_TESTS
@@ -118,6 +119,65 @@ def full_run(tmp):
           "second run: exit %d, --out %s\n%s" % (t.returncode, os.listdir(out), t.stderr))
 
 
+FAKE_EASEL = r"""#!/usr/bin/env python3
+# easel train's files as a GPU run writes them: lenet at 0.95, at bf16 at chance (0.1),
+# sync-easgd with a NaN loss, cifar10-quick at chance (not held to it); refuses a run that would
+# write a checkpoint.
+import json, os, sys
+a = sys.argv[1:]
+if a[:1] == ["topology"]:
+    sys.exit(print("cuda:0 Planted GPU, 80 GB"))
+opt = {k: v for k, v in zip(a, a[1:]) if k.startswith("--")}
+if opt.get("--precision") == "none":
+    sys.exit("easel: --precision: 'none' is not one of fp32, bf16")
+if "--no-checkpoint" not in a:
+    sys.exit("easel (planted): a run without --no-checkpoint")
+acc, loss = 0.95, 0.2
+if opt.get("--precision") == "bf16" or opt.get("--net") == "cifar10-quick":
+    acc, loss = 0.1, 2.3
+if opt.get("--algo") == "sync-easgd":
+    loss = float("nan")
+os.makedirs(opt["--out"], exist_ok=True)
+with open(os.path.join(opt["--out"], "summary.json"), "w") as f:
+    json.dump({"test_accuracy": acc, "test_loss": loss, "images_per_second": 1000.0,
+               "config": {"data": opt.get("--data", "fashion-mnist"), "batch": 64}}, f)
+open(os.path.join(opt["--out"], "metrics.jsonl"), "w").close()
+"""
+
+
+def fake_easel_run(tmp):
+    """The training steps' checks through the script, with a planted easel that writes runs."""
+    build, out = os.path.join(tmp, "build"), os.path.join(tmp, "out")
+    os.makedirs(os.path.join(build, "tools"))
+    easel = os.path.join(build, "tools", "easel")
+    with open(easel, "w") as f:
+        f.write(FAKE_EASEL)
+    os.chmod(easel, 0o755)
+    env = env_for(tmp, GPU_CHECK_BUILD=build, GPU_CHECK_NETS="lenet:64 cifar10-quick:64")
+    t = subprocess.run([TOOL, "--out", out], env=env, capture_output=True, text=True, timeout=300)
+    check(t.returncode == 1 and sorted(os.listdir(out)) == THREE,
+          "planted easel: exit %d, --out holds %s\n%s" % (t.returncode, os.listdir(out),
+                                                         t.stdout[-3000:] + t.stderr[-2000:]))
+    rep = json.load(open(os.path.join(out, "gpu-check.json")))
+    steps = {s["name"]: s for s in rep["steps"]}
+    for name, status, text in [("train-msgd", "OK", "acc 0.9500"),
+                               ("train-msgd-bf16", "FAIL", "at chance level (10 classes"),
+                               ("train-sync-easgd", "FAIL", "not finite: test loss"),
+                               ("step-lenet-fp32", "OK", "acc 0.9500"),
+                               ("step-lenet-bf16", "FAIL", "at chance level"),
+                               ("step-cifar10-quick-fp32", "OK", "chance not checked: its 200"),
+                               ("two-groups-resnet18", "FAIL", "not finite"),
+                               ("topology", "OK", "Planted GPU")]:
+        s = steps.get(name, {})
+        check(s.get("status") == status and text in s.get("note", ""),
+              "planted easel: step %s %s, want %s with '%s'" % (name, s, status, text))
+    check(os.path.isfile(os.path.join(tmp, "work", "runs", "lenet-msgd", "summary.json")),
+          "planted easel: no work/runs/lenet-msgd/summary.json")
+    check(rep["easel"].get("lenet-msgd", {}).get("test_accuracy") == 0.95 and
+          rep["training_step"][0]["easel_img_s"].get("fp32") == 1000.0,
+          "planted easel: runs %s, step table %s" % (rep["easel"], rep["training_step"]))
+
+
 def sigterm_run(tmp):
     out, pidfile = os.path.join(tmp, "out"), os.path.join(tmp, "hang.pid")
     env = env_for(tmp, GPU_CHECK_FAKE_HANG="600", GPU_CHECK_TEST_CAP="600",
@@ -211,7 +271,7 @@ def refusals(tmp):
           "gtest of a missing binary: exit %d\n%s" % (r.returncode, r.stdout))
 
 
-for step in (refusals, run_checks, full_run, sigterm_run):
+for step in (refusals, run_checks, fake_easel_run, full_run, sigterm_run):
     with tempfile.TemporaryDirectory() as d:
         step(d)
 print("gpu_check: %d failure(s)" % failed)
