@@ -11,12 +11,13 @@
       the test running is "stopped", the rest "not run", and the JSON is written before exit.
       Exit 0 when at least one test ran and every one passed (a skip is not a pass: on the GPU
       machine nothing may skip), else 1; 2 on bad arguments or when the tests cannot be listed.
-  check-run DIR [--no-chance REASON]
+  check-run DIR [--no-chance REASON [--chance-if RUN_DIR]]
       A training run's summary.json and metrics.jsonl (easel train --out DIR): prints one line
       (accuracy, images/s). Exit 1 when there is no summary, a loss or the test accuracy is not
       finite (easel writes NaN and infinity as null), or the test accuracy is at chance level:
       not above 1/classes + CHANCE_MARGIN (classes from the run's data), unless --no-chance
-      says why a correct run does not get above it in its steps.
+      says why a correct run does not get above it in its steps and the run --chance-if names
+      (the same net at fp32) did not get above it either.
   versions [--easel BIN] [--cuda-root DIR] [--json PATH]
       The versions of the NVIDIA driver (nvidia-smi), the CUDA driver API and runtime
       (cudaDriverGetVersion, cudaRuntimeGetVersion), cuDNN (cudnnGetVersion), cuBLAS
@@ -274,9 +275,25 @@ def classes_of(summary):
     return 10
 
 
-def check_run(run_dir, no_chance=""):
-    """(ok, note) for the training run in run_dir; no_chance: why its accuracy is not held to
-    above chance (a correct run does not get there in its steps), "" to hold it."""
+def chance_floor(summary):
+    """(classes, the accuracy a run must be above)."""
+    k = classes_of(summary)
+    return k, 1.0 / k + CHANCE_MARGIN
+
+
+def above_chance(run_dir):
+    try:
+        with open(os.path.join(run_dir, "summary.json")) as f:
+            s = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return finite(s.get("test_accuracy")) and s["test_accuracy"] > chance_floor(s)[1]
+
+
+def check_run(run_dir, no_chance="", chance_if=""):
+    """(ok, note) for the training run in run_dir. no_chance: why its accuracy is not held to
+    above chance (a correct run does not get there in its steps), "" to hold it; chance_if: a
+    run (the same net at fp32) that holds it after all once that run got above chance."""
     try:
         with open(os.path.join(run_dir, "summary.json")) as f:
             s = json.load(f)
@@ -310,18 +327,18 @@ def check_run(run_dir, no_chance=""):
         note += ", target at %.1f s" % tt
     if bad:
         return False, note + "; not finite: " + ", ".join(bad)
-    if no_chance:
+    if no_chance and not (chance_if and above_chance(chance_if)):
         return True, note + "; chance not checked: " + no_chance
-    k = classes_of(s)
-    floor = 1.0 / k + CHANCE_MARGIN
+    k, floor = chance_floor(s)
     if acc <= floor:
-        return False, note + "; at chance level (%d classes: needs above 1/%d + %.2f = %.3f)" % (
-            k, k, CHANCE_MARGIN, floor)
+        return False, note + "; at chance level (%d classes: needs above 1/%d + %.2f = %.3f%s)" % (
+            k, k, CHANCE_MARGIN, floor,
+            ", as %s got" % os.path.basename(chance_if) if no_chance else "")
     return True, note
 
 
 def check_run_main(a):
-    ok, note = check_run(a.dir, a.no_chance)
+    ok, note = check_run(a.dir, a.no_chance, a.chance_if)
     print(note)
     return 0 if ok else 1
 
@@ -458,6 +475,7 @@ def main(argv):
     c = sub.add_parser("check-run")
     c.add_argument("dir")
     c.add_argument("--no-chance", default="", metavar="REASON")
+    c.add_argument("--chance-if", default="", metavar="DIR")
     v = sub.add_parser("versions")
     v.add_argument("--easel")
     v.add_argument("--cuda-root")

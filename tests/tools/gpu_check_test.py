@@ -120,9 +120,9 @@ def full_run(tmp):
 
 
 FAKE_EASEL = r"""#!/usr/bin/env python3
-# easel train's files as a GPU run writes them: lenet at 0.95, at bf16 at chance (0.1),
-# sync-easgd with a NaN loss, cifar10-quick at chance (not held to it); refuses a run that would
-# write a checkpoint.
+# easel train's files as a GPU run writes them: 0.95, at bf16 at chance (0.1), sync-easgd with
+# a NaN loss, cifar10-quick at chance at every precision; refuses a run that would write a
+# checkpoint.
 import json, os, sys
 a = sys.argv[1:]
 if a[:1] == ["topology"]:
@@ -153,7 +153,8 @@ def fake_easel_run(tmp):
     with open(easel, "w") as f:
         f.write(FAKE_EASEL)
     os.chmod(easel, 0o755)
-    env = env_for(tmp, GPU_CHECK_BUILD=build, GPU_CHECK_NETS="lenet:64 cifar10-quick:64")
+    env = env_for(tmp, GPU_CHECK_BUILD=build,
+                  GPU_CHECK_NETS="lenet:64 cifar10-quick:64 alexnet-cifar:64")
     t = subprocess.run([TOOL, "--out", out], env=env, capture_output=True, text=True, timeout=300)
     check(t.returncode == 1 and sorted(os.listdir(out)) == THREE,
           "planted easel: exit %d, --out holds %s\n%s" % (t.returncode, os.listdir(out),
@@ -166,6 +167,11 @@ def fake_easel_run(tmp):
                                ("step-lenet-fp32", "OK", "acc 0.9500"),
                                ("step-lenet-bf16", "FAIL", "at chance level"),
                                ("step-cifar10-quick-fp32", "OK", "chance not checked: its 200"),
+                               ("step-cifar10-quick-bf16", "OK", "chance not checked: its 200"),
+                               ("step-alexnet-cifar-fp32", "OK", "chance not checked: alexnet"),
+                               ("step-alexnet-cifar-bf16", "FAIL",
+                                "at chance level (10 classes: needs above 1/10 + 0.05 = 0.150, "
+                                "as step-alexnet-cifar-fp32 got)"),
                                ("two-groups-resnet18", "FAIL", "not finite"),
                                ("topology", "OK", "Planted GPU")]:
         s = steps.get(name, {})
@@ -239,6 +245,12 @@ def run_checks(tmp):
         check(got == want and text in note, "check-run %s: %s %s" % (name, got, note))
     got, note = gpu_check_steps.check_run(os.path.join(tmp, "chance"), "planted reason")
     check(got and "chance not checked: planted reason" in note, "check-run --no-chance: " + note)
+    got, note = gpu_check_steps.check_run(os.path.join(tmp, "chance"), "planted reason",
+                                          os.path.join(tmp, "good"))
+    check(not got and "at chance level" in note, "check-run --chance-if a good run: " + note)
+    got, note = gpu_check_steps.check_run(os.path.join(tmp, "chance"), "planted reason",
+                                          os.path.join(tmp, "chance-1000"))
+    check(got and "chance not checked" in note, "check-run --chance-if a chance run: " + note)
     got, note = gpu_check_steps.check_run(os.path.join(tmp, "nan-loss"), "planted reason")
     check(not got and "not finite" in note, "check-run --no-chance of NaN: " + note)
     got, note = gpu_check_steps.check_run(os.path.join(tmp, "absent"))
