@@ -130,7 +130,7 @@ def failures_text(steps, logs, results):
         out.append(clip(text, 16 << 10)[0].decode("utf-8", "replace"))
     for n in (results or {}).get("notes", []):
         out.append("\n== test binary: %s\n" % n)
-    return "".join(out).encode("utf-8", "replace")
+    return ("".join(out) or "no step or test failed\n").encode("utf-8", "replace")
 
 
 # ---- the archive -----------------------------------------------------------------------------
