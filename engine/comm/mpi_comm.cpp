@@ -34,8 +34,9 @@ int mpi_finish(int exit_code, bool every_rank) {
   if (exit_code != 0 && w->size() > 1 && !every_rank)
     w->abort("exited with code " + std::to_string(exit_code) + "; stopping the job", exit_code);
 #if EASEL_HAVE_SMPI
-  // tools/simulate reads this line: the simulated seconds of the whole run on rank 0's clock.
-  if (w->rank() == 0)
+  // tools/simulate reads this line: the simulated seconds of the whole run on rank 0's clock
+  // (a run refused at its start has none).
+  if (w->rank() == 0 && !every_rank)
     std::fprintf(stderr, "easel: simulated %d ranks under SMPI, compute %s: %.6f simulated s\n",
                  w->size(), sim_injected_flops() > 0 ? "model (injected)" : "real (timed)",
                  MPI_Wtime());
