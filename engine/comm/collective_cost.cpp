@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <vector>
 
+#include "engine/comm/run_env.hpp"
 #include "engine/status.hpp"
 
 namespace easel {
@@ -320,11 +320,10 @@ CollectiveChoice choose_collective(const CollectiveShape& cs) {
   return best;
 }
 
-bool collective_links(LinkCost* intra, LinkCost* inter, std::string* error) {
+bool parse_collective_links(const char* v, LinkCost* intra, LinkCost* inter, std::string* error) {
   // Shared memory among threads: a hand-off of a few microseconds, one core's copy bandwidth.
   *intra = LinkCost{2e-6, 8e9};
   *inter = *intra;
-  const char* v = std::getenv("EASEL_COLLECTIVE_LINKS");
   if (v == nullptr || *v == '\0') return true;
   double a = 0, b = 0, c = 0, d = 0;
   char tail = 0;
@@ -337,6 +336,10 @@ bool collective_links(LinkCost* intra, LinkCost* inter, std::string* error) {
   *intra = LinkCost{a * 1e-6, b * 1e9};
   *inter = LinkCost{c * 1e-6, d * 1e9};
   return true;
+}
+
+bool collective_links(LinkCost* intra, LinkCost* inter, std::string* error) {
+  return parse_collective_links(run_env("EASEL_COLLECTIVE_LINKS"), intra, inter, error);
 }
 
 }  // namespace easel

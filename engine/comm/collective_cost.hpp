@@ -81,7 +81,11 @@ CollectiveChoice choose_collective(const CollectiveShape& s);
 
 // The links a run's collectives cross: shared memory among one process's threads by default;
 // EASEL_COLLECTIVE_LINKS="INTRA_US,INTRA_GBPS,INTER_US,INTER_GBPS" overrides them (tools/simulate
-// sets it from the platform); false with a message naming the variable when it is malformed.
+// sets it from the platform); under MPI rank 0's value (engine/comm/run_env.hpp), since the links
+// decide chunk counts, scatter streams and auto's algorithm, which every rank must share. False
+// with a message naming the variable when it is malformed.
 bool collective_links(LinkCost* intra, LinkCost* inter, std::string* error);
+// The same for the value `v` (nullptr or "": the defaults).
+bool parse_collective_links(const char* v, LinkCost* intra, LinkCost* inter, std::string* error);
 
 }  // namespace easel

@@ -6,7 +6,6 @@ namespace easel {
 
 namespace {
 
-using mpi_detail::fault_rank;
 using mpi_detail::launched_by_mpi;
 using mpi_detail::MpiWorld;
 
@@ -23,19 +22,21 @@ Status mpi_start(int* argc, char*** argv) {
   if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
     return unavailable("MPI_Init_thread failed (launched by mpirun, but MPI did not start)");
   world_slot() = std::make_unique<MpiWorld>(provided >= MPI_THREAD_MULTIPLE);
+  EASEL_RETURN_IF_ERROR(world_slot()->start());  // every rank refuses together
   // Injected compute: the values are not computed, so neither are the exchange's O(n) passes.
   set_values_ignored(sim_injected_flops() > 0);
   return {};
 }
 
-int mpi_finish(int exit_code) {
+int mpi_finish(int exit_code, bool every_rank) {
   auto& w = world_slot();
   if (!w) return exit_code;
-  if (exit_code != 0 && w->size() > 1)
+  if (exit_code != 0 && w->size() > 1 && !every_rank)
     w->abort("exited with code " + std::to_string(exit_code) + "; stopping the job", exit_code);
 #if EASEL_HAVE_SMPI
-  // tools/simulate reads this line: the simulated seconds of the whole run on rank 0's clock.
-  if (w->rank() == 0)
+  // tools/simulate reads this line: the simulated seconds of the whole run on rank 0's clock
+  // (a run refused at its start has none).
+  if (w->rank() == 0 && !every_rank)
     std::fprintf(stderr, "easel: simulated %d ranks under SMPI, compute %s: %.6f simulated s\n",
                  w->size(), sim_injected_flops() > 0 ? "model (injected)" : "real (timed)",
                  MPI_Wtime());
@@ -92,7 +93,7 @@ double sim_clock_seconds() {
 }
 
 bool mpi_fault_fail() {
-  return world_slot() && fault_rank("fail") == world_slot()->rank();
+  return world_slot() && world_slot()->fault_fail();
 }
 
 }  // namespace easel

@@ -12,7 +12,8 @@
 // the binomial tree, and native_comm() is the MPI library's own collectives.
 //
 // Fault injection for tests: EASEL_MPI_FAULT=stall:R makes rank R sleep forever in its first
-// collective; EASEL_MPI_FAULT=fail:R makes mpi_fault_fail() true on rank R.
+// collective; EASEL_MPI_FAULT=fail:R makes mpi_fault_fail() true on rank R. These variables, the
+// deadline's and the transport's are rank 0's for every rank (engine/comm/run_env.hpp).
 #pragma once
 
 #include <cstddef>
@@ -81,11 +82,17 @@ class MpiComm : public Comm {
 // Starts MPI (MPI_Init_thread) when this process was launched by mpirun/srun (OMPI_COMM_WORLD_SIZE,
 // PMI_SIZE or PMIX_RANK set); otherwise does nothing. Without MPI support, a launch with more
 // than one process is refused (unavailable, saying how to build with MPI).
+// The ranks then agree on the run's variables (engine/comm/run_env.hpp): rank 0's are the run's,
+// broadcast; a rank without one takes rank 0's, and one whose own environment sets it otherwise
+// (or sets one rank 0 does not), or a malformed value, is refused on every rank at once with the
+// same invalid_argument (one line naming the variable, the rank and both values): the world
+// stays up (mpi_world(), process_rank()) for the caller to end with mpi_finish(code, true).
 Status mpi_start(int* argc, char*** argv);
 // Ends MPI for a process that returns `exit_code` from main and returns the code to exit with.
 // With several ranks a non-zero code aborts the whole job (MPI_Abort) so that no rank hangs in
-// a collective waiting for this one.
-int mpi_finish(int exit_code);
+// a collective waiting for this one, unless every_rank: every rank ends with it at once (a
+// refusal they agreed on), and MPI ends normally.
+int mpi_finish(int exit_code, bool every_rank = false);
 // The world after mpi_start() when MPI runs, else nullptr.
 MpiComm* mpi_world();
 // This process's rank (0 without MPI) and the number of processes (1 without MPI).

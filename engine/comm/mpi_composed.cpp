@@ -75,10 +75,9 @@ class MpiWorld::ComposedTransport final : public Transport {
     if (mine.send_peer >= 0 || mine.recv_peer >= 0) shm_->step(l, mine, what);
     const bool values = !values_ignored();
     for (size_t k = 0; k < g.recvs.size(); ++k) {
-      g.wait_s +=
-          w_.wait(&g.recvs[k], nullptr, process_of(x.recv_peer), what, w_.timeout_s_, nullptr);
-      if (!add || !values) continue;
       const int64_t b = static_cast<int64_t>(k) * piece, e = std::min(x.recv_n, b + piece);
+      g.wait_s += w_.wait_recv(&g.recvs[k], MPI_FLOAT, e - b, process_of(x.recv_peer), what);
+      if (!add || !values) continue;
       float* dst = x.dst;
       const float* own = x.own;
 #pragma omp simd

@@ -26,7 +26,7 @@ Status mpi_start(int*, char***) {
   return {};
 }
 
-int mpi_finish(int exit_code) {
+int mpi_finish(int exit_code, bool) {
   return exit_code;
 }
 

@@ -9,37 +9,6 @@ MpiWorld::MpiWorld(bool thread_multiple) : thread_multiple_(thread_multiple) {
   EASEL_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
   EASEL_MPI(MPI_Comm_rank(comm_, &rank_));
   EASEL_MPI(MPI_Comm_size(comm_, &size_));
-  MPI_Comm node;
-  EASEL_MPI(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
-  EASEL_MPI(MPI_Comm_rank(node, &local_rank_));
-  EASEL_MPI(MPI_Comm_size(node, &local_size_));
-  // Node of each rank: the world rank of its node's first rank, numbered in order.
-  int first = rank_;
-  EASEL_MPI(MPI_Bcast(&first, 1, MPI_INT, 0, node));
-  EASEL_MPI(MPI_Comm_free(&node));
-  std::vector<int> firsts(static_cast<size_t>(size_));
-  EASEL_MPI(MPI_Allgather(&first, 1, MPI_INT, firsts.data(), 1, MPI_INT, comm_));
-  const int per_node = static_cast<int>(env_seconds("EASEL_RANKS_PER_NODE", 0));
-  node_of_.resize(static_cast<size_t>(size_));
-  nodes_ = 0;
-  for (int r = 0; r < size_; ++r) {
-    if (per_node > 0) {
-      node_of_[static_cast<size_t>(r)] = r / per_node;
-    } else {
-      int k = 0;
-      while (firsts[static_cast<size_t>(k)] != firsts[static_cast<size_t>(r)])
-        ++k;
-      node_of_[static_cast<size_t>(r)] = k == r ? nodes_ : node_of_[static_cast<size_t>(k)];
-    }
-    if (node_of_[static_cast<size_t>(r)] >= nodes_) nodes_ = node_of_[static_cast<size_t>(r)] + 1;
-  }
-  piece_ = static_cast<int64_t>(env_seconds("EASEL_MPI_PIECE_MB", 4) * (1 << 20) / 4);
-  if (piece_ < 1024) piece_ = 1024;
-  timeout_s_ = env_seconds("EASEL_MPI_TIMEOUT", 300);
-  stall_ = fault_rank("stall") == rank_;
-#if EASEL_HAVE_SMPI
-  start_watchdog();
-#endif
 }
 
 void MpiWorld::steps(int rank, const Transfer* xs, int count, const char* what) {
@@ -83,7 +52,7 @@ void MpiWorld::steps(int rank, const Transfer* xs, int count, const char* what) 
     if (x.recv_peer < 0) continue;
     const float* in = ins[static_cast<size_t>(k)];
     for_pieces(x.recv_n, [&](int64_t b, int64_t m) {
-      wait_s_ += wait(&recvs[r++], nullptr, x.recv_peer, what, timeout_s_, nullptr);
+      wait_s_ += wait_recv(&recvs[r++], MPI_FLOAT, m, x.recv_peer, what);
       if (x.op != RecvOp::add || !values) return;
       float* dst = x.dst;
       const float* own = x.own;
@@ -164,7 +133,8 @@ void MpiWorld::run_streams(int rank, const std::vector<Stream>& streams, const c
     const Transfer& nx =
         streams[static_cast<size_t>(nm.stream)][live[static_cast<size_t>(nm.stream)].done].x;
     int i = 0;
-    wait_s_ += wait_any(static_cast<int>(reqs.size()), reqs.data(), &i,
+    MPI_Status status;
+    wait_s_ += wait_any(static_cast<int>(reqs.size()), reqs.data(), &i, &status,
                         nm.recv ? nx.recv_peer : nx.send_peer, what,
                         nm.recv ? nullptr : "did not take a message");
     const StreamRequest r = meta[static_cast<size_t>(i)];
@@ -174,6 +144,7 @@ void MpiWorld::run_streams(int rank, const std::vector<Stream>& streams, const c
     meta.pop_back();
     const size_t k = static_cast<size_t>(r.stream);
     const Transfer& x = streams[k][live[k].done].x;
+    if (r.recv) check_count(status, MPI_FLOAT, r.e - r.b, x.recv_peer, what);
     if (r.recv && x.op == RecvOp::add && values) {
       float* dst = x.dst;
       const float* own = x.own;
@@ -230,25 +201,48 @@ double MpiWorld::wait_until(int peer, const char* what, double timeout_s, const 
 double MpiWorld::wait(MPI_Request* req, MPI_Status* st, int peer, const char* what,
                       double timeout_s, const char* verb, bool idle) {
   MPI_Status* status = st ? st : MPI_STATUS_IGNORE;
+  if (st) st->MPI_ERROR = MPI_SUCCESS;  // a single completion need not set it
   return wait_until(
-      peer, what, timeout_s, verb, idle, [&] { EASEL_MPI(MPI_Wait(req, status)); },
+      peer, what, timeout_s, verb, idle, [&] { EASEL_MPI_COMPLETE(MPI_Wait(req, status), status); },
       [&] {
         int done = 0;
-        EASEL_MPI(MPI_Test(req, &done, status));
+        EASEL_MPI_COMPLETE(MPI_Test(req, &done, status), status);
         return done != 0;
       });
 }
 
-double MpiWorld::wait_any(int count, MPI_Request* reqs, int* index, int peer, const char* what,
-                          const char* verb) {
+double MpiWorld::wait_any(int count, MPI_Request* reqs, int* index, MPI_Status* st, int peer,
+                          const char* what, const char* verb) {
+  st->MPI_ERROR = MPI_SUCCESS;
   return wait_until(
       peer, what, timeout_s_, verb, false,
-      [&] { EASEL_MPI(MPI_Waitany(count, reqs, index, MPI_STATUS_IGNORE)); },
+      [&] { EASEL_MPI_COMPLETE(MPI_Waitany(count, reqs, index, st), st); },
       [&] {
         int done = 0;
-        EASEL_MPI(MPI_Testany(count, reqs, index, &done, MPI_STATUS_IGNORE));
+        EASEL_MPI_COMPLETE(MPI_Testany(count, reqs, index, &done, st), st);
         return done != 0;
       });
+}
+
+int64_t MpiWorld::check_count(const MPI_Status& st, MPI_Datatype type, int64_t expected, int peer,
+                              const char* what, bool exact) {
+  int cls = MPI_SUCCESS;
+  if (st.MPI_ERROR != MPI_SUCCESS) MPI_Error_class(st.MPI_ERROR, &cls);
+  int got = 0;
+  if (cls != MPI_ERR_TRUNCATE) {
+    EASEL_MPI(MPI_Get_count(&st, type, &got));
+    if (got != MPI_UNDEFINED && (got == expected || (!exact && got <= expected))) return got;
+  }
+  const std::string unit = type == MPI_BYTE ? " bytes" : " floats";
+  std::string sent = std::to_string(got) + unit;
+  if (cls == MPI_ERR_TRUNCATE)
+    sent = "more than " + std::to_string(expected) + unit;
+  else if (got == MPI_UNDEFINED)
+    sent = "no whole number of" + unit;
+  abort("rank " + std::to_string(peer) + " sent " + sent + " in " + what +
+            " where the plan expects " + (exact ? "" : "at most ") + std::to_string(expected) +
+            ": the ranks do not run the same plan; stopping the job",
+        2);
 }
 
 void MpiWorld::stalled(int peer, const char* verb, const char* what, double s, double timeout_s) {

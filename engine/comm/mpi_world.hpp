@@ -1,12 +1,14 @@
 // The MPI world (MpiWorld: the MpiComm and its transport) and what the files of the MPI layer
 // share: engine/comm/mpi_world.cpp (the world's transfers, waits and deadlines),
-// mpi_composed.cpp (the composed shm+MPI transport) and mpi_comm.cpp (starting and ending MPI,
+// mpi_composed.cpp (the composed shm+MPI transport), mpi_settings.cpp (the world's start: the
+// run's variables agreed from rank 0's environment) and mpi_comm.cpp (starting and ending MPI,
 // the simulation's hooks). A private header: only these files include it, and with it <mpi.h>.
 //
 // The world's transfers are nonblocking point-to-point messages, each wait polled against a
-// deadline that names the peer it waits for; MPI errors return (MPI_ERRORS_RETURN) into EASEL_MPI,
-// which names the call. The C API only: the deprecated C++ bindings do not compile cleanly with
-// -Werror.
+// deadline that names the peer it waits for, each receive's count checked against the plan's
+// (check_count: a mismatch is named, never summed); MPI errors return (MPI_ERRORS_RETURN) into
+// EASEL_MPI, which names the call. The C API only: the deprecated C++ bindings do not compile
+// cleanly with -Werror.
 //
 // Under SimGrid's SMPI (-Dmpi=smpi) the same code runs, with three differences kept in
 // mpi_world.cpp: every wait blocks in MPI_Wait (simulated time; polling would cost a context switch
@@ -55,6 +57,19 @@ namespace easel::mpi_detail {
       ::easel::mpi_detail::mpi_call_failed(#call, easel_mpi_rc_, __FILE__, __LINE__); \
   } while (0)
 
+// EASEL_MPI for a call that completes requests (MPI_Test, MPI_Wait and their any forms) into
+// `st`: a receive that got more than it posted (MPI_ERR_TRUNCATE) is left in st->MPI_ERROR for
+// MpiWorld::check_count to name with its peer; any other failure stops the job as EASEL_MPI does.
+#define EASEL_MPI_COMPLETE(call, st) \
+  ::easel::mpi_detail::completed((call), (st), #call, __FILE__, __LINE__)
+inline void completed(int rc, MPI_Status* st, const char* call, const char* file, int line) {
+  if (rc == MPI_SUCCESS) return;
+  int cls = rc;
+  MPI_Error_class(rc, &cls);
+  if (st == MPI_STATUS_IGNORE || cls != MPI_ERR_TRUNCATE) mpi_call_failed(call, rc, file, line);
+  st->MPI_ERROR = rc;
+}
+
 inline constexpr int kTagStep = 1, kTagGather = 3;
 // run_streams: stream k's messages carry kTagStream + k (below the user tags).
 inline constexpr int kTagStream = 16;
@@ -89,23 +104,15 @@ struct WaitState {
 };
 #endif
 
-inline double env_seconds(const char* name, double fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  const double d = std::strtod(v, &end);
-  return end != v && d >= 0 ? d : fallback;
-}
-
-// EASEL_MPI_FAULT=kind:rank; -1 when absent or for another kind.
-inline int fault_rank(const char* kind) {
-  const char* v = std::getenv("EASEL_MPI_FAULT");
-  if (v == nullptr) return -1;
-  const std::string s(v);
-  const std::string prefix = std::string(kind) + ":";
-  if (s.rfind(prefix, 0) != 0) return -1;
-  return std::atoi(s.c_str() + prefix.size());
-}
+// The world's settings from the run's variables (engine/comm/run_env.hpp), rank 0's for every
+// rank (MpiWorld::start).
+struct WorldSettings {
+  double piece_mb = 4;     // EASEL_MPI_PIECE_MB
+  int ranks_per_node = 0;  // EASEL_RANKS_PER_NODE; 0: the ranks sharing memory
+  double timeout_s = 300;  // EASEL_MPI_TIMEOUT; 0: no deadline
+  std::string fault;       // EASEL_MPI_FAULT=fault:fault_rank ("stall" or "fail"), or ""
+  int fault_rank = -1;
+};
 
 inline int checked_count(int64_t n) {
   EASEL_CHECK_MSG(n >= 0 && n <= INT_MAX, "an MPI message is limited to INT_MAX elements");
@@ -114,7 +121,14 @@ inline int checked_count(int64_t n) {
 
 class MpiWorld final : public MpiComm {
  public:
+  // The calling process's place in MPI_COMM_WORLD (no communication); start() sets it up.
   explicit MpiWorld(bool thread_multiple);
+  // Agrees on the run's variables (engine/comm/run_env.hpp: rank 0's, broadcast) and sets the
+  // world up from them: the nodes, the pieces, the deadline and the faults; rank 0 logs them.
+  // Collective, every rank returning the same Status: the refusal of the lowest rank that has
+  // one (invalid_argument: a variable its own environment sets otherwise than rank 0's, naming
+  // the variable, the rank and both values; or a malformed value of rank 0's).
+  Status start();
   ~MpiWorld() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -197,8 +211,8 @@ class MpiWorld final : public MpiComm {
     MPI_Status st;
     (void)wait(&req, &st, src, "recv", timeout_s < 0 ? timeout_s_ : timeout_s, nullptr,
                timeout_s == 0);
-    int got = 0;
-    EASEL_MPI(MPI_Get_count(&st, MPI_FLOAT, &got));
+    const int64_t got =
+        check_count(st, MPI_FLOAT, n, src >= 0 ? src : st.MPI_SOURCE, "recv", false);
     if (count) *count = got;
     return st.MPI_SOURCE;
   }
@@ -255,7 +269,11 @@ class MpiWorld final : public MpiComm {
 
   [[noreturn]] void abort(const std::string& message, int code) override;
 
+  // Fault injection (mpi_comm.hpp): true on the rank that EASEL_MPI_FAULT=fail:R names.
+  bool fault_fail() const { return fail_; }
+
  private:
+  Status agree(std::vector<std::string>* run, WorldSettings* s);
   void check_self(int rank) const {
     EASEL_CHECK_MSG(rank == rank_, "an MPI Comm is called with the calling process's rank");
   }
@@ -288,7 +306,24 @@ class MpiWorld final : public MpiComm {
                           const char* what) {
     MPI_Request req;
     EASEL_MPI(MPI_Irecv(buf, checked_count(n), type, peer, tag, comm_, &req));
-    wait_s_ += wait(&req, nullptr, peer, what, timeout_s_, nullptr);
+    wait_s_ += wait_recv(&req, type, n, peer, what);
+  }
+
+  // A completed receive from `peer` (its status from wait() or wait_any()) against the plan:
+  // `expected` elements of `type`, or at most that many when !exact. Returns the count received;
+  // any other count stops the job (exit 2) naming the peer and both counts, never summed: the
+  // ranks run different plans (a short message would leave stale floats in the sum, a long one
+  // is cut).
+  int64_t check_count(const MPI_Status& st, MPI_Datatype type, int64_t expected, int peer,
+                      const char* what, bool exact = true);
+
+  // wait() for a receive of `expected` elements of `type` from `peer`, then check_count().
+  double wait_recv(MPI_Request* req, MPI_Datatype type, int64_t expected, int peer,
+                   const char* what) {
+    MPI_Status st;
+    const double s = wait(req, &st, peer, what, timeout_s_, nullptr);
+    check_count(st, type, expected, peer, what);
+    return s;
   }
 
   // Polls req until done: spins for the first millisecond (each MPI_Test drives the transfer),
@@ -296,14 +331,15 @@ class MpiWorld final : public MpiComm {
   // the others run). Past the deadline (timeout_s > 0) the job is aborted, naming the peer that
   // did not arrive. Returns the seconds it waited.
   // idle (a server waiting for requests without deadline): sleeps between polls from the start.
+  // st (nullptr: ignored) receives the status, a receive's MPI_ERR_TRUNCATE in st->MPI_ERROR.
   double wait(MPI_Request* req, MPI_Status* st, int peer, const char* what, double timeout_s,
               const char* verb, bool idle = false);
 
-  // Waits until one of reqs[0, count) is done (its index in *index; the request becomes
-  // MPI_REQUEST_NULL), polling as wait() does; past the deadline the job is aborted naming
-  // `peer`. Returns the seconds it waited.
-  double wait_any(int count, MPI_Request* reqs, int* index, int peer, const char* what,
-                  const char* verb);
+  // Waits until one of reqs[0, count) is done (its index in *index, its status in *st as wait()
+  // gives it; the request becomes MPI_REQUEST_NULL), polling as wait() does; past the deadline
+  // the job is aborted naming `peer`. Returns the seconds it waited.
+  double wait_any(int count, MPI_Request* reqs, int* index, MPI_Status* st, int peer,
+                  const char* what, const char* verb);
 
   // wait() and wait_any(): under SMPI `block()` (an MPI_Wait*, in simulated time, with the
   // watchdog told whom it waits for); else `test()` (an MPI_Test*, true when done) polled as
@@ -327,7 +363,7 @@ class MpiWorld final : public MpiComm {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   double timeout_s_ = 300;
-  bool stall_ = false;
+  bool stall_ = false, fail_ = false;
   double wait_s_ = 0;
   ScratchFloats scratch_, recv_, bytes_;  // collectives only (one calling thread)
   std::vector<MPI_Request> send_reqs_, recv_reqs_;

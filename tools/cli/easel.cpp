@@ -181,10 +181,15 @@ int easel_main(int argc, char** argv) {
 }
 
 // Under mpirun every rank runs easel_main; only rank 0 reports (the others log only errors), and
-// a rank that fails stops the whole job (mpi_finish) instead of leaving the others waiting.
+// a rank that fails stops the whole job (mpi_finish) instead of leaving the others waiting. A
+// refusal at MPI's start is every rank's at once (the run's variables): rank 0 says it, and each
+// rank ends MPI and exits with its code.
 int main(int argc, char** argv) {
-  if (easel::Status st = easel::mpi_start(&argc, &argv); !st.ok())
-    return easel::cli::report(st, easel::cli::Failure::run);
+  if (easel::Status st = easel::mpi_start(&argc, &argv); !st.ok()) {
+    const easel::cli::Failure failure = easel::cli::failure_of(st);
+    if (easel::process_rank() == 0) easel::cli::report(st, failure);
+    return easel::mpi_finish(static_cast<int>(failure), true);
+  }
   if (easel::process_rank() != 0) easel::set_log_level(easel::LogLevel::error);
   // `easel help [COMMAND]` is `easel [COMMAND] --help`.
   std::vector<char*> args(argv, argv + argc);
