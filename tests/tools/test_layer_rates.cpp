@@ -1,11 +1,15 @@
 // The out-of-sample model's parts (tools/model/layer_rates.hpp, tools/bench/probes.hpp,
 // docs/MODEL.md): the per-class fit recovers the rates that made synthetic timings; a net's
 // layers count its FLOPs as net_cost does; a machine's [step] rates price a net that was never
-// calibrated (a net file) by hand-checkable sums; the probes span every layer class of the nets
-// the holdout check predicts; `easel model --input` and `tools/model-check --holdout`'s split.
+// calibrated (a net file) by hand-checkable sums; the probes span every layer class the holdout
+// check's generator draws and copy no checked net's layers; `easel model --input` and
+// `tools/model-check --holdout`'s split.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -122,28 +126,81 @@ TEST(LayerRates, LayerWorkCountsWhatNetCostCounts) {
   EXPECT_EQ(r.front().name, "conv1");
 }
 
-// Every layer class of the nets the holdout check predicts has probe layers to fit it from:
-// none of them is priced by the fallback.
-TEST(LayerRates, ProbesSpanTheHeldOutNetsClasses) {
-  std::set<std::string> probed;
+std::vector<NetSpec> all_probes() {
   std::vector<NetSpec> probes = bench::probe_nets();
   for (NetSpec& p : bench::layer_probe_nets())
     probes.push_back(std::move(p));
-  for (const NetSpec& p : probes) {
+  return probes;
+}
+
+// Every layer class the out-of-sample check's generator (tools/random_nets.py) draws has probe
+// layers to fit it from: none of its nets is priced by the fallback. The generator's classes
+// are those of 60 nets of one seed, which must hold every class it can draw.
+TEST(LayerRates, ProbesSpanEveryClassTheGeneratorDraws) {
+  std::set<std::string> probed;
+  for (const NetSpec& p : all_probes()) {
     const std::vector<LayerWork> w = layer_work(p).value();
     for (const LayerWork& l : w)
       probed.insert(l.cls);
   }
-  std::vector<NetSpec> nets = {spec_of("resnet18", {3, 32, 32, 10}),
-                               spec_of("alexnet-cifar", {3, 32, 32, 10}),
-                               spec_of("googlenet", {3, 64, 64, 10})};
-  const std::string file = source_root() + "/docs/nets/small-resnet.toml";
-  nets.push_back(spec_of(file, {3, 32, 32, 10}));
-  for (const NetSpec& n : nets) {
-    const std::vector<LayerWork> w = layer_work(n).value();
-    for (const LayerWork& l : w)
-      EXPECT_TRUE(probed.count(l.cls)) << n.name << " " << l.name << ": " << l.cls;
+  const std::string dir = ::testing::TempDir() + "probes_span_" + std::to_string(::getpid());
+  const std::string cmd = "python3 " + source_root() +
+                          "/tools/random_nets.py --seed 99 --count 60 " + "--out " + dir +
+                          " >/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::set<std::string> drawn;
+  for (int i = 0; i < 60; ++i) {
+    const std::string file = dir + "/random-99-" + std::to_string(i) + ".toml";
+    const NetHeader h = parse_net_header(read_net_file(file).value(), file).value();
+    const std::vector<LayerWork> w = layer_work(spec_of(file, h.input)).value();
+    for (const LayerWork& l : w) {
+      drawn.insert(l.cls);
+      EXPECT_TRUE(probed.count(l.cls)) << file << " " << l.name << ": " << l.cls;
+    }
   }
+  const std::set<std::string> grammar = {
+      "conv-stem",  "conv",    "conv1x1",  "inner_product", "inner_product-streamed",
+      "batch_norm", "relu",    "max_pool", "avg_pool",      "global_avg_pool",
+      "lrn",        "dropout", "add",      "concat"};
+  EXPECT_EQ(drawn, grammar);
+}
+
+// The probes are designed from the classes' shapes in general: no convolution or inner product
+// of theirs has the shape (input, output, kernel, stride) of one in a net the model is checked
+// against (the calibrated ones, the validation ones, GoogLeNet) at the check's input.
+TEST(LayerRates, ProbesCopyNoCheckedNetsLayers) {
+  auto gemm_shapes = [](const NetSpec& spec) {
+    NetGraph g = resolve_graph(spec).value();
+    const std::vector<Shape4> out =
+        infer_shapes(g, spec, {1, spec.channels, spec.height, spec.width}, Layout::nchw).value();
+    std::map<std::string, std::string> shapes;  // shape -> layer
+    for (size_t i = 0; i < g.layers.size(); ++i) {
+      const OpDesc& d = g.layers[i].op;
+      if (d.kind != OpKind::conv && d.kind != OpKind::inner_product) continue;
+      char key[160];
+      std::snprintf(key, sizeof key, "%s %lldx%lldx%lld -> %lldx%lldx%lld k%lld s%lld",
+                    op_kind_name(d.kind), static_cast<long long>(d.src.c),
+                    static_cast<long long>(d.src.h), static_cast<long long>(d.src.w),
+                    static_cast<long long>(out[i].c), static_cast<long long>(out[i].h),
+                    static_cast<long long>(out[i].w), static_cast<long long>(d.kh),
+                    static_cast<long long>(d.stride_h));
+      shapes[key] = spec.name + " " + g.layers[i].name;
+    }
+    return shapes;
+  };
+  std::map<std::string, std::string> checked;
+  for (const auto& [net, in] : std::vector<std::pair<std::string, ModelInput>>{
+           {"lenet", {1, 28, 28, 10}},
+           {"cifar10-quick", {3, 32, 32, 10}},
+           {"alexnet-cifar", {3, 32, 32, 10}},
+           {"resnet18", {3, 32, 32, 10}},
+           {"googlenet", {3, 64, 64, 10}},
+           {source_root() + "/docs/nets/small-resnet.toml", {3, 32, 32, 10}}})
+    checked.merge(gemm_shapes(spec_of(net, in)));
+  ASSERT_GT(checked.size(), 20u);
+  for (const NetSpec& p : all_probes())
+    for (const auto& [shape, layer] : gemm_shapes(p))
+      EXPECT_FALSE(checked.count(shape)) << layer << " is " << checked[shape] << ": " << shape;
 }
 
 // Two cores; every class forward and backward at 1 GFLOP/s (no byte term), the update at 2 GB/s,
@@ -339,7 +396,7 @@ TEST(LayerRatesCmd, InputShapeIsCheckedInOneLine) {
 }
 
 // tools/model-check --holdout --plan: the calibration's --nets hold the calibrated nets only,
-// never a held-out one; a net in both lists is refused (exit 2).
+// never a validation one; a net in both lists is refused (exit 2).
 TEST(ModelCheckHoldout, SplitKeepsHeldOutNetsOutOfTheFit) {
   const std::string tool = source_root() + "/tools/model-check";
   auto run = [&](const std::string& args) {
@@ -362,7 +419,9 @@ TEST(ModelCheckHoldout, SplitKeepsHeldOutNetsOutOfTheFit) {
     EXPECT_EQ(nets.find(held), std::string::npos) << held;
     EXPECT_NE(out.find(std::string("held out: ")), std::string::npos);
   }
-  const auto [rc2, out2] = run("--calibrate-nets lenet,resnet18 --holdout-nets resnet18");
+  EXPECT_NE(out.find("validation: none"), std::string::npos) << out;
+  const auto [rc2, out2] =
+      run("--calibrate-nets lenet,resnet18 --validation --validation-nets resnet18");
   EXPECT_EQ(rc2, 2) << out2;
   EXPECT_NE(out2.find("resnet18"), std::string::npos) << out2;
 }
