@@ -126,6 +126,21 @@ TEST(LayerRates, LayerWorkCountsWhatNetCostCounts) {
   EXPECT_EQ(r.front().name, "conv1");
 }
 
+// A convolution's backward pass streams the column matrix of its data gradient (the GEMM
+// writes it, col2im gathers it): 8 bytes per entry, dst.h x dst.w x kh x kw x src.c per image.
+// LeNet's conv2 (20 -> 50 channels, 5x5, 12x12 -> 8x8) streams 8 x 64 x 25 x 20 bytes beyond
+// its activations; conv1, on the images, computes no data gradient.
+TEST(LayerRates, ConvolutionsBackwardStreamsItsColumnMatrix) {
+  const std::vector<LayerWork> w = layer_work(spec_of("lenet", {1, 28, 28, 10})).value();
+  ASSERT_GE(w.size(), 3u);
+  EXPECT_EQ(w[0].name, "conv1");
+  EXPECT_EQ(w[0].backward.bytes_per_image, 4.0 * (20 * 24 * 24 + 1 * 28 * 28));
+  EXPECT_EQ(w[2].name, "conv2");
+  const double acts = 4.0 * (20 * 12 * 12 + 50 * 8 * 8 + 20 * 12 * 12);
+  EXPECT_EQ(w[2].backward.bytes_per_image, acts + 8.0 * 8 * 8 * 25 * 20);
+  EXPECT_EQ(w[2].forward.bytes_per_image, 4.0 * (20 * 12 * 12 + 50 * 8 * 8));
+}
+
 std::vector<NetSpec> all_probes() {
   std::vector<NetSpec> probes = bench::probe_nets();
   for (NetSpec& p : bench::layer_probe_nets())

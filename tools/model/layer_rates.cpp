@@ -23,6 +23,11 @@ double param_count(const OpDesc& d) {
 
 }  // namespace
 
+double col_bytes(const OpDesc& d, const Shape4& dst) {
+  if (d.kind != OpKind::conv || d.group != 1) return 0;
+  return 8.0 * static_cast<double>(dst.h * dst.w * d.kh * d.kw * d.src.c);
+}
+
 std::string layer_class(const OpDesc& d) {
   if (d.kind == OpKind::inner_product)
     return 4 * param_count(d) > kStreamedWeightBytes ? "inner_product-streamed" : "inner_product";
@@ -59,6 +64,7 @@ Result<std::vector<LayerWork>> layer_work(const NetSpec& spec) {
     // Backward: the inputs (for the weights' gradient) and the output's gradient read, the
     // inputs' gradient written (not for a layer on the images); weights read, gradient written.
     w.backward = {backward_flops(d, diff_src), 4 * (src + dst + (diff_src ? src : 0)), 8 * params};
+    if (diff_src) w.backward.bytes_per_image += col_bytes(d, shapes[i]);
     out.push_back(std::move(w));
   }
   return out;

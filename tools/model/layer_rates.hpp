@@ -49,6 +49,14 @@ std::string layer_class(const OpDesc& d);
 // the rate at which weights that stay in cache are read (measured here: 5-9 GB/s against 40).
 inline constexpr double kStreamedWeightBytes = 8.0 * (1 << 20);
 
+// The bytes per image of a convolution's data gradient beyond its activations, as the CPU
+// computes it (nhwc, one group: devices/cpu/dnnl_conv.cpp's GEMM and col2im): the column
+// matrix, dst.h x dst.w rows of kh x kw x src.c, written by the GEMM and gathered into the
+// inputs' gradient (4 bytes each way). It grows with the kernel's area where the activations do
+// not (a 5x5 convolution's is 25 times its input), so without it a 3x3 and a 5x5 convolution of
+// one input share a byte count. 0 for another kind or a grouped convolution.
+double col_bytes(const OpDesc& d, const Shape4& dst);
+
 // True for the classes that run as GEMMs (convolutions, inner products): their flops are
 // bounded by the FMA peak and their weights have a bandwidth of their own in the fit.
 bool gemm_class(const std::string& cls);
