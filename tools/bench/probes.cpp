@@ -53,11 +53,11 @@ std::string bn_relu(const std::string& name) {
 
 const char* kLrn = "local_size = 5\nalpha = 0.0001\nbeta = 0.75\n";
 
-// Wide maps, few channels (8 to 80): 32x32 down to 8x8.
+// Wide maps, few channels (16 to 80): 32x32 down to 8x8.
 Probe narrow() {
   std::string s = header("probe-narrow", 3, 32);
-  s += conv("stem", 12, 3, 1) + bn_relu("stem");
-  s += conv("c1", 20, 3, 1) + layer("c1_relu", "relu");
+  s += conv("stem", 16, 3, 1) + bn_relu("stem");
+  s += conv("c1", 24, 3, 1) + layer("c1_relu", "relu");
   s += layer("lrn1", "lrn", kLrn);
   s += layer("pool1", "max_pool", "kernel = 3\nstride = 2\n");
   s += conv("c2", 40, 5, 1) + layer("c2_relu", "relu");
