@@ -17,4 +17,8 @@ bool dnnl_amx_available() {
   return false;
 }
 
+int dnnl_vector_floats() {
+  return 1;
+}
+
 }  // namespace easel

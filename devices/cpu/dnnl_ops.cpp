@@ -306,6 +306,19 @@ bool dnnl_amx_available() {
   return dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
 }
 
+int dnnl_vector_floats() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::sse41:
+      return 4;
+    case dnnl::cpu_isa::avx:
+    case dnnl::cpu_isa::avx2:
+    case dnnl::cpu_isa::avx2_vnni:
+      return 8;
+    default:  // the avx512 ISAs (AMX's tiles aside)
+      return 16;
+  }
+}
+
 Result<std::unique_ptr<Op>> make_dnnl_inner_product(const OpDesc& d, const DnnlOptions& options) {
   return guarded(d, [&] {
     return with_bf16_fallback(options, [&](const DnnlOptions& o) {

@@ -34,6 +34,9 @@ struct DnnlOptions {
 bool dnnl_available();       // built with oneDNN
 bool dnnl_bf16_available();  // built with oneDNN and the CPU computes bf16 natively
 bool dnnl_amx_available();   // ... with AMX tiles (oneDNN's avx512_core_amx)
+// The floats of one vector of the ISA oneDNN runs its kernels at (ONEDNN_MAX_CPU_ISA included):
+// 16 for AVX-512, 8 for AVX and AVX2, 4 for SSE4.1; 1 without oneDNN.
+int dnnl_vector_floats();
 // The oneDNN rows of the CPU device's list (devices/cpu/cpu_op_list.cpp) for desc.kind, in
 // order: the first that accepts desc, else the last refusal (unavailable: "easel was built
 // without oneDNN" or "<kind>: no oneDNN primitive" when no row applies).

@@ -68,6 +68,29 @@ TEST(LayerRates, FitRecoversTheRatesThatMadeTheTimings) {
   EXPECT_NEAR(relu.seconds(5e5, 4e7), 4e7 / 20e9, 1e-3 * 4e7 / 20e9);
 }
 
+// A kernel's cost per pixel, whatever the channels: a term of its own, which the fit recovers
+// from layers whose channels and maps vary apart (bytes grow with both, pixels with the map).
+TEST(LayerRates, FitRecoversAPerPixelCost) {
+  std::vector<LayerSample> s;
+  for (const double c : {8.0, 16.0, 64.0, 256.0})
+    for (const double side : {4.0, 16.0, 32.0}) {
+      const double pixels = 16 * side * side, bytes = 8 * c * pixels;
+      s.push_back(
+          {"lrn", false, 12 * c * pixels, bytes, bytes / 20e9 + pixels / 0.05e9, 0, pixels});
+    }
+  const std::vector<LayerRate> r = fit_layer_rates(s);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_NEAR(r[0].gpixels, 0.05, 1e-6);
+  // 32 channels over 1e5 pixels (flops and bytes grow alike: either term may price them).
+  EXPECT_NEAR(r[0].seconds(12 * 32 * 1e5, 8 * 32 * 1e5, 0, 1e5), 8 * 32 * 1e5 / 20e9 + 1e5 / 0.05e9,
+              1e-9);
+  // A pass's pixels: the larger of its input's and output's maps; none for an inner product.
+  const std::vector<LayerWork> w = layer_work(spec_of("lenet", {1, 28, 28, 10})).value();
+  EXPECT_EQ(w[0].forward.pixels_per_image, 28 * 28);   // conv1: 28x28 -> 24x24
+  EXPECT_EQ(w[1].backward.pixels_per_image, 24 * 24);  // pool1: 24x24 -> 12x12
+  EXPECT_EQ(w.back().forward.pixels_per_image, 0);     // ip2
+}
+
 // A GEMM class (convolutions, inner products) fits three terms, the flops, the activations'
 // bytes and the weights' bytes apart, its flop rate at most the FMA peak it is given.
 TEST(LayerRates, GemmClassesPriceTheirWeightsApartAndFlopsAtMostThePeak) {
@@ -127,7 +150,9 @@ TEST(LayerRates, LayerWorkCountsWhatNetCostCounts) {
 }
 
 // A convolution's backward pass streams the column matrix of its data gradient (the GEMM
-// writes it, col2im gathers it): 8 bytes per entry, dst.h x dst.w x kh x kw x src.c per image.
+// writes it, col2im gathers it): 8 bytes per entry, dst.h x dst.w x kh x kw x src.c per image;
+// in vectors of `lanes` floats its output channels (flops) and the matrix's input channels
+// count rounded up to whole vectors.
 // LeNet's conv2 (20 -> 50 channels, 5x5, 12x12 -> 8x8) streams 8 x 64 x 25 x 20 bytes beyond
 // its activations; conv1, on the images, computes no data gradient.
 TEST(LayerRates, ConvolutionsBackwardStreamsItsColumnMatrix) {
@@ -139,6 +164,14 @@ TEST(LayerRates, ConvolutionsBackwardStreamsItsColumnMatrix) {
   const double acts = 4.0 * (20 * 12 * 12 + 50 * 8 * 8 + 20 * 12 * 12);
   EXPECT_EQ(w[2].backward.bytes_per_image, acts + 8.0 * 8 * 8 * 25 * 20);
   EXPECT_EQ(w[2].forward.bytes_per_image, 4.0 * (20 * 12 * 12 + 50 * 8 * 8));
+  // In vectors of 16 floats (AVX-512's): the output channels count as 32 and 64, the column
+  // matrix's input channels as 32; the activations' bytes are what they are.
+  const std::vector<LayerWork> v = layer_work(spec_of("lenet", {1, 28, 28, 10}), 16).value();
+  EXPECT_DOUBLE_EQ(v[0].forward.flops_per_image, w[0].forward.flops_per_image * 32 / 20);
+  EXPECT_DOUBLE_EQ(v[2].backward.flops_per_image, w[2].backward.flops_per_image * 64 / 50);
+  EXPECT_EQ(v[2].backward.bytes_per_image, acts + 8.0 * 8 * 8 * 25 * 32);
+  EXPECT_EQ(v[2].forward.bytes_per_image, w[2].forward.bytes_per_image);
+  EXPECT_EQ(v[4].forward.flops_per_image, w[4].forward.flops_per_image);  // ip1: no rounding
 }
 
 std::vector<NetSpec> all_probes() {
@@ -350,6 +383,14 @@ TEST(LayerRates, StreamedInnerProductsAreAClassOfTheirOwn) {
   std::string bad = text;
   bad.replace(bad.find("weight_gbs = 2"), 14, "weight_gbs = -2");
   expect_refused(bad, "step.rate[0].weight_gbs", "rated.toml");
+  // gpixels: read, and a negative one named.
+  std::string pix = text;
+  pix.replace(pix.find("weight_gbs = 2"), 14, "weight_gbs = 2\ngpixels = 0.5");
+  auto mp = parse_machine(pix, "rated.toml");
+  ASSERT_TRUE(mp.ok()) << mp.status().message();
+  EXPECT_EQ(mp->step.rates[0].gpixels, 0.5);
+  pix.replace(pix.find("gpixels = 0.5"), 13, "gpixels = -1");
+  expect_refused(pix, "step.rate[0].gpixels", "rated.toml");
 }
 
 // Cold timings (cold_seconds, after the last-level cache was evicted) and the elastic momentum
@@ -395,6 +436,20 @@ TEST(LayerRates, BadStepTablesNameTheKey) {
        }) {
     expect_refused(c.text, c.key);
   }
+}
+
+// A machine's vector_floats (the calibration's oneDNN ISA) is read, 1 when absent, and checked.
+TEST(LayerRates, VectorFloatsIsRead) {
+  std::string t = rated_text({"conv"});
+  auto m = parse_machine(t, "rated.toml");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->vector_floats, 1);
+  t.replace(t.find("efficiency = 0.3\n"), 17, "efficiency = 0.3\nvector_floats = 16\n");
+  auto m16 = parse_machine(t, "rated.toml");
+  ASSERT_TRUE(m16.ok()) << m16.status().message();
+  EXPECT_EQ(m16->vector_floats, 16);
+  t.replace(t.find("vector_floats = 16"), 18, "vector_floats = 0");
+  expect_refused(t, "compute.vector_floats", "rated.toml");
 }
 
 TEST(LayerRatesCmd, InputShapeIsCheckedInOneLine) {
