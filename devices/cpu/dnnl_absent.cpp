@@ -25,4 +25,8 @@ std::string dnnl_version_line() {
   return "not in this build (every layer runs easel's own or reference kernels)";
 }
 
+int dnnl_vector_floats() {
+  return 1;
+}
+
 }  // namespace easel

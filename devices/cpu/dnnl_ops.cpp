@@ -344,14 +344,19 @@ std::string dnnl_version_line() {
 }
 
 bool dnnl_avx512_available() {
+  return dnnl_vector_floats() == 16;
+}
+
+int dnnl_vector_floats() {
   switch (dnnl::get_effective_cpu_isa()) {
-    case dnnl::cpu_isa::avx512_core:
-    case dnnl::cpu_isa::avx512_core_vnni:
-    case dnnl::cpu_isa::avx512_core_bf16:
-    case dnnl::cpu_isa::avx512_core_amx:
-      return true;
-    default:
-      return false;
+    case dnnl::cpu_isa::sse41:
+      return 4;
+    case dnnl::cpu_isa::avx:
+    case dnnl::cpu_isa::avx2:
+    case dnnl::cpu_isa::avx2_vnni:
+      return 8;
+    default:  // the avx512 ISAs (AMX's tiles aside)
+      return 16;
   }
 }
 

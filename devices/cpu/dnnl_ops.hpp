@@ -41,6 +41,9 @@ bool dnnl_avx512_available();
 // "2.6.3, its kernels for avx512_core_bf16 on this CPU" (the ISA oneDNN dispatches to here), or
 // why there is none.
 std::string dnnl_version_line();
+// The floats of one vector of the ISA oneDNN runs its kernels at (ONEDNN_MAX_CPU_ISA included):
+// 16 for AVX-512, 8 for AVX and AVX2, 4 for SSE4.1; 1 without oneDNN.
+int dnnl_vector_floats();
 // The oneDNN rows of the CPU device's list (devices/cpu/cpu_op_list.cpp) for desc.kind, in
 // order: the first that accepts desc, else the last refusal (unavailable: "easel was built
 // without oneDNN" or "<kind>: no oneDNN primitive" when no row applies).

@@ -1,11 +1,15 @@
 // The out-of-sample model's parts (tools/model/layer_rates.hpp, tools/bench/probes.hpp,
 // docs/MODEL.md): the per-class fit recovers the rates that made synthetic timings; a net's
 // layers count its FLOPs as net_cost does; a machine's [step] rates price a net that was never
-// calibrated (a net file) by hand-checkable sums; the probes span every layer class of the nets
-// the holdout check predicts; `easel model --input` and `tools/model-check --holdout`'s split.
+// calibrated (a net file) by hand-checkable sums; the probes span every layer class the holdout
+// check's generator draws and copy no checked net's layers; `easel model --input` and
+// `tools/model-check --holdout`'s split.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -62,6 +66,29 @@ TEST(LayerRates, FitRecoversTheRatesThatMadeTheTimings) {
   // one too fast to matter.
   const LayerRate& relu = find("relu", false);
   EXPECT_NEAR(relu.seconds(5e5, 4e7), 4e7 / 20e9, 1e-3 * 4e7 / 20e9);
+}
+
+// A kernel's cost per pixel, whatever the channels: a term of its own, which the fit recovers
+// from layers whose channels and maps vary apart (bytes grow with both, pixels with the map).
+TEST(LayerRates, FitRecoversAPerPixelCost) {
+  std::vector<LayerSample> s;
+  for (const double c : {8.0, 16.0, 64.0, 256.0})
+    for (const double side : {4.0, 16.0, 32.0}) {
+      const double pixels = 16 * side * side, bytes = 8 * c * pixels;
+      s.push_back(
+          {"lrn", false, 12 * c * pixels, bytes, bytes / 20e9 + pixels / 0.05e9, 0, pixels});
+    }
+  const std::vector<LayerRate> r = fit_layer_rates(s);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_NEAR(r[0].gpixels, 0.05, 1e-6);
+  // 32 channels over 1e5 pixels (flops and bytes grow alike: either term may price them).
+  EXPECT_NEAR(r[0].seconds(12 * 32 * 1e5, 8 * 32 * 1e5, 0, 1e5), 8 * 32 * 1e5 / 20e9 + 1e5 / 0.05e9,
+              1e-9);
+  // A pass's pixels: the larger of its input's and output's maps; none for an inner product.
+  const std::vector<LayerWork> w = layer_work(spec_of("lenet", {1, 28, 28, 10})).value();
+  EXPECT_EQ(w[0].forward.pixels_per_image, 28 * 28);   // conv1: 28x28 -> 24x24
+  EXPECT_EQ(w[1].backward.pixels_per_image, 24 * 24);  // pool1: 24x24 -> 12x12
+  EXPECT_EQ(w.back().forward.pixels_per_image, 0);     // ip2
 }
 
 // A GEMM class (convolutions, inner products) fits three terms, the flops, the activations'
@@ -122,28 +149,106 @@ TEST(LayerRates, LayerWorkCountsWhatNetCostCounts) {
   EXPECT_EQ(r.front().name, "conv1");
 }
 
-// Every layer class of the nets the holdout check predicts has probe layers to fit it from:
-// none of them is priced by the fallback.
-TEST(LayerRates, ProbesSpanTheHeldOutNetsClasses) {
-  std::set<std::string> probed;
+// A convolution's backward pass streams the column matrix of its data gradient (the GEMM
+// writes it, col2im gathers it): 8 bytes per entry, dst.h x dst.w x kh x kw x src.c per image;
+// in vectors of `lanes` floats its output channels (flops) and the matrix's input channels
+// count rounded up to whole vectors.
+// LeNet's conv2 (20 -> 50 channels, 5x5, 12x12 -> 8x8) streams 8 x 64 x 25 x 20 bytes beyond
+// its activations; conv1, on the images, computes no data gradient.
+TEST(LayerRates, ConvolutionsBackwardStreamsItsColumnMatrix) {
+  const std::vector<LayerWork> w = layer_work(spec_of("lenet", {1, 28, 28, 10})).value();
+  ASSERT_GE(w.size(), 3u);
+  EXPECT_EQ(w[0].name, "conv1");
+  EXPECT_EQ(w[0].backward.bytes_per_image, 4.0 * (20 * 24 * 24 + 1 * 28 * 28));
+  EXPECT_EQ(w[2].name, "conv2");
+  const double acts = 4.0 * (20 * 12 * 12 + 50 * 8 * 8 + 20 * 12 * 12);
+  EXPECT_EQ(w[2].backward.bytes_per_image, acts + 8.0 * 8 * 8 * 25 * 20);
+  EXPECT_EQ(w[2].forward.bytes_per_image, 4.0 * (20 * 12 * 12 + 50 * 8 * 8));
+  // In vectors of 16 floats (AVX-512's): the output channels count as 32 and 64, the column
+  // matrix's input channels as 32; the activations' bytes are what they are.
+  const std::vector<LayerWork> v = layer_work(spec_of("lenet", {1, 28, 28, 10}), 16).value();
+  EXPECT_DOUBLE_EQ(v[0].forward.flops_per_image, w[0].forward.flops_per_image * 32 / 20);
+  EXPECT_DOUBLE_EQ(v[2].backward.flops_per_image, w[2].backward.flops_per_image * 64 / 50);
+  EXPECT_EQ(v[2].backward.bytes_per_image, acts + 8.0 * 8 * 8 * 25 * 32);
+  EXPECT_EQ(v[2].forward.bytes_per_image, w[2].forward.bytes_per_image);
+  EXPECT_EQ(v[4].forward.flops_per_image, w[4].forward.flops_per_image);  // ip1: no rounding
+}
+
+std::vector<NetSpec> all_probes() {
   std::vector<NetSpec> probes = bench::probe_nets();
   for (NetSpec& p : bench::layer_probe_nets())
     probes.push_back(std::move(p));
-  for (const NetSpec& p : probes) {
+  return probes;
+}
+
+// Every layer class the out-of-sample check's generator (tools/random_nets.py) draws has probe
+// layers to fit it from: none of its nets is priced by the fallback. The generator's classes
+// are those of 60 nets of one seed, which must hold every class it can draw.
+TEST(LayerRates, ProbesSpanEveryClassTheGeneratorDraws) {
+  std::set<std::string> probed;
+  for (const NetSpec& p : all_probes()) {
     const std::vector<LayerWork> w = layer_work(p).value();
     for (const LayerWork& l : w)
       probed.insert(l.cls);
   }
-  std::vector<NetSpec> nets = {spec_of("resnet18", {3, 32, 32, 10}),
-                               spec_of("alexnet-cifar", {3, 32, 32, 10}),
-                               spec_of("googlenet", {3, 64, 64, 10})};
-  const std::string file = source_root() + "/docs/nets/small-resnet.toml";
-  nets.push_back(spec_of(file, {3, 32, 32, 10}));
-  for (const NetSpec& n : nets) {
-    const std::vector<LayerWork> w = layer_work(n).value();
-    for (const LayerWork& l : w)
-      EXPECT_TRUE(probed.count(l.cls)) << n.name << " " << l.name << ": " << l.cls;
+  const std::string dir = ::testing::TempDir() + "probes_span_" + std::to_string(::getpid());
+  const std::string cmd = "python3 " + source_root() +
+                          "/tools/random_nets.py --seed 99 --count 60 " + "--out " + dir +
+                          " >/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::set<std::string> drawn;
+  for (int i = 0; i < 60; ++i) {
+    const std::string file = dir + "/random-99-" + std::to_string(i) + ".toml";
+    const NetHeader h = parse_net_header(read_net_file(file).value(), file).value();
+    const std::vector<LayerWork> w = layer_work(spec_of(file, h.input)).value();
+    for (const LayerWork& l : w) {
+      drawn.insert(l.cls);
+      EXPECT_TRUE(probed.count(l.cls)) << file << " " << l.name << ": " << l.cls;
+    }
   }
+  const std::set<std::string> grammar = {
+      "conv-stem",  "conv",    "conv1x1",  "inner_product", "inner_product-streamed",
+      "batch_norm", "relu",    "max_pool", "avg_pool",      "global_avg_pool",
+      "lrn",        "dropout", "add",      "concat"};
+  EXPECT_EQ(drawn, grammar);
+}
+
+// The probes are designed from the classes' shapes in general: no convolution or inner product
+// of theirs has the shape (input, output, kernel, stride) of one in a net the model is checked
+// against (the calibrated ones, the validation ones, GoogLeNet) at the check's input.
+TEST(LayerRates, ProbesCopyNoCheckedNetsLayers) {
+  auto gemm_shapes = [](const NetSpec& spec) {
+    NetGraph g = resolve_graph(spec).value();
+    const std::vector<Shape4> out =
+        infer_shapes(g, spec, {1, spec.channels, spec.height, spec.width}, Layout::nchw).value();
+    std::map<std::string, std::string> shapes;  // shape -> layer
+    for (size_t i = 0; i < g.layers.size(); ++i) {
+      const OpDesc& d = g.layers[i].op;
+      if (d.kind != OpKind::conv && d.kind != OpKind::inner_product) continue;
+      char key[160];
+      std::snprintf(key, sizeof key, "%s %lldx%lldx%lld -> %lldx%lldx%lld k%lld s%lld",
+                    op_kind_name(d.kind), static_cast<long long>(d.src.c),
+                    static_cast<long long>(d.src.h), static_cast<long long>(d.src.w),
+                    static_cast<long long>(out[i].c), static_cast<long long>(out[i].h),
+                    static_cast<long long>(out[i].w), static_cast<long long>(d.kh),
+                    static_cast<long long>(d.stride_h));
+      shapes[key] = spec.name + " " + g.layers[i].name;
+    }
+    return shapes;
+  };
+  std::map<std::string, std::string> checked;
+  for (const auto& [net, in] : std::vector<std::pair<std::string, ModelInput>>{
+           {"lenet", {1, 28, 28, 10}},
+           {"cifar10-quick", {3, 32, 32, 10}},
+           {"alexnet-cifar", {3, 32, 32, 10}},
+           {"resnet18", {3, 32, 32, 10}},
+           {"googlenet", {3, 64, 64, 10}},
+           {source_root() + "/docs/nets/small-resnet.toml", {3, 32, 32, 10}}})
+    checked.merge(gemm_shapes(spec_of(net, in)));
+  ASSERT_GT(checked.size(), 20u);
+  for (const NetSpec& p : all_probes())
+    for (const auto& [shape, layer] : gemm_shapes(p))
+      EXPECT_FALSE(checked.count(shape)) << layer << " is " << checked[shape] << ": " << shape;
 }
 
 // Two cores; every class forward and backward at 1 GFLOP/s (no byte term), the update at 2 GB/s,
@@ -278,6 +383,14 @@ TEST(LayerRates, StreamedInnerProductsAreAClassOfTheirOwn) {
   std::string bad = text;
   bad.replace(bad.find("weight_gbs = 2"), 14, "weight_gbs = -2");
   expect_refused(bad, "step.rate[0].weight_gbs", "rated.toml");
+  // gpixels: read, and a negative one named.
+  std::string pix = text;
+  pix.replace(pix.find("weight_gbs = 2"), 14, "weight_gbs = 2\ngpixels = 0.5");
+  auto mp = parse_machine(pix, "rated.toml");
+  ASSERT_TRUE(mp.ok()) << mp.status().message();
+  EXPECT_EQ(mp->step.rates[0].gpixels, 0.5);
+  pix.replace(pix.find("gpixels = 0.5"), 13, "gpixels = -1");
+  expect_refused(pix, "step.rate[0].gpixels", "rated.toml");
 }
 
 // Cold timings (cold_seconds, after the last-level cache was evicted) and the elastic momentum
@@ -325,6 +438,20 @@ TEST(LayerRates, BadStepTablesNameTheKey) {
   }
 }
 
+// A machine's vector_floats (the calibration's oneDNN ISA) is read, 1 when absent, and checked.
+TEST(LayerRates, VectorFloatsIsRead) {
+  std::string t = rated_text({"conv"});
+  auto m = parse_machine(t, "rated.toml");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->vector_floats, 1);
+  t.replace(t.find("efficiency = 0.3\n"), 17, "efficiency = 0.3\nvector_floats = 16\n");
+  auto m16 = parse_machine(t, "rated.toml");
+  ASSERT_TRUE(m16.ok()) << m16.status().message();
+  EXPECT_EQ(m16->vector_floats, 16);
+  t.replace(t.find("vector_floats = 16"), 18, "vector_floats = 0");
+  expect_refused(t, "compute.vector_floats", "rated.toml");
+}
+
 TEST(LayerRatesCmd, InputShapeIsCheckedInOneLine) {
   for (const std::string bad : {"3x32", "0x32x32", "3x32x32x1", "axbxc"}) {
     const easel_test::Out o = easel_test::run_easel(
@@ -339,7 +466,7 @@ TEST(LayerRatesCmd, InputShapeIsCheckedInOneLine) {
 }
 
 // tools/model-check --holdout --plan: the calibration's --nets hold the calibrated nets only,
-// never a held-out one; a net in both lists is refused (exit 2).
+// never a validation one; a net in both lists is refused (exit 2).
 TEST(ModelCheckHoldout, SplitKeepsHeldOutNetsOutOfTheFit) {
   const std::string tool = source_root() + "/tools/model-check";
   auto run = [&](const std::string& args) {
@@ -362,7 +489,9 @@ TEST(ModelCheckHoldout, SplitKeepsHeldOutNetsOutOfTheFit) {
     EXPECT_EQ(nets.find(held), std::string::npos) << held;
     EXPECT_NE(out.find(std::string("held out: ")), std::string::npos);
   }
-  const auto [rc2, out2] = run("--calibrate-nets lenet,resnet18 --holdout-nets resnet18");
+  EXPECT_NE(out.find("validation: none"), std::string::npos) << out;
+  const auto [rc2, out2] =
+      run("--calibrate-nets lenet,resnet18 --validation --validation-nets resnet18");
   EXPECT_EQ(rc2, 2) << out2;
   EXPECT_NE(out2.find("resnet18"), std::string::npos) << out2;
 }

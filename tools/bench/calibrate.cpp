@@ -19,6 +19,7 @@
 #include <sstream>
 #include <thread>
 
+#include "devices/cpu/dnnl_ops.hpp"
 #include "engine/comm/mpi_comm.hpp"
 #include "nets/models/models.hpp"
 #include "tools/bench/bench.hpp"
@@ -464,9 +465,9 @@ double add_layer_samples(const NetFigures& f, const std::vector<model::LayerWork
     for (const model::LayerWork& w : work) {
       if (w.name != t.info.name) continue;
       samples.push_back({w.cls, false, w.forward.flops(f.batch), w.forward.bytes(f.batch), fwd,
-                         w.forward.bytes_per_batch});
+                         w.forward.bytes_per_batch, w.forward.pixels(f.batch)});
       samples.push_back({w.cls, true, w.backward.flops(f.batch), w.backward.bytes(f.batch), bwd,
-                         w.backward.bytes_per_batch});
+                         w.backward.bytes_per_batch, w.backward.pixels(f.batch)});
     }
   }
   return layers;
@@ -481,11 +482,13 @@ Result<model::StepRates> fit_step(const std::vector<NetFigures>& nets,
   std::vector<model::LayerSample> samples;
   std::vector<double> update_gbs, other;
   for (const NetFigures& f : layer_probes) {
-    EASEL_ASSIGN_OR_RETURN(std::vector<model::LayerWork> work, model::layer_work(f.spec));
+    EASEL_ASSIGN_OR_RETURN(std::vector<model::LayerWork> work,
+                           model::layer_work(f.spec, dnnl_vector_floats()));
     add_layer_samples(f, work, samples);
   }
   for (const NetFigures& f : nets) {
-    EASEL_ASSIGN_OR_RETURN(std::vector<model::LayerWork> work, model::layer_work(f.spec));
+    EASEL_ASSIGN_OR_RETURN(std::vector<model::LayerWork> work,
+                           model::layer_work(f.spec, dnnl_vector_floats()));
     const double layers = add_layer_samples(f, work, samples);
     if (f.update > 0)
       update_gbs.push_back(20.0 * static_cast<double>(f.arena_floats) / f.update / 1e9);
@@ -507,6 +510,7 @@ Result<model::StepRates> fit_step(const std::vector<NetFigures>& nets,
     std::printf("  layer class %-22s %-8s %2d samples: %8.2f GFLOP/s, %8.2f GB/s", x.cls.c_str(),
                 x.backward ? "backward" : "forward", x.samples, x.gflops, x.gbs);
     if (x.weight_gbs) std::printf(", weights %.2f GB/s", *x.weight_gbs);
+    if (x.gpixels > 0) std::printf(", %.3f Gpixels/s", x.gpixels);
     std::printf("\n");
   }
   std::printf("  momentum update %.2f GB/s; rest of the step %.2f us per image\n", r.update_gbs,
@@ -551,6 +555,8 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
      << "oversubscription_overhead = " << num(sc.overhead)
      << "  # the co-run primitive's step CPU time with 2C copies on C cores over it with C "
         "copies, less 1 (medians of the probes' rounds)\n"
+     << "vector_floats = " << dnnl_vector_floats()
+     << "  # floats in a vector of oneDNN's ISA: layers' channels count in whole vectors\n"
      << "oversubscribed_wait = 0.0  # groups sharing a core wait while another of them runs: "
         "that time is in N / C (their split showed "
      << num(sc.wait) << " of the compute waiting)\n"
@@ -627,7 +633,8 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
      << "source = "
      << quoted(origin + "; each layer of " + fitted + " timed inside whole steps at batch " +
                std::to_string(nets.front().batch) +
-               ", per class and pass seconds = flops / gflops + bytes / gbs, the GEMM classes' "
+               ", per class and pass seconds = flops / gflops + bytes / gbs + pixels / gpixels, "
+               "the GEMM classes' "
                "weights at weight_gbs and flops at most at the FMA peak (least squares on the "
                "relative error); medians over the nets")
      << "\n";
@@ -641,7 +648,8 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
        << "\npass = " << (r.backward ? "\"backward\"" : "\"forward\"")
        << "\ngflops = " << num(r.gflops) << "\ngbs = " << num(r.gbs)
        << (r.weight_gbs ? "\nweight_gbs = " + num(*r.weight_gbs) : "")
-       << "\nsamples = " << r.samples << "\n";
+       << (r.gpixels > 0 ? "\ngpixels = " + num(r.gpixels) : "") << "\nsamples = " << r.samples
+       << "\n";
   const std::vector<Locality> locs = localities(topo);
   os << "\n[[mode]]\nname = \"this\"\nlocalities = " << locs.size()
      << "\nhbw_gb = " << num(static_cast<double>(locs[0].hbw_bytes) / 1e9)

@@ -21,7 +21,17 @@ double param_count(const OpDesc& d) {
   return params;
 }
 
+// n rounded up to a whole number of vectors of `lanes`.
+double padded(int64_t n, int lanes) {
+  return static_cast<double>((n + lanes - 1) / lanes * lanes);
+}
+
 }  // namespace
+
+double col_bytes(const OpDesc& d, const Shape4& dst, int lanes) {
+  if (d.kind != OpKind::conv || d.group != 1) return 0;
+  return 8.0 * static_cast<double>(dst.h * dst.w * d.kh * d.kw) * padded(d.src.c, lanes);
+}
 
 std::string layer_class(const OpDesc& d) {
   if (d.kind == OpKind::inner_product)
@@ -37,7 +47,7 @@ bool gemm_class(const std::string& cls) {
          cls == "inner_product-streamed";
 }
 
-Result<std::vector<LayerWork>> layer_work(const NetSpec& spec) {
+Result<std::vector<LayerWork>> layer_work(const NetSpec& spec, int lanes) {
   EASEL_ASSIGN_OR_RETURN(NetGraph g, resolve_graph(spec));
   EASEL_ASSIGN_OR_RETURN(
       std::vector<Shape4> shapes,
@@ -54,18 +64,30 @@ Result<std::vector<LayerWork>> layer_work(const NetSpec& spec) {
     LayerWork w;
     w.name = g.layers[i].name;
     w.cls = layer_class(d);
-    // Forward: the inputs read, the output written, the weights read.
-    w.forward = {forward_flops(d), 4 * (src + dst), 4 * params};
+    // Forward: the inputs read, the output written, the weights read. The pixels: the larger
+    // of the input's and the output's maps (an inner product's GEMM loops over no map).
+    const double pixels =
+        d.kind == OpKind::inner_product
+            ? 0
+            : static_cast<double>(std::max(d.src.h * d.src.w, shapes[i].h * shapes[i].w));
+    // A convolution's kernels compute its output channels in vectors of `lanes`: its flops
+    // count them rounded up to a whole vector.
+    const double oc_pad =
+        d.kind == OpKind::conv ? padded(d.oc, lanes) / static_cast<double>(d.oc) : 1;
+    w.forward = {oc_pad * forward_flops(d), 4 * (src + dst), 4 * params, pixels};
     // Backward: the inputs (for the weights' gradient) and the output's gradient read, the
     // inputs' gradient written (not for a layer on the images); weights read, gradient written.
-    w.backward = {backward_flops(d, diff_src), 4 * (src + dst + (diff_src ? src : 0)), 8 * params};
+    w.backward = {oc_pad * backward_flops(d, diff_src), 4 * (src + dst + (diff_src ? src : 0)),
+                  8 * params, pixels};
+    if (diff_src) w.backward.bytes_per_image += col_bytes(d, shapes[i], lanes);
     out.push_back(std::move(w));
   }
   return out;
 }
 
-double LayerRate::seconds(double flops, double bytes, double weight_bytes) const {
+double LayerRate::seconds(double flops, double bytes, double weight_bytes, double pixels) const {
   double t = gflops > 0 ? flops / (gflops * 1e9) : 0;
+  if (gpixels > 0) t += pixels / (gpixels * 1e9);
   if (weight_gbs) {
     bytes -= weight_bytes;
     if (*weight_gbs > 0) t += weight_bytes / (*weight_gbs * 1e9);
@@ -154,10 +176,10 @@ LayerRate fit_one(const std::vector<const LayerSample*>& s, bool gemm, double pe
     if (gemm)
       x.push_back({p->flops, p->bytes - p->weight_bytes, p->weight_bytes});
     else
-      x.push_back({p->flops, p->bytes});
+      x.push_back({p->flops, p->bytes, p->pixels});
     t.push_back(p->seconds);
   }
-  std::vector<double> lower(gemm ? 3 : 2, 0.0);
+  std::vector<double> lower(3, 0.0);
   if (gemm && peak_gflops > 0) lower[0] = 1 / (peak_gflops * 1e9);
   const std::vector<double> c = fit_bounded(x, t, lower);
   LayerRate r;
@@ -165,7 +187,10 @@ LayerRate fit_one(const std::vector<const LayerSample*>& s, bool gemm, double pe
   if (c.empty()) return r;
   r.gflops = per_second(c[0]);
   r.gbs = per_second(c[1]);
-  if (gemm) r.weight_gbs = per_second(c[2]);
+  if (gemm)
+    r.weight_gbs = per_second(c[2]);
+  else
+    r.gpixels = per_second(c[2]);
   return r;
 }
 
@@ -182,7 +207,8 @@ std::vector<LayerRate> fit_layer_rates(const std::vector<LayerSample>& samples,
     LayerRate r = fit_one(group, gemm_class(key.first), peak_gflops);
     r.cls = key.first;
     r.backward = key.second;
-    if (r.gflops > 0 || r.gbs > 0 || r.weight_gbs.value_or(0) > 0) out.push_back(std::move(r));
+    if (r.gflops > 0 || r.gbs > 0 || r.weight_gbs.value_or(0) > 0 || r.gpixels > 0)
+      out.push_back(std::move(r));
   }
   return out;
 }
@@ -214,12 +240,12 @@ StepEstimate estimate_step(const StepRates& r, const std::vector<LayerWork>& lay
     return fallback;
   };
   for (const LayerWork& l : layers) {
-    e.forward.push_back(
-        rate_of(l.cls, false)
-            .seconds(l.forward.flops(batch), l.forward.bytes(batch), l.forward.bytes_per_batch));
-    e.backward.push_back(
-        rate_of(l.cls, true)
-            .seconds(l.backward.flops(batch), l.backward.bytes(batch), l.backward.bytes_per_batch));
+    e.forward.push_back(rate_of(l.cls, false)
+                            .seconds(l.forward.flops(batch), l.forward.bytes(batch),
+                                     l.forward.bytes_per_batch, l.forward.pixels(batch)));
+    e.backward.push_back(rate_of(l.cls, true)
+                             .seconds(l.backward.flops(batch), l.backward.bytes(batch),
+                                      l.backward.bytes_per_batch, l.backward.pixels(batch)));
     e.layer_seconds += e.forward.back() + e.backward.back();
   }
   if (!r.update_by_size.empty())

@@ -24,13 +24,18 @@
 namespace easel::model {
 
 // One layer's work. Per pass: flops_per_image x batch FLOPs, bytes_per_image x batch +
-// bytes_per_batch bytes (activations read and written; the weights and their gradient).
+// bytes_per_batch bytes (activations read and written; the weights and their gradient), and
+// pixels_per_image x batch pixels: the spatial positions its kernel visits, each at a cost of
+// its own whatever the channels (oneDNN's nhwc kernels loop over pixels and vectorise the
+// channels: an LRN across 8 channels of 32x32 maps took 9.5 ms forward at batch 16 here, across
+// 24 channels 8.8 ms).
 struct LayerWork {
   std::string name;  // the graph's name ("conv1+relu1" when a ReLU is fused)
   std::string cls;   // layer_class()
   struct Pass {
-    double flops_per_image = 0, bytes_per_image = 0, bytes_per_batch = 0;
+    double flops_per_image = 0, bytes_per_image = 0, bytes_per_batch = 0, pixels_per_image = 0;
     double flops(int64_t batch) const { return flops_per_image * static_cast<double>(batch); }
+    double pixels(int64_t batch) const { return pixels_per_image * static_cast<double>(batch); }
     double bytes(int64_t batch) const {
       return bytes_per_image * static_cast<double>(batch) + bytes_per_batch;
     }
@@ -49,40 +54,48 @@ std::string layer_class(const OpDesc& d);
 // the rate at which weights that stay in cache are read (measured here: 5-9 GB/s against 40).
 inline constexpr double kStreamedWeightBytes = 8.0 * (1 << 20);
 
+// The bytes per image of a convolution's data gradient beyond its activations, as the CPU
+// computes it (nhwc, one group: devices/cpu/dnnl_conv.cpp's GEMM and col2im): the column
+// matrix, dst.h x dst.w rows of kh x kw x src.c, written by the GEMM and gathered into the
+// inputs' gradient (4 bytes each way). It grows with the kernel's area where the activations do
+// not (a 5x5 convolution's is 25 times its input), so without it a 3x3 and a 5x5 convolution of
+// one input share a byte count. 0 for another kind or a grouped convolution.
+double col_bytes(const OpDesc& d, const Shape4& dst, int lanes = 1);
+
 // True for the classes that run as GEMMs (convolutions, inner products): their flops are
 // bounded by the FMA peak and their weights have a bandwidth of their own in the fit.
 bool gemm_class(const std::string& cls);
 
 // Every layer of `spec` on one image of `spec`'s input (channels x height x width), in the
 // graph's order (ReLUs fused as the trainer fuses them). Errors name the net and the layer.
-Result<std::vector<LayerWork>> layer_work(const NetSpec& spec);
+Result<std::vector<LayerWork>> layer_work(const NetSpec& spec, int lanes = 1);
 
 // One timed layer pass (whole batch), the fit's input: `bytes` all it streams, of which
 // `weight_bytes` the weights (and on the backward pass their gradient).
 struct LayerSample {
   std::string cls;
   bool backward = false;
-  double flops = 0, bytes = 0, seconds = 0, weight_bytes = 0;
+  double flops = 0, bytes = 0, seconds = 0, weight_bytes = 0, pixels = 0;
 };
 
-// A class's fitted rates for one pass: seconds = flops / (gflops 1e9) + bytes / (gbs 1e9),
-// where with weight_gbs the weights' bytes are priced at weight_gbs instead (the rest at gbs);
-// a rate of 0 has no term.
+// A class's fitted rates for one pass: seconds = flops / (gflops 1e9) + bytes / (gbs 1e9) +
+// pixels / (gpixels 1e9), where with weight_gbs the weights' bytes are priced at weight_gbs
+// instead (the rest at gbs); a rate of 0 has no term.
 struct LayerRate {
   std::string cls;
   bool backward = false;
-  double gflops = 0, gbs = 0;
+  double gflops = 0, gbs = 0, gpixels = 0;
   std::optional<double> weight_gbs;
   int samples = 0;
-  double seconds(double flops, double bytes, double weight_bytes = 0) const;
+  double seconds(double flops, double bytes, double weight_bytes = 0, double pixels = 0) const;
 };
 
 // Fits one LayerRate per class and pass present in `samples` (samples with seconds <= 0 are
 // dropped): the least-squares fit of the relative error with every term non-negative (the best
-// over which terms are kept). A GEMM class (gemm_class) fits three terms, flops, activations'
-// bytes and weights' bytes, with its flop rate at most `peak_gflops` (when > 0: the FMA peak,
-// which no layer beats; a fit above it prices a compute-bound layer too fast); the other
-// classes two, flops and all bytes.
+// over which terms are kept). A GEMM class (gemm_class) fits four terms, flops, activations'
+// bytes, weights' bytes and pixels, with its flop rate at most `peak_gflops` (when > 0: the FMA
+// peak, which no layer beats; a fit above it prices a compute-bound layer too fast); the other
+// classes three, flops, all bytes and pixels.
 std::vector<LayerRate> fit_layer_rates(const std::vector<LayerSample>& samples,
                                        double peak_gflops = 0);
 

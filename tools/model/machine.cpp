@@ -275,7 +275,7 @@ Status read_step(Reader& r, const toml::table& root, Machine* m) {
     const toml::table* lt = (*la)[j].as_table();
     if (lt == nullptr) return r.error(lp, "must be a table", &(*la)[j]);
     EASEL_RETURN_IF_ERROR(
-        r.only(*lt, lp, {"class", "pass", "gflops", "gbs", "weight_gbs", "samples"}));
+        r.only(*lt, lp, {"class", "pass", "gflops", "gbs", "weight_gbs", "gpixels", "samples"}));
     LayerRate rate;
     EASEL_ASSIGN_OR_RETURN(rate.cls, r.text(*lt, lp, "class", true));
     EASEL_ASSIGN_OR_RETURN(const std::string pass, r.text(*lt, lp, "pass", true));
@@ -285,14 +285,15 @@ Status read_step(Reader& r, const toml::table& root, Machine* m) {
     rate.backward = pass == "backward";
     EASEL_ASSIGN_OR_RETURN(rate.gflops, r.number(*lt, lp, "gflops", 0, 1e8, false, 0));
     EASEL_ASSIGN_OR_RETURN(rate.gbs, r.number(*lt, lp, "gbs", 0, kBig, false, 0));
+    EASEL_ASSIGN_OR_RETURN(rate.gpixels, r.number(*lt, lp, "gpixels", 0, kBig, false, 0));
     if (lt->contains("weight_gbs")) {
       EASEL_ASSIGN_OR_RETURN(const double w, r.number(*lt, lp, "weight_gbs", 0, kBig, true));
       rate.weight_gbs = w;
     }
     EASEL_ASSIGN_OR_RETURN(const double n, r.number(*lt, lp, "samples", 0, 1e9, false, 0));
     rate.samples = static_cast<int>(n);
-    if (rate.gflops <= 0 && rate.gbs <= 0 && rate.weight_gbs.value_or(0) <= 0)
-      return r.error(lp, "needs gflops, gbs or weight_gbs (a positive rate)", &(*la)[j]);
+    if (rate.gflops <= 0 && rate.gbs <= 0 && rate.weight_gbs.value_or(0) <= 0 && rate.gpixels <= 0)
+      return r.error(lp, "needs gflops, gbs, weight_gbs or gpixels (a positive rate)", &(*la)[j]);
     for (const LayerRate& o : m->step.rates)
       if (o.cls == rate.cls && o.backward == rate.backward)
         return r.error(lp + ".class", "'" + rate.cls + "' " + pass + " is described twice",
@@ -349,10 +350,10 @@ Result<Machine> read(Reader& r, const std::string& origin) {
     return r.error("machine.devices", "only a gpu machine has devices", mt->get("devices"));
 
   EASEL_ASSIGN_OR_RETURN(const toml::table* ct, r.table(root, "", "compute", true));
-  EASEL_RETURN_IF_ERROR(
-      r.only(*ct, "compute",
-             {"peak_gflops", "tf32_gflops", "bf16_gflops", "efficiency", "serial_fraction",
-              "contention", "oversubscription_overhead", "oversubscribed_wait", "source"}));
+  EASEL_RETURN_IF_ERROR(r.only(
+      *ct, "compute",
+      {"peak_gflops", "tf32_gflops", "bf16_gflops", "efficiency", "serial_fraction", "contention",
+       "oversubscription_overhead", "oversubscribed_wait", "vector_floats", "source"}));
   EASEL_ASSIGN_OR_RETURN(m.peak_gflops, r.number(*ct, "compute", "peak_gflops", 1e-3, 1e7, true));
   EASEL_ASSIGN_OR_RETURN(m.efficiency, r.number(*ct, "compute", "efficiency", 1e-3, 1, true));
   EASEL_ASSIGN_OR_RETURN(m.tf32_gflops,
@@ -366,6 +367,9 @@ Result<Machine> read(Reader& r, const std::string& origin) {
                          r.number(*ct, "compute", "oversubscription_overhead", 0, 10, false, 0));
   EASEL_ASSIGN_OR_RETURN(m.oversubscribed_wait,
                          r.number(*ct, "compute", "oversubscribed_wait", 0, 10, false, 0));
+  EASEL_ASSIGN_OR_RETURN(const double lanes,
+                         r.number(*ct, "compute", "vector_floats", 1, 64, false, 1));
+  m.vector_floats = static_cast<int>(lanes);
 
   EASEL_ASSIGN_OR_RETURN(const toml::table* mem, r.table(root, "", "memory", true));
   EASEL_RETURN_IF_ERROR(r.only(*mem, "memory", {"dram", "hbw", "device", "cache_mb", "source"}));

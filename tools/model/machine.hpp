@@ -103,6 +103,10 @@ struct Machine {
   // Sync algorithms: the waiting at the exchange's barrier, as a fraction of the compute, when
   // groups share cores (time slices end at different moments).
   double oversubscribed_wait = 0;
+  // The floats of one vector of the kernels' ISA (compute.vector_floats, written by the
+  // calibration: 16 for AVX-512, 8 for AVX2): a layer's work counts its channels rounded up to
+  // whole vectors (layer_work). 1: not described (no rounding, as a calibration before it).
+  int vector_floats = 1;
 
   MemoryFigure dram, hbw, device;
   // The last-level cache of the whole machine (MB, 1e6 bytes; memory.cache_mb): an exchange

@@ -79,9 +79,10 @@ int fail(const Status& s) {
   return report(s, Failure::request);
 }
 
-// The settings as `easel train` reads them, then the net's cost and the request's fields;
-// errors name the flag.
-Result<ModelRequest> net_request(NetFlags& f, unsigned command, TrainConfig* cfg) {
+// The settings as `easel train` reads them, then the net's cost and the request's fields (its
+// layers' work with channels in vectors of `lanes`, the machine's vector_floats); errors name
+// the flag.
+Result<ModelRequest> net_request(NetFlags& f, unsigned command, TrainConfig* cfg, int lanes) {
   EASEL_ASSIGN_OR_RETURN(*cfg, parse_settings(f.settings, command, {}, ""));
   if (f.classes < 0 || f.classes > 1000000)
     return invalid_argument("--classes: " + std::to_string(f.classes) +
@@ -106,7 +107,7 @@ Result<ModelRequest> net_request(NetFlags& f, unsigned command, TrainConfig* cfg
   ModelRequest req;
   req.net = cfg->net;
   req.cost = cost;
-  EASEL_ASSIGN_OR_RETURN(req.layers, model::layer_work(*spec));
+  EASEL_ASSIGN_OR_RETURN(req.layers, model::layer_work(*spec, lanes));
   req.input_floats = in.channels * in.height * in.width;
   req.param_layers = 0;
   for (const LayerSpec& l : spec->layers)
@@ -179,10 +180,10 @@ json prediction_json(const Prediction& p) {
 
 int run_model(ModelFlags& f) {
   TrainConfig cfg;
-  auto req = net_request(f, kModelCommand, &cfg);
-  if (!req.ok()) return fail(req.status());
   auto m = machine_of(f.machine);
   if (!m.ok()) return fail(m.status());
+  auto req = net_request(f, kModelCommand, &cfg, m->vector_floats);
+  if (!req.ok()) return fail(req.status());
   auto groups = model_groups(cfg.plan.groups);
   if (!groups.ok()) return fail(groups.status());
   auto placement = model_placement(cfg.placement);
@@ -234,13 +235,13 @@ int run_model(ModelFlags& f) {
 
 int run_plan(PlanFlags& f) {
   TrainConfig cfg;
-  auto req = net_request(f, kPlanCommand, &cfg);
+  auto m = machine_of(f.machine);
+  if (!m.ok()) return fail(m.status());
+  auto req = net_request(f, kPlanCommand, &cfg, m->vector_floats);
   if (!req.ok()) return fail(req.status());
   if (f.iterations < 1 || f.iterations > 1000000000)
     return fail(invalid_argument("--iterations: " + std::to_string(f.iterations) +
                                  " is out of range [1, 1e9]"));
-  auto m = machine_of(f.machine);
-  if (!m.ok()) return fail(m.status());
   req->exchange_precision = cfg.exchange_precision;
   auto rows = model::plan_partitions(*m, *req, f.iterations);
   if (!rows.ok()) return fail(rows.status());
