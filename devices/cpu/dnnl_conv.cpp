@@ -3,6 +3,7 @@
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
+#include <algorithm>
 #endif
 
 namespace easel::dnnl_detail {
@@ -322,13 +323,34 @@ class ConvOp final : public DnnlOp {
       _mm512_mask_storeu_ps(y + c, k, acc);
     }
 #else
-    for (int64_t c = 0; c < n; ++c) {
-      float acc = 0.f;
-      for (int64_t t = 0; t < taps; ++t)
-        acc += x[t][c];
-      y[c] = acc;
-    }
+    // Any other ISA (AVX2): blocks of kBlock accumulators, each tap's row added in vector loops,
+    // the same order of additions as above (so the same bits on every ISA).
+    constexpr int64_t kBlock = 64;  // 8 AVX2 vectors of accumulators
+    int64_t c0 = 0;
+    for (; c0 + kBlock <= n; c0 += kBlock)
+      sum_block<kBlock>(y + c0, x, c0, taps, kBlock);
+    if (c0 < n) sum_block<kBlock>(y + c0, x, c0, taps, n - c0);
 #endif
+  }
+
+  // y[0:m] = sum_t x[t][c0:c0 + m], m <= M (a full block has a constant trip count).
+  template <int64_t M>
+  static void sum_block(float* __restrict y, const float* const* x, int64_t c0, int64_t taps,
+                        int64_t m) {
+    float acc[M] = {};
+    for (int64_t t = 0; t < taps; ++t) {
+      const float* xt = x[t] + c0;
+      if (m == M) {
+#pragma omp simd
+        for (int64_t c = 0; c < M; ++c)
+          acc[c] += xt[c];
+      } else {
+#pragma omp simd
+        for (int64_t c = 0; c < m; ++c)
+          acc[c] += xt[c];
+      }
+    }
+    std::copy(acc, acc + m, y);
   }
 
   // oneDNN's backward-data kernel on layouts of its choice, diff_dst and diff_src reordered.

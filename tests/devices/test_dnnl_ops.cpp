@@ -198,7 +198,8 @@ TEST(DnnlConv, GemmBackwardData) {
   const OpDesc shapes[] = {
       conv({4, 20, 12, 12}, 50, 5),     conv({2, 32, 16, 16}, 32, 5, 1, 2, 1, true),
       conv({2, 3, 59, 59}, 16, 11, 4),  conv({2, 6, 9, 9}, 8, 3, 2, 1, 1, false, false),
-      conv({3, 17, 7, 7}, 33, 3, 1, 1), conv({64, 20, 12, 12}, 50, 5)};
+      conv({3, 17, 7, 7}, 33, 3, 1, 1), conv({64, 20, 12, 12}, 50, 5),
+      conv({2, 80, 6, 6}, 16, 3, 1, 1)};  // col2im's gather: a whole block of 64 and a tail
   for (const OpDesc& base : shapes) {
     const OpDesc d = with_layout(base, Layout::nhwc);
     SCOPED_TRACE(describe_op(d));
