@@ -306,8 +306,8 @@ Status plan_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices) {
   t.per_epoch = std::max<int64_t>(1, (t.train_count + cfg.batch * t.p - 1) / (cfg.batch * t.p));
   if (cfg.shuffle_buffer >= 0 && !reads_shards(data.train))
     return invalid_argument(
-        "--shuffle-buffer: only tar shards (--data shards:DIR) are read "
-        "through a shuffle buffer, not '" +
+        "--shuffle-buffer: only streamed tar shards (--data shards:DIR, without :SIDE) are "
+        "read through a shuffle buffer, not '" +
         data.train.name + "'");
   if (shuffle_buffer_for(data.train, cfg.shuffle_buffer) > 0)
     EASEL_RETURN_IF_ERROR(check_even_shards(data.train, t.p));

@@ -79,7 +79,7 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
 
   TrainSummary sum;
   describe_run(t, sum.info);
-  t.report->on_start(sum.info);
+  EASEL_RETURN_IF_ERROR(t.report->on_start(sum.info));
   obs->on_setup(t.run);
   sum.setup_seconds = now_seconds() - t_setup;
   sum.target_accuracy = cfg.target_accuracy;

@@ -81,7 +81,10 @@ struct TrainSummary {
 class TrainObserver {
  public:
   virtual ~TrainObserver() = default;
-  virtual void on_start(const RunInfo&) {}
+  // Once every check has passed and the run is built (plan, memory fit, data, a checkpoint
+  // accepted), before the first step: what a refused run must not do (write its files) goes
+  // here. An error ends the run, before any step.
+  virtual Status on_start(const RunInfo&) { return {}; }
   // After set-up, before the first round: tests may install hooks on the run.
   virtual void on_setup(Run& run) { (void)run; }
   // Called about 4 times a second during a round, from the driver's thread.

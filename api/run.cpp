@@ -30,13 +30,18 @@ class Run::Observer final : public TrainObserver {
  public:
   explicit Observer(Run& run) : run_(run), impl_(*run.impl_) {}
 
-  void on_start(const ::easel::RunInfo& info) override {
+  // The run directory's files are written here, once the trainer has accepted the run (its
+  // plan, memory fit, data and checkpoint): a refused run writes nothing.
+  ::easel::Status on_start(const ::easel::RunInfo& info) override {
     run_.summary_.groups = static_cast<int>(info.plan.groups.size());
     run_.summary_.parameters = info.params;
     run_.summary_.algorithm = info.algorithm;
     run_.summary_.net = info.net;
-    if (impl_.writer) impl_.files.on_start();
-    if (!run_.on_start_) return;
+    if (impl_.writer)
+      EASEL_RETURN_IF_ERROR(impl_.files.prepare(impl_.cfg,
+                                                run_dir::config_json(impl_.cfg, impl_.texts),
+                                                impl_.resume ? &*impl_.resume : nullptr));
+    if (!run_.on_start_) return {};
     api::RunInfo r;
     r.algorithm = info.algorithm;
     r.net = info.net;
@@ -52,6 +57,7 @@ class Run::Observer final : public TrainObserver {
     r.total_steps = info.total_iterations;
     r.steps_per_epoch = info.iterations_per_epoch;
     run_.on_start_(r);
+    return {};
   }
 
   void on_progress(int64_t step, int64_t total_steps, double epoch, double,
@@ -269,11 +275,6 @@ Status Run::train_impl(Data* given) {
       loaded = std::move(split).value();
       data = &*loaded;
     }
-    if (impl.writer)
-      if (Status st = from_internal(impl.files.prepare(cfg, run_dir::config_json(cfg, impl.texts),
-                                                       impl.resume ? &*impl.resume : nullptr));
-          !st.ok())
-        return st;
     Observer obs(*this);
     auto result = ::easel::train(cfg, *data, &obs, {}, impl.resume ? &*impl.resume : nullptr);
     if (!result.ok()) return from_internal(result.status());

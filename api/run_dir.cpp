@@ -14,6 +14,7 @@
 #include "engine/comm/mpi_comm.hpp"
 #include "engine/config.hpp"
 #include "engine/log.hpp"
+#include "engine/topology.hpp"
 #include "nets/data/stream_source.hpp"
 
 namespace easel::run_dir {
@@ -317,6 +318,13 @@ Status check_out(const TrainConfig& cfg, bool resumed) {
 }
 
 Result<DataSplit> load_train_data(const TrainConfig& cfg, const SettingTexts& texts) {
+  // hbw asked of a machine without it: refused naming --placement before the data set's
+  // allocation would fail in memkind's words (the plan checks it again for `easel topology`).
+  if (std::any_of(std::begin(cfg.placement.kind), std::end(cfg.placement.kind),
+                  [](MemKind k) { return k == MemKind::hbw; })) {
+    EASEL_ASSIGN_OR_RETURN(const Topology topo, detect_topology());
+    EASEL_RETURN_IF_ERROR(check_hbw_placement(topo, cfg.placement));
+  }
   MemKind dataset_kind = cfg.placement[BufferClass::dataset];
   if (cfg.device.gpu) {
     if (Status s = prepare_gpu_memory(); !s.ok())
@@ -347,6 +355,8 @@ Status Writer::prepare(const TrainConfig& cfg, json config, const Checkpoint* re
       log_warn("train", "--no-checkpoint: " + (out_ / "checkpoint.bin").string() +
                             " stays at step " + std::to_string(resume->iterations_done) +
                             "; a later --resume goes on from there");
+    if (!write_atomic(out_ / "config.json", config_.dump(2) + "\n"))
+      log_error("train", "cannot rewrite " + (out_ / "config.json").string());
     return {};
   }
   fs::remove(out_ / "checkpoint.bin", ec);
@@ -356,11 +366,6 @@ Status Writer::prepare(const TrainConfig& cfg, json config, const Checkpoint* re
   if (!write_atomic(out_ / "config.json", config_.dump(2) + "\n"))
     return io_error("--out: cannot write " + (out_ / "config.json").string());
   return {};
-}
-
-void Writer::on_start() {
-  if (resume_step_ >= 0 && !write_atomic(out_ / "config.json", config_.dump(2) + "\n"))
-    log_error("train", "cannot rewrite " + (out_ / "config.json").string());
 }
 
 void Writer::record(const EvalRecord& r) {

@@ -52,13 +52,12 @@ Result<std::vector<std::pair<std::string, std::string>>> read_settings(const std
 // The files of one run, written by the process that writes (rank 0).
 class Writer {
  public:
-  // prepare(): creates `out` and its files for this run: a fresh run's metrics.jsonl and
-  // config.json (the earlier run's checkpoint and summary go, so that a run that fails leaves
-  // no results of another beside its own); a resumed run's metrics.jsonl is appended to at the
-  // first evaluation, and its config.json rewritten at on_start (once the trainer has accepted
-  // the checkpoint: a refused resume leaves the run's files as they were).
+  // prepare(): creates `out` and its files for this run, once the trainer has accepted it
+  // (TrainObserver::on_start: a refused run, or a refused resume, leaves `out` as it was): a
+  // fresh run's metrics.jsonl and config.json (the earlier run's checkpoint and summary go, so
+  // that a run that fails leaves no results of another beside its own); a resumed run's
+  // config.json is rewritten and its metrics.jsonl appended to at the first evaluation.
   Status prepare(const TrainConfig& cfg, nlohmann::json config, const Checkpoint* resume);
-  void on_start();
   // One metrics.jsonl record (a resumed run's first trims the file to the checkpoint's step).
   void record(const EvalRecord& r);
   bool wants_checkpoints() const { return !checkpoint_path_.empty(); }

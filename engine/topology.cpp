@@ -392,11 +392,15 @@ Status check_hbw_placement(const Topology& topo, const Placement& placement) {
   if (topo.has_hbw_node() || (topo.described_by.empty() && hbw_available())) return {};
   for (int c = 0; c < kBufferClassCount; ++c) {
     if (placement.kind[c] != MemKind::hbw) continue;
-    return invalid_argument(std::string("--placement ") +
-                            buffer_class_name(static_cast<BufferClass>(c)) +
-                            "=hbw: this machine has no high-bandwidth NUMA node (KNL cache mode "
-                            "or no MCDRAM/HBM; nodes: " +
-                            nodes_summary(topo) + "); use hbw-preferred or dram");
+    // As the flag was given: "hbw" (every class), else the first class placed there.
+    const std::string asked =
+        placement_text(placement) == "hbw"
+            ? std::string("hbw")
+            : std::string(buffer_class_name(static_cast<BufferClass>(c))) + "=hbw";
+    return unavailable("--placement " + asked +
+                       ": this machine has no high-bandwidth NUMA node (KNL cache mode or no "
+                       "MCDRAM/HBM; nodes: " +
+                       nodes_summary(topo) + "); use hbw-preferred or dram");
   }
   return {};
 }
@@ -729,7 +733,13 @@ Status check_oversubscription(const PlanShape& shape, const PlanLimits& lim,
                               const PlanRequest& req) {
   const int total = shape.total_threads();
   if (total <= lim.cores || req.oversubscribe) return Status::ok_status();
-  return invalid_argument("asked for " + std::to_string(total) + " threads (" +
+  std::string flags;  // the flags that asked for them, as given
+  if (req.groups != "auto" && req.groups != "numa") flags += " --groups " + req.groups;
+  if (req.threads > 0) flags += " --threads " + std::to_string(req.threads);
+  if (req.threads_per_group > 0)
+    flags += " --threads-per-group " + std::to_string(req.threads_per_group);
+  if (!flags.empty()) flags = flags.substr(1) + ": ";
+  return invalid_argument(flags + "asked for " + std::to_string(total) + " threads (" +
                           std::to_string(shape.sizes.size()) + " groups x " +
                           std::to_string(shape.sizes.front()) + ") but this machine has " +
                           std::to_string(lim.cores) + " cores; use fewer or pass --oversubscribe");

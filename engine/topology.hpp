@@ -122,9 +122,10 @@ struct GroupPlan {
 Result<GroupPlan> make_plan(const Topology& topo, const PlanRequest& req);
 
 // hbw placement (any class placed `hbw`) on a machine without a high-bandwidth NUMA node is
-// refused: "--placement CLASS=hbw: this machine has no high-bandwidth NUMA node (KNL cache mode
-// or no MCDRAM/HBM; nodes: ...); use hbw-preferred or dram". On this machine it is refused only
-// when memkind finds none either.
+// refused, `unavailable` (the machine lacks what was asked: exit 1, as --device cuda without a
+// GPU): "--placement CLASS=hbw (or hbw): this machine has no high-bandwidth NUMA node (KNL cache
+// mode or no MCDRAM/HBM; nodes: ...); use hbw-preferred or dram". On this machine it is
+// refused only when memkind finds none either.
 Status check_hbw_placement(const Topology& topo, const Placement& placement);
 
 // Parses "0-3,8" into {0,1,2,3,8}; error names the bad token.

@@ -89,7 +89,8 @@ struct Summary {
 };
 
 // A run directory (the `out` setting; `easel train --out`):
-//   config.json    the settings a resumed run takes, keyed by name (written before the run)
+//   config.json    the settings a resumed run takes, keyed by name (written before the first
+//                  step)
 //   metrics.jsonl  one JSON record per evaluation (Evaluation's fields and more: each group's
 //                  times and steps, staleness)
 //   checkpoint.bin after every evaluation, unless the checkpoint setting is false; written
@@ -131,7 +132,9 @@ class Run {
   Status open(const Config& config);
   // After open(): trains (blocking) on `data`, or without it on the config's `data` setting,
   // loaded as easel train loads it (placed where `placement` and `device` put the data set).
-  // With `out` it writes the run directory first and its summary.json last. Returns ok when
+  // With `out` it writes the run directory once every check has passed (the plan, the memory
+  // fit, the data, a checkpoint; a run refused writes nothing), just before the first step and
+  // on_start, and its summary.json last. Returns ok when
   // the run ended (completed, target, requested, interrupted: summary().stop_reason) and its
   // files are written; a diverged or stalled run is `internal` with summary().stop_message
   // (its summary filled and written too); any other error means no run ended.

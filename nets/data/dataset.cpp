@@ -161,6 +161,38 @@ Status place(Dataset* ds, MemKind kind) {
   return {};
 }
 
+// "shards:SPEC[:SIDE]": without SIDE streamed (at opt.stream_side, else kDefaultImageSide);
+// with it every image decoded once at SIDE and held, as an image folder's DIR:SIDE is (the same
+// resize and crop, the same speed). A SPEC that is a directory keeps its colons.
+Result<DataSplit> load_shard_spec(const std::string& spec, MemKind kind, const DataOptions& opt) {
+  std::string where = spec.substr(7);
+  int64_t side = 0;
+  const size_t colon = where.rfind(':');
+  const std::string_view tail =
+      colon == std::string::npos ? std::string_view() : std::string_view(where).substr(colon + 1);
+  if (colon > 0 && !tail.empty() && !is_dir(where) &&
+      std::all_of(tail.begin(), tail.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    if (!parse_positive(tail, &side) || side > 4096)
+      return invalid_argument("data set '" + spec +
+                              "': the image side after ':' must be an integer in [1, 4096]");
+    where.resize(colon);
+  }
+  if (side == 0)
+    return load_shards(where, opt.stream_side > 0 ? opt.stream_side : kDefaultImageSide,
+                       opt.skip_bad);
+  if (opt.stream_side > 0)
+    return invalid_argument("data set '" + spec +
+                            "': shards streamed for random-resized-crop take no :SIDE (the "
+                            "crop's size is the side)");
+  EASEL_ASSIGN_OR_RETURN(DataSplit split, load_shards(where, side, opt.skip_bad));
+  for (Dataset* ds : {&split.train, &split.test}) {
+    EASEL_ASSIGN_OR_RETURN(Dataset held, decode_source(*ds->source, "shards:" + where, side,
+                                                       ds->classes, ds->name, kind));
+    *ds = std::move(held);
+  }
+  return split;
+}
+
 }  // namespace
 
 Dataset make_synthetic(int64_t count, int64_t c, int64_t h, int64_t w, int64_t classes,
@@ -220,9 +252,7 @@ Result<DataSplit> load_data(const std::string& spec, MemKind kind, uint64_t seed
 
 Result<DataSplit> load_data(const std::string& spec, MemKind kind, uint64_t seed,
                             const DataOptions& opt) {
-  if (spec.starts_with("shards:"))
-    return load_shards(spec.substr(7), opt.stream_side > 0 ? opt.stream_side : kDefaultImageSide,
-                       opt.skip_bad);
+  if (spec.starts_with("shards:")) return load_shard_spec(spec, kind, opt);
   if (spec == "fashion-mnist") {
     if (!is_dir(kFashionDir)) {
       return not_found(std::string("data set 'fashion-mnist': ") + kFashionDir +

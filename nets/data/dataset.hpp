@@ -90,12 +90,15 @@ Result<DataSplit> load_data(const std::string& spec, MemKind kind, uint64_t seed
 // How load_data reads image folders and shards.
 struct DataOptions {
   // > 0: an image folder (DIR) streams, its images decoded as batches need them at this side
-  // (nets/data/stream_source.hpp; --augment random-resized-crop=N gives N); shards always
-  // stream (at this side, else kDefaultImageSide). 0: an image folder is decoded once (DIR:SIDE).
+  // (nets/data/stream_source.hpp; --augment random-resized-crop=N gives N); shards (without
+  // :SIDE) stream at this side, else kDefaultImageSide. 0: an image folder is decoded once
+  // (DIR:SIDE). DIR:SIDE and shards:SPEC:SIDE are refused with it.
   int64_t stream_side = 0;
   bool skip_bad = false;  // --skip-bad-images (StreamSource::skip_bad)
 };
-// Also "shards:DIR" (nets/data/shards.hpp): tar shards DIR/train-*.tar and DIR/val-*.tar.
+// Also "shards:DIR" or "shards:GLOB" (nets/data/shards.cpp): tar shards DIR/train-*.tar and
+// DIR/val-*.tar, streamed; "shards:DIR:SIDE" decodes each image once at SIDE and holds it, as
+// "DIR:SIDE" does an image folder's (the same pixels from the same image files).
 Result<DataSplit> load_data(const std::string& spec, MemKind kind, uint64_t seed,
                             const DataOptions& opt);
 

@@ -1,15 +1,9 @@
 // Image folders (torchvision's ImageFolder layout): listed, checked against the memory
 // available, then every image decoded and resized to side x side in parallel, straight into
-// the data set's buffer.
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
+// the data set's buffer (decode_source: tar shards at a side are held the same way).
 #include <algorithm>
 #include <atomic>
 #include <cctype>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <new>
@@ -29,7 +23,6 @@ namespace fs = std::filesystem;
 
 constexpr int64_t kMaxSide = 4096;
 constexpr int64_t kMaxCount = 100'000'000;
-constexpr int64_t kMaxFileBytes = int64_t{1} << 30;  // one image file
 constexpr const char* kLayout = "an image folder holds train/CLASS/*.jpg|png and val/CLASS/*";
 
 struct Item {
@@ -115,61 +108,35 @@ Result<std::vector<Item>> list_split(const fs::path& split, const std::vector<st
   return items;
 }
 
-Status read_file(const std::string& path, std::vector<uint8_t>* out) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return io_error(path + ": cannot open: " + std::strerror(errno));
-  struct stat st {};
-  Status s;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    s = io_error(path + ": cannot open: not a regular file");
-  } else if (st.st_size > kMaxFileBytes) {
-    s = data_error(path + ": " + std::to_string(st.st_size) + " bytes, more than 1 GiB");
-  } else {
-    out->resize(static_cast<size_t>(st.st_size));
-    size_t got = 0;
-    while (got < out->size()) {
-      const ssize_t r = ::read(fd, out->data() + got, out->size() - got);
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) {
-        s = io_error(path + ": read failed: " + std::strerror(errno));
-        break;
-      }
-      if (r == 0) break;
-      got += static_cast<size_t>(r);
-    }
-    out->resize(got);
-  }
-  ::close(fd);
-  return s;
-}
-
-// Reads, decodes and resizes one image into dst[3 * side * side].
-Status load_image(const std::string& path, int64_t side, uint8_t* dst) {
+// Reads, decodes and resizes entry i of src into dst[3 * side * side].
+Status load_image(const StreamSource& src, int64_t i, int64_t side, uint8_t* dst) {
   try {
     std::vector<uint8_t> file;
-    EASEL_RETURN_IF_ERROR(read_file(path, &file));
+    EASEL_RETURN_IF_ERROR(src.read(i, &file));
     RgbImage image;
-    EASEL_RETURN_IF_ERROR(decode_image(file.data(), file.size(), path, side, &image));
+    EASEL_RETURN_IF_ERROR(decode_image(file.data(), file.size(), src.where(i), side, &image));
     resize_center_crop(image, side, dst);
     return {};
   } catch (const std::bad_alloc&) {
-    return unavailable(path + ": out of memory while decoding");
+    return unavailable(src.where(i) + ": out of memory while decoding");
   }
 }
 
-Result<Dataset> decode_split(const fs::path& split, const std::vector<Item>& items, int64_t side,
-                             int64_t classes, const std::string& name, MemKind kind) {
-  const int64_t count = static_cast<int64_t>(items.size());
+}  // namespace
+
+Result<Dataset> decode_source(const StreamSource& src, const std::string& where, int64_t side,
+                              int64_t classes, const std::string& name, MemKind kind) {
+  const int64_t count = src.count();
   const int64_t image_bytes = 3 * side * side;
   // The set and its labels: known before any file is decoded.
   const uint64_t need = static_cast<uint64_t>(count) * static_cast<uint64_t>(image_bytes + 4);
   const MemoryBound mem = available_memory();
   if (need > mem.bytes) {
-    return unavailable(split.string() + ": " + std::to_string(count) + " images of 3x" +
+    return unavailable(where + ": " + std::to_string(count) + " images of 3x" +
                        std::to_string(side) + "x" + std::to_string(side) + " need " +
                        std::to_string(need) + " bytes, more than the " + std::to_string(mem.bytes) +
                        " bytes of memory available (" + mem.source +
-                       "): pass a smaller side (DIR:SIDE)");
+                       "): pass a smaller side (:SIDE)");
   }
   Dataset ds;
   ds.name = name;
@@ -180,9 +147,9 @@ Result<Dataset> decode_split(const fs::path& split, const std::vector<Item>& ite
   ds.classes = classes;
   EASEL_ASSIGN_OR_RETURN(ds.pixels,
                          Buffer::allocate(static_cast<size_t>(count * image_bytes), kind));
-  ds.labels.resize(items.size());
-  for (size_t i = 0; i < items.size(); ++i)
-    ds.labels[i] = items[i].label;
+  ds.labels.resize(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i)
+    ds.labels[static_cast<size_t>(i)] = src.entries[static_cast<size_t>(i)].label;
   // The first failure by index among the images tried; the others stop early.
   std::mutex mu;
   int64_t failed_at = count;
@@ -192,7 +159,7 @@ Result<Dataset> decode_split(const fs::path& split, const std::vector<Item>& ite
 #pragma omp parallel for schedule(dynamic, 4)
   for (int64_t i = 0; i < count; ++i) {
     if (failed.load(std::memory_order_relaxed)) continue;
-    Status s = load_image(items[static_cast<size_t>(i)].path, side, pixels + i * image_bytes);
+    Status s = load_image(src, i, side, pixels + i * image_bytes);
     if (!s.ok()) {
       std::lock_guard<std::mutex> lock(mu);
       if (i < failed_at) {
@@ -205,8 +172,6 @@ Result<Dataset> decode_split(const fs::path& split, const std::vector<Item>& ite
   if (!failure.ok()) return failure;
   return ds;
 }
-
-}  // namespace
 
 namespace {
 
@@ -235,25 +200,6 @@ Result<Listing> list_folder(const std::string& dir, int64_t side) {
   return l;
 }
 
-}  // namespace
-
-bool has_image_folder(const std::string& dir) {
-  return is_dir(fs::path(dir) / "train") || is_dir(fs::path(dir) / "val");
-}
-
-Result<DataSplit> load_image_folder(const std::string& dir, const std::string& name, int64_t side,
-                                    MemKind kind) {
-  EASEL_ASSIGN_OR_RETURN(const Listing l, list_folder(dir, side));
-  const int64_t n = static_cast<int64_t>(l.classes.size());
-  const fs::path train = fs::path(dir) / "train", val = fs::path(dir) / "val";
-  DataSplit split;
-  EASEL_ASSIGN_OR_RETURN(split.train, decode_split(train, l.train, side, n, name + "/train", kind));
-  EASEL_ASSIGN_OR_RETURN(split.test, decode_split(val, l.val, side, n, name + "/val", kind));
-  return split;
-}
-
-namespace {
-
 std::shared_ptr<StreamSource> folder_source(const std::vector<Item>& items, bool skip_bad) {
   auto src = std::make_shared<StreamSource>();
   src->skip_bad = skip_bad;
@@ -267,6 +213,23 @@ std::shared_ptr<StreamSource> folder_source(const std::vector<Item>& items, bool
 }
 
 }  // namespace
+
+bool has_image_folder(const std::string& dir) {
+  return is_dir(fs::path(dir) / "train") || is_dir(fs::path(dir) / "val");
+}
+
+Result<DataSplit> load_image_folder(const std::string& dir, const std::string& name, int64_t side,
+                                    MemKind kind) {
+  EASEL_ASSIGN_OR_RETURN(const Listing l, list_folder(dir, side));
+  const int64_t n = static_cast<int64_t>(l.classes.size());
+  const fs::path train = fs::path(dir) / "train", val = fs::path(dir) / "val";
+  DataSplit split;
+  EASEL_ASSIGN_OR_RETURN(split.train, decode_source(*folder_source(l.train, false), train.string(),
+                                                    side, n, name + "/train", kind));
+  EASEL_ASSIGN_OR_RETURN(split.test, decode_source(*folder_source(l.val, false), val.string(), side,
+                                                   n, name + "/val", kind));
+  return split;
+}
 
 Result<DataSplit> stream_image_folder(const std::string& dir, const std::string& name, int64_t side,
                                       bool skip_bad) {

@@ -25,7 +25,8 @@ namespace fs = std::filesystem;
 constexpr int64_t kMaxClasses = 100'000;
 constexpr const char* kForm =
     "shards:DIR (DIR/train-*.tar and DIR/val-*.tar) or shards:GLOB of training shards (their "
-    "val-*.tar beside them); each sample KEY.jpg|png with KEY.cls or in a CLASS/ folder";
+    "val-*.tar beside them), then :SIDE to decode them once at SIDE; each sample KEY.jpg|png "
+    "with KEY.cls or in a CLASS/ folder";
 
 // WebDataset's split of a member name: the key is everything up to the first '.' of the last
 // path component, the extension the rest (lower case).

@@ -76,9 +76,17 @@ void gather_streamed_bytes(const Dataset& ds, const int64_t* idx, int64_t n, Lay
 Result<DataSplit> stream_image_folder(const std::string& dir, const std::string& name, int64_t side,
                                       bool skip_bad);
 
+// Every entry of src decoded once and held, as an image folder at DIR:SIDE is
+// (load_image_folder: the shorter side resized to `side`, the centre crop), in parallel: a
+// Dataset of 3 x side x side bytes per image in memory of `kind`, the entries' labels. A set
+// larger than the memory available is refused before any decoding (unavailable, naming
+// `where`); otherwise the first image by index that fails, named.
+Result<Dataset> decode_source(const StreamSource& src, const std::string& where, int64_t side,
+                              int64_t classes, const std::string& name, MemKind kind);
+
 // Tar shards (nets/data/shards.cpp): `spec` is a directory holding train-*.tar and val-*.tar,
 // or a glob of training shards whose val-*.tar lie beside them. Only the members' offsets are
-// read now.
+// read now (load_data's "shards:SPEC:SIDE" then decodes them, decode_source).
 Result<DataSplit> load_shards(const std::string& spec, int64_t side, bool skip_bad);
 
 // Distinct bad images skipped so far in this process.

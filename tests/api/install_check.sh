@@ -1,7 +1,9 @@
 #!/bin/sh
 # Installs this build into a temporary DESTDIR, builds examples/train_lenet.cpp against the
 # installed package with `pkg-config --cflags --libs easel` only, runs it for a few iterations
-# on Fashion-MNIST and checks what it printed and the weights file it saved.
+# on Fashion-MNIST and checks what it printed and the weights file it saved; then builds and runs
+# it against the build tree (meson-uninstalled/easel-uninstalled.pc), as a user of an uninstalled
+# build would.
 #   install_check.sh BUILD_ROOT SOURCE_ROOT
 set -eu
 build=$1
@@ -44,4 +46,16 @@ n=$(sed -n 's/^saved \([0-9]*\) weights to centre.bin$/\1/p' out.txt)
 [ "$(head -c 8 centre.bin)" = "EASELW1" ] || fail "centre.bin has no EASELW1 header"
 size=$(wc -c < centre.bin)
 [ "$size" -eq $((16 + 4 * n)) ] || fail "centre.bin holds $size bytes, expected $((16 + 4 * n))"
-echo "install_check: ok ($(grep -c '^step ' out.txt) evaluations, $n weights; flags: $flags)"
+
+# The build tree, uninstalled: meson-uninstalled/easel-uninstalled.pc (pkg-config picks the
+# -uninstalled file first) gives the public headers' folder and the built libeasel.
+unset PKG_CONFIG_SYSROOT_DIR
+export PKG_CONFIG_PATH="$build/meson-uninstalled"
+uflags=$(pkg-config --cflags --libs easel)
+${CXX:-c++} -std=c++20 -O0 $extra "$src/examples/train_lenet.cpp" $uflags -o "$tmp/train_lenet_b" ||
+  fail "the example does not build against the build tree with: $uflags"
+export LD_LIBRARY_PATH="$(pkg-config --libs-only-L easel | sed 's/ *$//; s/^-L//; s/ -L/:/g')"
+ldd "$tmp/train_lenet_b" | grep -q "libeasel.so.* => $build/" || fail "the example does not run on the build tree's libeasel"
+./train_lenet_b 10 centre_b.bin fashion-mnist > out.txt 2>&1 || fail "the example built against the build tree failed"
+grep -q '^step 10  epoch ' out.txt || fail "no evaluation at step 10 (build tree)"
+echo "install_check: ok ($n weights; flags: $flags; build tree: $uflags)"

@@ -167,8 +167,8 @@ TEST(Plan, MoreThreadsThanCoresIsRefused) {
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), Code::invalid_argument);
   EXPECT_EQ(p.status().message(),
-            "asked for 16 threads (4 groups x 4) but this machine has 8 cores; use fewer or "
-            "pass --oversubscribe");
+            "--groups 4 --threads-per-group 4: asked for 16 threads (4 groups x 4) but this "
+            "machine has 8 cores; use fewer or pass --oversubscribe");
   r.oversubscribe = true;
   p = make_plan(t, r);
   ASSERT_TRUE(p.ok());
@@ -450,11 +450,16 @@ TEST(Described, KnlCacheModePlansByClusterAndRefusesHbw) {
   EXPECT_TRUE(contains(quad.to_string(), "no high-bandwidth NUMA node")) << quad.to_string();
   const Status st = check_hbw_placement(quad, *parse_placement("weights=hbw"));
   ASSERT_FALSE(st.ok());
-  EXPECT_EQ(st.code(), Code::invalid_argument);
+  EXPECT_EQ(st.code(), Code::unavailable);
   EXPECT_EQ(st.message(),
             "--placement weights=hbw: this machine has no high-bandwidth NUMA node (KNL cache "
             "mode or no MCDRAM/HBM; nodes: 0 dram 96.0 GiB cpus 0-271); use hbw-preferred or "
             "dram");
+  // Every class hbw: named as the flag was given.
+  EXPECT_EQ(check_hbw_placement(quad, *parse_placement("hbw"))
+                .message()
+                .rfind("--placement hbw: this machine has no high-bandwidth NUMA node", 0),
+            0u);
   EXPECT_TRUE(check_hbw_placement(quad, *parse_placement("hbw-preferred")).ok());
   EXPECT_TRUE(check_hbw_placement(quad, *parse_placement("dram")).ok());
 }

@@ -479,6 +479,53 @@ TEST_F(StreamedFolder, PackedShardsGiveTheFolderBatches) {
   EXPECT_EQ(parse_byte_size("0"), -1);
 }
 
+// shards:DIR:SIDE decodes each image once at SIDE and holds it, as an image folder's DIR:SIDE:
+// packed in list order, the same pixels and labels bit for bit (the same resize and crop of the
+// same files). A bad side, or a side with a random-resized crop, is refused naming the spec.
+TEST_F(StreamedFolder, ShardsAtASideHoldTheFoldersPixels) {
+  make(9);
+  write_file(dir_ / "train" / "c1" / "big.jpg", jpeg(300, 200, 4));
+  PackOptions opt;
+  opt.shard_bytes = 8 << 10;  // several shards
+  opt.shuffle = false;
+  PackStats st;
+  ASSERT_TRUE(pack_image_folder(dir_.string(), (dir_ / "s").string(), opt, &st).ok());
+  ASSERT_GT(st.shards, 2);
+  const std::string shards = "shards:" + (dir_ / "s").string();
+  for (const int side : {24, 32}) {
+    auto folder = load_data(dir_.string() + ":" + std::to_string(side), MemKind::dram, 1);
+    ASSERT_TRUE(folder.ok()) << folder.status().message();
+    auto held = load_data(shards + ":" + std::to_string(side), MemKind::dram, 1);
+    ASSERT_TRUE(held.ok()) << held.status().message();
+    for (const auto& [a, b] :
+         {std::pair{&held->train, &folder->train}, std::pair{&held->test, &folder->test}}) {
+      EXPECT_EQ(a->source, nullptr);  // held, not streamed
+      ASSERT_EQ(a->count, b->count);
+      EXPECT_EQ(a->height, side);
+      EXPECT_EQ(a->width, side);
+      EXPECT_EQ(a->classes, b->classes);
+      EXPECT_EQ(a->labels, b->labels);
+      EXPECT_EQ(0, std::memcmp(a->pixels.data(), b->pixels.data(), a->pixels.bytes()));
+    }
+  }
+  // A glob takes the side too; without it shards stream.
+  auto glob = load_data(shards + "/train-*.tar:16", MemKind::dram, 1);
+  ASSERT_TRUE(glob.ok()) << glob.status().message();
+  EXPECT_EQ(glob->train.height, 16);
+  auto streamed = load_data(shards, MemKind::dram, 1);
+  ASSERT_TRUE(streamed.ok()) << streamed.status().message();
+  EXPECT_NE(streamed->train.source, nullptr);
+  auto bad = load_data(shards + ":0", MemKind::dram, 1);
+  EXPECT_EQ(bad.status().code(), Code::invalid_argument);
+  EXPECT_NE(bad.status().message().find("the image side after ':' must be an integer in [1, 4096]"),
+            std::string::npos)
+      << bad.status().message();
+  auto crop = load_data(shards + ":32", MemKind::dram, 1, DataOptions{32, false});
+  EXPECT_EQ(crop.status().code(), Code::invalid_argument);
+  EXPECT_NE(crop.status().message().find("take no :SIDE"), std::string::npos)
+      << crop.status().message();
+}
+
 // Shards read through a shuffle buffer: each group reads only its own tar files (f % groups),
 // the groups together every sample once; the same batches at any --data-threads and on resume
 // from a saved position; a group left without a shard is refused in a line naming the flag.

@@ -173,7 +173,7 @@ TEST(Cli, EveryBadRequestExits2) {
     Out o = easel("train " + args + " --iterations 2 --progress none --out " + out.string());
     EXPECT_EQ(o.code, 2) << args << ": " << o.err;
     EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << args << ": " << o.err;
-    EXPECT_FALSE(fs::exists(out / "summary.json")) << args;
+    EXPECT_FALSE(fs::exists(out)) << args;
   }
 }
 
@@ -614,6 +614,102 @@ TEST(Cli, SignalsStopWithACheckpointAndResumeExactly) {
   }
 }
 
+// README's "Exit codes" rows, each (code, meaning) without its backquotes.
+std::vector<std::pair<std::string, std::string>> readme_exit_codes() {
+  std::vector<std::pair<std::string, std::string>> rows;
+  const char* root = std::getenv("EASEL_SOURCE_ROOT");
+  std::ifstream readme(fs::path(root != nullptr ? root : ".") / "README.md");
+  bool in_section = false;
+  for (std::string line; std::getline(readme, line);) {
+    if (line.starts_with("## ")) in_section = line == "## Exit codes";
+    const size_t mid = line.find(" | ", 2);
+    if (!in_section || !line.starts_with("| ") || !line.ends_with(" |") || mid == line.npos)
+      continue;
+    std::string code = line.substr(2, mid - 2), meaning = line.substr(mid + 3);
+    meaning.resize(meaning.size() - 2);
+    std::erase(meaning, '`');
+    if (code != "code") rows.emplace_back(code, meaning);
+  }
+  return rows;
+}
+
+// One table of exit codes (tools/cli/exit_codes.hpp): `easel --help` ends with README's "Exit
+// codes" rows, each a code and its meaning wrapped under a column of its own.
+TEST(Cli, ExitCodeTableIsTheReadmes) {
+  const Out help = easel("--help");
+  ASSERT_EQ(help.code, 0) << help.err;
+  const size_t at = help.out.find("\nExit codes:\n");
+  ASSERT_NE(at, std::string::npos) << help.out;
+  std::vector<std::pair<std::string, std::string>> shown;
+  std::istringstream lines(help.out.substr(at + 13));
+  for (std::string line; std::getline(lines, line) && line.size() > 11;) {
+    std::string code = line.substr(2, 9);
+    code.erase(code.find_last_not_of(' ') + 1);
+    if (code.empty() && !shown.empty()) {  // a wrapped meaning goes on
+      shown.back().second += " " + line.substr(11);
+      continue;
+    }
+    shown.emplace_back(code, line.substr(11));
+  }
+  const auto readme = readme_exit_codes();
+  EXPECT_EQ(readme.size(), 6u);
+  EXPECT_EQ(shown, readme) << help.out;
+}
+
+// Every refusal of a train request exits with the table's code in one line naming the flag and
+// writes nothing: no --out directory, and with the default --out no runs/DATE-TIME-ALGO/ (a
+// corrected command then runs into the same --out). Without high-bandwidth memory (memkind's
+// MEMKIND_HBW_NODES unset) and without a GPU the machine lacks what was asked: exit 1.
+TEST(Cli, RefusedRunsWriteNothing) {
+  const fs::path d = tmp_dir("refused");
+  struct Refusal {
+    std::string args;
+    int code;
+    std::string names;
+  };
+  const int cores = nlohmann::json::parse(easel("topology --json").out)["machine"]["cores"];
+  const std::string more = std::to_string(cores + 1);  // groups than this machine's cores
+  std::vector<Refusal> refusals = {
+      {"--groups 0", 2, "--groups"},
+      {"--groups " + more, 2, "--groups " + more + ": asked for " + more + " threads"},
+      {"--cpus 4000", 2, "--cpus: cpu 4000 is not available"},
+      {"--placement weights=hbw", 1, "--placement weights=hbw: this machine has no high-band"},
+      {"--placement dataset=hbw", 1, "--placement dataset=hbw: this machine has no high-band"},
+      {"--placement hbw", 1, "--placement hbw: this machine has no high-bandwidth"},
+      {"--placement all=hbw", 1, "--placement hbw: this machine has no high-bandwidth"}};
+  if (!machine_has_gpu()) refusals.push_back({"--device cuda", 1, "--device cuda: "});
+  const Out topo = easel("topology");
+  const bool has_hbw = topo.out.find("hbw (") != std::string::npos;
+  const fs::path cwd = d / "cwd";
+  fs::create_directories(cwd);
+  for (const Refusal& r : refusals) {
+    if (has_hbw && r.args.find("hbw") != std::string::npos) continue;
+    for (const bool default_out : {false, true}) {
+      const std::string out = default_out ? "" : " --out " + (d / "run").string();
+      const Out o = easel_test::run_easel(
+          "train --net mlp --data synthetic:64:1x8x8:4 --iterations 2 --progress none " + r.args +
+              out,
+          "cd " + cwd.string() + " && env -u MEMKIND_HBW_NODES ", "refused");
+      EXPECT_EQ(o.code, r.code) << r.args << ": " << o.err;
+      EXPECT_EQ(o.err.rfind("easel: ", 0), 0u) << r.args << ": " << o.err;
+      EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << r.args << ": " << o.err;
+      EXPECT_NE(o.err.find(r.names), std::string::npos) << r.args << ": " << o.err;
+      EXPECT_FALSE(fs::exists(d / "run")) << r.args;
+      EXPECT_TRUE(fs::is_empty(cwd)) << r.args << ": runs/ written";
+    }
+  }
+  // A refused --overwrite leaves the earlier run's results as they were.
+  const fs::path run = d / "done";
+  Out o = easel("train" + std::string(kTiny) + " --out " + run.string());
+  ASSERT_EQ(o.code, 0) << o.err;
+  const std::string summary = slurp(run / "summary.json"), metrics = slurp(run / "metrics.jsonl");
+  o = easel("train" + std::string(kTiny) + " --cpus 4000 --overwrite --out " + run.string());
+  EXPECT_EQ(o.code, 2) << o.err;
+  EXPECT_EQ(slurp(run / "summary.json"), summary);
+  EXPECT_EQ(slurp(run / "metrics.jsonl"), metrics);
+  EXPECT_TRUE(fs::exists(run / "checkpoint.bin"));
+}
+
 TEST(Cli, DeviceFlagErrorsAreOneLine) {
   for (const char* args : {"train --device gpu", "train --device cuda:", "train --device cuda:x",
                            "train --device cuda:0,x", "topology --device tpu",
@@ -632,17 +728,17 @@ TEST(Cli, CudaWithoutAGpuSaysWhyAndWritesNothing) {
   if (machine_has_gpu())
     GTEST_SKIP() << "this machine has a GPU: the GPU tests cover --device cuda";
   const fs::path d = tmp_dir("nogpu");
-  // A request this machine cannot serve: one line, exit 2, whichever GPUs it names (cuda:0,0:
-  // two groups on GPU 0). A build without the CUDA toolkit says that instead of looking for GPUs.
+  // The machine lacks what was asked: one line, exit 1, whichever GPUs it names (cuda:0,0: two
+  // groups on GPU 0). A build without the CUDA toolkit says that instead of looking for GPUs.
   const std::string why =
       EASEL_HAVE_CUDA ? ": no usable GPU" : ": this build of easel has no CUDA device";
   for (const char* device : {"cuda", "cuda:0,0"}) {
     Out o = easel(std::string("train --device ") + device + " --iterations 2 --out " +
                   (d / "run").string());
-    EXPECT_EQ(o.code, 2) << o.err;
+    EXPECT_EQ(o.code, 1) << o.err;
     EXPECT_NE(o.err.find(std::string("--device ") + device + why), std::string::npos) << o.err;
     EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
-    EXPECT_FALSE(fs::exists(d / "run" / "summary.json"));
+    EXPECT_FALSE(fs::exists(d / "run"));
   }
   Out o = easel("topology --device cuda:1");
   EXPECT_EQ(o.code, 1) << o.err;

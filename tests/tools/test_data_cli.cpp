@@ -173,6 +173,41 @@ TEST_F(DataCli, ShardsThroughAShuffleBuffer) {
     EXPECT_NE(o.err.find("--shuffle-buffer"), std::string::npos) << o.err;
     EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
   }
+  for (const char* out : {"bad1", "bad2", "bad3"})
+    EXPECT_FALSE(fs::exists(dir_ / out)) << out;
+}
+
+// shards:DIR:SIDE holds the images decoded at SIDE, as the folder's DIR:SIDE: packed in list
+// order, the same run. A random-resized crop or a shuffle buffer with it, or a side that is not
+// a number, is refused in one line naming the spec or the flag, and nothing is written.
+TEST_F(DataCli, ShardsAtASideTrainAsTheFolder) {
+  const std::string folder = (dir_ / "f").string();
+  Out o = easel("data pack " + folder + " --out " + (dir_ / "s").string() +
+                " --shard-size 16KB --keep-order");
+  ASSERT_EQ(o.code, 0) << o.err;
+  const auto held = [&](const std::string& data, const std::string& out, const std::string& more) {
+    return "train --net cifar10-quick --data " + data +
+           " --augment flip,crop-pad=4 --batch 8 --groups 1 --threads-per-group 1 --oversubscribe"
+           " --progress none --log-level warn --iterations 6 --eval-every 3 --out " +
+           (dir_ / out).string() + " " + more;
+  };
+  o = easel(held(folder + ":32", "folder", ""));
+  ASSERT_EQ(o.code, 0) << o.err;
+  const std::string shards = "shards:" + (dir_ / "s").string();
+  o = easel(held(shards + ":32", "shards", ""));
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(test_loss("shards"), test_loss("folder"));
+  o = easel(train(shards + ":32", "crop", "--iterations 1"));
+  expect_refused(o, "data set '" + shards +
+                        ":32': shards streamed for random-resized-crop take "
+                        "no :SIDE");
+  o = easel(held(shards + ":32", "buffer", "--shuffle-buffer 4"));
+  expect_refused(o, "--shuffle-buffer: only streamed tar shards");
+  o = easel(held(shards + ":3x", "side", ""));
+  expect_refused(o, "shards:" + (dir_ / "s").string() + ":3x: no training shards (");
+  EXPECT_NE(o.err.find(":SIDE to decode them once at SIDE"), std::string::npos) << o.err;
+  for (const char* out : {"crop", "buffer", "side"})
+    EXPECT_FALSE(fs::exists(dir_ / out)) << out;
 }
 
 // A pack into a folder that holds anything is refused unless --overwrite, which replaces only an
@@ -242,12 +277,14 @@ TEST_F(DataCli, ShardsOfTheWrongSplitOrUnevenlySplitAreRefused) {
     std::string cmd = train("shards:" + s.string(), out, "--iterations 2 " + more);
     return cmd.replace(cmd.find("--groups 1"), 10, "--groups 2 --algo sync-easgd");
   };
+  EXPECT_FALSE(fs::exists(dir_ / "val"));
   o = easel(two("uneven", ""));
   expect_refused(o,
                  "--shuffle-buffer: the 3 tar shards of 's/train' split unevenly among 2 "
                  "groups (each reads its own: 2 or 1, group 0 also " +
                      (s / "train-000002.tar").string() +
                      "): pack them with easel data pack --shards-per-group 2");
+  EXPECT_FALSE(fs::exists(dir_ / "uneven"));  // refused before the run's files are written
   o = easel(two("zero", "--shuffle-buffer 0"));
   EXPECT_EQ(o.code, 0) << o.err;
   o = easel("data pack " + folder + " --out " + s.string() +

@@ -82,12 +82,14 @@ TEST(TopologyCmd, CacheModeHasNoHbwNodeAndRefusesHbw) {
   EXPECT_TRUE(j["groups"][0]["hbw_node"].is_null());
   EXPECT_EQ(j["groups"][0]["dram_node"], 0);
   EXPECT_EQ(j["groups"][0]["hbw_bytes"], 0);
+  const fs::path out = fs::path(::testing::TempDir()) / "easel_topology_cache_run";
+  fs::remove_all(out);
   o = easel_on(cache,
                "train --net mlp --data synthetic:64:1x8x8:4 --iterations 1 --batch 16 "
                "--algo sync-easgd --groups 4 --placement weights=hbw --progress none --out " +
-                   (fs::path(::testing::TempDir()) / "easel_topology_cache_run").string() +
-                   " --overwrite");
-  EXPECT_EQ(o.code, 2) << o.err;  // what its plan refuses is a bad request, as in topology
+                   out.string());
+  EXPECT_EQ(o.code, 1) << o.err;  // the machine lacks what was asked (README, "Exit codes")
+  EXPECT_FALSE(fs::exists(out));
   EXPECT_NE(o.err.find("--placement weights=hbw: this machine has no high-bandwidth NUMA node "
                        "(KNL cache mode or no MCDRAM/HBM; nodes: 0 dram 96.0 GiB cpus 0-271)"),
             std::string::npos)
@@ -179,12 +181,13 @@ TEST(TopologyCmd, FitTablePerClassAndNode) {
 
 // easel train refuses the placement before any group is built (no layer is set up), in one line.
 TEST(TopologyCmd, TrainRefusesWhatCannotFitBeforeBuilding) {
+  const fs::path out = fs::path(::testing::TempDir()) / "easel_fit_refused";
+  fs::remove_all(out);
   const Out o = easel_on(fixture("knl-snc4-flat"),
                          "train --groups 16 --iterations 1 --progress none --log-level info" +
-                             kAlexNet + kAllHbw + "--out " +
-                             (fs::path(::testing::TempDir()) / "easel_fit_refused").string() +
-                             " --overwrite");
+                             kAlexNet + kAllHbw + "--out " + out.string());
   EXPECT_EQ(o.code, 2) << o.err;
+  EXPECT_FALSE(fs::exists(out));  // a refused run writes nothing
   EXPECT_NE(o.err.find("[easel:train] fit: one group 1.3 GB (weights 2 x 233.3 MB hbw"),
             std::string::npos)
       << o.err;

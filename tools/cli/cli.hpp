@@ -21,13 +21,13 @@ struct BenchFlags;
 
 namespace easel::cli {
 
-// How a command failed (README, "Exit codes"): the request is wrong (a flag, the config file, a
-// resumed run's files; a value the plan refuses on this machine; a file, net or device named
-// that does not exist) or the run itself failed (the machine lacks what was asked, malformed
-// data, reading or writing, training).
+// How a command failed (kExitCodes, tools/cli/exit_codes.hpp: README's "Exit codes"): the
+// request is wrong (a flag, the config file, a resumed run's files; a file, net or data set
+// that does not exist or holds malformed data; more than this machine has room for) or the
+// run failed (the machine lacks a kind of hardware asked for, reading or writing, training).
 enum class Failure { request = 2, run = 1 };
-// request for invalid_argument and not_found, run for every other code: for a step that both
-// checks the request and asks the machine (a plan, opening the data, training).
+// The one mapping from a status: request for invalid_argument, not_found and data_error, run
+// for unavailable, io_error and internal.
 Failure failure_of(const Status& st);
 Failure failure_of(const api::Status& st);
 // Prints "easel: MESSAGE" (one line) to stderr; returns the exit code of `failure` (0 when st

@@ -40,11 +40,7 @@ int run_pack(const PackFlags& f) {
   opt.overwrite = f.overwrite;
   PackStats stats;
   const Status st = pack_image_folder(f.folder, f.out, opt, &stats);
-  if (!st.ok())  // bad data is a refused request (exit 2), as train's
-    return report(st, st.code() == Code::data_error || st.code() == Code::not_found ||
-                              st.code() == Code::invalid_argument
-                          ? Failure::request
-                          : Failure::run);
+  if (!st.ok()) return report(st, failure_of(st));  // bad data is a bad request, as train's
   const std::string replaced =
       stats.replaced > 0
           ? " (replacing " + std::to_string(stats.replaced) + " files of an earlier pack)"

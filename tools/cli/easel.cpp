@@ -1,6 +1,6 @@
 // easel: train, topology, list, bench, model, plan. `easel --help` and `easel SUBCOMMAND --help`
-// list every flag with its default. User errors print one line and exit with 2 (flags) or 1 (run
-// failed): cli::report.
+// list every flag with its default; `easel --help` ends with the exit codes (exit_codes.hpp).
+// User errors print one line and exit with 2 (a bad request) or 1 (the run failed): cli::report.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -13,6 +13,7 @@
 #include "engine/log.hpp"
 #include "tools/bench/bench_model.hpp"
 #include "tools/cli/cli.hpp"
+#include "tools/cli/exit_codes.hpp"
 #include "tools/cli/sweep.hpp"
 
 namespace {
@@ -106,7 +107,8 @@ int easel_main(int argc, char** argv) {
                "easel"};
   app.require_subcommand(1);
   app.footer(
-      "easel --version (-V) prints the build; easel help COMMAND is easel COMMAND --help.\n");
+      "easel --version (-V) prints the build; easel help COMMAND is easel COMMAND --help.\n\n" +
+      cli::exit_codes_help());
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 
   CLI::App* train = app.add_subcommand("train", "train a net with one of the algorithms");

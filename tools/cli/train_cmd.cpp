@@ -1,9 +1,9 @@
 // `easel train`: a user of the public API (include/easel/, docs/API.md). The flags and the
-// config file fill an easel::api::Config; the Run checks the request (exit 2), loads the data,
-// writes the run directory (--out: config.json, metrics.jsonl, checkpoints, summary.json) and
-// trains; this file prints the progress bar (terminal) or periodic lines, each evaluation and
-// the end, turns SIGINT/SIGTERM/SIGUSR1 into Run::interrupt, and maps how the run ended to the
-// exit code.
+// config file fill an easel::api::Config; the Run checks the request, loads the data, plans the
+// run and, once nothing refuses it, writes the run directory (--out: config.json,
+// metrics.jsonl, checkpoints, summary.json) and trains; this file prints the progress bar
+// (terminal) or periodic lines, each evaluation and the end, turns SIGINT/SIGTERM/SIGUSR1 into
+// Run::interrupt, and maps how the run ended to the exit code.
 #include <signal.h>
 #include <unistd.h>
 
@@ -203,14 +203,16 @@ std::string setting(const api::Config& config, const char* name) {
   return text;
 }
 
-// A GPU run asked of a machine without a usable GPU is refused as a request (one line, exit 2),
-// before anything is written; the settings' own checks report a --device that does not parse.
+// A GPU run asked of a machine without a usable GPU (or of a build without CUDA) is refused
+// before any data is read: one line naming the flag, exit 1 (the machine lacks what was asked,
+// as for --placement hbw). The settings' own checks report a --device that does not parse.
 Status check_gpus_exist(const std::string& device) {
   if (device.empty()) return {};
   auto req = parse_device(device);
   if (!req.ok() || !req->gpu) return {};
   auto units = req->kind->unit_count();
-  if (!units.ok()) return invalid_argument("--device " + device + ": " + units.status().message());
+  if (!units.ok())
+    return Status(units.status().code(), "--device " + device + ": " + units.status().message());
   return {};
 }
 
@@ -227,14 +229,14 @@ int run_train(SettingValues& values, const std::vector<std::string>& given,
       return report(st, Failure::request);
 
   if (Status st = check_gpus_exist(setting(config, "device")); !st.ok())
-    return report(st, Failure::request);
+    return report(st, failure_of(st));
 
   api::Run run;
   Printer printer(setting(config, "progress"));
   run.on_start([&](const api::RunInfo& info) { printer.start(info); });
   run.on_progress([&](const api::Progress& p) { return printer.progress(p), true; });
   run.on_evaluation([&](const api::Evaluation& e) { return printer.evaluation(e), true; });
-  if (api::Status st = run.open(config); !st.ok()) return report(st, Failure::request);
+  if (api::Status st = run.open(config); !st.ok()) return report(st, failure_of(st));
 
   g_run.store(&run);
   catch_stop_signals();
@@ -244,9 +246,8 @@ int run_train(SettingValues& values, const std::vector<std::string>& given,
   // A diverged or stalled run ended with its summary written: its exit code says so.
   const bool ended_badly =
       s.stop_reason == api::StopReason::diverged || s.stop_reason == api::StopReason::stalled;
-  // Bad data (a corrupt image, a broken shard, a bad class file) exits 2, as a bad image found
-  // while the batches stream does (nets/data/stream_source.hpp).
-  if (!st.ok() && st.code() == api::Code::data_error) return report(st, Failure::request);
+  // Bad data (a corrupt image, a broken shard, a bad class file) exits 2 (failure_of), as a bad
+  // image found while the batches stream does (nets/data/stream_source.hpp).
   if (!st.ok() && !(ended_badly && st.code() == api::Code::internal))
     return report(st, failure_of(st));
   const int code = exit_code(s.stop_reason, s.stop_signal);

@@ -12,15 +12,25 @@ namespace easel::cli {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// The one mapping of a status's code to an exit code (README, "Exit codes"), for the internal
+// and the public codes alike (the same names).
+template <class C>
+Failure failure_of_code(C code) {
+  return code == C::invalid_argument || code == C::not_found || code == C::data_error
+             ? Failure::request
+             : Failure::run;
+}
+
+}  // namespace
+
 Failure failure_of(const Status& st) {
-  return st.code() == Code::invalid_argument || st.code() == Code::not_found ? Failure::request
-                                                                             : Failure::run;
+  return failure_of_code(st.code());
 }
 
 Failure failure_of(const api::Status& st) {
-  return st.code() == api::Code::invalid_argument || st.code() == api::Code::not_found
-             ? Failure::request
-             : Failure::run;
+  return failure_of_code(st.code());
 }
 
 int report(const Status& st, Failure failure) {
