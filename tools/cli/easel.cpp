@@ -87,21 +87,52 @@ int parse_error(const CLI::App& app, int argc, char** argv, const CLI::ParseErro
       Failure::request);
 }
 
+// The arguments for the flag parser, in the reverse order CLI11 wants: a config file's keys (or
+// a resumed run's config.json) become flags placed before the real ones, so the real ones win;
+// *source is then that file (where the values not on the command line came from).
+easel::Result<std::vector<std::string>> parser_args(int argc, char** argv,
+                                                    const std::vector<std::string>& given,
+                                                    std::string* source) {
+  std::vector<std::string> args;
+  for (int i = argc - 1; i >= 1; --i)
+    args.emplace_back(argv[i]);
+  const std::string cfg_file = find_value(argc, argv, "--config").value_or("");
+  const std::optional<std::string> resume_dir = find_value(argc, argv, "--resume");
+  const bool is_train = argc > 1 && std::strcmp(argv[1], "train") == 0;
+  if (!is_train || (!resume_dir && cfg_file.empty())) return args;
+  auto extra = resume_dir ? easel::cli::resume_args(*resume_dir, given)
+                          : easel::config_file_args(
+                                cfg_file, easel::cli::setting_names(easel::kTrainCommand),
+                                easel::cli::setting_names(easel::kTrainCommand, true));
+  if (!extra.ok()) return extra.status();
+  // Inserted just after "train" (which is last in the reversed vector).
+  args.insert(args.end() - 1, extra.value().rbegin(), extra.value().rend());
+  *source = resume_dir ? *resume_dir + "/config.json" : cfg_file;
+  return args;
+}
+
+// The commands the flag parser does not read: `easel --version` (-V), and `easel sweep`, which
+// passes any train flag on to its cells. -1 when argv names neither.
+int early_command(int argc, char** argv) {
+  using easel::cli::report;
+  if (argc > 1 && (std::strcmp(argv[1], "--version") == 0 || std::strcmp(argv[1], "-V") == 0)) {
+    if (argc > 2)
+      return report(easel::invalid_argument(std::string(argv[1]) + " takes nothing after it"),
+                    easel::cli::Failure::request);
+    return easel::cli::run_version();
+  }
+  if (argc > 1 && std::strcmp(argv[1], "sweep") == 0)
+    return easel::cli::run_sweep(std::vector<std::string>(argv + 2, argv + argc));
+  return -1;
+}
+
 }  // namespace
 
 int easel_main(int argc, char** argv) {
   using namespace easel;
   using cli::Failure;
   using cli::report;
-  if (argc > 1 && (std::strcmp(argv[1], "--version") == 0 || std::strcmp(argv[1], "-V") == 0)) {
-    if (argc > 2)
-      return report(invalid_argument(std::string(argv[1]) + " takes nothing after it"),
-                    Failure::request);
-    return cli::run_version();
-  }
-  // `easel sweep` passes any train flag on to its cells: it reads its own arguments.
-  if (argc > 1 && std::strcmp(argv[1], "sweep") == 0)
-    return cli::run_sweep(std::vector<std::string>(argv + 2, argv + argc));
+  if (const int rc = early_command(argc, argv); rc >= 0) return rc;
   cli::SettingValues values = cli::default_setting_values();
   CLI::App app{"easel: train deep networks on a node split into worker groups (SC17 algorithms)",
                "easel"};
@@ -141,25 +172,11 @@ int easel_main(int argc, char** argv) {
       return report(invalid_argument(bad + " (see easel " + argv[1] + " --help)"),
                     Failure::request);
   }
-  // A config file's keys (or a resumed run's config.json) become flags placed before the real
-  // ones, so the real ones win.
-  std::vector<std::string> args;
-  for (int i = argc - 1; i >= 1; --i)
-    args.emplace_back(argv[i]);  // CLI11 wants reverse order
-  const std::string cfg_file = find_value(argc, argv, "--config").value_or("");
-  const std::optional<std::string> resume_dir = find_value(argc, argv, "--resume");
-  const bool is_train = argc > 1 && std::strcmp(argv[1], "train") == 0;
   const std::vector<std::string> given = given_flags(argc, argv);
   std::string source;  // where the values not on the command line came from
-  if (is_train && (resume_dir || !cfg_file.empty())) {
-    auto extra = resume_dir ? cli::resume_args(*resume_dir, given)
-                            : config_file_args(cfg_file, cli::setting_names(kTrainCommand),
-                                               cli::setting_names(kTrainCommand, true));
-    if (!extra.ok()) return report(extra.status(), Failure::request);
-    // Inserted just after "train" (which is last in the reversed vector).
-    args.insert(args.end() - 1, extra.value().rbegin(), extra.value().rend());
-    source = resume_dir ? *resume_dir + "/config.json" : cfg_file;
-  }
+  auto parsed_args = parser_args(argc, argv, given, &source);
+  if (!parsed_args.ok()) return report(parsed_args.status(), Failure::request);
+  std::vector<std::string>& args = *parsed_args;
   try {
     app.parse(args);
   } catch (const CLI::CallForHelp& e) {
