@@ -235,6 +235,10 @@ class Algorithm {
   virtual const float* eval_weights(Run& run) = 0;
   // Whether it runs across MPI ranks (run.ranks > 1); the others say why not in the trainer.
   virtual bool multi_process() const { return false; }
+  // Whether its groups meet in run.comm's reductions (allreduce, reduce, broadcast), whose
+  // algorithm --collective picks; asked after prepare(). The others (a centre under a lock or
+  // none, a single-process fast exchange) never run one, so the pick is not said for them.
+  virtual bool uses_collectives() const { return false; }
   // Whether its groups' arenas may stay on their GPUs (Run::resident): it touches them only
   // through Group::kernels and run.comm, and allocates device buffers on the owning group's
   // thread. The others run on GPUs with the arenas in pinned host memory, each step uploading

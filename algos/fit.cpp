@@ -33,6 +33,10 @@ namespace easel {
 
 namespace {
 
+// The start of the spill that says no group has a high-bandwidth node: the allocator's fallback
+// (engine/memory.hpp) in the fit's words, logged under the allocator's key.
+constexpr const char* kNoHbwNode = "hbw-preferred: no high-bandwidth node for the groups; ";
+
 constexpr double kGiB = 1024.0 * 1024 * 1024;
 
 std::string gib(uint64_t bytes) {
@@ -317,9 +321,7 @@ Result<Fit> compute_fit(const FitRequest& req, const Topology& topo, const Group
     if (no_hbw_spill[c])
       none +=
           (none.empty() ? "" : ", ") + std::string(buffer_class_name(static_cast<BufferClass>(c)));
-  if (!none.empty())
-    fit.spills.push_back("hbw-preferred: no high-bandwidth node for the groups; " + none +
-                         " stay in DRAM");
+  if (!none.empty()) fit.spills.push_back(kNoHbwNode + none + " stay in DRAM");
 
   for (const FitNode& n : fit.nodes)
     if (n.kind == NodeKind::dram && !n.fits())
@@ -361,7 +363,10 @@ Status check_run_fit(const TrainConfig& cfg, const Topology& topo, const GroupPl
     for (const std::string& l : fit.summary_lines())
       log_info("train", l);
     for (size_t i = 0; i < fit.spills.size() && fit.refusal.ok(); ++i)
-      log_once(LogLevel::warn, "train", "fit-spill-" + std::to_string(i), fit.spills[i]);
+      log_once(LogLevel::warn, "train",
+               fit.spills[i].rfind(kNoHbwNode, 0) == 0 ? std::string(kHbwFallbackLogKey)
+                                                       : "fit-spill-" + std::to_string(i),
+               fit.spills[i]);
   }
   return fit.refusal;
 }

@@ -6,6 +6,7 @@
 #include "engine/span_ops.hpp"
 
 #include <algorithm>
+#include <atomic>
 
 namespace easel {
 
@@ -93,7 +94,8 @@ Status build_group(Group& g, const NetSpec& spec, const TrainConfig& cfg, Layout
   return {};
 }
 
-std::vector<EvalStats> evaluate_groups(Run& run, const Dataset& ds, const float* weights) {
+std::vector<EvalStats> evaluate_groups(Run& run, const Dataset& ds, const float* weights,
+                                       int64_t images, const EvalTick& tick) {
   const int p = run.total_groups();
   std::vector<EvalStats> part(static_cast<size_t>(run.size()));
   const int64_t batch = run.groups[0]->net->batch();
@@ -102,20 +104,34 @@ std::vector<EvalStats> evaluate_groups(Run& run, const Dataset& ds, const float*
     if (!g->device->is_host())
       copy_bytes(g->eval_weights.data(), MemKind::device, weights, MemKind::dram,
                  static_cast<size_t>(run.arena_floats()) * sizeof(float));
-  const int64_t nb = (ds.count + batch - 1) / batch;
+  const int64_t count = images > 0 ? std::min(images, ds.count) : ds.count;
+  // The j-th image evaluated (in long double: j * ds.count may pass 2^63).
+  const auto image = [&](int64_t j) {
+    if (count == ds.count) return j;
+    const long double at = static_cast<long double>(j) * static_cast<long double>(ds.count) /
+                           static_cast<long double>(count);
+    return std::min(ds.count - 1, static_cast<int64_t>(at));
+  };
+  const int64_t nb = (count + batch - 1) / batch;
+  int64_t mine = 0;  // this process's groups' images: batches g, g + P, ...
+  for (const auto& g : run.groups)
+    for (int64_t b = g->global_id; b < nb; b += p)
+      mine += std::min(batch, count - b * batch);
+  std::atomic<int64_t> done{0};
   run_on_groups(
       run,
       [&](Group& g) {
         std::vector<int64_t> idx(static_cast<size_t>(batch));
         EvalStats acc;
         for (int64_t b = g.global_id; b < nb; b += p) {
-          const int64_t n = std::min(batch, ds.count - b * batch);
+          const int64_t n = std::min(batch, count - b * batch);
+          done.fetch_add(n, std::memory_order_relaxed);  // about to be: a tick is a glance
           if (values_ignored()) {  // simulated, compute injected: no forward pass (loss 0, acc 0)
             acc.count += n;
             continue;
           }
           for (int64_t i = 0; i < n; ++i)
-            idx[static_cast<size_t>(i)] = b * batch + i;
+            idx[static_cast<size_t>(i)] = image(b * batch + i);
           // Normalised as the training batches are, never cropped or flipped.
           if (g.batch_bytes)
             gather_batch_bytes(ds, idx.data(), n, g.net->layout(), g.eval_images.as<uint8_t>(),
@@ -137,7 +153,9 @@ std::vector<EvalStats> evaluate_groups(Run& run, const Dataset& ds, const float*
         }
         part[static_cast<size_t>(g.id)] = acc;
       },
-      [] {});
+      [&] {
+        if (tick) tick(done.load(std::memory_order_relaxed), mine);
+      });
   return part;
 }
 

@@ -16,6 +16,7 @@ class Periodic final : public Algorithm {
   Periodic(std::string name, OuterRule rule) : name_(std::move(name)), rule_(rule) {}
   std::string name() const override { return name_; }
   bool multi_process() const override { return true; }  // the allreduce spans every rank
+  bool uses_collectives() const override { return true; }
 
   Status prepare(Run& run) override {
     const AlgoParams& p = run.params;

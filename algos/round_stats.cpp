@@ -103,11 +103,13 @@ EvalRecord make_record(const TrainRun& t, const std::vector<double>& rows) {
   rec.test_loss = ev.count ? ev.loss_sum / static_cast<double>(ev.count) : 0;
   rec.test_accuracy =
       ev.count ? static_cast<double>(ev.correct) / static_cast<double>(ev.count) : 0;
+  rec.test_images = ev.count;
   rec.staleness_mean = st_n ? static_cast<double>(st_sum) / static_cast<double>(st_n) : 0;
   return rec;
 }
 
 Decision add_round(TrainSummary& sum, const EvalRecord& rec, double target_accuracy) {
+  ++sum.evaluations;
   sum.test_accuracy = rec.test_accuracy;
   sum.test_loss = rec.test_loss;
   sum.best_accuracy = std::max(sum.best_accuracy, rec.test_accuracy);

@@ -45,6 +45,28 @@ void share_cores_among_local_ranks(Topology& topo, const MpiComm& w, std::string
   topo.cores = std::move(keep);
 }
 
+// A described machine (EASEL_TOPOLOGY_XML, HWLOC_XMLFILE) plans its own cores, but the run's
+// threads start here: more of them than this process's cpus need --oversubscribe, as on this
+// machine's own plan.
+Status check_described_threads(const Topology& topo, const GroupPlan& plan,
+                               const TrainConfig& cfg) {
+  if (topo.described_by.empty() || cfg.plan.oversubscribe) return {};
+  size_t threads = 0;
+  for (const GroupSpec& g : plan.groups)
+    threads += g.cpus.size();
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return {};
+  const auto here = static_cast<size_t>(CPU_COUNT(&set));
+  if (threads <= here) return {};
+  return invalid_argument("--oversubscribe: the plan for the machine " + topo.described_by +
+                          " describes (EASEL_TOPOLOGY_XML or HWLOC_XMLFILE) starts " +
+                          std::to_string(threads) + " threads here, where this process has " +
+                          std::to_string(here) +
+                          " cpus; pass --oversubscribe to run them anyway, plan fewer "
+                          "(--groups, --threads-per-group) or unset the variable");
+}
+
 // The devices: one of the kind for every group, or one per accelerator group (its unit).
 Status make_devices(TrainRun& t) {
   const TrainConfig& cfg = t.cfg;
@@ -175,10 +197,10 @@ Status make_comm(TrainRun& t) {
   needs.on_devices = t.run.resident && t.algo->max_groups() > 1;
   needs.kind = t.dev_req.kind;
   needs.devices = devs;
-  // What the host Comm runs (said when auto chose it), and the processes' own arena broadcasts
-  // with the algorithm picked among them.
+  // What the host Comm runs (said once the algorithm is prepared, if it runs collectives), and
+  // the processes' own arena broadcasts with the algorithm picked among them.
   EASEL_ASSIGN_OR_RETURN(const CollectivePick pick, pick_collective(needs));
-  if (!pick.why.empty() && t.rank == 0) log_info("comm", pick.why);
+  t.collective_why = pick.why;
   if (t.world) {
     t.world_comm = pick.algo == CollectiveAlgo::mpi
                        ? t.world->native_comm()
@@ -320,6 +342,7 @@ Status plan_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices) {
   }
   // The memory fit (algos/fit.hpp): refused here, after the data and before any group's arena.
   EASEL_RETURN_IF_ERROR(check_run_fit(cfg, topo, t.plan, data, t.rank == 0));
+  EASEL_RETURN_IF_ERROR(check_described_threads(topo, t.plan, cfg));
   t.total =
       cfg.iterations > 0
           ? cfg.iterations
@@ -364,10 +387,11 @@ Status restore_from(TrainRun& t, const Checkpoint& resume) {
         "--resume: the run already did " + std::to_string(resume.iterations_done) + " of its " +
         std::to_string(total) + " iterations (give more with --iterations or --epochs)");
   // poly's rate depends on the run's length: another length is another schedule.
-  if (t.run.params.lr.policy == LrSchedule::Policy::poly && resume.total_iterations != total)
-    return invalid_argument("--resume: --lr-policy poly ties the rate to the run's length (" +
-                            std::to_string(resume.total_iterations) +
-                            " iterations); it cannot change when the run continues");
+  if (depends_on_length(t.run.params.lr.policy) && resume.total_iterations != total)
+    return invalid_argument(
+        std::string("--resume: --lr-policy ") + lr_policy_name(t.run.params.lr.policy) +
+        " ties the rate to the run's length (" + std::to_string(resume.total_iterations) +
+        " iterations); it cannot change when the run continues");
   if (cfg.target_accuracy > 0 && resume.best_accuracy >= cfg.target_accuracy)
     return invalid_argument("--resume: the run already reached --target-accuracy " +
                             std::to_string(cfg.target_accuracy) + " (best " +
@@ -385,6 +409,8 @@ Status prepare_algorithm(TrainRun& t, const Checkpoint* resume) {
                           "'s centre never moves, so every evaluation reads the initial weights");
   t.prepared = true;  // finish(run) is due even when prepare fails half-way
   EASEL_RETURN_IF_ERROR(algo->prepare(run));
+  if (!t.collective_why.empty() && t.rank == 0 && (t.world || algo->uses_collectives()))
+    log_info("comm", t.collective_why);
   if (resume) {
     AlgoState state = resume->algo;
     // Into another number of groups (restore_run): easgd-rr's turn goes on among the new ones.

@@ -1,23 +1,43 @@
 #include "algos/schedule.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <numbers>
 
 namespace easel {
 
+namespace {
+
+// A rate as a user wrote it (%g: 0.01, 1e+03), not std::to_string's 0.010000.
+std::string shown(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+}  // namespace
+
 double LrSchedule::at(int64_t iter) const {
   const double it = static_cast<double>(iter);
+  const double ramp = iter < warmup ? (it + 1) / static_cast<double>(warmup) : 1.0;
   switch (policy) {
     case Policy::fixed:
-      return base;
+      return ramp * base;
     case Policy::step:
-      return base * std::pow(gamma, std::floor(it / static_cast<double>(stepsize)));
+      return ramp * base * std::pow(gamma, std::floor(it / static_cast<double>(stepsize)));
     case Policy::inv:
-      return base * std::pow(1.0 + gamma * it, -power);
+      return ramp * base * std::pow(1.0 + gamma * it, -power);
     case Policy::exp:
-      return base * std::pow(gamma, it);
+      return ramp * base * std::pow(gamma, it);
     case Policy::poly: {
       const double frac = std::min(1.0, it / static_cast<double>(std::max<int64_t>(1, max_iter)));
-      return base * std::pow(1.0 - frac, power);
+      return ramp * base * std::pow(1.0 - frac, power);
+    }
+    case Policy::cosine: {
+      const double span = static_cast<double>(std::max<int64_t>(1, max_iter - warmup));
+      const double t = std::clamp((it - static_cast<double>(warmup)) / span, 0.0, 1.0);
+      return ramp * base * (1 + std::cos(std::numbers::pi * t)) / 2;
     }
   }
   return base;
@@ -35,6 +55,8 @@ const char* lr_policy_name(LrSchedule::Policy p) {
       return "exp";
     case LrSchedule::Policy::poly:
       return "poly";
+    case LrSchedule::Policy::cosine:
+      return "cosine";
   }
   return "?";
 }
@@ -44,23 +66,24 @@ std::string LrSchedule::to_string() const {
   if (policy != Policy::fixed) s += ", gamma " + std::to_string(gamma);
   if (policy == Policy::inv || policy == Policy::poly) s += ", power " + std::to_string(power);
   if (policy == Policy::step) s += ", stepsize " + std::to_string(stepsize);
+  if (warmup > 0) s += ", warmup " + std::to_string(warmup);
   return s + ")";
 }
 
 Result<LrSchedule::Policy> parse_lr_policy(const std::string& name) {
-  for (auto p : {LrSchedule::Policy::fixed, LrSchedule::Policy::step, LrSchedule::Policy::inv,
-                 LrSchedule::Policy::exp, LrSchedule::Policy::poly})
+  std::string accepted;
+  for (auto p : kLrPolicies) {
     if (name == lr_policy_name(p)) return p;
-  return invalid_argument("--lr-policy: unknown policy '" + name +
-                          "' (accepted: fixed, step, inv, exp, poly)");
+    accepted += (accepted.empty() ? "" : ", ") + std::string(lr_policy_name(p));
+  }
+  return invalid_argument("--lr-policy: unknown policy '" + name + "' (accepted: " + accepted +
+                          ")");
 }
 
 Status validate(const LrSchedule& s) {
   if (!(s.base > 0) || !std::isfinite(s.base))
-    return invalid_argument("--lr: must be a positive finite number, got " +
-                            std::to_string(s.base));
-  if (s.base > 10)
-    return invalid_argument("--lr: " + std::to_string(s.base) + " is out of range (0, 10]");
+    return invalid_argument("--lr: must be a positive finite number, got " + shown(s.base));
+  if (s.base > 10) return invalid_argument("--lr: " + shown(s.base) + " is out of range (0, 10]");
   using P = LrSchedule::Policy;
   if ((s.policy == P::step || s.policy == P::exp) && !(s.gamma > 0 && s.gamma <= 1))
     return invalid_argument("--lr-gamma: must be in (0, 1] for policy " +
@@ -71,6 +94,9 @@ Status validate(const LrSchedule& s) {
     return invalid_argument("--lr-power: must be >= 0");
   if (s.policy == P::step && s.stepsize <= 0)
     return invalid_argument("--lr-stepsize: must be positive for policy step");
+  if (s.warmup < 0 || s.warmup > 1000000000)
+    return invalid_argument("--lr-warmup: " + std::to_string(s.warmup) +
+                            " is out of range [0, 1e9] (iterations; 0: none)");
   return {};
 }
 

@@ -52,6 +52,7 @@ class SyncEasgd final : public Algorithm {
   bool uses_centre() const override { return true; }
   bool regroupable() const override { return true; }
   bool multi_process() const override { return true; }
+  bool uses_collectives() const override { return fast_ == nullptr; }  // the Comm's path
   bool device_resident() const override { return true; }
 
   Status prepare(Run& run) override {

@@ -13,7 +13,8 @@ namespace {
 class SyncSgd final : public Algorithm {
  public:
   std::string name() const override { return "sync-sgd"; }
-  bool multi_process() const override { return true; }    // the allreduce spans every rank
+  bool multi_process() const override { return true; }  // the allreduce spans every rank
+  bool uses_collectives() const override { return true; }
   bool device_resident() const override { return true; }  // on GPUs: NCCL allreduce
 
   void run_round(Run& run, Group& g, int64_t iterations) override {

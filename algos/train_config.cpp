@@ -131,6 +131,12 @@ constexpr SettingField choice() {
             for (const auto& n : kNames)
               if (at<P...>(c) == n.value) return n.name;
             return "?";
+          },
+          []() {
+            std::vector<std::string> v;
+            for (const auto& n : kNames)
+              v.emplace_back(n.name);
+            return v;
           }};
 }
 
@@ -172,7 +178,13 @@ constexpr SettingField kLrPolicy{
       EASEL_ASSIGN_OR_RETURN(c.lr_policy, parse_lr_policy(std::string(t)));
       return {};
     },
-    [](const TrainConfig& c) -> std::string { return lr_policy_name(c.lr_policy); }};
+    [](const TrainConfig& c) -> std::string { return lr_policy_name(c.lr_policy); },
+    []() {
+      std::vector<std::string> v;
+      for (LrSchedule::Policy p : kLrPolicies)
+        v.emplace_back(lr_policy_name(p));
+      return v;
+    }};
 
 // No sign, no wrap-around past 2^64 - 1.
 constexpr SettingField kSeed{
@@ -359,11 +371,16 @@ const Setting kSettings[] = {
    "iterations to train (each group steps once per iteration)"},
   {"batch", integer<&T::batch>(), kBoth | kModel | kPlan, R::fixed, "mini-batch size per group"},
   {"lr", kLr, kTrain, R::fixed, kLrHelp.c_str(), nullptr, "auto"},
-  {"lr-policy", kLrPolicy, kTrain, R::fixed, "fixed, step, inv, exp, poly (Caffe's definitions)"},
+  {"lr-policy", kLrPolicy, kTrain, R::fixed,
+   "fixed, step, inv, exp, poly (Caffe's definitions), or cosine: base * (1 + cos(pi * t)) / 2, "
+   "t the share of the run after the warmup (0 at the end; algos/schedule.hpp)"},
   {"lr-gamma", real<&T::lr_gamma>(), kTrain, R::fixed, "gamma of the step, inv and exp policies"},
   {"lr-power", real<&T::lr_power>(), kTrain, R::fixed, "power of the inv and poly policies"},
   {"lr-stepsize", integer<&T::lr_stepsize>(), kTrain, R::fixed,
    "iterations per step of the step policy"},
+  {"lr-warmup", integer<&T::lr_warmup>(), kTrain, R::fixed,
+   "iterations of a linear warmup before any policy: iteration i < N takes the policy's rate "
+   "times (i + 1) / N (0: none)"},
   {"momentum", real<&T::momentum>(), kTrain, R::fixed,
    "momentum mu (msgd, sync-sgd, async-msgd) or the groups' delta (async-measgd, sync-easgd)"},
   {"weight-decay", real<&T::weight_decay>(), kTrain, R::fixed, "L2 weight decay"},
@@ -388,6 +405,9 @@ const Setting kSettings[] = {
    "stop when the test accuracy reaches it (0: never)"},
   {"eval-every", integer<&T::eval_every>(), kTrain, R::changeable,
    "iterations between test evaluations (0: once per epoch)"},
+  {"eval-images", integer<&T::eval_images>(), kTrain, R::changeable,
+   "test images per evaluation, spread evenly over the test set (0: all of it; for quick runs: "
+   "the accuracy is that of the part)"},
   {"out", text<&T::out>(), kTrain, R::fresh_only, "output directory (default runs/DATE-TIME-ALGO)"},
   {"overwrite", boolean<&T::overwrite>(), kTrain, R::fresh_only,
    "allow --out to hold the results of an earlier run"},
@@ -462,7 +482,8 @@ const Setting kSettings[] = {
   {"log-level", kLogLevel, kTrain, R::per_run,
    "debug, info, warn, error (default: EASEL_LOG or info)"},
   {"trace", text<&T::trace>(), kTrain, R::per_run,
-   "write a Chrome trace-event timeline of the run to FILE.json (Perfetto, chrome://tracing; "
+   "write a Chrome trace-event timeline of the run to FILE.json, in --out when FILE has no '/' "
+   "(Perfetto, chrome://tracing; "
    "under mpirun rank R > 0 writes FILE.rankR.json): a track per group, the centre and the main "
    "thread; at most trace-steps + 256 steps per group are kept (docs/TRACE.md)"},
   {"trace-steps", integer<&T::trace_steps>(), kTrain, R::per_run,
@@ -474,9 +495,8 @@ const Setting kSettings[] = {
 
 Status check_range(const char* flag, double v, double lo, double hi, bool lo_open = false) {
   if (!std::isfinite(v) || v > hi || (lo_open ? v <= lo : v < lo)) {
-    return invalid_argument(std::string(flag) + ": " + std::to_string(v) + " is out of range " +
-                            (lo_open ? "(" : "[") + std::to_string(lo) + ", " + std::to_string(hi) +
-                            "]");
+    return invalid_argument(std::string(flag) + ": " + show_real(v) + " is out of range " +
+                            (lo_open ? "(" : "[") + show_real(lo) + ", " + show_real(hi) + "]");
   }
   return {};
 }
@@ -531,6 +551,7 @@ LrSchedule lr_schedule(const TrainConfig& c, int64_t total_iterations) {
   s.gamma = c.lr_gamma;
   s.power = c.lr_power;
   s.stepsize = c.lr_stepsize;
+  s.warmup = c.lr_warmup;
   s.max_iter = total_iterations;
   return s;
 }
@@ -614,6 +635,9 @@ Status validate_config(const TrainConfig& c) {
         "hierarchical");
   EASEL_RETURN_IF_ERROR(check_range("--target-accuracy", c.target_accuracy, 0, 1));
   if (c.eval_every < 0) return invalid_argument("--eval-every: must be >= 0");
+  if (c.eval_images < 0)
+    return invalid_argument("--eval-images: " + std::to_string(c.eval_images) +
+                            " must be >= 0 (0: the whole test set)");
   if (c.data_threads < 0 || c.data_threads > kMaxDataThreads)
     return invalid_argument("--data-threads: " + std::to_string(c.data_threads) +
                             " is out of range [0, " + std::to_string(kMaxDataThreads) +
@@ -627,7 +651,10 @@ Status validate_config(const TrainConfig& c) {
                             " is out of range [0, " + std::to_string(kMaxTraceSteps) + "]");
   if (c.trace_every < 1)
     return invalid_argument("--trace-every: " + std::to_string(c.trace_every) + " must be >= 1");
-  if (!c.trace.empty()) EASEL_RETURN_IF_ERROR(check_trace_path(c.trace));
+  // A bare file name with a run directory goes into it (api::Run::open), which the run makes.
+  const bool trace_in_out =
+      c.trace.find('/') == std::string::npos && (!c.out.empty() || !c.resume.empty());
+  if (!c.trace.empty() && !trace_in_out) EASEL_RETURN_IF_ERROR(check_trace_path(c.trace));
   auto algo = make_algorithm(c.algo);
   EASEL_RETURN_IF_ERROR(algo.status());
   EASEL_RETURN_IF_ERROR(check_algo_options(c, *find_algo(c.algo)));

@@ -57,6 +57,7 @@ struct TrainConfig {
   LrSchedule::Policy lr_policy = LrSchedule::Policy::inv;
   double lr_gamma = 1e-4, lr_power = 0.75;
   int64_t lr_stepsize = 1000;
+  int64_t lr_warmup = 0;  // iterations of a linear ramp up to the policy's rate (0: none)
   double momentum = 0.9;
   double weight_decay = 5e-4;
   uint64_t seed = 1;
@@ -64,6 +65,7 @@ struct TrainConfig {
   Placement placement;         // everything in dram
   double target_accuracy = 0;  // 0: none; stop when the test accuracy reaches it
   int64_t eval_every = 0;      // iterations between evaluations; 0: once per epoch
+  int64_t eval_images = 0;     // test images per evaluation, spread over the set; 0: all
   std::string out;             // output directory; empty: runs/<date>-<time>-<algo>
   bool overwrite = false;      // allow an --out that already holds results
   std::optional<Layout> layout;  // nullopt: auto (nhwc on the CPU, nchw on GPUs)
@@ -144,6 +146,8 @@ struct SettingField {
   Status (*parse)(const Setting& s, std::string_view text, TrainConfig& cfg);
   // The field as text that parse reads back to the same value (--help's default).
   std::string (*show)(const TrainConfig& cfg);
+  // The values it takes when they are a fixed list of names (shell completion); else nullptr.
+  std::vector<std::string> (*names)() = nullptr;
 };
 
 struct Setting {

@@ -122,7 +122,8 @@ std::vector<EvalStats> evaluate_model(TrainRun& t, const Dataset& test) {
     t.world_comm->broadcast(t.rank, t.eval_buf.data(), run.arena_floats(), 0);
     eval_w = t.eval_buf.data();
   }
-  return evaluate_groups(run, test, eval_w);
+  return evaluate_groups(run, test, eval_w, t.cfg.eval_images,
+                         [&](int64_t done, int64_t all) { t.report->on_eval_progress(done, all); });
 }
 
 // Hands the observer a checkpoint after `done` iterations. A failed write (disk full, --out
@@ -209,7 +210,14 @@ Status run_rounds(TrainRun& t, const Dataset& test, const Checkpoint* resume, Tr
       stop_diverged(t, sum, done);
       break;
     }
-    if (did < k) {  // a signal ended the round early, at the same step on every group
+    if (did < k) {     // a signal ended the round early, at the same step on every group
+      if (!t.world) {  // the images and times as far as the round went (no test: no accuracy)
+        const EvalRecord part =
+            make_record(t, gather_rows(t, std::vector<EvalStats>(t.run.groups.size())));
+        sum.images = part.images;
+        sum.epochs = part.epoch;
+        sum.group_times = part.group_times;
+      }
       if (checkpoints) {
         TraceSpan span("checkpoint", "checkpoint");
         checkpoint(t, sum, done, now_seconds() - t0, last_images, true);

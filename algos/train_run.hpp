@@ -49,7 +49,11 @@ struct TrainRun {
   int64_t train_count = 0;                           // the whole training set, on every rank
   int64_t per_epoch = 0, total = 0, eval_every = 0;  // iterations
   std::string identity;                              // what a checkpoint must match
-  size_t arena_bytes = 0;                            // one replica's parameters
+  // Why --collective auto took its algorithm (comm_list.hpp's CollectivePick::why; empty when
+  // it was given or nothing was chosen): said once the algorithm is prepared, when it or the
+  // processes' broadcasts use it.
+  std::string collective_why;
+  size_t arena_bytes = 0;  // one replica's parameters
 
   std::vector<std::unique_ptr<Device>> devices;  // one shared, or one per accelerator group
   Run run;

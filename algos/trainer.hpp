@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -37,6 +38,7 @@ struct EvalRecord {
   int64_t images = 0;        // training images processed, all groups
   double train_loss = 0;     // mean over the round
   double test_loss = 0, test_accuracy = 0;
+  int64_t test_images = 0;              // the test images evaluated (--eval-images: fewer)
   double images_per_second = 0;         // whole node, over the round's training time
   std::vector<GroupTimes> group_times;  // cumulative per group
   std::vector<int64_t> group_steps;
@@ -58,8 +60,11 @@ struct TrainSummary {
   StopReason stopped = StopReason::completed;
   int stop_signal = 0;       // interrupted: the signal's number
   std::string stop_message;  // diverged, stalled: what happened, where (one line)
+  // Of the last evaluation, and the best of the run (a resumed one's too); 0 when none was
+  // measured (evaluations 0: summary.json says null).
   double test_accuracy = 0, test_loss = 0;
   double best_accuracy = 0;
+  int64_t evaluations = 0;  // evaluations this process's run made (not a resumed run's before)
   double epochs = 0;
   int64_t steps = 0, images = 0;
   double wall_seconds = 0, train_seconds = 0, eval_seconds = 0, setup_seconds = 0;
@@ -92,6 +97,9 @@ class TrainObserver {
                            double images_per_second) {
     (void)step, (void)total_steps, (void)epoch, (void)loss, (void)images_per_second;
   }
+  // Called about 4 times a second during an evaluation, from the driver's thread: the test
+  // images evaluated so far and in all (rank 0's share across MPI ranks).
+  virtual void on_eval_progress(int64_t images, int64_t total) { (void)images, (void)total; }
   virtual void on_eval(const EvalRecord&) {}
   // Whether the trainer hands it a checkpoint after every evaluation (single-process runs; the
   // last evaluation's too, none after a diverged one). An error from on_checkpoint ends the run.
@@ -134,7 +142,14 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
 
 // Evaluates `weights` on `ds` with this process's groups' nets in parallel: the group with
 // global id q takes batches q, q+P, ... (P = run.total_groups(), so across MPI ranks each rank
-// evaluates its share). Returns one partial per local group, in local id order.
-std::vector<EvalStats> evaluate_groups(Run& run, const Dataset& ds, const float* weights);
+// evaluates its share). `images` (0: all of ds) evaluates that many, spread evenly over the set
+// (image j * ds.count / images, rounded down, for j < images: every part of a set sorted by
+// class).
+// Returns one partial per local group, in local id order. While it runs, `tick` (when set) is
+// called on the calling thread about every 250 ms with the images this process's groups have
+// evaluated and the images they evaluate in all.
+using EvalTick = std::function<void(int64_t done, int64_t total)>;
+std::vector<EvalStats> evaluate_groups(Run& run, const Dataset& ds, const float* weights,
+                                       int64_t images = 0, const EvalTick& tick = {});
 
 }  // namespace easel

@@ -62,8 +62,18 @@ class Run::Observer final : public TrainObserver {
 
   void on_progress(int64_t step, int64_t total_steps, double epoch, double,
                    double images_per_second) override {
+    last_ = Progress{step, total_steps, epoch, images_per_second};
     if (!run_.on_progress_) return;
-    if (!run_.on_progress_(Progress{step, total_steps, epoch, images_per_second})) run_.stop();
+    if (!run_.on_progress_(last_)) run_.stop();
+  }
+
+  void on_eval_progress(int64_t images, int64_t total) override {
+    if (!run_.on_progress_) return;
+    Progress p = last_;
+    p.evaluating = true;
+    p.test_images = images;
+    p.test_total = total;
+    if (!run_.on_progress_(p)) run_.stop();
   }
 
   void on_eval(const EvalRecord& r) override {
@@ -112,6 +122,7 @@ class Run::Observer final : public TrainObserver {
  private:
   Run& run_;
   Run::Impl& impl_;
+  Progress last_;  // the round's last, which an evaluation's progress goes on from
 };
 
 Run::Run() = default;
@@ -178,6 +189,7 @@ void fill_summary(const TrainSummary& s, Summary& out) {
   out.test_accuracy = s.test_accuracy;
   out.test_loss = s.test_loss;
   out.best_accuracy = s.best_accuracy;
+  out.evaluations = s.evaluations;
   out.steps = s.steps;
   out.images = s.images;
   out.epochs = s.epochs;
@@ -234,6 +246,10 @@ Status Run::open(const Config& config) {
   } catch (const std::exception& e) {
     return {Code::invalid_argument, std::string("the settings: ") + e.what()};
   }
+  // A bare --trace file name goes into the run directory, beside the run's other files (a path
+  // with a '/' is taken as it is).
+  if (!cfg.trace.empty() && !cfg.out.empty() && cfg.trace.find('/') == std::string::npos)
+    cfg.trace = cfg.out + "/" + cfg.trace;
   summary_.directory = cfg.out;
   summary_.rank = process_rank();
   impl_ = std::move(impl);

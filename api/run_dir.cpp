@@ -141,9 +141,12 @@ json summary_json(const TrainSummary& s, json config) {
                       {"dst", l.dst.to_string()}});
   json j = {
       {"stopped", stop_reason_name(s.stopped)},
-      {"test_accuracy", s.test_accuracy},
-      {"test_loss", s.test_loss},
-      {"best_accuracy", s.best_accuracy},
+      // A run that measured none (interrupted before its first evaluation) claims no accuracy.
+      {"test_accuracy", s.evaluations > 0 ? json(s.test_accuracy) : json(nullptr)},
+      {"test_loss", s.evaluations > 0 ? json(s.test_loss) : json(nullptr)},
+      {"best_accuracy",
+       s.evaluations > 0 || s.best_accuracy > 0 ? json(s.best_accuracy) : json(nullptr)},
+      {"evaluations", s.evaluations},
       {"epochs", s.epochs},
       {"steps", s.steps},
       {"images", s.images},
@@ -410,6 +413,7 @@ void Writer::record(const EvalRecord& r) {
             {"train_loss", r.train_loss},
             {"test_loss", r.test_loss},
             {"test_accuracy", r.test_accuracy},
+            {"test_images", r.test_images},
             {"images_per_second", r.images_per_second},
             {"compute_seconds", tot.compute},
             {"comm_seconds", tot.comm},

@@ -417,7 +417,7 @@ Result<Buffer> Buffer::allocate(size_t bytes, MemKind kind) {
         "hbw-preferred)");
   }
   if (kind == MemKind::hbw_preferred && !hbw_available()) {
-    log_once(LogLevel::warn, "memory", "hbw-preferred-fallback",
+    log_once(LogLevel::warn, "memory", kHbwFallbackLogKey,
              "hbw-preferred: no high-bandwidth memory on this machine, using dram");
     got = MemKind::dram;
   }
@@ -429,7 +429,7 @@ Result<Buffer> Buffer::allocate(size_t bytes, MemKind kind) {
         "rebuild, or use hbw-preferred)");
   }
   if (kind == MemKind::hbw_preferred) {
-    log_once(LogLevel::warn, "memory", "hbw-preferred-fallback",
+    log_once(LogLevel::warn, "memory", kHbwFallbackLogKey,
              "hbw-preferred: built without memkind, using dram");
     got = MemKind::dram;
   }

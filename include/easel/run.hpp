@@ -32,11 +32,15 @@ struct Evaluation {
   double compute_seconds = 0, comm_seconds = 0, wait_seconds = 0;  // summed over groups
 };
 
-// Progress within a round (about 4 times a second).
+// Progress within a round, and within each evaluation (about 4 times a second).
 struct Progress {
   int64_t step = 0, total_steps = 0;
   double epoch = 0;
   double images_per_second = 0;
+  // During an evaluation: the test images evaluated so far and in all (across MPI ranks, rank
+  // 0's share); step and epoch are those of the round it follows.
+  bool evaluating = false;
+  int64_t test_images = 0, test_total = 0;
 };
 
 // The run as planned, once it is set up (before its first step).
@@ -64,6 +68,9 @@ const char* stop_reason_name(StopReason reason);
 
 struct Summary {
   double test_accuracy = 0, test_loss = 0, best_accuracy = 0;  // of the last evaluation
+  // Evaluations this run made: 0 (interrupted before its first) leaves the accuracies and the
+  // test loss 0, unmeasured (summary.json: null).
+  int64_t evaluations = 0;
   int64_t steps = 0, images = 0;
   double epochs = 0;
   double wall_seconds = 0, train_seconds = 0, eval_seconds = 0, setup_seconds = 0;

@@ -105,7 +105,7 @@ TEST(Cli, PrecisionOnTheCpu) {
 TEST(Cli, BadFlagsAreOneLineErrors) {
   for (const char* args :
        {"train --no-such-flag", "train --batch abc", "train --batch 0", "train --lr -1",
-        "train --momentum 1.5", "train --algo nope", "train --lr-policy cosine",
+        "train --momentum 1.5", "train --algo nope", "train --lr-policy sgdr",
         "train --placement weights=fast", "train --layout chwn", "train --seed -1",
         "train --seed 99999999999999999999", "train --seed 1.5", "train --alpha 0.1 --rho 1",
         "train --collective banana", "train --collective mpi --iterations 1",

@@ -85,7 +85,7 @@ TEST(Sweep, RunsTheProductAndRecordsEachCell) {
   EXPECT_EQ(lines(o.err), 1) << o.err;
   EXPECT_NE(o.err.find("the report is the table alone"), std::string::npos) << o.err;
   const std::string md = slurp(d / "report.md");
-  EXPECT_NE(md.find("| # | cell | status |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| rank | cell | flags | status |"), std::string::npos) << md;
   EXPECT_NE(md.find("time to 0.20"), std::string::npos) << md;
   EXPECT_NE(md.find("**Warning:**"), std::string::npos) << md;
   EXPECT_EQ(md.find(".png"), std::string::npos) << md;

@@ -4,6 +4,8 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <functional>
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -49,6 +51,13 @@ SettingValues default_setting_values();
 // Adds the flags of the settings `command` takes (a SettingCommand) to `app`, bound to
 // `values`, each with its help and default.
 void add_setting_flags(CLI::App& app, unsigned command, SettingValues& values);
+// easel's --help layout (set on the app before its subcommands, which inherit it): CLI11's, but
+// a boolean pair shows its names and its default, not the value its second name sets.
+std::shared_ptr<CLI::Formatter> help_formatter();
+// The candidate nearest `word` by edit distance (insertions, deletions, substitutions and swaps
+// of neighbours, ignoring case) when it is near enough to be a typo of it: at most 1 edit for
+// words up to 4 characters, 2 up to 8, else 3; "" when none is (or `word` is one of them).
+std::string nearest(const std::string& word, const std::vector<std::string>& candidates);
 // The names of the settings `command` takes (the config file's keys) and of its booleans.
 std::vector<std::string> setting_names(unsigned command, bool booleans_only = false);
 // After the flag parser: every setting of `command` into a TrainConfig, validated. A setting
@@ -98,5 +107,17 @@ ModelCommands add_model_commands(CLI::App& app);
 // and returns its exit code, or -1 when it was not parsed.
 using DataCommands = std::function<int()>;
 DataCommands add_data_commands(CLI::App& app);
+// `easel runs [DIR] [--json]` (tools/cli/runs_cmd.cpp): adds the subcommand; the function
+// returned runs it and returns its exit code, or -1 when it was not parsed.
+using RunsCommand = std::function<int()>;
+RunsCommand add_runs_command(CLI::App& app);
+// `easel completion bash|zsh` (tools/cli/completion_cmd.cpp): adds the subcommand, whose script
+// covers every command and flag `app` has when it runs (add it last); the function returned
+// prints it and returns 0, or -1 when it was not parsed.
+using CompletionCommand = std::function<int()>;
+CompletionCommand add_completion_command(CLI::App& app);
+// A summary.json's (or a metrics record's) figure `key`; `otherwise` where it is missing or not
+// a number (null: not measured, as the accuracy of a run stopped before its first evaluation).
+double summary_number(const nlohmann::json& summary, const char* key, double otherwise = 0);
 
 }  // namespace easel::cli

@@ -67,20 +67,96 @@ std::string repeated_or_empty(int argc, char** argv, const CLI::App& sub) {
   return {};
 }
 
+// " (did you mean X?)" for the candidate nearest `word` when it is near enough to be a typo
+// (cli::nearest), else "".
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
+  const std::string near = easel::cli::nearest(word, candidates);
+  return near.empty() ? "" : " (did you mean " + near + "?)";
+}
+
+// The first --flag among the arguments after the subcommand (and its own: data pack) that it
+// does not have, named with the nearest flag it has; empty when every flag is known (the
+// parser refused something else).
+std::string unknown_flag(const CLI::App& top, int argc, char** argv) {
+  const CLI::App* sub = &top;
+  std::string path = top.get_name();
+  int i = 2;
+  for (; i < argc && argv[i][0] != '-'; ++i) {
+    const auto own =
+        sub->get_subcommands([&](const CLI::App* c) { return c->get_name() == argv[i]; });
+    if (own.empty()) break;
+    sub = own.front();
+    path += " " + sub->get_name();
+  }
+  std::vector<std::string> names;
+  for (const CLI::Option* o : sub->get_options())
+    for (const std::string& n : o->get_lnames())
+      names.push_back("--" + n);
+  for (; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.rfind("--", 0) != 0 || a.size() == 2) continue;
+    const std::string name = a.substr(0, a.find('='));
+    if (sub->get_option_no_throw(name) != nullptr) continue;
+    return name + ": no such flag of easel " + path + did_you_mean(name, names) + " (see easel " +
+           path + " --help)";
+  }
+  return {};
+}
+
+// `easel train` without --data (on the command line, in the config file or the resumed run's
+// config.json: `args`) trains on the default data set, Fashion-MNIST's 1x28x28 images in 10
+// classes (BenchInput's default). A net that declares another input (resnet18's 3x224x224,
+// cifar10-quick's 3x32x32) would be built for those images and train on them without a word:
+// refused, naming what to pass.
+easel::Status check_default_data(const std::string& net, const std::vector<std::string>& args) {
+  for (const std::string& a : args)
+    if (a == "--data" || a.rfind("--data=", 0) == 0) return {};
+  const easel::bench::BenchInput in = easel::bench::bench_input(net), fmnist;
+  if (in.channels == fmnist.channels && in.height == fmnist.height && in.width == fmnist.width &&
+      in.classes == fmnist.classes)
+    return {};
+  const std::string shape = std::to_string(in.channels) + "x" + std::to_string(in.height) + "x" +
+                            std::to_string(in.width);
+  const std::string classes = std::to_string(in.classes);
+  return easel::invalid_argument(
+      "--net " + net + " takes " + shape + " images in " + classes +
+      " classes, but without --data it would train on Fashion-MNIST's 1x28x28 in 10: pass "
+      "--data (a directory, e.g. an image folder DIR:" +
+      std::to_string(in.height) + ", or synthetic:1024:" + shape + ":" + classes + ")");
+}
+
+// `easel train`: the default data's check (`args`: every flag, the config file's and the resumed
+// run's included), then the run.
+int train_command(easel::cli::SettingValues& values, const std::vector<std::string>& given,
+                  const std::string& source, const std::vector<std::string>& args) {
+  const auto settings = easel::train_settings();
+  for (size_t i = 0; i < settings.size(); ++i)
+    if (std::string_view(settings[i].name) == "net")
+      if (easel::Status st = check_default_data(values[i].text, args); !st.ok())
+        return easel::cli::report(st, easel::cli::Failure::request);
+  return easel::cli::run_train(values, given, source);
+}
+
 // The subcommand's help when one was named, else easel's own; for a flag the parser refused.
 int parse_error(const CLI::App& app, int argc, char** argv, const CLI::ParseError& e) {
   using easel::cli::Failure;
   std::string commands;
-  bool sub = false;
+  std::vector<std::string> names;
+  const CLI::App* sub = nullptr;
   for (const CLI::App* c : app.get_subcommands([](const CLI::App*) { return true; })) {
     commands += (commands.empty() ? "" : ", ") + c->get_name();
-    sub = sub || (argc > 1 && c->get_name() == argv[1]);
+    names.push_back(c->get_name());
+    if (argc > 1 && c->get_name() == argv[1]) sub = c;
   }
-  if (argc > 1 && !sub && argv[1][0] != '-')
+  if (argc > 1 && sub == nullptr && argv[1][0] != '-')
     return easel::cli::report(
-        easel::invalid_argument("unknown command '" + std::string(argv[1]) +
-                                "' (commands: " + commands + "; see easel --help)"),
+        easel::invalid_argument("unknown command '" + std::string(argv[1]) + "'" +
+                                did_you_mean(argv[1], names) + " (commands: " + commands +
+                                "; see easel --help)"),
         Failure::request);
+  if (sub != nullptr)
+    if (const std::string bad = unknown_flag(*sub, argc, argv); !bad.empty())
+      return easel::cli::report(easel::invalid_argument(bad), Failure::request);
   return easel::cli::report(
       easel::invalid_argument(std::string(e.what()) + " (see easel" +
                               (sub ? " " + std::string(argv[1]) : "") + " --help)"),
@@ -137,6 +213,7 @@ int easel_main(int argc, char** argv) {
   CLI::App app{"easel: train deep networks on a node split into worker groups (SC17 algorithms)",
                "easel"};
   app.require_subcommand(1);
+  app.formatter(cli::help_formatter());  // before the subcommands, which inherit it
   app.footer(
       "easel --version (-V) prints the build; easel help COMMAND is easel COMMAND --help.\n\n" +
       cli::exit_codes_help());
@@ -163,8 +240,11 @@ int easel_main(int argc, char** argv) {
   app.add_subcommand("sweep",
                      "run train over the product of lists of its flags, resumable; "
                      "`easel sweep report DIR` tabulates and plots it (easel sweep --help)");
-  const cli::ModelCommands model_commands = cli::add_model_commands(app);
-  const cli::DataCommands data_commands = cli::add_data_commands(app);
+  // The commands that run themselves (each -1 when it was not the one parsed); completion last,
+  // as its script covers every command added before it.
+  const std::vector<std::function<int()>> self_run = {
+      cli::add_model_commands(app), cli::add_data_commands(app), cli::add_runs_command(app),
+      cli::add_completion_command(app)};
 
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
     if (argc < 2 || sub->get_name() != argv[1]) continue;
@@ -177,6 +257,7 @@ int easel_main(int argc, char** argv) {
   auto parsed_args = parser_args(argc, argv, given, &source);
   if (!parsed_args.ok()) return report(parsed_args.status(), Failure::request);
   std::vector<std::string>& args = *parsed_args;
+  const std::vector<std::string> all_args = args;  // the parser consumes args
   try {
     app.parse(args);
   } catch (const CLI::CallForHelp& e) {
@@ -187,10 +268,10 @@ int easel_main(int argc, char** argv) {
     return parse_error(app, argc, argv, e);
   }
   if (bench->parsed()) return cli::run_bench(bench_flags);
-  if (const int rc = model_commands(); rc >= 0) return rc;
-  if (const int rc = data_commands(); rc >= 0) return rc;
+  for (const auto& command : self_run)
+    if (const int rc = command(); rc >= 0) return rc;
   if (!train->parsed() && !topo->parsed()) return cli::run_list(list_json);
-  if (train->parsed()) return cli::run_train(values, given, source);
+  if (train->parsed()) return train_command(values, given, source, all_args);
   auto cfg = cli::parse_settings(values, kTopologyCommand, given, source);
   if (!cfg.ok()) return report(cfg.status(), Failure::request);
   if (cfg->log_level) set_log_level(*cfg->log_level);

@@ -367,8 +367,9 @@ std::string result_text(const json& r) {
   const json& s = r["summary"];
   char buf[256];
   std::snprintf(buf, sizeof buf, "%s: test accuracy %.4f (best %.4f), %.1f s training, %.0f img/s",
-                status.c_str(), s.value("test_accuracy", 0.0), s.value("best_accuracy", 0.0),
-                s.value("train_seconds", 0.0), s.value("images_per_second", 0.0));
+                status.c_str(), summary_number(s, "test_accuracy"),
+                summary_number(s, "best_accuracy"), summary_number(s, "train_seconds"),
+                summary_number(s, "images_per_second"));
   std::string out = buf;
   if (s.contains("time_to_target_seconds") && s["time_to_target_seconds"].is_number()) {
     std::snprintf(buf, sizeof buf, ", target in %.1f s", s["time_to_target_seconds"].get<double>());
@@ -432,8 +433,15 @@ Status parse_sweep_args(const std::vector<std::string>& args, SweepSpec* spec, s
       spec->fixed.push_back("--config=" + file);
     } else {
       const Setting* s = find_setting(name);
-      if (s == nullptr || !s->takes(kTrainCommand))
-        return bad("--" + printable(name) + ": not a sweep or train flag (see easel sweep --help)");
+      if (s == nullptr || !s->takes(kTrainCommand)) {
+        std::vector<std::string> known = {"--set", "--grid", "--out", "--config"};
+        for (const std::string& n : setting_names(kTrainCommand))
+          known.push_back("--" + n);
+        const std::string near = nearest("--" + name, known);
+        return bad("--" + printable(name) + ": not a sweep or train flag" +
+                   (near.empty() ? "" : " (did you mean " + near + "?)") +
+                   " (see easel sweep --help)");
+      }
       if (sweep_owns(s->name))
         return bad("--" + name +
                    ": the sweep's own (run easel sweep again with the same --out to " + "go on)");

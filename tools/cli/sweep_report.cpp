@@ -244,13 +244,14 @@ std::vector<Row> make_rows(const std::vector<json>& records, const fs::path& dir
                    (v.is_string() ? v.get<std::string>() : v.dump());
     if (r.contains("summary") && r["summary"].is_object()) {
       const json& s = r["summary"];
+      const auto number = [&](const char* key) { return summary_number(s, key); };
       row.ran = true;
-      row.test_accuracy = s.value("test_accuracy", 0.0);
-      row.best_accuracy = s.value("best_accuracy", 0.0);
-      row.train_seconds = s.value("train_seconds", 0.0);
-      row.ips = s.value("images_per_second", 0.0);
-      row.comm_share = s.value("comm_share", 0.0);
-      row.wait_share = s.value("wait_share", 0.0);
+      row.test_accuracy = number("test_accuracy");
+      row.best_accuracy = number("best_accuracy");
+      row.train_seconds = number("train_seconds");
+      row.ips = number("images_per_second");
+      row.comm_share = number("comm_share");
+      row.wait_share = number("wait_share");
       row.ttt = time_to_target(dir / r.value("dir", r["cell"].get<std::string>()) / "metrics.jsonl",
                                target);
     }
@@ -304,9 +305,11 @@ std::string row_cells(const Row& r, json& jr) {
 
 Table make_table(const std::vector<Row>& rows, const std::string& tgt) {
   Table t;
-  t.markdown = "| # | cell | status | test accuracy | best | time to " + tgt +
+  // rank: the row's place in the order; cell: the cell's number in the sweep (its directory's
+  // prefix), which a rank is not.
+  t.markdown = "| rank | cell | flags | status | test accuracy | best | time to " + tgt +
                " (s) | training (s) | images/s | compute / comm / wait |\n"
-               "|---|---|---|---|---|---|---|---|---|\n";
+               "|---|---|---|---|---|---|---|---|---|---|\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     const std::string flags = md(r.flags.empty() ? r.record["cell"].get<std::string>() : r.flags);
@@ -315,7 +318,9 @@ Table make_table(const std::vector<Row>& rows, const std::string& tgt) {
                {"index", r.record.value("index", 0)},
                {"flags", r.record["flags"]},
                {"status", r.status}};
-    t.markdown += "| " + std::to_string(i + 1) + " | " + flags + " | " + row_cells(r, jr);
+    t.markdown += "| " + std::to_string(i + 1) + " | " +
+                  std::to_string(r.record.value("index", 0)) + " | " + flags + " | " +
+                  row_cells(r, jr);
     t.rows.push_back(std::move(jr));
   }
   return t;

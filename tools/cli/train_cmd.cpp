@@ -119,6 +119,7 @@ class Printer {
   }
 
   void progress(const api::Progress& p) {
+    if (p.evaluating) return evaluating(p);
     const double el = seconds();
     if (bar_) {
       const int width = 30;
@@ -139,6 +140,24 @@ class Printer {
       std::fprintf(stderr, "progress: step %lld/%lld epoch %.2f %.0f img/s elapsed %s\n",
                    static_cast<long long>(p.step), static_cast<long long>(p.total_steps), p.epoch,
                    p.images_per_second, hms(el).c_str());
+    }
+  }
+
+  // An evaluation's progress: the bar's line, or a line every 10 s (a large test set takes a
+  // while, and the run would look stalled).
+  void evaluating(const api::Progress& p) {
+    const double el = seconds();
+    if (bar_) {
+      std::fprintf(stderr, "\r%*s\revaluating: %lld/%lld test images after step %lld ", 110, "",
+                   static_cast<long long>(p.test_images), static_cast<long long>(p.test_total),
+                   static_cast<long long>(p.step));
+      std::fflush(stderr);
+      dirty_ = true;
+    } else if (lines_ && el - last_line_ >= 10) {
+      last_line_ = el;
+      std::fprintf(stderr, "progress: evaluating %lld/%lld test images elapsed %s\n",
+                   static_cast<long long>(p.test_images), static_cast<long long>(p.test_total),
+                   hms(el).c_str());
     }
   }
 

@@ -1,6 +1,7 @@
 // The train settings on the command line: every flag comes from the table (train_settings());
 // `easel train`'s become an easel::api::Config, a resumed run's config.json becomes flags.
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 
@@ -64,7 +65,11 @@ void add_setting_flags(CLI::App& app, unsigned command, SettingValues& values) {
       help += " [may change on --resume]";
     const std::string flag = "--" + std::string(s.name);
     if (s.field.type == SettingType::boolean) {
-      app.add_flag(s.negation ? flag + ",!--" + s.negation : flag, values[i].on, help);
+      CLI::Option* o =
+          app.add_flag(s.negation ? flag + ",!--" + s.negation : flag, values[i].on, help);
+      // A pair's default is not obvious from its names: say it (a lone flag is off).
+      if (s.negation)
+        o->option_text(s.default_text() == "true" ? "(default: on)" : "(default: off)");
       continue;
     }
     const char* type = s.field.type == SettingType::integer ? "INT"
@@ -72,6 +77,66 @@ void add_setting_flags(CLI::App& app, unsigned command, SettingValues& values) {
                                                             : "TEXT";
     app.add_option(flag, values[i].text, help)->capture_default_str()->type_name(type);
   }
+}
+
+namespace {
+
+// CLI11's help, but a flag pair reads "--prefetch,--no-prefetch" rather than
+// "--prefetch,--no-prefetch{false}" (the value the second name sets, which reads as the default).
+class HelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_option_name(const CLI::Option* opt, bool is_positional) const override {
+    std::string name = CLI::Formatter::make_option_name(opt, is_positional);
+    for (size_t open = name.find('{'); open != std::string::npos; open = name.find('{', open)) {
+      const size_t close = name.find('}', open);
+      if (close == std::string::npos) break;
+      name.erase(open, close - open + 1);
+    }
+    return name;
+  }
+};
+
+}  // namespace
+
+namespace {
+
+// The optimal-string-alignment distance between a and b, case folded.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  const auto lower = [](char c) {
+    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  };
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i)
+    d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j)
+    d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t cost = lower(a[i - 1]) == lower(b[j - 1]) ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && lower(a[i - 1]) == lower(b[j - 2]) &&
+          lower(a[i - 2]) == lower(b[j - 1]))
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+}  // namespace
+
+std::string nearest(const std::string& word, const std::vector<std::string>& candidates) {
+  const size_t limit = word.size() <= 4 ? 1 : word.size() <= 8 ? 2 : 3;
+  std::string best;
+  size_t best_distance = limit + 1;
+  for (const std::string& c : candidates) {
+    const size_t d = edit_distance(word, c);
+    if (d == 0) return {};
+    if (d < best_distance) best = c, best_distance = d;
+  }
+  return best;
+}
+
+std::shared_ptr<CLI::Formatter> help_formatter() {
+  return std::make_shared<HelpFormatter>();
 }
 
 std::vector<std::string> setting_names(unsigned command, bool booleans_only) {

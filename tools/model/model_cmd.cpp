@@ -45,13 +45,21 @@ struct PlanFlags : NetFlags {
   int64_t iterations = 1000;
 };
 
-// The model's defaults where a train setting's differs: one group of one thread.
+// The model's defaults where a train setting's differs: one group (of all the cores, as train
+// derives them: threads_per_group).
 void model_defaults(SettingValues& values) {
   const auto settings = train_settings();
-  for (size_t i = 0; i < settings.size(); ++i) {
-    const std::string_view name = settings[i].name;
-    if (name == "groups" || name == "threads-per-group") values[i].text = "1";
-  }
+  for (size_t i = 0; i < settings.size(); ++i)
+    if (std::string_view(settings[i].name) == "groups") values[i].text = "1";
+}
+
+// --threads-per-group, or 0's derivation as `easel train` makes it on the machine: its cores
+// split evenly over the groups (of the ranks sharing it); one per group on a GPU machine, whose
+// groups are devices.
+int threads_per_group(const Machine& m, int given, int groups, int ranks_per_node) {
+  if (given > 0) return given;
+  if (m.gpu) return 1;
+  return std::max(1, m.cores / std::max(1, groups * ranks_per_node));
 }
 
 void add_net_flags(CLI::App* c, NetFlags& f, unsigned command) {
@@ -189,7 +197,8 @@ int run_model(ModelFlags& f) {
   auto placement = model_placement(cfg.placement);
   if (!placement.ok()) return fail(placement.status());
   req->groups = *groups;
-  req->threads_per_group = static_cast<int>(cfg.plan.threads_per_group);
+  req->threads_per_group = threads_per_group(*m, static_cast<int>(cfg.plan.threads_per_group),
+                                             *groups, f.ranks_per_node);
   req->placement = *placement;
   req->reduce = cfg.reduce == ReduceMode::serial ? "serial" : "tree";
   req->pack = cfg.pack == PackMode::per_layer ? "per-layer" : "single";
@@ -306,6 +315,11 @@ ModelCommands add_model_commands(CLI::App& app) {
   CLI::App* p = app.add_subcommand(
       "plan", "rank a machine's partitions by predicted time, with the fit in fast memory");
   add_net_flags(p, *pf, kPlanCommand);
+  // The plan splits the batch over each partition's groups (its batch column), as the budget
+  // says: not train's per-group batch.
+  p->get_option("--batch")->description(
+      "mini-batch of the whole run, split evenly over each partition's groups (the batch "
+      "column: per group)");
   p->add_option("--iterations", pf->iterations,
                 "the budget: iterations of --batch images (split evenly over the groups)")
       ->capture_default_str();
