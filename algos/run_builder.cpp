@@ -439,8 +439,10 @@ void describe_run(TrainRun& t, RunInfo& info) {
   info.flops_per_image = g0.net->flops_per_image_train();
   info.layers = g0.net->describe();
   info.placement = placement_to_string(t.cfg.placement);
+  // Each layer's kernel is in summary.json ("layers"); the log says it at --log-level debug, and
+  // every fallback (a refusal and its reason) at info, once.
   for (const auto& l : info.layers)
-    log_info("net", l.name + " [" + l.kind + "] " + l.impl);
+    log_debug("net", l.name + " [" + l.kind + "] " + l.impl);
 }
 
 }  // namespace easel

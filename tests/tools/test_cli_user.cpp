@@ -134,7 +134,8 @@ TEST(CliUser, EvaluationShowsProgress) {
 }
 
 // Before the first step: the collective's choice only for an algorithm that runs collectives,
-// and hbw-preferred's fallback to DRAM once.
+// hbw-preferred's fallback to DRAM once, and each layer's kernel only at debug (summary.json
+// has them).
 TEST(CliUser, LogBeforeTheFirstStepSaysWhatApplies) {
   const fs::path d = tmp_dir("prestep");
   const std::string two =
@@ -143,6 +144,7 @@ TEST(CliUser, LogBeforeTheFirstStepSaysWhatApplies) {
   Out o = easel("train --algo async-easgd" + two + (d / "a").string());
   ASSERT_EQ(o.code, 0) << o.err;
   EXPECT_EQ(o.err.find("collective auto"), std::string::npos) << o.err;
+  EXPECT_EQ(o.err.find("[easel:net]"), std::string::npos) << o.err;
   o = easel("train --algo sync-sgd" + two + (d / "b").string());
   ASSERT_EQ(o.code, 0) << o.err;
   EXPECT_NE(o.err.find("collective auto"), std::string::npos) << o.err;
