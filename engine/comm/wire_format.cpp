@@ -65,7 +65,7 @@ constexpr int8_t kNotFinite = -128;
 // only values in [-128, 127] are cast.
 int8_t int8_code(float x, float s) {
   const float q = s > 0 ? std::clamp(std::nearbyint(x / s), -127.f, 127.f) : 0.f;
-  return static_cast<int8_t>(finite(x) ? q : -128.f);
+  return static_cast<int8_t>(finite(x) ? q : static_cast<float>(kNotFinite));
 }
 
 // code * s, and NaN for kNotFinite: the quiet NaN's bits or-ed in where the code is -128 (the
