@@ -320,6 +320,43 @@ int binding_for(MemKind kind, bool* strict) {
   }
 }
 
+// The kind a host buffer asked as `kind` takes: hbw is refused where there is none (or no
+// memkind), hbw-preferred and, without memkind, interleave fall back to dram, each fallback
+// logged once.
+Result<MemKind> host_kind_used(MemKind kind) {
+  MemKind got = kind;
+#if EASEL_HAVE_MEMKIND
+  if (kind == MemKind::hbw && !hbw_available()) {
+    return unavailable(
+        "no high-bandwidth memory on this machine (memkind found no high-bandwidth NUMA node: "
+        "KNL cache mode, or no MCDRAM/HBM; set MEMKIND_HBW_NODES to name nodes, or use "
+        "hbw-preferred)");
+  }
+  if (kind == MemKind::hbw_preferred && !hbw_available()) {
+    log_once(LogLevel::warn, "memory", kHbwFallbackLogKey,
+             "hbw-preferred: no high-bandwidth memory on this machine, using dram");
+    got = MemKind::dram;
+  }
+#else
+  if (kind == MemKind::hbw) {
+    return unavailable(
+        "no high-bandwidth memory: easel was built without memkind (install libmemkind-dev and "
+        "rebuild, or use hbw-preferred)");
+  }
+  if (kind == MemKind::hbw_preferred) {
+    log_once(LogLevel::warn, "memory", kHbwFallbackLogKey,
+             "hbw-preferred: built without memkind, using dram");
+    got = MemKind::dram;
+  }
+  if (kind == MemKind::interleave) {
+    log_once(LogLevel::warn, "memory", "interleave-fallback",
+             "interleave: built without memkind, using dram");
+    got = MemKind::dram;
+  }
+#endif
+  return got;
+}
+
 }  // namespace
 
 void set_thread_node_binding(const NodeBinding& b) {
@@ -407,38 +444,8 @@ Result<Buffer> Buffer::allocate(size_t bytes, MemKind kind) {
     }
   }
   // Decide the kind actually used.
-  MemKind got = kind;
-#if EASEL_HAVE_MEMKIND
-  const bool use_memkind = true;
-  if (kind == MemKind::hbw && !hbw_available()) {
-    return unavailable(
-        "no high-bandwidth memory on this machine (memkind found no high-bandwidth NUMA node: "
-        "KNL cache mode, or no MCDRAM/HBM; set MEMKIND_HBW_NODES to name nodes, or use "
-        "hbw-preferred)");
-  }
-  if (kind == MemKind::hbw_preferred && !hbw_available()) {
-    log_once(LogLevel::warn, "memory", kHbwFallbackLogKey,
-             "hbw-preferred: no high-bandwidth memory on this machine, using dram");
-    got = MemKind::dram;
-  }
-#else
-  const bool use_memkind = false;
-  if (kind == MemKind::hbw) {
-    return unavailable(
-        "no high-bandwidth memory: easel was built without memkind (install libmemkind-dev and "
-        "rebuild, or use hbw-preferred)");
-  }
-  if (kind == MemKind::hbw_preferred) {
-    log_once(LogLevel::warn, "memory", kHbwFallbackLogKey,
-             "hbw-preferred: built without memkind, using dram");
-    got = MemKind::dram;
-  }
-  if (kind == MemKind::interleave) {
-    log_once(LogLevel::warn, "memory", "interleave-fallback",
-             "interleave: built without memkind, using dram");
-    got = MemKind::dram;
-  }
-#endif
+  EASEL_ASSIGN_OR_RETURN(const MemKind got, host_kind_used(kind));
+  const bool use_memkind = EASEL_HAVE_MEMKIND;
 
   Buffer b;
   b.kind_ = got;

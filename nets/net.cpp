@@ -38,6 +38,85 @@ Result<Buffer> alloc_acts(int64_t n, DType t, MemKind kind) {
   return b;
 }
 
+// Refuses a net whose activations and their gradients (outputs shapes_of, summed layer by
+// layer), times the replicas the process holds, exceed this machine's memory (host kinds
+// only): checked before any is allocated, since huge images would otherwise take the memory
+// page by page. The error names the layer at which the sum passes it.
+Status check_activations_fit(const NetSpec& spec, const NetGraph& graph,
+                             const std::vector<Shape4>& shapes_of, int64_t batch, DType act,
+                             MemKind activations, int replicas) {
+  const double memory = is_host_kind(activations) ? physical_memory_bytes() : 0;
+  const int copies = std::max(replicas, 1);
+  double act_bytes = 0;  // of one replica
+  for (size_t i = 0; i < graph.layers.size(); ++i) {
+    act_bytes += 2.0 * static_cast<double>(shapes_of[i].count()) * dtype_bytes(act);
+    if (memory > 0 && act_bytes * copies > memory) {
+      char gib[32];
+      std::snprintf(gib, sizeof gib, "%.1f", memory / double(1u << 30));
+      return invalid_argument("net '" + spec.name + "' on " + std::to_string(spec.channels) + "x" +
+                              std::to_string(spec.height) + "x" + std::to_string(spec.width) +
+                              " images, batch " + std::to_string(batch) + ", " +
+                              std::to_string(copies) +
+                              " group(s): their activations need more than this machine's " + gib +
+                              " GiB of memory (by layer " + graph.layers[i].name + ")");
+    }
+  }
+  return {};
+}
+
+// Adds the parameters of layer `layer` (ls, its descriptor completed as d) to `params` as
+// segments named "LAYER.PARAM"; returns their indices. State parameters (batch norm's
+// statistics) get no learning rate and no decay.
+std::vector<int> add_param_segments(const LayerSpec& ls, const OpDesc& d, int layer,
+                                    ArenaLayout* params) {
+  const auto shapes = param_shapes(d);
+  const auto [fan_in, fan_out] = fans(d);
+  const size_t first_state = shapes.size() - static_cast<size_t>(state_params(d));
+  std::vector<int> segments;
+  for (size_t p = 0; p < shapes.size(); ++p) {
+    Segment s;
+    s.name = ls.name + "." + param_name(d, p);
+    s.dims = shapes[p];
+    s.count = 1;
+    for (int64_t x : s.dims)
+      s.count *= x;
+    s.fan_in = fan_in;
+    s.fan_out = fan_out;
+    s.filler = ls.fillers[p];
+    s.state = p >= first_state;
+    s.layer = layer;
+    s.lr_mult = s.state ? 0.f : p < ls.lr_mult.size() ? ls.lr_mult[p] : 1.f;
+    s.decay_mult = s.state ? 0.f : p < ls.decay_mult.size() ? ls.decay_mult[p] : 1.f;
+    segments.push_back(params->add(std::move(s)));
+  }
+  return segments;
+}
+
+// Per layer, per input j (`in`: NetGraph::in): whether its data gradient goes straight into
+// the tensor's. Backward runs in reverse order: the first reader met writes a tensor's
+// gradient, the others write theirs into scratch and add it; (*scratch_floats)[j] is the
+// largest tensor an input j so adds (the images need no gradient: direct, no scratch).
+std::vector<std::vector<bool>> direct_inputs(const std::vector<std::vector<int>>& in,
+                                             const std::vector<Shape4>& shapes_of,
+                                             std::vector<int64_t>* scratch_floats) {
+  std::vector<std::vector<bool>> direct(in.size());
+  std::vector<bool> written(in.size(), false);
+  for (size_t i = in.size(); i-- > 0;) {
+    for (size_t j = 0; j < in[i].size(); ++j) {
+      const int t = in[i][j];
+      const bool straight = t < 0 || !written[static_cast<size_t>(t)];
+      direct[i].push_back(straight);
+      if (t < 0) continue;
+      written[static_cast<size_t>(t)] = true;
+      if (straight) continue;
+      if (scratch_floats->size() <= j) scratch_floats->resize(j + 1, 0);
+      (*scratch_floats)[j] =
+          std::max((*scratch_floats)[j], shapes_of[static_cast<size_t>(t)].count());
+    }
+  }
+  return direct;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Net>> Net::create(const NetSpec& spec, int64_t batch, Layout layout,
@@ -57,12 +136,8 @@ Result<std::unique_ptr<Net>> Net::create(const NetSpec& spec, int64_t batch, Lay
   const Shape4 input{batch, spec.channels, spec.height, spec.width};
   EASEL_ASSIGN_OR_RETURN(const std::vector<Shape4> shapes_of,
                          infer_shapes(graph, spec, input, layout));
-  // The activations and their gradients, summed layer by layer before any is allocated: a net
-  // that cannot fit in this machine's memory is refused up front (huge images would otherwise
-  // take the machine's memory page by page).
-  const double memory = is_host_kind(activations) ? physical_memory_bytes() : 0;
-  const int copies = std::max(replicas, 1);
-  double act_bytes = 0;  // of one replica
+  EASEL_RETURN_IF_ERROR(
+      check_activations_fit(spec, graph, shapes_of, batch, act, activations, replicas));
   for (size_t i = 0; i < graph.layers.size(); ++i) {
     const LayerSpec& ls = graph.layers[i];
     auto layer = std::make_unique<Layer>();
@@ -72,59 +147,17 @@ Result<std::unique_ptr<Net>> Net::create(const NetSpec& spec, int64_t batch, Lay
     // Each layer its own random stream (read only by the kinds that draw, such as dropout).
     d.seed ^= 0x9e3779b97f4a7c15ull * (i + 1);
     d.act = act;
-    act_bytes += 2.0 * static_cast<double>(shapes_of[i].count()) * dtype_bytes(act);
-    if (memory > 0 && act_bytes * copies > memory) {
-      char gib[32];
-      std::snprintf(gib, sizeof gib, "%.1f", memory / double(1u << 30));
-      return invalid_argument("net '" + spec.name + "' on " + std::to_string(spec.channels) + "x" +
-                              std::to_string(spec.height) + "x" + std::to_string(spec.width) +
-                              " images, batch " + std::to_string(batch) + ", " +
-                              std::to_string(copies) +
-                              " group(s): their activations need more than this machine's " + gib +
-                              " GiB of memory (by layer " + ls.name + ")");
-    }
-    const auto shapes = param_shapes(d);
-    const auto [fan_in, fan_out] = fans(d);
-    const size_t first_state = shapes.size() - static_cast<size_t>(state_params(d));
-    for (size_t p = 0; p < shapes.size(); ++p) {
-      Segment s;
-      s.name = ls.name + "." + param_name(d, p);
-      s.dims = shapes[p];
-      s.count = 1;
-      for (int64_t x : s.dims)
-        s.count *= x;
-      s.fan_in = fan_in;
-      s.fan_out = fan_out;
-      s.filler = ls.fillers[p];
-      s.state = p >= first_state;
-      s.layer = static_cast<int>(i);
-      s.lr_mult = s.state ? 0.f : p < ls.lr_mult.size() ? ls.lr_mult[p] : 1.f;
-      s.decay_mult = s.state ? 0.f : p < ls.decay_mult.size() ? ls.decay_mult[p] : 1.f;
-      layer->segments.push_back(net->params_.add(std::move(s)));
-    }
-    layer->w.resize(shapes.size());
-    layer->dw.resize(shapes.size());
+    layer->segments = add_param_segments(ls, d, static_cast<int>(i), &net->params_);
+    layer->w.resize(layer->segments.size());
+    layer->dw.resize(layer->segments.size());
     layer->srcs.resize(layer->in.size());
     layer->diff_srcs.resize(layer->in.size());
     net->layers_.push_back(std::move(layer));
   }
-  // Backward runs in reverse order: the first reader met writes a tensor's gradient, the
-  // others write theirs into scratch and add it.
-  std::vector<bool> written(net->layers_.size(), false);
   std::vector<int64_t> scratch_floats;
-  for (size_t i = net->layers_.size(); i-- > 0;) {
-    Layer& l = *net->layers_[i];
-    for (size_t j = 0; j < l.in.size(); ++j) {
-      const int t = l.in[j];
-      const bool direct = t < 0 || !written[static_cast<size_t>(t)];
-      l.direct.push_back(direct);
-      if (t < 0) continue;
-      written[static_cast<size_t>(t)] = true;
-      if (direct) continue;
-      if (scratch_floats.size() <= j) scratch_floats.resize(j + 1, 0);
-      scratch_floats[j] = std::max(scratch_floats[j], shapes_of[static_cast<size_t>(t)].count());
-    }
-  }
+  std::vector<std::vector<bool>> direct = direct_inputs(graph.in, shapes_of, &scratch_floats);
+  for (size_t i = 0; i < net->layers_.size(); ++i)
+    net->layers_[i]->direct = std::move(direct[i]);
   for (auto& l : net->layers_) {
     EASEL_ASSIGN_OR_RETURN(l->op, device.make_op(l->spec.op));
     const Shape4 shape = dst_shape(l->spec.op);

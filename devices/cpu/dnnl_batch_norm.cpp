@@ -29,82 +29,11 @@ class BatchNormOp final : public DnnlOp {
   Status init() {
     const OpDesc& d = desc_;
     const memory::desc md = act_md(d.src, d.layout);
-    const auto base = normalization_flags::use_scale | normalization_flags::use_shift;
-    const auto global = base | normalization_flags::use_global_stats;
-    const auto relu =
-        d.fused_relu ? normalization_flags::fuse_norm_relu : normalization_flags::none;
-    using Fwd = dnnl::batch_normalization_forward;
-    using Bwd = dnnl::batch_normalization_backward;
-    Fwd::primitive_desc train_pd({prop_kind::forward_training, md, d.eps, base | relu}, base_attr(),
-                                 cpu_engine(), true);
-    if (std::string why = why_not(train_pd, name() + ": forward"); !why.empty())
-      return unavailable(why);
-    Fwd::primitive_desc infer_pd({prop_kind::forward_inference, md, d.eps, global | relu},
-                                 base_attr(), cpu_engine(), true);
-    if (std::string why = why_not(infer_pd, name() + ": inference forward"); !why.empty())
-      return unavailable(why);
-    // The backward hints: the forwards without the ReLU (it is masked before backward).
-    Fwd::primitive_desc train_hint({prop_kind::forward_training, md, d.eps, base}, cpu_engine(),
-                                   true);
-    Fwd::primitive_desc global_hint({prop_kind::forward_training, md, d.eps, global}, cpu_engine(),
-                                    true);
-    if (!train_hint || !global_hint) return unavailable(name() + ": no forward to hint backward");
-    Bwd::primitive_desc bwd_pd({prop_kind::backward, md, md, d.eps, base}, base_attr(),
-                               cpu_engine(), train_hint, true);
-    if (std::string why = why_not(bwd_pd, name() + ": backward"); !why.empty())
-      return unavailable(why);
-    Bwd::primitive_desc global_bwd_pd({prop_kind::backward, md, md, d.eps, global}, base_attr(),
-                                      cpu_engine(), global_hint, true);
-    if (std::string why = why_not(global_bwd_pd, name() + ": backward on running statistics");
-        !why.empty())
-      return unavailable(why);
-
+    EASEL_ASSIGN_OR_RETURN(const BnPds pds, make_pds(md));
     const memory::desc c_md({d.src.c}, kF32, Tag::x);
-    src_ = user_mem(md);
-    dst_ = user_mem(md);
-    scale_ = user_mem(c_md);
-    shift_ = user_mem(c_md);
-    running_mean_ = user_mem(c_md);
-    running_var_ = user_mem(c_md);
-    mean_ = owned_mem(train_pd.mean_desc());
-    var_ = owned_mem(train_pd.variance_desc());
-    std::unordered_map<int, memory> fargs{{DNNL_ARG_SRC, src_},     {DNNL_ARG_DST, dst_},
-                                          {DNNL_ARG_SCALE, scale_}, {DNNL_ARG_SHIFT, shift_},
-                                          {DNNL_ARG_MEAN, mean_},   {DNNL_ARG_VARIANCE, var_}};
-    if (train_pd.workspace_desc().get_size() != 0) {
-      workspace_ = owned_mem(train_pd.workspace_desc());
-      fargs[DNNL_ARG_WORKSPACE] = workspace_;
-    }
-    train_ = make_step<Fwd>(train_pd, fargs);
-    fargs.erase(DNNL_ARG_WORKSPACE);
-    fargs[DNNL_ARG_MEAN] = running_mean_;
-    fargs[DNNL_ARG_VARIANCE] = running_var_;
-    infer_ = make_step<Fwd>(infer_pd, std::move(fargs));
-
-    diff_dst_user_ = user_mem(md);
-    diff_dst_ = diff_dst_user_;
-    diff_src_ = user_mem(md);
-    if (d.fused_relu) {  // masked into diff_src (or masked_, without one)
-      diff_dst_ = diff_src_;
-      EASEL_ASSIGN_OR_RETURN(relu_mask_,
-                             make_relu_mask(md, dst_, diff_dst_user_, diff_dst_, name()));
-    }
-    diff_scale_ = user_mem(c_md);
-    diff_shift_ = user_mem(c_md);
-    std::unordered_map<int, memory> bargs{{DNNL_ARG_SRC, src_},
-                                          {DNNL_ARG_MEAN, mean_},
-                                          {DNNL_ARG_VARIANCE, var_},
-                                          {DNNL_ARG_DIFF_DST, diff_dst_},
-                                          {DNNL_ARG_SCALE, scale_},
-                                          {DNNL_ARG_SHIFT, shift_},  // use_shift wants it
-                                          {DNNL_ARG_DIFF_SRC, diff_src_},
-                                          {DNNL_ARG_DIFF_SCALE, diff_scale_},
-                                          {DNNL_ARG_DIFF_SHIFT, diff_shift_}};
-    bwd_ = make_step<Bwd>(bwd_pd, bargs);
-    bargs[DNNL_ARG_MEAN] = running_mean_;
-    bargs[DNNL_ARG_VARIANCE] = running_var_;
-    global_bwd_ = make_step<Bwd>(global_bwd_pd, std::move(bargs));
-    impl_ = std::string("dnnl:") + train_pd.impl_info_str() + "/bwd=" + bwd_pd.impl_info_str();
+    init_forward(pds, md, c_md);
+    EASEL_RETURN_IF_ERROR(init_backward(pds, md, c_md));
+    impl_ = std::string("dnnl:") + pds.train.impl_info_str() + "/bwd=" + pds.bwd.impl_info_str();
     bind_scratch({&train_, &infer_, &relu_mask_, &bwd_, &global_bwd_});
     return {};
   }
@@ -166,6 +95,105 @@ class BatchNormOp final : public DnnlOp {
   }
 
  private:
+  using Fwd = dnnl::batch_normalization_forward;
+  using Bwd = dnnl::batch_normalization_backward;
+
+  // The op's primitive descriptors: training and inference forwards, backward after each.
+  struct BnPds {
+    Fwd::primitive_desc train, infer;
+    Bwd::primitive_desc bwd, global_bwd;
+  };
+
+  // All four descriptors on activations md, checked before any memory is bound; an error says
+  // which one oneDNN refused.
+  Result<BnPds> make_pds(const memory::desc& md) const {
+    const OpDesc& d = desc_;
+    const auto base = normalization_flags::use_scale | normalization_flags::use_shift;
+    const auto global = base | normalization_flags::use_global_stats;
+    const auto relu =
+        d.fused_relu ? normalization_flags::fuse_norm_relu : normalization_flags::none;
+    BnPds p;
+    p.train = Fwd::primitive_desc({prop_kind::forward_training, md, d.eps, base | relu},
+                                  base_attr(), cpu_engine(), true);
+    if (std::string why = why_not(p.train, name() + ": forward"); !why.empty())
+      return unavailable(why);
+    p.infer = Fwd::primitive_desc({prop_kind::forward_inference, md, d.eps, global | relu},
+                                  base_attr(), cpu_engine(), true);
+    if (std::string why = why_not(p.infer, name() + ": inference forward"); !why.empty())
+      return unavailable(why);
+    // The backward hints: the forwards without the ReLU (it is masked before backward).
+    Fwd::primitive_desc train_hint({prop_kind::forward_training, md, d.eps, base}, cpu_engine(),
+                                   true);
+    Fwd::primitive_desc global_hint({prop_kind::forward_training, md, d.eps, global}, cpu_engine(),
+                                    true);
+    if (!train_hint || !global_hint) return unavailable(name() + ": no forward to hint backward");
+    p.bwd = Bwd::primitive_desc({prop_kind::backward, md, md, d.eps, base}, base_attr(),
+                                cpu_engine(), train_hint, true);
+    if (std::string why = why_not(p.bwd, name() + ": backward"); !why.empty())
+      return unavailable(why);
+    p.global_bwd = Bwd::primitive_desc({prop_kind::backward, md, md, d.eps, global}, base_attr(),
+                                       cpu_engine(), global_hint, true);
+    if (std::string why = why_not(p.global_bwd, name() + ": backward on running statistics");
+        !why.empty())
+      return unavailable(why);
+    return p;
+  }
+
+  // The training forward (batch statistics into owned mean_ and var_, the workspace it asks
+  // for) and the inference one (on the running statistics); md the activations, c_md a
+  // per-channel vector.
+  void init_forward(const BnPds& p, const memory::desc& md, const memory::desc& c_md) {
+    src_ = user_mem(md);
+    dst_ = user_mem(md);
+    scale_ = user_mem(c_md);
+    shift_ = user_mem(c_md);
+    running_mean_ = user_mem(c_md);
+    running_var_ = user_mem(c_md);
+    mean_ = owned_mem(p.train.mean_desc());
+    var_ = owned_mem(p.train.variance_desc());
+    std::unordered_map<int, memory> fargs{{DNNL_ARG_SRC, src_},     {DNNL_ARG_DST, dst_},
+                                          {DNNL_ARG_SCALE, scale_}, {DNNL_ARG_SHIFT, shift_},
+                                          {DNNL_ARG_MEAN, mean_},   {DNNL_ARG_VARIANCE, var_}};
+    if (p.train.workspace_desc().get_size() != 0) {
+      workspace_ = owned_mem(p.train.workspace_desc());
+      fargs[DNNL_ARG_WORKSPACE] = workspace_;
+    }
+    train_ = make_step<Fwd>(p.train, fargs);
+    fargs.erase(DNNL_ARG_WORKSPACE);
+    fargs[DNNL_ARG_MEAN] = running_mean_;
+    fargs[DNNL_ARG_VARIANCE] = running_var_;
+    infer_ = make_step<Fwd>(p.infer, std::move(fargs));
+  }
+
+  // The fused ReLU's mask and the two backwards (after a training forward, and on the running
+  // statistics after an inference one), in place on diff_src.
+  Status init_backward(const BnPds& p, const memory::desc& md, const memory::desc& c_md) {
+    diff_dst_user_ = user_mem(md);
+    diff_dst_ = diff_dst_user_;
+    diff_src_ = user_mem(md);
+    if (desc_.fused_relu) {  // masked into diff_src (or masked_, without one)
+      diff_dst_ = diff_src_;
+      EASEL_ASSIGN_OR_RETURN(relu_mask_,
+                             make_relu_mask(md, dst_, diff_dst_user_, diff_dst_, name()));
+    }
+    diff_scale_ = user_mem(c_md);
+    diff_shift_ = user_mem(c_md);
+    std::unordered_map<int, memory> bargs{{DNNL_ARG_SRC, src_},
+                                          {DNNL_ARG_MEAN, mean_},
+                                          {DNNL_ARG_VARIANCE, var_},
+                                          {DNNL_ARG_DIFF_DST, diff_dst_},
+                                          {DNNL_ARG_SCALE, scale_},
+                                          {DNNL_ARG_SHIFT, shift_},  // use_shift wants it
+                                          {DNNL_ARG_DIFF_SRC, diff_src_},
+                                          {DNNL_ARG_DIFF_SCALE, diff_scale_},
+                                          {DNNL_ARG_DIFF_SHIFT, diff_shift_}};
+    bwd_ = make_step<Bwd>(p.bwd, bargs);
+    bargs[DNNL_ARG_MEAN] = running_mean_;
+    bargs[DNNL_ARG_VARIANCE] = running_var_;
+    global_bwd_ = make_step<Bwd>(p.global_bwd, std::move(bargs));
+    return {};
+  }
+
   // diff_shift[c] = sum g, diff_scale[c] = sum g * (x - mean[c]) / sqrt(var[c] + eps) over the
   // channel, g the (masked) diff_dst, mean and var those of the last forward.
   void param_gradients(const float* src, float* diff_scale, float* diff_shift) const {

@@ -20,87 +20,17 @@ class ConvOp final : public DnnlOp {
       : DnnlOp(d), strategy_(strategy), bf16_(bf16), cdt_(bf16 ? kBf16 : kF32) {}
 
   Status init() {
-    const OpDesc& d = desc_;
-    const Shape4 o = dst_shape(d);
-    const int64_t g = d.group, icg = d.src.c / g, ocg = d.oc / g;
-    const memory::desc src_md = act_md(d.src, d.layout), dst_md = act_md(o, d.layout);
-    const memory::desc w_user_md = g == 1
-                                       ? memory::desc({d.oc, icg, d.kh, d.kw}, kF32, Tag::oihw)
-                                       : memory::desc({g, ocg, icg, d.kh, d.kw}, kF32, Tag::goihw);
-    const memory::desc w_any(w_user_md.dims(), cdt_, Tag::any);
-    const memory::desc dw_any(w_user_md.dims(), kF32, Tag::any);
-    // What the primitives read: the f32 activations themselves, or bf16 copies (bf16 mode).
-    const memory::desc src_c_md = act_md(d.src, d.layout, cdt_),
-                       dd_c_md = act_md(o, d.layout, cdt_);
-    const memory::desc b_md = d.bias ? memory::desc({d.oc}, kF32, Tag::x) : memory::desc();
-    const Dims strides{d.stride_h, d.stride_w}, pad{d.pad_h, d.pad_w};
-
-    using Fwd = dnnl::convolution_forward;
-    fwd_pd_ = Fwd::primitive_desc({prop_kind::forward_training, algorithm::convolution_direct,
-                                   src_c_md, w_any, b_md, dst_md, strides, pad, pad},
-                                  relu_attr(d.fused_relu), cpu_engine(), true);
-    if (std::string why = why_not(fwd_pd_, name() + ": forward"); !why.empty())
-      return unavailable(why);
-
-    src_ = user_mem(src_md);
-    src_c_ = src_;
-    if (bf16_) {
-      src_c_ = owned_mem(src_c_md);
-      EASEL_ASSIGN_OR_RETURN(src_to_c_, make_reorder(src_, src_c_, name() + ": src to bf16"));
-    }
-    dst_ = user_mem(dst_md);
-    w_user_ = user_mem(w_user_md);
-    if (d.bias) b_ = user_mem(b_md);
-    w_fwd_ = same_or_owned(w_user_, fwd_pd_.weights_desc());
-    if (w_fwd_ != w_user_) {
-      EASEL_ASSIGN_OR_RETURN(w_to_fwd_,
-                             make_reorder(w_user_, w_fwd_, name() + ": weights reorder"));
-    }
-    std::unordered_map<int, memory> fargs{
-        {DNNL_ARG_SRC, src_c_}, {DNNL_ARG_WEIGHTS, w_fwd_}, {DNNL_ARG_DST, dst_}};
-    if (d.bias) fargs[DNNL_ARG_BIAS] = b_;
-    fwd_ = make_step<dnnl::convolution_forward>(fwd_pd_, std::move(fargs));
-
-    // diff_dst as the backward primitives read it: the caller's, or masked by the fused ReLU.
-    diff_dst_user_ = user_mem(dst_md);
-    diff_dst_ = diff_dst_user_;
-    if (d.fused_relu) {
-      diff_dst_ = owned_mem(dst_md);
-      EASEL_ASSIGN_OR_RETURN(relu_mask_,
-                             make_relu_mask(dst_md, dst_, diff_dst_user_, diff_dst_, name()));
-    }
-    diff_dst_c_ = diff_dst_;
-    if (bf16_) {
-      diff_dst_c_ = owned_mem(dd_c_md);
-      EASEL_ASSIGN_OR_RETURN(dd_to_c_,
-                             make_reorder(diff_dst_, diff_dst_c_, name() + ": diff_dst to bf16"));
-    }
-
-    // Backward weights (and bias), diff_weights reordered to the user's format.
-    using BwdW = dnnl::convolution_backward_weights;
-    BwdW::primitive_desc bw_pd(
-        {algorithm::convolution_direct, src_c_md, dw_any, b_md, dd_c_md, strides, pad, pad},
-        base_attr(), cpu_engine(), fwd_pd_, true);
-    if (std::string why = why_not(bw_pd, name() + ": backward-weights"); !why.empty())
-      return unavailable(why);
-    dw_user_ = user_mem(w_user_md);
-    if (d.bias) db_ = user_mem(b_md);
-    dw_ = same_or_owned(dw_user_, bw_pd.diff_weights_desc());
-    if (dw_ != dw_user_) {
-      EASEL_ASSIGN_OR_RETURN(dw_to_user_,
-                             make_reorder(dw_, dw_user_, name() + ": diff_weights reorder"));
-    }
-    std::unordered_map<int, memory> wargs{
-        {DNNL_ARG_SRC, src_c_}, {DNNL_ARG_DIFF_DST, diff_dst_c_}, {DNNL_ARG_DIFF_WEIGHTS, dw_}};
-    if (d.bias) wargs[DNNL_ARG_DIFF_BIAS] = db_;
-    bwd_w_ = make_step<BwdW>(bw_pd, std::move(wargs));
-
-    diff_src_ = user_mem(src_md);
+    const ConvMds m = conv_mds();
+    EASEL_RETURN_IF_ERROR(init_forward(m));
+    EASEL_RETURN_IF_ERROR(init_diff_dst(m));
+    EASEL_ASSIGN_OR_RETURN(const std::string bwd_w_impl, init_backward_weights(m));
+    diff_src_ = user_mem(m.src);
     std::string bwd_d_impl;
-    EASEL_ASSIGN_OR_RETURN(bwd_d_impl, init_backward_data(src_md, w_any, dd_c_md, strides, pad));
+    EASEL_ASSIGN_OR_RETURN(bwd_d_impl,
+                           init_backward_data(m.src, m.w_any, m.dd_c, m.strides, m.pad));
 
     impl_ = std::string(bf16_ ? "dnnl-bf16:" : "dnnl:") + fwd_pd_.impl_info_str() +
-            "/bwd_d=" + bwd_d_impl + "/bwd_w=" + bw_pd.impl_info_str();
+            "/bwd_d=" + bwd_d_impl + "/bwd_w=" + bwd_w_impl;
     bind_scratch({&w_to_fwd_, &fwd_, &relu_mask_, &bwd_w_, &dw_to_user_, &w_to_bwd_, &bwd_d_,
                   &flip_to_pd_, &dd_to_blocked_, &ds_from_blocked_, &w_to_ohwi_, &src_to_c_,
                   &dd_to_c_});
@@ -152,6 +82,112 @@ class ConvOp final : public DnnlOp {
   }
 
  private:
+  // The memory descriptors of the op's primitives.
+  struct ConvMds {
+    memory::desc src, dst;  // the f32 activations in the net's layout
+    memory::desc w_user;    // the user's weights: oihw, or goihw with groups
+    memory::desc w_any;     // weights as the forward computes them, format oneDNN's choice
+    memory::desc dw_any;    // f32 diff_weights, format oneDNN's choice
+    // What the primitives read: the f32 activations themselves, or bf16 copies (bf16 mode).
+    memory::desc src_c, dd_c;
+    memory::desc b;  // the bias (empty without)
+    Dims strides, pad;
+  };
+
+  ConvMds conv_mds() const {
+    const OpDesc& d = desc_;
+    const Shape4 o = dst_shape(d);
+    const int64_t g = d.group, icg = d.src.c / g, ocg = d.oc / g;
+    ConvMds m;
+    m.src = act_md(d.src, d.layout);
+    m.dst = act_md(o, d.layout);
+    m.w_user = g == 1 ? memory::desc({d.oc, icg, d.kh, d.kw}, kF32, Tag::oihw)
+                      : memory::desc({g, ocg, icg, d.kh, d.kw}, kF32, Tag::goihw);
+    m.w_any = memory::desc(m.w_user.dims(), cdt_, Tag::any);
+    m.dw_any = memory::desc(m.w_user.dims(), kF32, Tag::any);
+    m.src_c = act_md(d.src, d.layout, cdt_);
+    m.dd_c = act_md(o, d.layout, cdt_);
+    m.b = d.bias ? memory::desc({d.oc}, kF32, Tag::x) : memory::desc();
+    m.strides = {d.stride_h, d.stride_w};
+    m.pad = {d.pad_h, d.pad_w};
+    return m;
+  }
+
+  // The forward primitive (fwd_pd_, fwd_), with the bf16 copy of src and the weights' reorder
+  // to its format where it needs them.
+  Status init_forward(const ConvMds& m) {
+    const OpDesc& d = desc_;
+    using Fwd = dnnl::convolution_forward;
+    fwd_pd_ = Fwd::primitive_desc({prop_kind::forward_training, algorithm::convolution_direct,
+                                   m.src_c, m.w_any, m.b, m.dst, m.strides, m.pad, m.pad},
+                                  relu_attr(d.fused_relu), cpu_engine(), true);
+    if (std::string why = why_not(fwd_pd_, name() + ": forward"); !why.empty())
+      return unavailable(why);
+
+    src_ = user_mem(m.src);
+    src_c_ = src_;
+    if (bf16_) {
+      src_c_ = owned_mem(m.src_c);
+      EASEL_ASSIGN_OR_RETURN(src_to_c_, make_reorder(src_, src_c_, name() + ": src to bf16"));
+    }
+    dst_ = user_mem(m.dst);
+    w_user_ = user_mem(m.w_user);
+    if (d.bias) b_ = user_mem(m.b);
+    w_fwd_ = same_or_owned(w_user_, fwd_pd_.weights_desc());
+    if (w_fwd_ != w_user_) {
+      EASEL_ASSIGN_OR_RETURN(w_to_fwd_,
+                             make_reorder(w_user_, w_fwd_, name() + ": weights reorder"));
+    }
+    std::unordered_map<int, memory> fargs{
+        {DNNL_ARG_SRC, src_c_}, {DNNL_ARG_WEIGHTS, w_fwd_}, {DNNL_ARG_DST, dst_}};
+    if (d.bias) fargs[DNNL_ARG_BIAS] = b_;
+    fwd_ = make_step<dnnl::convolution_forward>(fwd_pd_, std::move(fargs));
+    return {};
+  }
+
+  // diff_dst as the backward primitives read it: the caller's, or masked by the fused ReLU;
+  // bf16 mode: a bf16 copy of that.
+  Status init_diff_dst(const ConvMds& m) {
+    diff_dst_user_ = user_mem(m.dst);
+    diff_dst_ = diff_dst_user_;
+    if (desc_.fused_relu) {
+      diff_dst_ = owned_mem(m.dst);
+      EASEL_ASSIGN_OR_RETURN(relu_mask_,
+                             make_relu_mask(m.dst, dst_, diff_dst_user_, diff_dst_, name()));
+    }
+    diff_dst_c_ = diff_dst_;
+    if (bf16_) {
+      diff_dst_c_ = owned_mem(m.dd_c);
+      EASEL_ASSIGN_OR_RETURN(dd_to_c_,
+                             make_reorder(diff_dst_, diff_dst_c_, name() + ": diff_dst to bf16"));
+    }
+    return {};
+  }
+
+  // Backward weights (and bias), diff_weights reordered to the user's format; returns the
+  // primitive's impl string.
+  Result<std::string> init_backward_weights(const ConvMds& m) {
+    const OpDesc& d = desc_;
+    using BwdW = dnnl::convolution_backward_weights;
+    BwdW::primitive_desc bw_pd(
+        {algorithm::convolution_direct, m.src_c, m.dw_any, m.b, m.dd_c, m.strides, m.pad, m.pad},
+        base_attr(), cpu_engine(), fwd_pd_, true);
+    if (std::string why = why_not(bw_pd, name() + ": backward-weights"); !why.empty())
+      return unavailable(why);
+    dw_user_ = user_mem(m.w_user);
+    if (d.bias) db_ = user_mem(m.b);
+    dw_ = same_or_owned(dw_user_, bw_pd.diff_weights_desc());
+    if (dw_ != dw_user_) {
+      EASEL_ASSIGN_OR_RETURN(dw_to_user_,
+                             make_reorder(dw_, dw_user_, name() + ": diff_weights reorder"));
+    }
+    std::unordered_map<int, memory> wargs{
+        {DNNL_ARG_SRC, src_c_}, {DNNL_ARG_DIFF_DST, diff_dst_c_}, {DNNL_ARG_DIFF_WEIGHTS, dw_}};
+    if (d.bias) wargs[DNNL_ARG_DIFF_BIAS] = db_;
+    bwd_w_ = make_step<BwdW>(bw_pd, std::move(wargs));
+    return std::string(bw_pd.impl_info_str());
+  }
+
   // Chooses the backward-data strategy; returns its impl string.
   Result<std::string> init_backward_data(const memory::desc& src_md, const memory::desc& w_any,
                                          const memory::desc& dst_md, const Dims& strides,

@@ -62,87 +62,113 @@ uint64_t mix(uint64_t z) {  // splitmix64's finaliser
   return z ^ (z >> 31);
 }
 
+// What parse_augment has met so far in a spec: the field names, and which of mean, std and
+// normalize (a preset) were given.
+struct FieldsSeen {
+  std::set<std::string> keys;
+  bool has_mean = false, has_std = false, has_preset = false;
+};
+
+// The one-line refusal of augment spec `text`: why, then the forms it takes.
+Status bad_augment(std::string_view text, const std::string& why) {
+  return invalid_argument("augment '" + std::string(text) + "': " + why +
+                          " (expected none, imagenet, or fields crop-pad=N, "
+                          "random-resized-crop=N, flip, normalize=NAME, mean=M/M/M and "
+                          "std=S/S/S, e.g. crop-pad=4,flip,normalize=cifar10)");
+}
+
+// An integer field's value: the whole of `value`, in [lo, hi].
+bool parse_int_in(std::string_view value, int64_t lo, int64_t hi, int64_t* out) {
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), *out);
+  return !value.empty() && ec == std::errc() && end == value.data() + value.size() && *out >= lo &&
+         *out <= hi;
+}
+
+// normalize=NAME (of spec `text`): the mean and std of preset NAME ("cifar": cifar10).
+Status set_preset(std::string_view text, std::string_view value, Augment* a) {
+  const std::string name(value == "cifar" ? "cifar10" : value);
+  std::string names;
+  for (const Preset& p : presets()) {
+    names += (names.empty() ? "" : ", ") + std::string(p.name);
+    if (name == p.name) {
+      a->mean = p.mean;
+      a->std = p.std;
+    }
+  }
+  if (a->mean.empty()) {
+    return bad_augment(text,
+                       "normalize must be one of " + names + ", not '" + std::string(value) + "'");
+  }
+  return {};
+}
+
+// Applies one field KEY[=VALUE] of spec `text` to *a; refuses an empty, repeated, unknown or
+// ill-valued field.
+Status parse_field(std::string_view text, std::string_view field, Augment* a, FieldsSeen* seen) {
+  const auto bad = [&](const std::string& why) { return bad_augment(text, why); };
+  const size_t eq = field.find('=');
+  const std::string key(field.substr(0, eq));
+  const std::string_view value =
+      eq == std::string_view::npos ? std::string_view() : field.substr(eq + 1);
+  if (key.empty()) return bad("an empty field");
+  if (!seen->keys.insert(key).second) return bad(key + " given twice");
+  if (key == "crop-pad") {
+    if (!parse_int_in(value, 1, kMaxCropPad, &a->crop_pad)) {
+      return bad("crop-pad must be an integer in [1, 256], not '" + std::string(value) + "'");
+    }
+  } else if (key == "random-resized-crop") {
+    if (!parse_int_in(value, 8, 4096, &a->resized_crop)) {
+      return bad("random-resized-crop must be an integer in [8, 4096], not '" + std::string(value) +
+                 "'");
+    }
+  } else if (key == "flip") {
+    if (eq != std::string_view::npos) return bad("flip takes no value");
+    a->flip = true;
+  } else if (key == "normalize") {
+    EASEL_RETURN_IF_ERROR(set_preset(text, value, a));
+    seen->has_preset = true;
+  } else if (key == "mean" || key == "std") {
+    std::vector<float>& v = key == "mean" ? a->mean : a->std;
+    if (!parse_floats(value, &v)) {
+      return bad(key + " must be 1 to 64 numbers separated by '/', not '" + std::string(value) +
+                 "'");
+    }
+    if (key == "std") {
+      for (float s : v)
+        if (!(s > 0)) return bad("std must be positive, not '" + std::string(value) + "'");
+    }
+    (key == "mean" ? seen->has_mean : seen->has_std) = true;
+  } else if (key == "none") {
+    return bad("none cannot be combined with other fields");
+  } else {
+    return bad("unknown field '" + key + "'");
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<Augment> parse_augment(std::string_view text) {
   Augment a;
-  const auto bad = [&](const std::string& why) {
-    return invalid_argument("augment '" + std::string(text) + "': " + why +
-                            " (expected none, imagenet, or fields crop-pad=N, "
-                            "random-resized-crop=N, flip, normalize=NAME, mean=M/M/M and "
-                            "std=S/S/S, e.g. crop-pad=4,flip,normalize=cifar10)");
-  };
   if (text.empty() || text == "none") return a;
   if (text == "imagenet") return parse_augment("random-resized-crop=224,flip,normalize=imagenet");
-  std::set<std::string> seen;
-  bool has_mean = false, has_std = false, has_preset = false;
+  FieldsSeen seen;
   std::string_view rest = text;
   for (;;) {
     const size_t comma = rest.find(',');
-    const std::string_view field = rest.substr(0, comma);
-    const size_t eq = field.find('=');
-    const std::string key(field.substr(0, eq));
-    const std::string_view value =
-        eq == std::string_view::npos ? std::string_view() : field.substr(eq + 1);
-    if (key.empty()) return bad("an empty field");
-    if (!seen.insert(key).second) return bad(key + " given twice");
-    if (key == "crop-pad") {
-      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), a.crop_pad);
-      if (value.empty() || ec != std::errc() || end != value.data() + value.size() ||
-          a.crop_pad < 1 || a.crop_pad > kMaxCropPad) {
-        return bad("crop-pad must be an integer in [1, 256], not '" + std::string(value) + "'");
-      }
-    } else if (key == "random-resized-crop") {
-      const auto [end, ec] =
-          std::from_chars(value.data(), value.data() + value.size(), a.resized_crop);
-      if (value.empty() || ec != std::errc() || end != value.data() + value.size() ||
-          a.resized_crop < 8 || a.resized_crop > 4096) {
-        return bad("random-resized-crop must be an integer in [8, 4096], not '" +
-                   std::string(value) + "'");
-      }
-    } else if (key == "flip") {
-      if (eq != std::string_view::npos) return bad("flip takes no value");
-      a.flip = true;
-    } else if (key == "normalize") {
-      const std::string name(value == "cifar" ? "cifar10" : value);
-      std::string names;
-      for (const Preset& p : presets()) {
-        names += (names.empty() ? "" : ", ") + std::string(p.name);
-        if (name == p.name) {
-          a.mean = p.mean;
-          a.std = p.std;
-        }
-      }
-      if (a.mean.empty()) {
-        return bad("normalize must be one of " + names + ", not '" + std::string(value) + "'");
-      }
-      has_preset = true;
-    } else if (key == "mean" || key == "std") {
-      std::vector<float>& v = key == "mean" ? a.mean : a.std;
-      if (!parse_floats(value, &v)) {
-        return bad(key + " must be 1 to 64 numbers separated by '/', not '" + std::string(value) +
-                   "'");
-      }
-      if (key == "std") {
-        for (float s : v)
-          if (!(s > 0)) return bad("std must be positive, not '" + std::string(value) + "'");
-      }
-      (key == "mean" ? has_mean : has_std) = true;
-    } else if (key == "none") {
-      return bad("none cannot be combined with other fields");
-    } else {
-      return bad("unknown field '" + key + "'");
-    }
+    EASEL_RETURN_IF_ERROR(parse_field(text, rest.substr(0, comma), &a, &seen));
     if (comma == std::string_view::npos) break;
     rest.remove_prefix(comma + 1);
   }
   if (a.resized_crop > 0 && a.crop_pad > 0)
-    return bad("crop-pad and random-resized-crop both given");
-  if (has_preset && (has_mean || has_std)) return bad("normalize and mean/std both given");
-  if (has_mean != has_std) return bad(has_mean ? "mean without std" : "std without mean");
+    return bad_augment(text, "crop-pad and random-resized-crop both given");
+  if (seen.has_preset && (seen.has_mean || seen.has_std))
+    return bad_augment(text, "normalize and mean/std both given");
+  if (seen.has_mean != seen.has_std)
+    return bad_augment(text, seen.has_mean ? "mean without std" : "std without mean");
   if (a.mean.size() != a.std.size()) {
-    return bad("mean has " + std::to_string(a.mean.size()) + " values but std " +
-               std::to_string(a.std.size()));
+    return bad_augment(text, "mean has " + std::to_string(a.mean.size()) + " values but std " +
+                                 std::to_string(a.std.size()));
   }
   return a;
 }

@@ -17,14 +17,12 @@
 
 namespace easel {
 
-BatchStream::BatchStream() = default;
+namespace {
 
-Result<std::unique_ptr<BatchStream>> BatchStream::create(const Dataset& ds, int64_t batch,
-                                                         Layout layout, int shard, int shards,
-                                                         uint64_t seed, bool prefetch, MemKind kind,
-                                                         int64_t rng_stream, const Augment& augment,
-                                                         const DataThreads& threads,
-                                                         int64_t shuffle_buffer, bool bytes) {
+// BatchStream::create's checks of its counts, in its order: each error names the argument
+// and the range it must be in.
+Status check_stream_args(int64_t batch, int shard, int shards, const DataThreads& threads,
+                         int64_t shuffle_buffer) {
   if (batch <= 0) {
     return invalid_argument("batch size must be positive, got " + std::to_string(batch));
   }
@@ -44,6 +42,59 @@ Result<std::unique_ptr<BatchStream>> BatchStream::create(const Dataset& ds, int6
     return invalid_argument("shuffle buffer: " + std::to_string(shuffle_buffer) +
                             " is out of range [0, " + std::to_string(kMaxShuffleBuffer) + "]");
   }
+  return {};
+}
+
+// Group `shard` of `shards` reading ds's tar shards through a shuffle buffer: the entries of
+// the shard files f with f % shards == shard, in list order, into *images, and each such
+// file as [begin, end) of positions in *images (a file's entries are consecutive in the
+// list). Refused when the group gets no file with samples.
+Status take_tar_shards(const Dataset& ds, int shard, int shards, std::vector<int64_t>* images,
+                       std::vector<std::pair<int64_t, int64_t>>* files) {
+  const auto& entries = ds.source->entries;
+  int64_t with_samples = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const bool first = i == 0 || entries[i].file != entries[i - 1].file;
+    with_samples += first;
+    if (entries[i].file % shards != shard) continue;
+    const auto pos = static_cast<int64_t>(images->size());
+    if (first) files->emplace_back(pos, pos);
+    images->push_back(static_cast<int64_t>(i));
+    ++files->back().second;
+  }
+  if (images->empty())
+    return invalid_argument("--shuffle-buffer: group " + std::to_string(shard) + " of " +
+                            std::to_string(shards) + " reads no tar shard of '" + ds.name + "' (" +
+                            std::to_string(with_samples) +
+                            " with samples; each group reads its own shards): pack smaller "
+                            "shards (easel data pack --shard-size) or give --shuffle-buffer 0");
+  return {};
+}
+
+// Group `shard` of `shards` over ds's images: every shards-th from `shard`, into *images.
+// Refused when that is none.
+Status take_every_nth(const Dataset& ds, int shard, int shards, std::vector<int64_t>* images) {
+  if (ds.count <= shard) {
+    return invalid_argument("shard " + std::to_string(shard) + " of " + std::to_string(shards) +
+                            " holds no images: data set '" + ds.name + "' has only " +
+                            std::to_string(ds.count));
+  }
+  for (int64_t i = shard; i < ds.count; i += shards)
+    images->push_back(i);
+  return {};
+}
+
+}  // namespace
+
+BatchStream::BatchStream() = default;
+
+Result<std::unique_ptr<BatchStream>> BatchStream::create(const Dataset& ds, int64_t batch,
+                                                         Layout layout, int shard, int shards,
+                                                         uint64_t seed, bool prefetch, MemKind kind,
+                                                         int64_t rng_stream, const Augment& augment,
+                                                         const DataThreads& threads,
+                                                         int64_t shuffle_buffer, bool bytes) {
+  EASEL_RETURN_IF_ERROR(check_stream_args(batch, shard, shards, threads, shuffle_buffer));
   EASEL_RETURN_IF_ERROR(check_augment(augment, ds));
   std::unique_ptr<BatchStream> s(new BatchStream());
   s->ds_ = &ds;
@@ -54,33 +105,11 @@ Result<std::unique_ptr<BatchStream>> BatchStream::create(const Dataset& ds, int6
   s->seed_ = seed;
   s->stream_ = static_cast<uint64_t>(rng_stream >= 0 ? rng_stream : shard);
   if (shuffle_buffer > 0 && reads_shards(ds)) {
-    // The group's own tar files; a file's entries are consecutive in the list.
+    // The group's own tar files.
     s->buffer_ = shuffle_buffer;
-    const auto& entries = ds.source->entries;
-    int64_t files = 0;
-    for (size_t i = 0; i < entries.size(); ++i) {
-      const bool first = i == 0 || entries[i].file != entries[i - 1].file;
-      files += first;
-      if (entries[i].file % shards != shard) continue;
-      const auto pos = static_cast<int64_t>(s->shard_.size());
-      if (first) s->files_.emplace_back(pos, pos);
-      s->shard_.push_back(static_cast<int64_t>(i));
-      ++s->files_.back().second;
-    }
-    if (s->shard_.empty())
-      return invalid_argument("--shuffle-buffer: group " + std::to_string(shard) + " of " +
-                              std::to_string(shards) + " reads no tar shard of '" + ds.name +
-                              "' (" + std::to_string(files) +
-                              " with samples; each group reads its own shards): pack smaller "
-                              "shards (easel data pack --shard-size) or give --shuffle-buffer 0");
+    EASEL_RETURN_IF_ERROR(take_tar_shards(ds, shard, shards, &s->shard_, &s->files_));
   } else {
-    if (ds.count <= shard) {
-      return invalid_argument("shard " + std::to_string(shard) + " of " + std::to_string(shards) +
-                              " holds no images: data set '" + ds.name + "' has only " +
-                              std::to_string(ds.count));
-    }
-    for (int64_t i = shard; i < ds.count; i += shards)
-      s->shard_.push_back(i);
+    EASEL_RETURN_IF_ERROR(take_every_nth(ds, shard, shards, &s->shard_));
   }
   const size_t slots = prefetch ? kPrefetchDepth + 1 : 1;
   const size_t image_bytes =

@@ -91,20 +91,15 @@ bool present(const fs::path& p) {
   return fs::exists(p, ec);
 }
 
-}  // namespace
-
-Result<Dataset> read_cifar(const std::vector<std::string>& paths, CifarKind cifar,
-                           const std::string& name, MemKind kind) {
-  EASEL_CHECK(!paths.empty());
-  const RecordFormat L = format_of(cifar);
+// Opens paths into *files and counts each one's records into *records; returns their total.
+// Refused: a file that is empty or not a whole number of L's records.
+Result<int64_t> open_batches(const std::vector<std::string>& paths, const RecordFormat& L,
+                             std::vector<File>* files, std::vector<int64_t>* records) {
   const int64_t record = L.record();
-  // Sizes first: each a whole number of records, and all of them within the memory available.
-  std::vector<File> files(paths.size());
-  std::vector<int64_t> records(paths.size());
   int64_t count = 0;
   for (size_t f = 0; f < paths.size(); ++f) {
-    EASEL_RETURN_IF_ERROR(files[f].open(paths[f]));
-    const int64_t size = files[f].size();
+    EASEL_RETURN_IF_ERROR((*files)[f].open(paths[f]));
+    const int64_t size = (*files)[f].size();
     if (size == 0) {
       return data_error(paths[f] + ": empty file (a " + L.what + " binary batch holds records of " +
                         std::to_string(record) + " bytes)");
@@ -116,22 +111,80 @@ Result<Dataset> read_cifar(const std::vector<std::string>& paths, CifarKind cifa
                         plural(size / record, "record") + " and " + plural(size % record, "byte") +
                         " over)");
     }
-    records[f] = size / record;
-    count += records[f];
+    (*records)[f] = size / record;
+    count += (*records)[f];
   }
+  return count;
+}
+
+// Refuses `count` images (read from the files `last` ends) whose pixels pass kMaxBytes, or
+// which with their labels do not fit in the memory available.
+Status check_images_fit(const std::string& last, const RecordFormat& L, int64_t count) {
   const int64_t bytes = count * kImageBytes;  // <= the files' total size
   if (bytes > kMaxBytes) {
-    return data_error(paths.back() + ": the " + L.what + " files hold " + plural(count, "image") +
-                      " (" + std::to_string(bytes) + " bytes), more than 2^34 bytes");
+    return data_error(last + ": the " + L.what + " files hold " + plural(count, "image") + " (" +
+                      std::to_string(bytes) + " bytes), more than 2^34 bytes");
   }
   const MemoryBound mem = available_memory();
   const uint64_t need = static_cast<uint64_t>(bytes) + static_cast<uint64_t>(count) * 4;
   if (need > mem.bytes) {
-    return unavailable(paths.back() + ": the " + L.what + " files hold " + plural(count, "image") +
-                       " (" + std::to_string(need) + " bytes with their labels), more than the " +
+    return unavailable(last + ": the " + L.what + " files hold " + plural(count, "image") + " (" +
+                       std::to_string(need) + " bytes with their labels), more than the " +
                        std::to_string(mem.bytes) + " bytes of memory available (" + mem.source +
                        ")");
   }
+  return {};
+}
+
+// Reads the `records` records of `file` (at `path`), kChunkRecords at a time through `chunk`
+// (room for that many, or all), into ds's images from *image on (advanced past them).
+// Refused: a file that shrank since its size was read, a label out of L's range.
+Status read_batch(File& file, const std::string& path, int64_t records, const RecordFormat& L,
+                  uint8_t* chunk, Dataset* ds, int64_t* image) {
+  const int64_t record = L.record();
+  for (int64_t r = 0; r < records; r += kChunkRecords) {
+    const int64_t n = std::min(kChunkRecords, records - r);
+    EASEL_ASSIGN_OR_RETURN(const size_t got,
+                           file.read(chunk, static_cast<size_t>(n * record), path));
+    if (got < static_cast<size_t>(n * record)) {  // shrank since its size was read
+      return data_error(path + ": truncated while reading: " +
+                        std::to_string(r * record + static_cast<int64_t>(got)) + " of " +
+                        std::to_string(file.size()) + " bytes");
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      const uint8_t* rec = chunk + k * record;
+      const int64_t at = r + k;  // record index within the file
+      if (L.label_bytes == 2 && rec[0] >= L.coarse_classes) {
+        return data_error(path + ": coarse label " + std::to_string(rec[0]) + " of record " +
+                          std::to_string(at) + " is out of range [0, " +
+                          std::to_string(L.coarse_classes) + ")");
+      }
+      const int label = rec[L.label_bytes - 1];
+      if (label >= L.classes) {
+        return data_error(path + ": " + (L.label_bytes == 2 ? "fine label " : "label ") +
+                          std::to_string(label) + " of record " + std::to_string(at) +
+                          " is out of range [0, " + std::to_string(L.classes) + ")");
+      }
+      ds->labels[static_cast<size_t>(*image)] = label;
+      std::memcpy(ds->pixels.as<uint8_t>() + *image * kImageBytes, rec + L.label_bytes,
+                  static_cast<size_t>(kImageBytes));
+      ++*image;
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<Dataset> read_cifar(const std::vector<std::string>& paths, CifarKind cifar,
+                           const std::string& name, MemKind kind) {
+  EASEL_CHECK(!paths.empty());
+  const RecordFormat L = format_of(cifar);
+  // Sizes first: each a whole number of records, and all of them within the memory available.
+  std::vector<File> files(paths.size());
+  std::vector<int64_t> records(paths.size());
+  EASEL_ASSIGN_OR_RETURN(const int64_t count, open_batches(paths, L, &files, &records));
+  EASEL_RETURN_IF_ERROR(check_images_fit(paths.back(), L, count));
 
   Dataset ds;
   ds.name = name;
@@ -140,41 +193,13 @@ Result<Dataset> read_cifar(const std::vector<std::string>& paths, CifarKind cifa
   ds.height = kSide;
   ds.width = kSide;
   ds.classes = L.classes;
-  EASEL_ASSIGN_OR_RETURN(ds.pixels, Buffer::allocate(static_cast<size_t>(bytes), kind));
+  EASEL_ASSIGN_OR_RETURN(ds.pixels,
+                         Buffer::allocate(static_cast<size_t>(count * kImageBytes), kind));
   ds.labels.resize(static_cast<size_t>(count));
-  std::vector<uint8_t> chunk(static_cast<size_t>(std::min(count, kChunkRecords) * record));
+  std::vector<uint8_t> chunk(static_cast<size_t>(std::min(count, kChunkRecords) * L.record()));
   int64_t image = 0;  // the next image of ds
-  for (size_t f = 0; f < paths.size(); ++f) {
-    for (int64_t r = 0; r < records[f]; r += kChunkRecords) {
-      const int64_t n = std::min(kChunkRecords, records[f] - r);
-      EASEL_ASSIGN_OR_RETURN(
-          const size_t got, files[f].read(chunk.data(), static_cast<size_t>(n * record), paths[f]));
-      if (got < static_cast<size_t>(n * record)) {  // shrank since its size was read
-        return data_error(paths[f] + ": truncated while reading: " +
-                          std::to_string(r * record + static_cast<int64_t>(got)) + " of " +
-                          std::to_string(files[f].size()) + " bytes");
-      }
-      for (int64_t k = 0; k < n; ++k) {
-        const uint8_t* rec = chunk.data() + k * record;
-        const int64_t at = r + k;  // record index within the file
-        if (L.label_bytes == 2 && rec[0] >= L.coarse_classes) {
-          return data_error(paths[f] + ": coarse label " + std::to_string(rec[0]) + " of record " +
-                            std::to_string(at) + " is out of range [0, " +
-                            std::to_string(L.coarse_classes) + ")");
-        }
-        const int label = rec[L.label_bytes - 1];
-        if (label >= L.classes) {
-          return data_error(paths[f] + ": " + (L.label_bytes == 2 ? "fine label " : "label ") +
-                            std::to_string(label) + " of record " + std::to_string(at) +
-                            " is out of range [0, " + std::to_string(L.classes) + ")");
-        }
-        ds.labels[static_cast<size_t>(image)] = label;
-        std::memcpy(ds.pixels.as<uint8_t>() + image * kImageBytes, rec + L.label_bytes,
-                    static_cast<size_t>(kImageBytes));
-        ++image;
-      }
-    }
-  }
+  for (size_t f = 0; f < paths.size(); ++f)
+    EASEL_RETURN_IF_ERROR(read_batch(files[f], paths[f], records[f], L, chunk.data(), &ds, &image));
   return ds;
 }
 
