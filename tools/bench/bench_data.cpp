@@ -82,6 +82,78 @@ Result<DataRow> time_streams(const BenchConfig& cfg, const DataBenchConfig& data
   return row;
 }
 
+// The distinct group counts of the layouts, ascending: the stream counts to time (a stream
+// feeds a group, whatever its threads).
+std::vector<int> distinct_group_counts(const std::vector<GroupLayout>& layouts) {
+  std::vector<int> group_counts;
+  for (const GroupLayout& gl : layouts)
+    if (std::find(group_counts.begin(), group_counts.end(), gl.groups) == group_counts.end())
+      group_counts.push_back(gl.groups);
+  std::sort(group_counts.begin(), group_counts.end());
+  return group_counts;
+}
+
+// Which runner a stream of `ds` with `threads` threads gets ("serial" when a probe stream
+// cannot be made): the header names it.
+const char* pipeline_runner(const Dataset& ds, int threads) {
+  DataThreads t;
+  t.threads = threads;
+  auto probe =
+      BatchStream::create(ds, 1, Layout::nchw, 0, 1, 1, true, MemKind::dram, -1, Augment(), t);
+  return probe.ok() ? (*probe)->pipeline_name() : "serial";
+}
+
+// Prints one row of the table and returns it as JSON.
+json report_data_row(const DataRow& row) {
+  char b1[96], b2[96];
+  std::snprintf(b1, sizeof b1, "%.1f/%.1f/%.1f", row.batches_per_second.min,
+                row.batches_per_second.median, row.batches_per_second.max);
+  std::snprintf(b2, sizeof b2, "%.0f/%.0f/%.0f", row.images_per_second.min,
+                row.images_per_second.median, row.images_per_second.max);
+  std::printf("%5lld %7d %23s %23s\n", static_cast<long long>(row.batch), row.streams, b1, b2);
+  return {{"batch", row.batch},
+          {"streams", row.streams},
+          {"batches_per_second", summary_json(row.batches_per_second)},
+          {"images_per_second", summary_json(row.images_per_second)}};
+}
+
+// Sets `row` against every timed net (doc["steps"]) of the same batch and group count: prints
+// whether the pipeline keeps ahead of the groups and adds it to *compared; a net that takes other
+// images than ds's goes to *other_shapes once instead (listed after the table).
+void compare_with_steps(const json& steps, const DataRow& row, const Dataset& ds, json* compared,
+                        std::vector<std::string>* other_shapes) {
+  for (const json& s : steps) {
+    if (s["batch"] != row.batch || s["groups"] != row.streams) continue;
+    const std::string net = s["net"];
+    const BenchInput in = bench_input(net);
+    if (in.channels != ds.channels || in.height != ds.height || in.width != ds.width) {
+      if (std::find(other_shapes->begin(), other_shapes->end(), net) == other_shapes->end())
+        other_shapes->push_back(net);
+      continue;
+    }
+    const double made = row.images_per_second.median;
+    const double used = s["aggregate_images_per_second"]["median"];
+    const std::string layout = s["layout"];
+    if (made >= used) {
+      std::printf("      keeps ahead of %s %s: makes %.0f img/s, the groups take %.0f (%.2fx)\n",
+                  net.c_str(), layout.c_str(), made, used, made / used);
+    } else {
+      std::printf(
+          "      FALLS BEHIND %s %s by %.0f img/s: makes %.0f, the groups take %.0f "
+          "(%.0f%% of the step rate; give more --data-threads or leave cores free)\n",
+          net.c_str(), layout.c_str(), used - made, made, used, 100 * made / used);
+    }
+    compared->push_back({{"net", net},
+                         {"layout", layout},
+                         {"batch", row.batch},
+                         {"groups", row.streams},
+                         {"made_images_per_second", made},
+                         {"used_images_per_second", used},
+                         {"keeps_ahead", made >= used},
+                         {"behind_images_per_second", std::max(0.0, used - made)}});
+  }
+}
+
 }  // namespace
 
 Result<DataBenchConfig> validate_data_flags(const BenchFlags& f) {
@@ -114,19 +186,8 @@ Status data_section(const BenchConfig& cfg, const DataBenchConfig& data, json& d
   const double load_s = seconds_now() - l0;
   const std::string shape = std::to_string(ds.channels) + "x" + std::to_string(ds.height) + "x" +
                             std::to_string(ds.width);
-  std::vector<int> group_counts;
-  for (const GroupLayout& gl : cfg.layouts)
-    if (std::find(group_counts.begin(), group_counts.end(), gl.groups) == group_counts.end())
-      group_counts.push_back(gl.groups);
-  std::sort(group_counts.begin(), group_counts.end());
-  const char* runner = "serial";
-  {
-    DataThreads t;
-    t.threads = data.threads;
-    auto probe =
-        BatchStream::create(ds, 1, Layout::nchw, 0, 1, 1, true, MemKind::dram, -1, Augment(), t);
-    if (probe.ok()) runner = (*probe)->pipeline_name();
-  }
+  const std::vector<int> group_counts = distinct_group_counts(cfg.layouts);
+  const char* runner = pipeline_runner(ds, data.threads);
   std::printf(
       "\n== data pipeline: %s (%lld training images %s, loaded in %.1f s), augment %s; each "
       "stream %d thread%s (%s), unpinned, drained as fast as it delivers, all streams at once; "
@@ -141,50 +202,9 @@ Status data_section(const BenchConfig& cfg, const DataBenchConfig& data, json& d
     for (int g : group_counts) {
       auto r = time_streams(cfg, data, ds, batch, g);
       if (!r.ok()) return r.status();
-      const DataRow& row = r.value();
-      char b1[96], b2[96];
-      std::snprintf(b1, sizeof b1, "%.1f/%.1f/%.1f", row.batches_per_second.min,
-                    row.batches_per_second.median, row.batches_per_second.max);
-      std::snprintf(b2, sizeof b2, "%.0f/%.0f/%.0f", row.images_per_second.min,
-                    row.images_per_second.median, row.images_per_second.max);
-      std::printf("%5lld %7d %23s %23s\n", static_cast<long long>(batch), g, b1, b2);
-      rows.push_back({{"batch", batch},
-                      {"streams", g},
-                      {"batches_per_second", summary_json(row.batches_per_second)},
-                      {"images_per_second", summary_json(row.images_per_second)}});
-      // Against every timed net of the same images, batch and group count.
-      if (!doc.contains("steps")) continue;
-      for (const json& s : doc["steps"]) {
-        if (s["batch"] != batch || s["groups"] != g) continue;
-        const std::string net = s["net"];
-        const BenchInput in = bench_input(net);
-        if (in.channels != ds.channels || in.height != ds.height || in.width != ds.width) {
-          if (std::find(other_shapes.begin(), other_shapes.end(), net) == other_shapes.end())
-            other_shapes.push_back(net);
-          continue;
-        }
-        const double made = row.images_per_second.median;
-        const double used = s["aggregate_images_per_second"]["median"];
-        const std::string layout = s["layout"];
-        if (made >= used) {
-          std::printf(
-              "      keeps ahead of %s %s: makes %.0f img/s, the groups take %.0f (%.2fx)\n",
-              net.c_str(), layout.c_str(), made, used, made / used);
-        } else {
-          std::printf(
-              "      FALLS BEHIND %s %s by %.0f img/s: makes %.0f, the groups take %.0f "
-              "(%.0f%% of the step rate; give more --data-threads or leave cores free)\n",
-              net.c_str(), layout.c_str(), used - made, made, used, 100 * made / used);
-        }
-        compared.push_back({{"net", net},
-                            {"layout", layout},
-                            {"batch", batch},
-                            {"groups", g},
-                            {"made_images_per_second", made},
-                            {"used_images_per_second", used},
-                            {"keeps_ahead", made >= used},
-                            {"behind_images_per_second", std::max(0.0, used - made)}});
-      }
+      rows.push_back(report_data_row(r.value()));
+      if (doc.contains("steps"))
+        compare_with_steps(doc["steps"], r.value(), ds, &compared, &other_shapes);
     }
   }
   for (const std::string& net : other_shapes) {

@@ -518,7 +518,6 @@ Result<model::StepRates> fit_step(const std::vector<NetFigures>& nets,
   return r;
 }
 
-// The description's text (it must parse back: run_calibration checks).
 // Passes timed by size, one [[table]] each: bytes, seconds and cold_seconds (groups 1).
 void write_sized(std::ostream& os, const std::string& table, const std::string& comment,
                  const std::vector<model::ExchangePoint>& points) {
@@ -527,22 +526,20 @@ void write_sized(std::ostream& os, const std::string& table, const std::string& 
        << "\nseconds = " << num(x.seconds) << "\ncold_seconds = " << num(x.cold_seconds) << "\n";
 }
 
-std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceilings& ceil,
-                     const ExchangeFit& fit, const Scaling& sc, const MpiFit& mpi,
-                     const std::vector<NetFigures>& nets, const model::StepRates& step) {
-  std::ostringstream os;
-  const std::string when = now_utc();
-  char host[256] = "this machine";
-  gethostname(host, sizeof host - 1);
-  const std::string origin = "easel bench --calibrate on " + std::string(host) + ", " + when +
-                             ", load average " + load_average();
-  const int c = topo.core_count();
+// The header and [machine]: which machine, when, and where its core count came from.
+void write_machine(std::ostream& os, const std::string& when, const std::string& origin,
+                   int cores) {
   os << "# This machine, as `easel bench --calibrate` measured it (" << when << ").\n"
      << "# Every figure below was measured by that command on this machine; docs/MODEL.md says\n"
      << "# how each one is used. Re-run it after a hardware or build change.\n\n"
      << "[machine]\nname = " << quoted("this machine: " + cpu_name()) << "\nkind = \"cpu\"\n"
-     << "cores = " << c << "\nsource = " << quoted(origin + "; hwloc's core count") << "\n\n"
-     << "[compute]\n"
+     << "cores = " << cores << "\nsource = " << quoted(origin + "; hwloc's core count") << "\n\n";
+}
+
+// [compute]: the FMA peak and the scaling figures fitted to the nets' steps and layouts.
+void write_compute(std::ostream& os, const Ceilings& ceil, const Scaling& sc,
+                   const std::string& origin) {
+  os << "[compute]\n"
      << "peak_gflops = " << num(ceil.fma_core_gflops.max) << "  # one core's FP32 FMA loop ("
      << ceil.isa << ")\n"
      << "efficiency = " << num(sc.efficiency)
@@ -560,8 +557,13 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
      << "oversubscribed_wait = 0.0  # groups sharing a core wait while another of them runs: "
         "that time is in N / C (their split showed "
      << num(sc.wait) << " of the compute waiting)\n"
-     << "source = " << quoted(origin + "; FMA loop, steps and layouts of easel bench") << "\n\n"
-     << "[memory]\ncache_mb = " << num(fit.memory.cache_mb)
+     << "source = " << quoted(origin + "; FMA loop, steps and layouts of easel bench") << "\n\n";
+}
+
+// [memory] and [memory.dram]: the caches and the triad's bandwidths, and the capacity.
+void write_memory(std::ostream& os, const Topology& topo, const BenchConfig& cfg,
+                  const Ceilings& ceil, const ExchangeFit& fit, const std::string& origin) {
+  os << "[memory]\ncache_mb = " << num(fit.memory.cache_mb)
      << "  # hwloc's last-level caches, summed (a VM may report its host's)\n"
      << "source = "
      << quoted(origin + "; STREAM-style triad, " + std::to_string(cfg.triad_mib) + " MiB arrays")
@@ -569,8 +571,14 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
      << "[memory.dram]\nbandwidth_gbs = " << num(ceil.triad_all_gbs.max)
      << "\ncore_bandwidth_gbs = " << num(ceil.triad_core_gbs.max)
      << "\ncapacity_gb = " << num(static_cast<double>(topo.total_memory_bytes) / 1e9)
-     << "\nsource = " << quoted("triad, best repeat; capacity from hwloc") << "\n\n"
-     << "[transport]\nsource = " << quoted(origin) << "\n"
+     << "\nsource = " << quoted("triad, best repeat; capacity from hwloc") << "\n\n";
+}
+
+// [transport]: shared memory's latency, bandwidth and timed exchanges, and the MPI ping-pong's
+// fit when the calibration ran under mpirun.
+void write_transport(std::ostream& os, const ExchangeFit& fit, const MpiFit& mpi,
+                     const std::string& origin) {
+  os << "[transport]\nsource = " << quoted(origin) << "\n"
      << "[transport.shared_memory]\nlatency_us = " << num(fit.memory.shared_memory.latency_us)
      << "\nbandwidth_gbs = " << num(fit.memory.shared_memory.bandwidth_gbs) << "\nsource = "
      << quoted("latency: half the fastest round trip between two threads (" +
@@ -599,6 +607,10 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
                  num(mpi.small_seconds * 1e6) + " us) and of 4 MiB (" +
                  num(mpi.large_seconds * 1e6) + " us), fitted to latency + bytes / bandwidth")
        << "\n";
+}
+
+// One [[net]] per measured net: its step, update and layouts, then its [[net.layer]] times.
+void write_nets(std::ostream& os, const std::vector<NetFigures>& nets) {
   for (const NetFigures& f : nets) {
     os << "\n[[net]]\nname = " << quoted(f.name) << "\nbatch = " << f.batch
        << "\nstep_seconds = " << num(f.step) << "\nupdate_seconds = " << num(f.update);
@@ -621,6 +633,11 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
          << "\nforward_seconds = " << num(l.forward_ms.median / 1e3)
          << "\nbackward_seconds = " << num(l.backward_ms.median / 1e3) << "\n";
   }
+}
+
+// [step]: the fitted step model (update, rest, by-size passes and each layer class's rates).
+void write_step(std::ostream& os, const ExchangeFit& fit, const std::vector<NetFigures>& nets,
+                const model::StepRates& step, const std::string& origin) {
   std::string fitted;
   for (const NetFigures& f : nets)
     fitted += (fitted.empty() ? "" : ", ") + f.name;
@@ -650,11 +667,34 @@ std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceiling
        << (r.weight_gbs ? "\nweight_gbs = " + num(*r.weight_gbs) : "")
        << (r.gpixels > 0 ? "\ngpixels = " + num(r.gpixels) : "") << "\nsamples = " << r.samples
        << "\n";
+}
+
+// The one [[mode]]: this machine's localities as hwloc shows them.
+void write_mode(std::ostream& os, const Topology& topo) {
   const std::vector<Locality> locs = localities(topo);
   os << "\n[[mode]]\nname = \"this\"\nlocalities = " << locs.size()
      << "\nhbw_gb = " << num(static_cast<double>(locs[0].hbw_bytes) / 1e9)
      << "\ndram_gb = " << num(static_cast<double>(locs[0].dram_bytes) / 1e9)
      << "\nsource = \"engine/topology.cpp's localities of this machine (hwloc)\"\n";
+}
+
+// The description's text (it must parse back: run_calibration checks).
+std::string describe(const Topology& topo, const BenchConfig& cfg, const Ceilings& ceil,
+                     const ExchangeFit& fit, const Scaling& sc, const MpiFit& mpi,
+                     const std::vector<NetFigures>& nets, const model::StepRates& step) {
+  std::ostringstream os;
+  const std::string when = now_utc();
+  char host[256] = "this machine";
+  gethostname(host, sizeof host - 1);
+  const std::string origin = "easel bench --calibrate on " + std::string(host) + ", " + when +
+                             ", load average " + load_average();
+  write_machine(os, when, origin, topo.core_count());
+  write_compute(os, ceil, sc, origin);
+  write_memory(os, topo, cfg, ceil, fit, origin);
+  write_transport(os, fit, mpi, origin);
+  write_nets(os, nets);
+  write_step(os, fit, nets, step, origin);
+  write_mode(os, topo);
   return os.str();
 }
 

@@ -68,30 +68,19 @@ bool right(const Algo& a, int p, int64_t i, float got) {
   return std::fabs(got - exact(p, i)) <= compressed_ring::error_bound(p, *a.packed, m);
 }
 
-// Runs `op(rank, buf, n)` on every local rank: `repeats` timed calls after one warm-up, each
-// started together (a barrier of the comm's own), the median of the slowest rank's times.
-using Op = std::function<void(int, float*, int64_t)>;
-
-}  // namespace
-
-Status run_collectives_bench(const CollectivesFlags& f, nlohmann::json* doc) {
-  MpiComm* world = mpi_world();
-  const bool across = world != nullptr && world->size() > 1;
-  const int local = across ? 1 : f.ranks;
-  if (local < 1 || local > 256)
-    return invalid_argument("--ranks: " + std::to_string(f.ranks) + " is out of range [1, 256]");
-  if (f.repeats < 1) return invalid_argument("--repeats: must be >= 1");
-  std::shared_ptr<Transport> transport =
-      across ? world->transport() : std::shared_ptr<Transport>(make_shm_transport(local));
-  const int p = transport->size();
-  const int me0 = transport->first_local();
-  const bool print = !across || world->rank() == 0;
-  const double max_bytes = f.max_mb > 0 ? f.max_mb * 1e6 : largest_arena_bytes();
+// Message sizes from 4 KB up by factors of 4 while below max_bytes, then max_bytes itself.
+std::vector<double> message_sizes(double max_bytes) {
   std::vector<double> sizes;
   for (double b = 4096; b < max_bytes; b *= 4)
     sizes.push_back(b);
   sizes.push_back(max_bytes);
+  return sizes;
+}
 
+// The table's rows: easel's four fp32 algorithms, the compressed ring's wire formats where the
+// ring takes them, and under mpirun the MPI library's own MPI_Allreduce.
+std::vector<Algo> bench_algos(const std::shared_ptr<Transport>& transport, MpiComm* world,
+                              bool across) {
   std::vector<Algo> algos;
   for (CollectiveAlgo a : {CollectiveAlgo::tree, CollectiveAlgo::ring,
                            CollectiveAlgo::halving_doubling, CollectiveAlgo::hierarchical})
@@ -102,18 +91,160 @@ Status run_collectives_bench(const CollectivesFlags& f, nlohmann::json* doc) {
       algos.push_back({std::string("ring ") + wire_format_name(w), std::move(comm), w});
   }
   if (across) algos.push_back({"mpi (MPI_Allreduce)", world->native_comm()});
+  return algos;
+}
+
+// Where the run's ranks are: `local` of them in this process, the first numbered me0, of p in
+// all; `world` set when they span MPI processes (across).
+struct Ranks {
+  MpiComm* world = nullptr;
+  bool across = false;
+  int local = 1, me0 = 0, p = 1;
+};
+
+// One pass's figures: the slowest rank's seconds and the elements wrong.
+struct Pass {
+  double slowest = 0;
+  int64_t wrong = 0;
+};
+
+// One allreduce of `a` over n floats on every local rank (threads, started together by a
+// barrier of the comm's own), each rank's buffer filled with its values first.
+Pass run_local_pass(Algo& a, const Ranks& rk, int64_t n, std::vector<std::vector<float>>& bufs,
+                    std::vector<std::vector<float>>& errs) {
+  std::vector<double> took(static_cast<size_t>(rk.local));
+  std::vector<int64_t> bad(static_cast<size_t>(rk.local));
+  auto body = [&](int l) {
+    const int r = rk.me0 + l;
+    std::vector<float>& b = bufs[static_cast<size_t>(l)];
+    for (int64_t i = 0; i < n; ++i)
+      b[static_cast<size_t>(i)] = value(r, i);
+    a.comm->barrier(r);
+    float* e = a.packed == WireFormat::int8 ? errs[static_cast<size_t>(l)].data() : nullptr;
+    const double t0 = now();
+    if (a.packed)
+      a.comm->allreduce_compressed(r, b.data(), b.data(), n, *a.packed, e);
+    else
+      a.comm->allreduce_sum(r, b.data(), n);
+    took[static_cast<size_t>(l)] = now() - t0;
+    for (int64_t i = 0; i < n; ++i)
+      bad[static_cast<size_t>(l)] += !right(a, rk.p, i, b[static_cast<size_t>(i)]);
+  };
+  std::vector<std::thread> ts;
+  for (int l = 1; l < rk.local; ++l)
+    ts.emplace_back(body, l);
+  body(0);
+  for (auto& t : ts)
+    t.join();
+  Pass pass;
+  pass.slowest = *std::max_element(took.begin(), took.end());
+  for (int64_t w : bad)
+    pass.wrong += w;
+  return pass;
+}
+
+// Under mpirun: the slowest rank's time and every rank's errors, on rank 0 (the one that
+// prints); every rank calls.
+void combine_across_ranks(MpiComm* world, int p, Pass* pass) {
+  float v[2] = {static_cast<float>(pass->slowest), static_cast<float>(pass->wrong)};
+  std::vector<float> all(static_cast<size_t>(2 * p));
+  world->gather_bytes(v, sizeof v, all.data(), 0);
+  if (world->rank() == 0) {
+    for (int r = 0; r < p; ++r) {
+      pass->slowest = std::max(pass->slowest, static_cast<double>(all[static_cast<size_t>(2 * r)]));
+      pass->wrong += r == 0 ? 0 : static_cast<int64_t>(all[static_cast<size_t>(2 * r + 1)]);
+    }
+  }
+}
+
+// An algorithm's figures at one size: the median of its passes' slowest-rank seconds, and the
+// elements wrong over all its passes.
+struct Timed {
+  double seconds = 0;
+  int64_t wrong = 0;
+};
+
+// `repeats` timed passes of `a` over n floats after one warm-up (nccl-tests' median of the
+// slowest rank); the warm-up's wrong elements count too.
+Timed time_allreduce(Algo& a, const Ranks& rk, int64_t n, int repeats,
+                     std::vector<std::vector<float>>& bufs, std::vector<std::vector<float>>& errs) {
+  std::vector<double> times;
+  int64_t wrong = 0;
+  for (int rep = 0; rep <= repeats; ++rep) {
+    Pass pass = run_local_pass(a, rk, n, bufs, errs);
+    if (rk.across) combine_across_ranks(rk.world, rk.p, &pass);
+    if (rep > 0) times.push_back(pass.slowest);  // rep 0 warms up
+    wrong += pass.wrong;
+  }
+  std::nth_element(times.begin(), times.begin() + static_cast<long>(times.size() / 2), times.end());
+  return {times[times.size() / 2], wrong};
+}
+
+// The cost model's seconds for one of easel's fp32 algorithms; null for MPI's own and the
+// compressed ring's rows, which it does not price.
+nlohmann::json predicted_seconds(const Algo& a, const CollectiveShape& shape,
+                                 const CollectiveChoice& pick) {
+  if (a.name.rfind("mpi", 0) == 0 || a.packed) return nlohmann::json(nullptr);
+  const CollectiveAlgo algo = a.name == "tree"               ? CollectiveAlgo::tree
+                              : a.name == "ring"             ? CollectiveAlgo::ring
+                              : a.name == "halving-doubling" ? CollectiveAlgo::halving_doubling
+                                                             : CollectiveAlgo::hierarchical;
+  return nlohmann::json(allreduce_seconds(algo, shape, pick.inter));
+}
+
+// Prints (when `print`) and returns one row of the table: `a` over n floats took `timed`.
+nlohmann::json report_row(const Algo& a, const CollectiveShape& shape, const CollectiveChoice& pick,
+                          int64_t n, const Timed& timed, bool print) {
+  const double t = timed.seconds;
+  const double algbw = shape.bytes / t / 1e9;
+  const double busbw = algbw * 2.0 * (shape.ranks - 1) / shape.ranks;
+  const bool chosen = a.name == collective_algo_name(pick.algo);
+  if (print) {
+    std::printf("%12.0f %12lld  %-20s %11.1f %11.2f %11.2f %7lld%s\n", shape.bytes,
+                static_cast<long long>(n), a.name.c_str(), t * 1e6, algbw, busbw,
+                static_cast<long long>(timed.wrong), chosen ? "  <- auto" : "");
+  }
+  return {{"bytes", shape.bytes},
+          {"count", n},
+          {"algorithm", a.name},
+          {"seconds", t},
+          {"algbw_gbs", algbw},
+          {"busbw_gbs", busbw},
+          {"wrong", timed.wrong},
+          {"auto_choice", chosen},
+          {"predicted_seconds", predicted_seconds(a, shape, pick)}};
+}
+
+}  // namespace
+
+Status run_collectives_bench(const CollectivesFlags& f, nlohmann::json* doc) {
+  Ranks rk;
+  rk.world = mpi_world();
+  rk.across = rk.world != nullptr && rk.world->size() > 1;
+  rk.local = rk.across ? 1 : f.ranks;
+  if (rk.local < 1 || rk.local > 256)
+    return invalid_argument("--ranks: " + std::to_string(f.ranks) + " is out of range [1, 256]");
+  if (f.repeats < 1) return invalid_argument("--repeats: must be >= 1");
+  std::shared_ptr<Transport> transport =
+      rk.across ? rk.world->transport() : std::shared_ptr<Transport>(make_shm_transport(rk.local));
+  rk.p = transport->size();
+  rk.me0 = transport->first_local();
+  const bool print = !rk.across || rk.world->rank() == 0;
+  const double max_bytes = f.max_mb > 0 ? f.max_mb * 1e6 : largest_arena_bytes();
+  const std::vector<double> sizes = message_sizes(max_bytes);
+  std::vector<Algo> algos = bench_algos(transport, rk.world, rk.across);
 
   LinkCost intra, inter;
   std::string error;
   if (!collective_links(&intra, &inter, &error)) return invalid_argument(error);
   if (print) {
-    std::printf("# collectives: %d ranks over %s (%d node(s)), median of %d, in place\n", p,
+    std::printf("# collectives: %d ranks over %s (%d node(s)), median of %d, in place\n", rk.p,
                 transport->name().c_str(), transport->nodes(), f.repeats);
     std::printf("%12s %12s  %-20s %11s %11s %11s %7s\n", "size(B)", "count", "algorithm",
                 "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
   }
   nlohmann::json rows = nlohmann::json::array();
-  std::vector<std::vector<float>> bufs(static_cast<size_t>(local)), errs(bufs.size());
+  std::vector<std::vector<float>> bufs(static_cast<size_t>(rk.local)), errs(bufs.size());
   for (double bytes : sizes) {
     const int64_t n = std::max<int64_t>(1, static_cast<int64_t>(bytes / 4));
     for (auto& b : bufs)
@@ -122,88 +253,16 @@ Status run_collectives_bench(const CollectivesFlags& f, nlohmann::json* doc) {
       e.assign(static_cast<size_t>(n), 0.f);
     CollectiveShape shape;
     shape.bytes = static_cast<double>(n) * 4;
-    shape.ranks = p;
-    shape.ranks_per_node = std::max(1, p / std::max(1, transport->nodes()));
+    shape.ranks = rk.p;
+    shape.ranks_per_node = std::max(1, rk.p / std::max(1, transport->nodes()));
     shape.intra = intra;
     shape.inter = inter;
     const CollectiveChoice pick = choose_collective(shape);
-    for (Algo& a : algos) {
-      std::vector<double> times;
-      int64_t wrong = 0;
-      for (int rep = 0; rep <= f.repeats; ++rep) {
-        std::vector<double> took(static_cast<size_t>(local));
-        std::vector<int64_t> bad(static_cast<size_t>(local));
-        auto body = [&](int l) {
-          const int r = me0 + l;
-          std::vector<float>& b = bufs[static_cast<size_t>(l)];
-          for (int64_t i = 0; i < n; ++i)
-            b[static_cast<size_t>(i)] = value(r, i);
-          a.comm->barrier(r);
-          float* e = a.packed == WireFormat::int8 ? errs[static_cast<size_t>(l)].data() : nullptr;
-          const double t0 = now();
-          if (a.packed)
-            a.comm->allreduce_compressed(r, b.data(), b.data(), n, *a.packed, e);
-          else
-            a.comm->allreduce_sum(r, b.data(), n);
-          took[static_cast<size_t>(l)] = now() - t0;
-          for (int64_t i = 0; i < n; ++i)
-            bad[static_cast<size_t>(l)] += !right(a, p, i, b[static_cast<size_t>(i)]);
-        };
-        std::vector<std::thread> ts;
-        for (int l = 1; l < local; ++l)
-          ts.emplace_back(body, l);
-        body(0);
-        for (auto& t : ts)
-          t.join();
-        double slowest = *std::max_element(took.begin(), took.end());
-        int64_t wrong_here = 0;
-        for (int64_t w : bad)
-          wrong_here += w;
-        if (across) {  // the slowest rank's time and everyone's errors, on every rank
-          float v[2] = {static_cast<float>(slowest), static_cast<float>(wrong_here)};
-          std::vector<float> all(static_cast<size_t>(2 * p));
-          world->gather_bytes(v, sizeof v, all.data(), 0);
-          if (world->rank() == 0) {
-            for (int r = 0; r < p; ++r) {
-              slowest = std::max(slowest, static_cast<double>(all[static_cast<size_t>(2 * r)]));
-              wrong_here += r == 0 ? 0 : static_cast<int64_t>(all[static_cast<size_t>(2 * r + 1)]);
-            }
-          }
-        }
-        if (rep > 0) times.push_back(slowest);  // rep 0 warms up
-        wrong += wrong_here;
-      }
-      std::nth_element(times.begin(), times.begin() + static_cast<long>(times.size() / 2),
-                       times.end());
-      const double t = times[times.size() / 2];
-      const double algbw = shape.bytes / t / 1e9;
-      const double busbw = algbw * 2.0 * (p - 1) / p;
-      const bool chosen = a.name == collective_algo_name(pick.algo);
-      if (print) {
-        std::printf("%12.0f %12lld  %-20s %11.1f %11.2f %11.2f %7lld%s\n", shape.bytes,
-                    static_cast<long long>(n), a.name.c_str(), t * 1e6, algbw, busbw,
-                    static_cast<long long>(wrong), chosen ? "  <- auto" : "");
-      }
-      rows.push_back({{"bytes", shape.bytes},
-                      {"count", n},
-                      {"algorithm", a.name},
-                      {"seconds", t},
-                      {"algbw_gbs", algbw},
-                      {"busbw_gbs", busbw},
-                      {"wrong", wrong},
-                      {"auto_choice", chosen},
-                      {"predicted_seconds",
-                       a.name.rfind("mpi", 0) == 0 || a.packed
-                           ? nlohmann::json(nullptr)
-                           : nlohmann::json(allreduce_seconds(
-                                 a.name == "tree"               ? CollectiveAlgo::tree
-                                 : a.name == "ring"             ? CollectiveAlgo::ring
-                                 : a.name == "halving-doubling" ? CollectiveAlgo::halving_doubling
-                                                                : CollectiveAlgo::hierarchical,
-                                 shape, pick.inter))}});
-    }
+    for (Algo& a : algos)
+      rows.push_back(
+          report_row(a, shape, pick, n, time_allreduce(a, rk, n, f.repeats, bufs, errs), print));
   }
-  (*doc)["collectives"] = {{"ranks", p},
+  (*doc)["collectives"] = {{"ranks", rk.p},
                            {"transport", transport->name()},
                            {"nodes", transport->nodes()},
                            {"repeats", f.repeats},

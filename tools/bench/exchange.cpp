@@ -289,6 +289,32 @@ ArenaLayout one_segment_layout(int64_t floats) {
   return layout;
 }
 
+// The groups' figures as one PassTime: `best` each group's fastest warm repeat, `cold` each
+// one's cold calls. The Comm path's groups differ (the root alone updates the centre; the
+// trainer's comm share sums them): their mean, and the slowest apart. The fused exchanges' are
+// alike: their median.
+PassTime combine_group_times(const std::vector<double>& best,
+                             const std::vector<std::vector<double>>& cold, bool comm_path) {
+  std::vector<double> cold_each;
+  for (const auto& c : cold)
+    if (!c.empty()) cold_each.push_back(summarize(c).median);
+  PassTime out;
+  if (comm_path) {
+    out.seconds = std::accumulate(best.begin(), best.end(), 0.0) / static_cast<double>(best.size());
+    out.cold_seconds = cold_each.empty()
+                           ? 0
+                           : std::accumulate(cold_each.begin(), cold_each.end(), 0.0) /
+                                 static_cast<double>(cold_each.size());
+    out.slowest_seconds = *std::max_element(best.begin(), best.end());
+    out.slowest_cold_seconds =
+        cold_each.empty() ? 0 : *std::max_element(cold_each.begin(), cold_each.end());
+    return out;
+  }
+  out.seconds = summarize(best).median;
+  out.cold_seconds = summarize(cold_each).median;
+  return out;
+}
+
 }  // namespace
 
 Result<PassTime> time_sync_exchange_cpu(const Topology& topo, const BenchConfig& cfg, int groups,
@@ -351,26 +377,7 @@ Result<PassTime> time_sync_exchange_cpu(const Topology& topo, const BenchConfig&
     });
     run_together(workers, [&](int i) { cold[static_cast<size_t>(i)].push_back(timed(i, 1)); });
   }
-  std::vector<double> cold_each;
-  for (const auto& c : cold)
-    if (!c.empty()) cold_each.push_back(summarize(c).median);
-  PassTime out;
-  // The Comm path's groups differ (the root alone updates the centre; the trainer's comm share
-  // sums them): their mean. The fused exchanges' are alike: their median.
-  if (comm_path) {
-    out.seconds = std::accumulate(best.begin(), best.end(), 0.0) / static_cast<double>(groups);
-    out.cold_seconds = cold_each.empty()
-                           ? 0
-                           : std::accumulate(cold_each.begin(), cold_each.end(), 0.0) /
-                                 static_cast<double>(cold_each.size());
-    out.slowest_seconds = *std::max_element(best.begin(), best.end());
-    out.slowest_cold_seconds =
-        cold_each.empty() ? 0 : *std::max_element(cold_each.begin(), cold_each.end());
-    return out;
-  }
-  out.seconds = summarize(best).median;
-  out.cold_seconds = summarize(cold_each).median;
-  return out;
+  return combine_group_times(best, cold, comm_path);
 }
 
 Result<PassTime> time_group_pass_cpu(const Topology& topo, const BenchConfig& cfg, int64_t floats,

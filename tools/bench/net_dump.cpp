@@ -167,6 +167,84 @@ std::vector<int32_t> pool_argmax(const OpDesc& d, const float* src, const float*
   return at;
 }
 
+// Sets every dropout layer's ratio to 0 (the identity: its mask is a draw of easel's generator
+// that no other framework can repeat); returns their names.
+std::vector<std::string> zero_dropout(NetSpec& spec) {
+  std::vector<std::string> zeroed;
+  for (LayerSpec& l : spec.layers)
+    if (l.op.kind == OpKind::dropout) {
+      l.op.ratio = 0.f;
+      zeroed.push_back(l.name);
+    }
+  return zeroed;
+}
+
+// The batch: images uniform in [-1, 1) then labels uniform in [0, classes), from seed's stream
+// 1000.
+void fill_batch(uint64_t seed, int64_t classes, std::vector<float>& images,
+                std::vector<int32_t>& labels) {
+  Rng rng = Rng::stream(seed, 1000);
+  for (float& v : images)
+    v = rng.uniform(-1.f, 1.f);
+  for (int32_t& l : labels)
+    l = static_cast<int32_t>(rng.below(static_cast<uint64_t>(classes)));
+}
+
+// Every segment's weights before the step, then every gradient, then the state segments after it.
+void dump_segments(Dump& dump, const std::vector<Segment>& segs, const float* before,
+                   const float* grad, const float* after) {
+  for (const Segment& s : segs)
+    dump.add(s.name, "weights", s.dims, before + s.offset, s.count, "float32", s.state);
+  for (const Segment& s : segs)
+    dump.add(s.name, "grad", s.dims, grad + s.offset, s.count, "float32");
+  for (const Segment& s : segs)
+    if (s.state) dump.add(s.name, "state_after", s.dims, after + s.offset, s.count, "float32");
+}
+
+// Layer i's maxpool_argmax: the pool's descriptor with its input's shape and output, from the
+// layer that feeds it (or the images, x).
+void dump_pool_argmax(Dump& dump, const Net& net, const NetSpec& spec,
+                      const std::vector<LayerInfo>& layers, size_t i, const float* images,
+                      const Shape4& x) {
+  const LayerInfo& l = layers[i];
+  const auto spec_layer = std::find_if(spec.layers.begin(), spec.layers.end(),
+                                       [&](const LayerSpec& ls) { return ls.name == l.name; });
+  EASEL_CHECK(spec_layer != spec.layers.end() && l.inputs.size() == 1);
+  OpDesc d = spec_layer->op;
+  const float* src = images;
+  for (size_t j = 0; j < i; ++j)
+    if (layers[j].name == l.inputs[0]) {
+      src = net.output(j);
+      d.src = layers[j].dst;
+    }
+  if (l.inputs[0] == "data") d.src = x;
+  const std::vector<int32_t> at = pool_argmax(d, src, net.output(i));
+  dump.add(l.name, "maxpool_argmax", {l.dst.n, l.dst.c, l.dst.h, l.dst.w}, at.data(), l.dst.count(),
+           "int32");
+}
+
+// Each max pool's argmax and each ReLU-ending layer's relu_mask, in the net's order; returns
+// every layer's "name: kind impl" line.
+std::vector<std::string> dump_layer_arrays(Dump& dump, const Net& net, const NetSpec& spec,
+                                           const float* images, const Shape4& x) {
+  std::vector<std::string> impls;
+  const std::vector<LayerInfo> layers = net.describe();
+  std::vector<uint8_t> mask;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerInfo& l = layers[i];
+    impls.push_back(l.name + ": " + l.kind + " " + l.impl);
+    if (l.kind == "max_pool") dump_pool_argmax(dump, net, spec, layers, i, images, x);
+    if (l.kind != "relu" && !l.kind.ends_with("+relu")) continue;
+    const float* y = net.output(i);
+    mask.resize(static_cast<size_t>(l.dst.count()));
+    for (size_t j = 0; j < mask.size(); ++j)
+      mask[j] = y[j] > 0.f ? 1 : 0;
+    dump.add(l.name, "relu_mask", {l.dst.n, l.dst.c, l.dst.h, l.dst.w}, mask.data(), l.dst.count(),
+             "uint8");
+  }
+  return impls;
+}
+
 int run(const Options& o) {
   auto impl = parse_impl_choice(o.impl);
   if (!impl.ok()) return usage(impl.status().to_string().c_str());
@@ -178,12 +256,7 @@ int run(const Options& o) {
     return 2;
   }
   NetSpec spec = std::move(built).value();
-  std::vector<std::string> zeroed;  // the dropout layers made the identity
-  for (LayerSpec& l : spec.layers)
-    if (l.op.kind == OpKind::dropout) {
-      l.op.ratio = 0.f;
-      zeroed.push_back(l.name);
-    }
+  const std::vector<std::string> zeroed = zero_dropout(spec);
 
   std::unique_ptr<Device> device = make_cpu_device(impl.value());
   auto created = Net::create(spec, o.batch, Layout::nchw, *device, MemKind::dram);
@@ -202,11 +275,7 @@ int run(const Options& o) {
   const Shape4 x = net.input_shape();
   std::vector<float> images(static_cast<size_t>(x.count()));
   std::vector<int32_t> labels(static_cast<size_t>(o.batch));
-  Rng rng = Rng::stream(o.seed, 1000);
-  for (float& v : images)
-    v = rng.uniform(-1.f, 1.f);
-  for (int32_t& l : labels)
-    l = static_cast<int32_t>(rng.below(static_cast<uint64_t>(spec.classes)));
+  fill_batch(o.seed, spec.classes, images, labels);
 
   const StepStats st = net.train_step(images.data(), labels.data(), w.data(), dw.data());
 
@@ -225,43 +294,8 @@ int run(const Options& o) {
   dump.add("logits", "logits", {o.batch, spec.classes}, net.output(), o.batch * spec.classes,
            "float32");
   const auto& segs = layout.segments();
-  for (const Segment& s : segs)
-    dump.add(s.name, "weights", s.dims, before.data() + s.offset, s.count, "float32", s.state);
-  for (const Segment& s : segs)
-    dump.add(s.name, "grad", s.dims, dw.data() + s.offset, s.count, "float32");
-  for (const Segment& s : segs)
-    if (s.state) dump.add(s.name, "state_after", s.dims, w.data() + s.offset, s.count, "float32");
-
-  std::vector<std::string> impls;
-  const std::vector<LayerInfo> layers = net.describe();
-  std::vector<uint8_t> mask;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const LayerInfo& l = layers[i];
-    impls.push_back(l.name + ": " + l.kind + " " + l.impl);
-    if (l.kind == "max_pool") {
-      const auto spec_layer = std::find_if(spec.layers.begin(), spec.layers.end(),
-                                           [&](const LayerSpec& ls) { return ls.name == l.name; });
-      EASEL_CHECK(spec_layer != spec.layers.end() && l.inputs.size() == 1);
-      OpDesc d = spec_layer->op;
-      const float* src = images.data();
-      for (size_t j = 0; j < i; ++j)
-        if (layers[j].name == l.inputs[0]) {
-          src = net.output(j);
-          d.src = layers[j].dst;
-        }
-      if (l.inputs[0] == "data") d.src = x;
-      const std::vector<int32_t> at = pool_argmax(d, src, net.output(i));
-      dump.add(l.name, "maxpool_argmax", {l.dst.n, l.dst.c, l.dst.h, l.dst.w}, at.data(),
-               l.dst.count(), "int32");
-    }
-    if (l.kind != "relu" && !l.kind.ends_with("+relu")) continue;
-    const float* y = net.output(i);
-    mask.resize(static_cast<size_t>(l.dst.count()));
-    for (size_t j = 0; j < mask.size(); ++j)
-      mask[j] = y[j] > 0.f ? 1 : 0;
-    dump.add(l.name, "relu_mask", {l.dst.n, l.dst.c, l.dst.h, l.dst.w}, mask.data(), l.dst.count(),
-             "uint8");
-  }
+  dump_segments(dump, segs, before.data(), dw.data(), w.data());
+  const std::vector<std::string> impls = dump_layer_arrays(dump, net, spec, images.data(), x);
   const nlohmann::json meta = {
       {"net", spec.name},         {"input", {x.c, x.h, x.w}}, {"classes", spec.classes},
       {"batch", o.batch},         {"seed", o.seed},           {"impl", o.impl},

@@ -58,6 +58,9 @@ std::shared_ptr<CLI::Formatter> help_formatter();
 // of neighbours, ignoring case) when it is near enough to be a typo of it: at most 1 edit for
 // words up to 4 characters, 2 up to 8, else 3; "" when none is (or `word` is one of them).
 std::string nearest(const std::string& word, const std::vector<std::string>& candidates);
+// " (did you mean X?)" for the candidate nearest `word` when it is near enough to be a typo
+// (nearest), else "".
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
 // The names of the settings `command` takes (the config file's keys) and of its booleans.
 std::vector<std::string> setting_names(unsigned command, bool booleans_only = false);
 // After the flag parser: every setting of `command` into a TrainConfig, validated. A setting

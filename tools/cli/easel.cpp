@@ -67,13 +67,6 @@ std::string repeated_or_empty(int argc, char** argv, const CLI::App& sub) {
   return {};
 }
 
-// " (did you mean X?)" for the candidate nearest `word` when it is near enough to be a typo
-// (cli::nearest), else "".
-std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
-  const std::string near = easel::cli::nearest(word, candidates);
-  return near.empty() ? "" : " (did you mean " + near + "?)";
-}
-
 // The first --flag among the arguments after the subcommand (and its own: data pack) that it
 // does not have, named with the nearest flag it has; empty when every flag is known (the
 // parser refused something else).
@@ -97,8 +90,8 @@ std::string unknown_flag(const CLI::App& top, int argc, char** argv) {
     if (a.rfind("--", 0) != 0 || a.size() == 2) continue;
     const std::string name = a.substr(0, a.find('='));
     if (sub->get_option_no_throw(name) != nullptr) continue;
-    return name + ": no such flag of easel " + path + did_you_mean(name, names) + " (see easel " +
-           path + " --help)";
+    return name + ": no such flag of easel " + path + easel::cli::did_you_mean(name, names) +
+           " (see easel " + path + " --help)";
   }
   return {};
 }
@@ -151,8 +144,8 @@ int parse_error(const CLI::App& app, int argc, char** argv, const CLI::ParseErro
   if (argc > 1 && sub == nullptr && argv[1][0] != '-')
     return easel::cli::report(
         easel::invalid_argument("unknown command '" + std::string(argv[1]) + "'" +
-                                did_you_mean(argv[1], names) + " (commands: " + commands +
-                                "; see easel --help)"),
+                                easel::cli::did_you_mean(argv[1], names) +
+                                " (commands: " + commands + "; see easel --help)"),
         Failure::request);
   if (sub != nullptr)
     if (const std::string bad = unknown_flag(*sub, argc, argv); !bad.empty())

@@ -378,6 +378,37 @@ std::string result_text(const json& r) {
   return out;
 }
 
+// --set's KEY=V1,V2,...: the axis of train setting KEY, each value checked as train reads it.
+Result<SweepAxis> parse_set(const std::string& kv) {
+  const size_t e = kv.find('=');
+  if (e == std::string::npos || e == 0)
+    return bad("--set " + printable(kv) + ": not KEY=V1,V2,...");
+  const std::string key = kv.substr(0, e);
+  EASEL_ASSIGN_OR_RETURN(const Setting* s, sweep_setting(key, "--set "));
+  SweepAxis axis{s->name, {}};
+  std::string rest = kv.substr(e + 1);
+  size_t from = 0;
+  while (true) {
+    const size_t comma = rest.find(',', from);
+    const std::string v = rest.substr(from, comma == std::string::npos ? comma : comma - from);
+    if (v.empty()) return bad("--set " + key + ": an empty value in '" + printable(rest) + "'");
+    EASEL_RETURN_IF_ERROR(check_value(*s, v, "--set " + key + ": "));
+    axis.values.push_back(v);
+    if (comma == std::string::npos) break;
+    from = comma + 1;
+  }
+  return axis;
+}
+
+// The refusal of --NAME, neither a sweep flag nor a train one, naming the nearest that is.
+Status unknown_flag(const std::string& name) {
+  std::vector<std::string> known = {"--set", "--grid", "--out", "--config"};
+  for (const std::string& n : setting_names(kTrainCommand))
+    known.push_back("--" + n);
+  return bad("--" + printable(name) + ": not a sweep or train flag" +
+             did_you_mean("--" + name, known) + " (see easel sweep --help)");
+}
+
 Status parse_sweep_args(const std::vector<std::string>& args, SweepSpec* spec, std::string* out,
                         bool* help) {
   std::string grid;
@@ -404,23 +435,7 @@ Status parse_sweep_args(const std::vector<std::string>& args, SweepSpec* spec, s
     };
     if (name == "set") {
       EASEL_ASSIGN_OR_RETURN(std::string kv, take());
-      const size_t e = kv.find('=');
-      if (e == std::string::npos || e == 0)
-        return bad("--set " + printable(kv) + ": not KEY=V1,V2,...");
-      const std::string key = kv.substr(0, e);
-      EASEL_ASSIGN_OR_RETURN(const Setting* s, sweep_setting(key, "--set "));
-      SweepAxis axis{s->name, {}};
-      std::string rest = kv.substr(e + 1);
-      size_t from = 0;
-      while (true) {
-        const size_t comma = rest.find(',', from);
-        const std::string v = rest.substr(from, comma == std::string::npos ? comma : comma - from);
-        if (v.empty()) return bad("--set " + key + ": an empty value in '" + printable(rest) + "'");
-        EASEL_RETURN_IF_ERROR(check_value(*s, v, "--set " + key + ": "));
-        axis.values.push_back(v);
-        if (comma == std::string::npos) break;
-        from = comma + 1;
-      }
+      EASEL_ASSIGN_OR_RETURN(SweepAxis axis, parse_set(kv));
       sets.push_back(std::move(axis));
     } else if (name == "grid") {
       if (!grid.empty()) return bad("--grid: given twice");
@@ -433,15 +448,7 @@ Status parse_sweep_args(const std::vector<std::string>& args, SweepSpec* spec, s
       spec->fixed.push_back("--config=" + file);
     } else {
       const Setting* s = find_setting(name);
-      if (s == nullptr || !s->takes(kTrainCommand)) {
-        std::vector<std::string> known = {"--set", "--grid", "--out", "--config"};
-        for (const std::string& n : setting_names(kTrainCommand))
-          known.push_back("--" + n);
-        const std::string near = nearest("--" + name, known);
-        return bad("--" + printable(name) + ": not a sweep or train flag" +
-                   (near.empty() ? "" : " (did you mean " + near + "?)") +
-                   " (see easel sweep --help)");
-      }
+      if (s == nullptr || !s->takes(kTrainCommand)) return unknown_flag(name);
       if (sweep_owns(s->name))
         return bad("--" + name +
                    ": the sweep's own (run easel sweep again with the same --out to " + "go on)");
@@ -507,6 +514,92 @@ std::string self_exe() {
   return ec ? std::string() : p.string();
 }
 
+// Whether the sweep's flags set --progress themselves (else each cell gets --progress=lines).
+bool progress_given(const SweepSpec& spec) {
+  bool given = false;
+  for (const std::string& f : spec.fixed)
+    given |= flag_key(f) == "progress";
+  for (const SweepAxis& a : spec.axes)
+    given |= a.key == "progress";
+  return given;
+}
+
+// The train arguments that run cell c in cdir: resume from its checkpoint, or start it (over
+// what a start without results left); nullopt when its summary.json says it finished (the sweep
+// stopped before recording it). Says which on stdout after `head`.
+std::optional<std::vector<std::string>> cell_args(const SweepSpec& spec, const SweepCell& c,
+                                                  const fs::path& cdir, const std::string& head) {
+  std::vector<std::string> args = {"train"};
+  std::error_code ec;
+  const std::optional<json> summary = read_json(cdir / "summary.json");
+  if (summary && !finished_status(*summary).empty()) return std::nullopt;
+  if (fs::exists(cdir / "checkpoint.bin", ec)) {
+    args.push_back("--resume=" + cdir.string());
+    std::printf("%s: resuming from its checkpoint\n", head.c_str());
+  } else {
+    args.insert(args.end(), spec.fixed.begin(), spec.fixed.end());
+    for (const auto& [k, v] : c.settings)
+      args.push_back("--" + k + "=" + v);
+    args.push_back("--out=" + cdir.string());
+    if (fs::exists(cdir, ec)) args.push_back("--overwrite");  // a start without results
+    std::printf("%s: running\n", head.c_str());
+  }
+  return args;
+}
+
+// How cell cdir's run (exit code rc) ended, as its record's status, exit_code and summary or
+// reason in *r. When a signal stopped the sweep during the cell: says on stdout how to go on and
+// returns the sweep's exit code (the cell is not recorded).
+std::optional<int> settle_cell(int rc, const fs::path& cdir, const fs::path& dir,
+                               const std::string& exe, const std::string& head, json* r) {
+  const std::optional<json> done = read_json(cdir / "summary.json");
+  const std::string status = done ? finished_status(*done) : "";
+  if ((rc == 0 || rc == 3 || rc == 4) && !status.empty()) {
+    json s = *done;
+    s.erase("layers");
+    (*r)["status"] = status;
+    (*r)["exit_code"] = rc;
+    (*r)["summary"] = s;
+  } else if (rc >= 128 + 1 && done && done->value("stopped", "") == "interrupted") {
+    std::printf(
+        "%s: stopped at step %lld with a checkpoint; run easel sweep --out %s again "
+        "to go on\n",
+        head.c_str(), static_cast<long long>(done->value("steps", 0LL)), dir.c_str());
+    return g_sweep_signal.load() != 0 ? 128 + g_sweep_signal.load() : rc;
+  } else if (rc == static_cast<int>(Failure::request)) {
+    (*r)["status"] = "refused";
+    (*r)["exit_code"] = rc;
+    (*r)["reason"] = last_error(cdir / "train.log");
+  } else {
+    if (g_sweep_signal.load() != 0 && rc > 128) {
+      std::printf(
+          "%s: stopped before its first checkpoint; run easel sweep --out %s again to "
+          "start it again\n",
+          head.c_str(), dir.c_str());
+      return 128 + g_sweep_signal.load();
+    }
+    (*r)["status"] = "failed";
+    (*r)["exit_code"] = rc;
+    (*r)["reason"] = rc == -1 ? "could not start " + exe : last_error(cdir / "train.log");
+  }
+  return std::nullopt;
+}
+
+// Appends record r to cells.jsonl; false when it cannot be written.
+bool append_record(const fs::path& records_path, const json& r) {
+  std::ofstream f(records_path, std::ios::app);
+  f << r.dump() << "\n";
+  return static_cast<bool>(f.flush());
+}
+
+// The records whose status is `status`.
+size_t count_status(const std::map<std::string, json>& records, const char* status) {
+  size_t n = 0;
+  for (const auto& [name, r] : records)
+    n += r["status"] == status;
+  return n;
+}
+
 }  // namespace
 
 int run_sweep(const std::vector<std::string>& args) {
@@ -526,11 +619,7 @@ int run_sweep(const std::vector<std::string>& args) {
   const std::string exe = self_exe();
   if (exe.empty())
     return report(io_error("sweep: cannot find this program (/proc/self/exe)"), Failure::run);
-  bool progress_given = false;
-  for (const std::string& f : spec.fixed)
-    progress_given |= flag_key(f) == "progress";
-  for (const SweepAxis& a : spec.axes)
-    progress_given |= a.key == "progress";
+  const bool progress = progress_given(spec);
 
   const std::vector<SweepCell> cells = sweep_cells(spec);
   const fs::path records_path = dir / "cells.jsonl";
@@ -550,70 +639,21 @@ int run_sweep(const std::vector<std::string>& args) {
       continue;
     }
     if (const int sig = g_sweep_signal.load(); sig != 0) break;
-    std::vector<std::string> cell_args = {"train"};
-    std::error_code ec;
-    const std::optional<json> summary = read_json(cdir / "summary.json");
     int rc = 0;
-    bool run = true;
-    if (summary && !finished_status(*summary).empty()) {
-      run = false;  // finished, but the sweep stopped before recording it
-    } else if (fs::exists(cdir / "checkpoint.bin", ec)) {
-      cell_args.push_back("--resume=" + cdir.string());
-      std::printf("%s: resuming from its checkpoint\n", head.c_str());
-    } else {
-      cell_args.insert(cell_args.end(), spec.fixed.begin(), spec.fixed.end());
-      for (const auto& [k, v] : c.settings)
-        cell_args.push_back("--" + k + "=" + v);
-      cell_args.push_back("--out=" + cdir.string());
-      if (fs::exists(cdir, ec)) cell_args.push_back("--overwrite");  // a start without results
-      std::printf("%s: running\n", head.c_str());
-    }
-    if (run) {
-      if (!progress_given) cell_args.push_back("--progress=lines");
+    if (std::optional<std::vector<std::string>> a = cell_args(spec, c, cdir, head)) {
+      if (!progress) a->push_back("--progress=lines");
+      std::error_code ec;
       fs::create_directories(cdir, ec);
-      rc = run_child(exe, cell_args, cdir / "train.log");
+      rc = run_child(exe, *a, cdir / "train.log");
       ++ran;
     }
     json r = {{"cell", c.name}, {"index", i + 1}, {"flags", json::object()}, {"dir", c.name}};
     for (const auto& [k, v] : c.settings)
       r["flags"][k] = v;
     r["fixed"] = spec.fixed;
-    const std::optional<json> done = read_json(cdir / "summary.json");
-    const std::string status = done ? finished_status(*done) : "";
-    if ((rc == 0 || rc == 3 || rc == 4) && !status.empty()) {
-      json s = *done;
-      s.erase("layers");
-      r["status"] = status;
-      r["exit_code"] = rc;
-      r["summary"] = s;
-    } else if (rc >= 128 + 1 && done && done->value("stopped", "") == "interrupted") {
-      std::printf(
-          "%s: stopped at step %lld with a checkpoint; run easel sweep --out %s again "
-          "to go on\n",
-          head.c_str(), static_cast<long long>(done->value("steps", 0LL)), dir.c_str());
-      return g_sweep_signal.load() != 0 ? 128 + g_sweep_signal.load() : rc;
-    } else if (rc == static_cast<int>(Failure::request)) {
-      r["status"] = "refused";
-      r["exit_code"] = rc;
-      r["reason"] = last_error(cdir / "train.log");
-    } else {
-      if (g_sweep_signal.load() != 0 && rc > 128) {
-        std::printf(
-            "%s: stopped before its first checkpoint; run easel sweep --out %s again to "
-            "start it again\n",
-            head.c_str(), dir.c_str());
-        return 128 + g_sweep_signal.load();
-      }
-      r["status"] = "failed";
-      r["exit_code"] = rc;
-      r["reason"] = rc == -1 ? "could not start " + exe : last_error(cdir / "train.log");
-    }
-    {
-      std::ofstream f(records_path, std::ios::app);
-      f << r.dump() << "\n";
-      if (!f.flush())
-        return report(io_error("sweep: cannot append to " + records_path.string()), Failure::run);
-    }
+    if (const std::optional<int> stop = settle_cell(rc, cdir, dir, exe, head, &r)) return *stop;
+    if (!append_record(records_path, r))
+      return report(io_error("sweep: cannot append to " + records_path.string()), Failure::run);
     records[c.name] = r;
     std::printf("%s: %s\n", head.c_str(), result_text(r).c_str());
     std::fflush(stdout);
@@ -622,15 +662,11 @@ int run_sweep(const std::vector<std::string>& args) {
     std::printf("sweep: stopped; run easel sweep --out %s again to go on\n", dir.c_str());
     return 128 + sig;
   }
-  size_t refused = 0, failed = 0;
-  for (const auto& [name, r] : records) {
-    refused += r["status"] == "refused";
-    failed += r["status"] == "failed";
-  }
   std::printf(
       "sweep: %zu cell(s) finished (%zu run now, %zu kept; %zu refused, %zu failed); "
       "results in %s, report with easel sweep report %s\n",
-      n, ran, kept, refused, failed, records_path.c_str(), dir.c_str());
+      n, ran, kept, count_status(records, "refused"), count_status(records, "failed"),
+      records_path.c_str(), dir.c_str());
   return 0;
 }
 

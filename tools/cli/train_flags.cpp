@@ -135,6 +135,11 @@ std::string nearest(const std::string& word, const std::vector<std::string>& can
   return best;
 }
 
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
+  const std::string near = nearest(word, candidates);
+  return near.empty() ? "" : " (did you mean " + near + "?)";
+}
+
 std::shared_ptr<CLI::Formatter> help_formatter() {
   return std::make_shared<HelpFormatter>();
 }
