@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -16,6 +17,7 @@
 #include "nets/models/models.hpp"
 #include "tests/tools/machine_refusal.hpp"
 #include "tests/tools/run_easel.hpp"
+#include "tools/model/layer_rates.hpp"
 #include "tools/model/machine.hpp"
 #include "tools/model/model.hpp"
 
@@ -741,6 +743,53 @@ TEST(PeriodicCmd, BadFlagsAreOneLineExit2AndTheModelPricesThem) {
   const auto j = nlohmann::json::parse(o.out);
   EXPECT_EQ(j["tau"].get<int>(), 16);  // --tau auto: diloco's own
   EXPECT_DOUBLE_EQ(j["exchanges_per_step"].get<double>(), 1.0 / 16);
+}
+
+// easel bench's layer table prices each pass against a roofline: its bytes are the model's
+// (layer_work) and its fraction the longer of FLOPs at the FMA peak and bytes at the triad over
+// the layer's time, with the roof named.
+TEST(BenchLayers, RooflineOfEachLayerFromTheModelsWork) {
+  const std::string json =
+      ::testing::TempDir() + "/bench_roof_" + std::to_string(::getpid()) + ".json";
+  const easel_test::Out o = run_easel(
+      "bench --nets lenet --batches 8 --layouts 1x1 --skip-exchange --triad-mib 16 --repeats 1 "
+      "--warmup 1 --min-time 0.02 --overwrite --json " +
+          json,
+      "", "bench_roof");
+  ASSERT_EQ(o.code, 0) << o.err;
+  const auto doc = nlohmann::json::parse(easel_test::slurp(json));
+  const double peak = doc["ceilings"]["fma_core_gflops"]["max"].get<double>() * 1e9;
+  const double triad = doc["ceilings"]["triad_core_gbs"]["max"].get<double>() * 1e9;
+  auto spec = easel::build_model("lenet", {1, 28, 28, 10});
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  auto work = easel::model::layer_work(spec.value());
+  ASSERT_TRUE(work.ok()) << work.status().message();
+  const auto& layers = doc["layers"][0]["layers"];
+  ASSERT_EQ(layers.size(), work->size());
+  std::set<std::string> bounds;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const auto& l = layers[i];
+    const easel::model::LayerWork& w = (*work)[i];
+    ASSERT_EQ(l["name"], w.name);
+    EXPECT_DOUBLE_EQ(l["forward_bytes"].get<double>(), w.forward.bytes(8)) << w.name;
+    EXPECT_DOUBLE_EQ(l["backward_bytes"].get<double>(), w.backward.bytes(8)) << w.name;
+    for (const char* pass : {"forward", "backward"}) {
+      const std::string p = pass;
+      const double flops = l[p + "_flops"].get<double>();
+      const double bytes = (p == "forward" ? w.forward : w.backward).bytes(8);
+      const double secs = 1e-3 * l[p + "_ms"]["median"].get<double>();
+      const auto& roof = l[p + "_roofline"];
+      ASSERT_TRUE(roof.is_object()) << w.name << " " << p;
+      const double fraction = roof["fraction"].get<double>();
+      EXPECT_NEAR(fraction, std::max(flops / peak, bytes / triad) / secs, 1e-9 * fraction)
+          << w.name << " " << p;
+      EXPECT_EQ(roof["bound"], flops / peak >= bytes / triad ? "fma" : "mem") << w.name << " " << p;
+      bounds.insert(roof["bound"].get<std::string>());
+    }
+  }
+  EXPECT_EQ(bounds, (std::set<std::string>{"fma", "mem"}));  // the convolutions, the pools
+  EXPECT_NE(o.out.find("bwd roof"), std::string::npos) << o.out;
+  std::remove(json.c_str());
 }
 
 }  // namespace

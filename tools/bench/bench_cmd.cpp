@@ -7,6 +7,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "engine/comm/mpi_comm.hpp"
@@ -16,6 +17,7 @@
 #include "tools/bench/calibrate.hpp"
 #include "tools/bench/collectives.hpp"
 #include "tools/cli/cli.hpp"
+#include "tools/model/layer_rates.hpp"
 #include "tools/model/machine.hpp"
 
 namespace easel::cli {
@@ -89,7 +91,7 @@ struct BenchRun {
   const BenchConfig& cfg;
   const Topology& topo;
   int cores = 0;
-  double peak_core = 0, peak_all = 0, triad_all = 0;  // GFLOP/s, GFLOP/s, GB/s
+  double peak_core = 0, peak_all = 0, triad_core = 0, triad_all = 0;  // GFLOP/s; GB/s
   json doc;
 };
 
@@ -152,6 +154,7 @@ Status ceilings_section(BenchRun& run) {
   if (!c.ok()) return c.status();
   run.peak_core = c->fma_core_gflops.max;
   run.peak_all = c->fma_all_gflops.max;
+  run.triad_core = c->triad_core_gbs.max;
   run.triad_all = c->triad_all_gbs.max;
   std::printf("\n== ceilings (the fractions below are of the best repeat, the max)\n");
   std::printf(
@@ -362,22 +365,74 @@ Status weak_scaling_section(BenchRun& run, int weak_g) {
 }
 
 // ---- layer view ----
+// A pass's roofline on one core: the time its FLOPs need at the FMA peak and its bytes
+// (model::layer_work's, activations and weights) at the triad, the longer of the two as a
+// fraction of the time measured, and which roof that is ("fma" or "mem"). The bandwidth-bound
+// layers (pools, batch norm, joins) are judged against the triad, not the peak.
+struct Roofline {
+  double fraction = 0;  // 0 when a ceiling or the layer's work is unknown
+  const char* bound = "-";
+  std::string text() const {  // "87% fma", or "-"
+    if (fraction <= 0) return "-";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.0f%% %s", 100 * fraction, bound);
+    return buf;
+  }
+  json to_json() const {
+    return fraction > 0 ? json{{"fraction", fraction}, {"bound", bound}} : json(nullptr);
+  }
+};
+Roofline roofline(const BenchRun& run, double flops, double bytes, double ms) {
+  if (run.peak_core <= 0 || run.triad_core <= 0 || bytes <= 0 || ms <= 0) return {};
+  const double at_peak = flops / (run.peak_core * 1e9), at_triad = bytes / (run.triad_core * 1e9);
+  return {std::max(at_peak, at_triad) / (ms * 1e-3), at_peak >= at_triad ? "fma" : "mem"};
+}
+
+// Each layer's work by name ("conv1+relu1" as the net fuses it); empty when the model cannot
+// price the net (the table then shows "-" for its bytes).
+std::map<std::string, model::LayerWork> work_by_name(const std::string& net) {
+  std::map<std::string, model::LayerWork> out;
+  auto work = model::layer_work(net_spec(net));
+  if (work.ok())
+    for (model::LayerWork& w : work.value())
+      out.emplace(w.name, std::move(w));
+  return out;
+}
+
+std::string gbs_text(double bytes, double ms) {
+  if (bytes <= 0 || ms <= 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", bytes / (ms * 1e6));
+  return buf;
+}
+
 // Prints one net's per-layer table and returns its JSON entry.
 json layer_report(const BenchRun& run, const std::string& name, int64_t batch, const LayerView& v) {
   const double total = v.step_ms.median + v.update_ms.median;
   std::printf(
       "\n== layers of %s, batch %lld, one group on cpu %d (medians; share of "
-      "train_step + momentum_step = %.3f ms)\n",
+      "train_step + momentum_step = %.3f ms; roof: the pass's time at the FMA peak or the triad, "
+      "whichever bounds it, over its time; over 100%%: faster than the ceiling measured, its bytes "
+      "from cache or the peak timed low)\n",
       name.c_str(), static_cast<long long>(batch), run.topo.cores[0][0], total);
-  std::printf("%-10s %-19s %9s %9s %7s %9s %9s  %s\n", "layer", "kind", "fwd ms", "bwd ms", "share",
-              "fwd GF/s", "bwd GF/s", "impl");
+  std::printf("%-10s %-19s %9s %9s %7s %9s %9s %9s %9s %9s %9s  %s\n", "layer", "kind", "fwd ms",
+              "bwd ms", "share", "fwd GF/s", "bwd GF/s", "fwd GB/s", "bwd GB/s", "fwd roof",
+              "bwd roof", "impl");
+  const std::map<std::string, model::LayerWork> work = work_by_name(name);
   json layers = json::array();
   for (const LayerTime& l : v.layers) {
     const double f = l.forward_ms.median, b = l.backward_ms.median;
-    std::printf("%-10s %-19s %9.3f %9.3f %7s %9.1f %9.1f  %s\n", l.info.name.c_str(),
-                l.info.kind.c_str(), f, b, pct(f + b, total).c_str(),
+    const auto w = work.find(l.info.name);
+    const double fwd_bytes = w == work.end() ? 0 : w->second.forward.bytes(batch);
+    const double bwd_bytes = w == work.end() ? 0 : w->second.backward.bytes(batch);
+    const Roofline fwd_roof = roofline(run, l.info.forward_flops, fwd_bytes, f);
+    const Roofline bwd_roof = roofline(run, l.info.backward_flops, bwd_bytes, b);
+    std::printf("%-10s %-19s %9.3f %9.3f %7s %9.1f %9.1f %9s %9s %9s %9s  %s\n",
+                l.info.name.c_str(), l.info.kind.c_str(), f, b, pct(f + b, total).c_str(),
                 f > 0 ? l.info.forward_flops / (f * 1e6) : 0.0,
-                b > 0 ? l.info.backward_flops / (b * 1e6) : 0.0, l.info.impl.c_str());
+                b > 0 ? l.info.backward_flops / (b * 1e6) : 0.0, gbs_text(fwd_bytes, f).c_str(),
+                gbs_text(bwd_bytes, b).c_str(), fwd_roof.text().c_str(), bwd_roof.text().c_str(),
+                l.info.impl.c_str());
     layers.push_back({{"name", l.info.name},
                       {"kind", l.info.kind},
                       {"impl", l.info.impl},
@@ -385,9 +440,13 @@ json layer_report(const BenchRun& run, const std::string& name, int64_t batch, c
                       {"params", l.info.params},
                       {"forward_flops", l.info.forward_flops},
                       {"backward_flops", l.info.backward_flops},
+                      {"forward_bytes", fwd_bytes},
+                      {"backward_bytes", bwd_bytes},
                       {"forward_ms", summary_json(l.forward_ms)},
                       {"backward_ms", summary_json(l.backward_ms)},
-                      {"share", (f + b) / total}});
+                      {"share", (f + b) / total},
+                      {"forward_roofline", fwd_roof.to_json()},
+                      {"backward_roofline", bwd_roof.to_json()}});
   }
   std::printf("%-10s %-19s %9.3f %9s %7s\n", "loss+rest", "step - sum of layers", v.other_ms, "",
               pct(v.other_ms, total).c_str());
@@ -500,7 +559,12 @@ CLI::App* add_bench_flags(CLI::App& app, bench::BenchFlags& f) {
   opt("--json", f.json, "write every figure to this JSON file");
   b->add_flag("--overwrite", f.overwrite, "replace the --json file when it exists");
   b->add_flag("--skip-ceilings", f.skip_ceilings, "do not measure the FMA peak and the triad");
-  b->add_flag("--skip-layers", f.skip_layers, "do not time each layer");
+  b->add_flag(
+      "--skip-layers", f.skip_layers,
+      "do not time each layer (its table: per pass ms, GFLOP/s, GB/s and roof: the time its "
+      "FLOPs need at the FMA peak or its bytes at the triad, the longer, over its time, "
+      "named fma or mem; over 100%: faster than the ceiling measured, its bytes from cache or "
+      "the peak timed low)");
   b->add_flag("--skip-exchange", f.skip_exchange, "do not time the arena exchange");
   b->add_flag("--oversubscribe", f.oversubscribe, "allow layouts with more threads than cores");
   opt("--layout", f.layout, "activation layout: nhwc or nchw");
