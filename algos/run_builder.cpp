@@ -215,36 +215,6 @@ Status make_comm(TrainRun& t) {
   return {};
 }
 
-// Same initial weights everywhere (rank 0's, broadcast), in every group and the centre.
-Status init_weights(TrainRun& t) {
-  Run& run = t.run;
-  Group& g0 = *run.groups[0];
-  t.arena_bytes = static_cast<size_t>(run.arena_floats()) * sizeof(float);
-  // Simulated with injected compute (tools/simulate --compute model) no value is computed, so
-  // none is drawn or copied: rank 0's broadcast is sent from group 0's weights as they are.
-  const bool values = !values_ignored();
-  std::vector<float> init(values ? static_cast<size_t>(run.arena_floats()) : 0);
-  float* w0 = values ? init.data() : g0.weights.data();
-  if (values) {
-    g0.net->init_params(init.data(), t.cfg.seed);
-    EASEL_RETURN_IF_ERROR(t.report->on_init_weights(init));
-  }
-  if (t.world) t.world_comm->broadcast(t.rank, w0, run.arena_floats(), 0);
-  if (values)
-    for (auto& g : run.groups)
-      copy_bytes(g->weights.data(), g->weights.kind(), init.data(), MemKind::dram, t.arena_bytes);
-  if (t.algo->uses_centre()) {
-    const MemKind centre_kind = arena_kind_of(t, BufferClass::centre);
-    auto centre = arena_on(g0, run.arena_floats(), centre_kind);
-    if (!centre.ok())  // named as the groups' buffers are
-      return Status(centre.status().code(), "centre: " + centre.status().message());
-    run.centre = std::move(centre).value();
-    if (values)
-      copy_bytes(run.centre.data(), run.centre.kind(), init.data(), MemKind::dram, t.arena_bytes);
-  }
-  return {};
-}
-
 // The plan of all P groups on rank 0, each rank's cpus as that rank planned them.
 void gather_plan(const TrainRun& t, GroupPlan& all_plan) {
   constexpr size_t kMaxCpus = 256;
@@ -274,6 +244,42 @@ void gather_plan(const TrainRun& t, GroupPlan& all_plan) {
 
 }  // namespace
 
+// Same initial weights everywhere (rank 0's, broadcast), in every group and the centre.
+Status init_weights(TrainRun& t) {
+  Run& run = t.run;
+  Group& g0 = *run.groups[0];
+  t.arena_bytes = static_cast<size_t>(run.arena_floats()) * sizeof(float);
+  // Simulated with injected compute (tools/simulate --compute model) no value is computed, so
+  // none is drawn or copied: rank 0's broadcast is sent from group 0's weights as they are.
+  const bool values = !values_ignored();
+  std::vector<float> init(values ? static_cast<size_t>(run.arena_floats()) : 0);
+  float* w0 = values ? init.data() : g0.weights.data();
+  Status reported;  // after the broadcast, which every rank reaches
+  if (values) {
+    g0.net->init_params(init.data(), t.cfg.seed);
+    reported = t.report->on_init_weights(init);
+  }
+  if (t.world) t.world_comm->broadcast(t.rank, w0, run.arena_floats(), 0);
+  EASEL_RETURN_IF_ERROR(reported);
+  if (values)
+    for (auto& g : run.groups)
+      copy_bytes(g->weights.data(), g->weights.kind(), init.data(), MemKind::dram, t.arena_bytes);
+  if (t.algo->uses_centre()) {
+    const MemKind centre_kind = arena_kind_of(t, BufferClass::centre);
+    auto centre = arena_on(g0, run.arena_floats(), centre_kind);
+    if (!centre.ok())  // named as the groups' buffers are
+      return Status(centre.status().code(), "centre: " + centre.status().message());
+    run.centre = std::move(centre).value();
+    if (values)
+      copy_bytes(run.centre.data(), run.centre.kind(), init.data(), MemKind::dram, t.arena_bytes);
+  }
+  return {};
+}
+
+Status agreed_outcome(const TrainRun& t, Status mine) {
+  return t.world ? agree_on_outcome(*t.world, mine) : mine;
+}
+
 TrainRun::~TrainRun() {
   if (prepared) algo->finish(run);
   if (tracer) write_trace(*this);  // every thread that records has stopped
@@ -297,15 +303,23 @@ Status plan_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices) {
   t.ranks = t.world ? t.world->size() : 1;
   t.rank = t.world ? t.world->rank() : 0;
   t.report = t.rank == 0 ? t.obs : &t.null_observer;
-  if (t.ranks > 1 && !algo.multi_process())
-    return invalid_argument("--algo " + algo.name() +
-                            " runs within one process; across MPI ranks use sync-sgd, "
-                            "sync-easgd, async-easgd or async-measgd");
-
-  EASEL_ASSIGN_OR_RETURN(Topology topo, detect_topology());
+  // Across ranks every refusal before a collective is agreed (agreed_outcome): the ranks end
+  // together instead of each stopping the job.
+  Topology topo;
+  EASEL_RETURN_IF_ERROR(agreed_outcome(t, [&]() -> Status {
+    if (t.ranks > 1 && !algo.multi_process())
+      return invalid_argument("--algo " + algo.name() +
+                              " runs within one process; across MPI ranks use sync-sgd, "
+                              "sync-easgd, async-easgd or async-measgd");
+    EASEL_ASSIGN_OR_RETURN(topo, detect_topology());
+    return {};
+  }()));
   std::string mpi_note;
   if (t.world) share_cores_among_local_ranks(topo, *t.world, &mpi_note);
-  EASEL_ASSIGN_OR_RETURN(t.plan, plan_groups(cfg, topo, devices));
+  EASEL_RETURN_IF_ERROR(agreed_outcome(t, [&]() -> Status {
+    EASEL_ASSIGN_OR_RETURN(t.plan, plan_groups(cfg, topo, devices));
+    return {};
+  }()));
   if (!mpi_note.empty()) t.plan.notes.push_back(mpi_note);
   t.local = static_cast<int>(t.plan.groups.size());
   t.data_cpus = spare_cpus(topo, t.plan);
@@ -362,7 +376,6 @@ Status build_run(TrainRun& t, const Dataset& train) {
   if (mpi_fault_fail())
     return internal_error("EASEL_MPI_FAULT: injected failure on rank " + std::to_string(t.rank));
   EASEL_RETURN_IF_ERROR(make_comm(t));
-  EASEL_RETURN_IF_ERROR(init_weights(t));
   // What a checkpoint must match (the seed and layouts may differ: the weights, the centre and
   // the data positions come from the checkpoint).
   const TrainConfig& cfg = t.cfg;

@@ -77,9 +77,15 @@ Status check_group_count(const Algorithm& algo, int p);
 // Plans the groups (across MPI ranks each rank its own), the net and the run's length; keeps
 // this rank's shards of data.train.
 Status plan_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices);
-// Makes the devices, the groups (each on its own thread), the Comm and the same initial
-// weights everywhere (rank 0's), and the centre where the algorithm has one.
+// Makes the devices, the groups (each on its own thread) and the Comm.
 Status build_run(TrainRun& t, const Dataset& train);
+// The same initial weights everywhere (rank 0's, broadcast: every rank reaches it), and the
+// centre where the algorithm has one.
+Status init_weights(TrainRun& t);
+// Across MPI ranks, every rank's outcome of a setup step, agreed before the next collective
+// (engine/comm/mpi_comm.hpp, agree_on_outcome): a refusal ends every rank together, with one
+// report. One process: `mine`.
+Status agreed_outcome(const TrainRun& t, Status mine);
 // With a checkpoint: puts its state into the run and checks that cfg may continue it.
 Status restore_from(TrainRun& t, const Checkpoint& resume);
 // The algorithm's own buffers (after the weights are in place), and from a checkpoint the

@@ -70,12 +70,19 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
   TrainRun t(cfg, obs);
   t.algo = std::move(algo);
   t.dev_req = std::move(dev_req);
-  EASEL_RETURN_IF_ERROR(plan_run(t, data, devices));
-  t.run.params = make_params(cfg, t.total, t.p);
-  EASEL_RETURN_IF_ERROR(build_run(t, data.train));
+  // Across MPI ranks each step's refusal is agreed before the next collective (the weights'
+  // broadcast, the trace's clock, the plan's gather), so that the ranks end together.
+  Status st = plan_run(t, data, devices);
+  if (st.ok()) {
+    t.run.params = make_params(cfg, t.total, t.p);
+    st = build_run(t, data.train);
+  }
+  EASEL_RETURN_IF_ERROR(agreed_outcome(t, st));
+  st = init_weights(t);
   if (!cfg.trace.empty()) start_trace(t);
-  if (resume) EASEL_RETURN_IF_ERROR(restore_from(t, *resume));
-  EASEL_RETURN_IF_ERROR(prepare_algorithm(t, resume));
+  if (st.ok() && resume) st = restore_from(t, *resume);
+  if (st.ok()) st = prepare_algorithm(t, resume);
+  EASEL_RETURN_IF_ERROR(agreed_outcome(t, st));
 
   TrainSummary sum;
   describe_run(t, sum.info);

@@ -1,5 +1,9 @@
 // Starting and ending MPI, the process-level answers (rank, count, fault injection) and the
 // simulation's hooks under SMPI; the world itself is engine/comm/mpi_world.hpp.
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "engine/comm/mpi_world.hpp"
 
 namespace easel {
@@ -12,6 +16,11 @@ using mpi_detail::MpiWorld;
 std::unique_ptr<MpiWorld>& world_slot() {
   static std::unique_ptr<MpiWorld> w;
   return w;
+}
+
+bool& agreed_slot() {
+  static bool agreed = false;
+  return agreed;
 }
 
 }  // namespace
@@ -31,6 +40,7 @@ Status mpi_start(int* argc, char*** argv) {
 int mpi_finish(int exit_code, bool every_rank) {
   auto& w = world_slot();
   if (!w) return exit_code;
+  if (agreed_slot()) every_rank = true;
   if (exit_code != 0 && w->size() > 1 && !every_rank)
     w->abort("exited with code " + std::to_string(exit_code) + "; stopping the job", exit_code);
 #if EASEL_HAVE_SMPI
@@ -44,6 +54,34 @@ int mpi_finish(int exit_code, bool every_rank) {
   w.reset();
   MPI_Finalize();
   return exit_code;
+}
+
+Status agree_on_outcome(MpiComm& world, const Status& mine) {
+  const int n = world.size();
+  const bool root = world.rank() == 0;
+  const int32_t failed = mine.ok() ? 0 : 1;
+  std::vector<int32_t> all(root ? static_cast<size_t>(n) : 0);
+  world.gather_bytes(&failed, sizeof failed, all.data(), 0);
+  int32_t first = -1;
+  for (int q = 0; root && q < n && first < 0; ++q)
+    if (all[static_cast<size_t>(q)] != 0) first = q;
+  world.broadcast_bytes(&first, sizeof first, 0);
+  if (first < 0) return {};
+  // The first failing rank's code and message, to every rank.
+  int32_t head[2] = {static_cast<int32_t>(mine.code()),
+                     static_cast<int32_t>(std::min<size_t>(mine.message().size(), 4096))};
+  world.broadcast_bytes(head, sizeof head, first);
+  std::string message = mine.message();
+  message.resize(static_cast<size_t>(head[1]));
+  if (!message.empty()) world.broadcast_bytes(message.data(), message.size(), first);
+  agreed_slot() = true;
+  const bool known = head[0] > 0 && head[0] <= static_cast<int32_t>(Code::internal);
+  const Code code = known ? static_cast<Code>(head[0]) : Code::internal;
+  return Status(code, first == 0 ? message : "rank " + std::to_string(first) + ": " + message);
+}
+
+bool failure_agreed() {
+  return agreed_slot();
 }
 
 MpiComm* mpi_world() {

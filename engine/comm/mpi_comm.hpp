@@ -93,6 +93,14 @@ Status mpi_start(int* argc, char*** argv);
 // a collective waiting for this one, unless every_rank: every rank ends with it at once (a
 // refusal they agreed on), and MPI ends normally.
 int mpi_finish(int exit_code, bool every_rank = false);
+// Every rank of `world` calls it at the same point of its setup with its own outcome, before the
+// next collective (a rank that failed earlier skips none): returns ok when every rank is ok, else
+// the lowest failing rank's code and message ("rank R: " before it when R is not 0), the same on
+// every rank. After a failure agreed here the ranks end together: mpi_finish ends MPI normally
+// with the code instead of aborting the job (two ranks in MPI_Abort at once can crash Open MPI's
+// launcher), and only rank 0 reports it (failure_agreed()).
+Status agree_on_outcome(MpiComm& world, const Status& mine);
+bool failure_agreed();
 // The world after mpi_start() when MPI runs, else nullptr.
 MpiComm* mpi_world();
 // This process's rank (0 without MPI) and the number of processes (1 without MPI).

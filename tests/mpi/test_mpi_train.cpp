@@ -156,9 +156,15 @@ TEST_F(MpiTrain, DilocoInt8EqualsOneProcess) {
               one.summary.at("exchanged_bytes_per_image").get<double>());
     EXPECT_GT(a.summary.at("exchanged_bytes_per_image").get<double>(), 0);
   }
+  // Every rank refuses at once: the ranks agree on it and end together (no MPI_Abort, whose
+  // racing calls once crashed Open MPI's launcher with 139), and rank 0 alone says it.
   const Outcome refused = run(2, "diloco", 2, flags + " --collective mpi");
   EXPECT_EQ(refused.rc, 2) << refused.output;
-  EXPECT_NE(refused.output.find("--exchange-precision int8"), std::string::npos) << refused.output;
+  const std::string line = "easel: --exchange-precision int8";
+  const size_t at = refused.output.find(line);
+  ASSERT_NE(at, std::string::npos) << refused.output;
+  EXPECT_EQ(refused.output.find(line, at + 1), std::string::npos) << refused.output;
+  EXPECT_EQ(refused.output.find("MPI_ABORT"), std::string::npos) << refused.output;
 }
 
 TEST_F(MpiTrain, SyncEasgdPerLayerMessagesEqualOneProcess) {

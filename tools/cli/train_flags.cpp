@@ -7,6 +7,7 @@
 
 #include "easel/config.hpp"
 #include "easel/run.hpp"
+#include "engine/comm/mpi_comm.hpp"
 #include "tools/cli/cli.hpp"
 
 namespace easel::cli {
@@ -36,12 +37,14 @@ Failure failure_of(const api::Status& st) {
 
 int report(const Status& st, Failure failure) {
   if (st.ok()) return 0;
+  if (failure_agreed() && process_rank() != 0) return static_cast<int>(failure);  // rank 0 says it
   std::fprintf(stderr, "easel: %s\n", st.message().c_str());
   return static_cast<int>(failure);
 }
 
 int report(const api::Status& st, Failure failure) {
   if (st.ok()) return 0;
+  if (failure_agreed() && process_rank() != 0) return static_cast<int>(failure);
   std::fprintf(stderr, "easel: %s\n", st.message().c_str());
   return static_cast<int>(failure);
 }
