@@ -239,6 +239,9 @@ class Algorithm {
   // algorithm --collective picks; asked after prepare(). The others (a centre under a lock or
   // none, a single-process fast exchange) never run one, so the pick is not said for them.
   virtual bool uses_collectives() const { return false; }
+  // The exchange path it runs, asked after prepare() (summary.json's "exchange_path"):
+  // sync-easgd's choose_sync_exchange() (algos/sync_easgd.hpp); empty for the others.
+  virtual std::string exchange_path() const { return {}; }
   // Whether its groups' arenas may stay on their GPUs (Run::resident): it touches them only
   // through Group::kernels and run.comm, and allocates device buffers on the owning group's
   // thread. The others run on GPUs with the arenas in pinned host memory, each step uploading

@@ -25,6 +25,7 @@
 #include <map>
 
 #include "algos/list.hpp"
+#include "algos/sync_easgd.hpp"
 #include "engine/comm/mpi_comm.hpp"
 #include "engine/log.hpp"
 #include "nets/models/models.hpp"
@@ -212,10 +213,16 @@ FitRequest fit_request(const TrainConfig& cfg, const NetCost& cost, const DataSp
   r.batch = cfg.batch;
   r.algo = cfg.algo;
   r.prefetch = cfg.prefetch;
-  r.sync_fast =
-      process_count() == 1 && cfg.reduce == ReduceMode::tree && cfg.pack == PackMode::single &&
-      (cfg.collective == CollectiveAlgo::tree || cfg.collective == CollectiveAlgo::automatic) &&
-      !cfg.overlap;
+  // sync-easgd's path as the algorithm chooses it (the groups' residence is the run's: on the
+  // host here, as the fit counts host memory).
+  SyncSwitches s;
+  s.ranks = process_count();
+  s.reduce = cfg.reduce;
+  s.pack = cfg.pack;
+  s.collective = cfg.collective;
+  s.overlap = cfg.overlap;
+  const auto path = choose_sync_exchange(cfg.exchange, s, cost.state_floats > 0, 2);
+  r.sync_fast = path.ok() && path.value() != SyncExchangePath::comm;
   r.overlap = cfg.overlap;
   r.adamw = cfg.optimizer == Optimizer::adamw;
   r.feedback = cfg.exchange_precision == ExchangePrecision::int8;

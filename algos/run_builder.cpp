@@ -440,6 +440,7 @@ void describe_run(TrainRun& t, RunInfo& info) {
   info.net = t.spec.name;
   info.data = t.cfg.data;
   info.layout = layout_name(resolve_layout(t.cfg));
+  info.exchange_path = t.algo->exchange_path();
   for (const auto& d : t.devices)
     info.device += (info.device.empty() ? "" : ",") + d->name();
   info.plan = t.plan;

@@ -53,6 +53,7 @@ class SyncEasgd final : public Algorithm {
   bool regroupable() const override { return true; }
   bool multi_process() const override { return true; }
   bool uses_collectives() const override { return fast_ == nullptr; }  // the Comm's path
+  std::string exchange_path() const override { return sync_exchange_path_name(path_); }
   bool device_resident() const override { return true; }
 
   Status prepare(Run& run) override {
@@ -174,43 +175,30 @@ class SyncEasgd final : public Algorithm {
     if (meet) timed_collective(run, g, [&] { run.comm->barrier(g.global_id); });  // Wc updated
   }
 
-  // The single-process fast exchange this run takes (null: the Comm or the overlap path).
-  // which_ (the benchmark's) overrides --exchange; both automatic: the fast exchange where the
-  // switches allow it.
-  Result<std::unique_ptr<FastExchange>> choose_fast(const Run& run) const {
+  // The single-process fast exchange this run takes (null: the Comm or the overlap path), as
+  // choose_sync_exchange() says. which_ (the benchmark's) overrides --exchange.
+  Result<std::unique_ptr<FastExchange>> choose_fast(const Run& run) {
     const AlgoParams& p = run.params;
     const SyncExchange which = which_ != SyncExchange::automatic ? which_ : p.exchange;
-    const bool fast_ok =
-        run.ranks == 1 && !run.resident && p.reduce == ReduceMode::tree &&
-        p.pack == PackMode::single &&
-        (p.collective == CollectiveAlgo::tree || p.collective == CollectiveAlgo::automatic) &&
-        !p.overlap;
-    if (which == SyncExchange::comm || (which == SyncExchange::automatic && !fast_ok))
-      return std::unique_ptr<FastExchange>();
-    const std::string flag = std::string("--exchange ") +
-                             (which == SyncExchange::partitioned ? "partitioned" : "mirrored");
-    if (!fast_ok)
-      return invalid_argument(
-          flag +
-          ": sync-easgd's fast exchanges run in one process on the CPU with --reduce "
-          "tree, --pack single, --collective tree (or auto) and --overlap off (--exchange comm "
-          "runs "
-          "every combination)");
-    // The fast exchanges read the other groups' weights as soon as they are published, before
-    // those groups' steps: state a step updates in place (batch norm's running statistics)
-    // would be read while it is written. A net with state takes the Comm path, which reads
-    // every group's weights after its step.
+    SyncSwitches s;
+    s.ranks = run.ranks;
+    s.on_devices = run.resident;
+    s.reduce = p.reduce;
+    s.pack = p.pack;
+    s.collective = p.collective;
+    s.overlap = p.overlap;
     const bool state = std::any_of(run.segments().begin(), run.segments().end(),
-                                   [](const Segment& s) { return s.state; });
-    if (which == SyncExchange::automatic && state) return std::unique_ptr<FastExchange>();
-    if (state)
-      return invalid_argument(flag +
-                              ": sync-easgd's fast exchanges would read the net's running "
-                              "statistics while a step writes them (use --exchange comm)");
-    if (which == SyncExchange::automatic)
-      return run.size() > 2 ? make_partitioned_exchange() : make_mirrored_exchange();
-    return which == SyncExchange::partitioned ? make_partitioned_exchange()
-                                              : make_mirrored_exchange();
+                                   [](const Segment& x) { return x.state; });
+    EASEL_ASSIGN_OR_RETURN(path_, choose_sync_exchange(which, s, state, run.size()));
+    switch (path_) {
+      case SyncExchangePath::partitioned:
+        return make_partitioned_exchange();
+      case SyncExchangePath::mirrored:
+        return make_mirrored_exchange();
+      case SyncExchangePath::comm:
+        break;
+    }
+    return std::unique_ptr<FastExchange>();
   }
 
   // The overlap path's buffers: every group's snapshot (on its GPU when resident), and on the
@@ -394,17 +382,68 @@ class SyncEasgd final : public Algorithm {
 
   SyncExchange which_;
   std::unique_ptr<FastExchange> fast_;  // the single-process fast exchange, when it runs
-  std::vector<Arena> send_;             // overlap: each group's weights at the exchange
-  std::vector<Arena> centre_copies_;    // resident on GPUs: [i] is group i's copy of Wc (i > 0)
-  bool allreduce_ = false;              // --sync-centre: S allreduced into sums_
-  std::vector<Arena> sums_;             // [i]: group i's S (allreduce centre)
-  Arena scratch_;                       // the Comm path: S, reduced into the root (group 0)
+  SyncExchangePath path_ = SyncExchangePath::comm;
+  std::vector<Arena> send_;           // overlap: each group's weights at the exchange
+  std::vector<Arena> centre_copies_;  // resident on GPUs: [i] is group i's copy of Wc (i > 0)
+  bool allreduce_ = false;            // --sync-centre: S allreduced into sums_
+  std::vector<Arena> sums_;           // [i]: group i's S (allreduce centre)
+  Arena scratch_;                     // the Comm path: S, reduced into the root (group 0)
   std::unique_ptr<WorkerThread> comm_thread_;
   std::vector<float> tree_tmp_;  // overlap, --reduce tree: the communication thread's chunks
   std::future<void> pending_;    // touched by group 0 only
 };
 
 }  // namespace
+
+const char* fast_exchange_lacks(const SyncSwitches& s) {
+  if (s.ranks > 1) return "more than one MPI rank";
+  if (s.on_devices) return "--device (a GPU)";
+  if (s.reduce != ReduceMode::tree) return "--reduce serial";
+  if (s.pack != PackMode::single) return "--pack per-layer";
+  if (s.overlap) return "--overlap on";
+  if (s.collective != CollectiveAlgo::tree && s.collective != CollectiveAlgo::automatic)
+    return "--collective other than tree or auto";
+  return nullptr;
+}
+
+const char* sync_exchange_path_name(SyncExchangePath path) {
+  switch (path) {
+    case SyncExchangePath::partitioned:
+      return "partitioned";
+    case SyncExchangePath::mirrored:
+      return "mirrored";
+    case SyncExchangePath::comm:
+      break;
+  }
+  return "comm";
+}
+
+Result<SyncExchangePath> choose_sync_exchange(SyncExchange asked, const SyncSwitches& s, bool state,
+                                              int groups) {
+  const char* lacks = fast_exchange_lacks(s);
+  if (asked == SyncExchange::comm) return SyncExchangePath::comm;
+  if (asked == SyncExchange::automatic) {
+    // The fast exchanges read the other groups' weights as soon as they are published, before
+    // those groups' steps: state a step updates in place (batch norm's running statistics)
+    // would be read while it is written. A net with state takes the Comm path, which reads
+    // every group's weights after its step.
+    if (lacks != nullptr || state) return SyncExchangePath::comm;
+    return groups > 2 ? SyncExchangePath::partitioned : SyncExchangePath::mirrored;
+  }
+  const bool partitioned = asked == SyncExchange::partitioned;
+  const std::string flag = std::string("--exchange ") + (partitioned ? "partitioned" : "mirrored");
+  if (lacks != nullptr)
+    return invalid_argument(flag +
+                            ": sync-easgd's fast exchanges run in one process on the CPU with "
+                            "--reduce tree, --pack single, --collective tree (or auto) and "
+                            "--overlap off, not " +
+                            lacks + " (--exchange comm runs every combination)");
+  if (state)
+    return invalid_argument(flag +
+                            ": sync-easgd's fast exchanges would read the net's running "
+                            "statistics while a step writes them (use --exchange comm)");
+  return partitioned ? SyncExchangePath::partitioned : SyncExchangePath::mirrored;
+}
 
 std::unique_ptr<Algorithm> make_sync_easgd(SyncExchange which) {
   return std::make_unique<SyncEasgd>(which);

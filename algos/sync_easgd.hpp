@@ -18,4 +18,32 @@ namespace easel {
 // (mirrored: at most 2 groups).
 std::unique_ptr<Algorithm> make_sync_easgd(SyncExchange which);
 
+// ---- sync-easgd's exchange path, decided here once: the config check, the memory fit, the
+// algorithm and the performance model (tools/model) all read it ----
+
+// The switches the fast exchanges depend on.
+struct SyncSwitches {
+  int ranks = 1;            // MPI ranks
+  bool on_devices = false;  // the groups' weights stay on GPUs (Run::resident)
+  ReduceMode reduce = ReduceMode::tree;
+  PackMode pack = PackMode::single;
+  CollectiveAlgo collective = CollectiveAlgo::automatic;
+  bool overlap = false;
+};
+// The first switch that rules the fast exchanges out, as its flag ("--pack per-layer"), or
+// nullptr when they apply: one process on the CPU with --reduce tree, --pack single,
+// --collective tree or auto and --overlap off.
+const char* fast_exchange_lacks(const SyncSwitches& s);
+
+enum class SyncExchangePath { comm, partitioned, mirrored };
+const char* sync_exchange_path_name(SyncExchangePath path);
+
+// The path that `asked` (--exchange) takes for a net with running statistics or not (`state`:
+// the fast exchanges would read them while a step writes them) and P `groups`: automatic, a
+// fast exchange where the switches and the net allow (partitioned, mirrored at P <= 2), else
+// the Comm's (which covers the overlap and the devices' paths); comm, the Comm's; partitioned
+// or mirrored, that one, refused (invalid_argument naming --exchange) where it cannot run.
+Result<SyncExchangePath> choose_sync_exchange(SyncExchange asked, const SyncSwitches& s, bool state,
+                                              int groups);
+
 }  // namespace easel

@@ -1,4 +1,5 @@
 #include "algos/train_config.hpp"
+#include "algos/sync_easgd.hpp"
 #include "algos/train_run.hpp"
 #include "devices/cpu/cpu_precision.hpp"
 
@@ -449,7 +450,7 @@ const Setting kSettings[] = {
    "exchange: single (one message over the arena) or per-layer"},
   {"overlap", choice<kOnOff, &T::overlap>(), kTrain | kModel, R::fixed,
    "sync-easgd: overlap the centre exchange with the next step (on/off)"},
-  {"exchange", choice<kSyncExchanges, &T::exchange>(), kTrain, R::fixed,
+  {"exchange", choice<kSyncExchanges, &T::exchange>(), kTrain | kModel, R::fixed,
    "sync-easgd's exchange code: auto (the fastest that applies), comm (the Comm's, which "
    "--reduce, --pack and --overlap switch), partitioned or mirrored (one process, CPU)"},
   {"sync-centre", choice<kSyncCentres, &T::sync_centre>(), kTrain | kModel, R::fixed,
@@ -601,24 +602,17 @@ Status validate_config(const TrainConfig& c) {
   if (c.iterations == 0) EASEL_RETURN_IF_ERROR(check_range("--epochs", c.epochs, 0, 1e6, true));
   EASEL_RETURN_IF_ERROR(check_range("--momentum", c.momentum, 0, 1));
   if (c.momentum >= 1) return invalid_argument("--momentum: must be < 1");
-  // A forced fast exchange of sync-easgd has none of the switches below (algos/sync_easgd.cpp
-  // checks again what only the run knows: ranks, a net with state, the mirrored's 2 groups).
+  // A forced fast exchange of sync-easgd is refused here where the switches rule it out
+  // (algos/sync_easgd.hpp: the rule; the run checks again what only it knows: ranks, a net with
+  // state, the groups' residence).
   if (c.exchange == SyncExchange::partitioned || c.exchange == SyncExchange::mirrored) {
-    const char* lacks =
-        c.reduce != ReduceMode::tree ? "--reduce serial"
-        : c.pack != PackMode::single ? "--pack per-layer"
-        : c.overlap                  ? "--overlap on"
-        : c.collective != CollectiveAlgo::tree && c.collective != CollectiveAlgo::automatic
-            ? "--collective other than tree or auto"
-        : c.device.gpu ? "--device (a GPU)"
-                       : nullptr;
-    if (lacks)
-      return invalid_argument(
-          std::string("--exchange ") +
-          (c.exchange == SyncExchange::partitioned ? "partitioned" : "mirrored") +
-          ": sync-easgd's fast exchanges run in one process on the CPU with --reduce tree, "
-          "--pack single, --collective tree (or auto) and --overlap off, not " +
-          lacks + " (--exchange comm runs every combination)");
+    SyncSwitches s;
+    s.on_devices = c.device.gpu;
+    s.reduce = c.reduce;
+    s.pack = c.pack;
+    s.collective = c.collective;
+    s.overlap = c.overlap;
+    EASEL_RETURN_IF_ERROR(choose_sync_exchange(c.exchange, s, false, 2).status());
   }
   EASEL_RETURN_IF_ERROR(check_range("--weight-decay", c.weight_decay, 0, 1));
   if (c.rho != -1) EASEL_RETURN_IF_ERROR(check_range("--rho", c.rho, 0, 1e3));

@@ -20,8 +20,9 @@ namespace easel {
 
 struct RunInfo {
   std::string algorithm, net, data, layout, device;
-  GroupPlan plan;  // all P groups (across MPI ranks on rank 0)
-  int ranks = 1;   // MPI processes
+  std::string exchange_path;  // Algorithm::exchange_path(): sync-easgd's, else empty
+  GroupPlan plan;             // all P groups (across MPI ranks on rank 0)
+  int ranks = 1;              // MPI processes
   int64_t params = 0;
   int64_t total_iterations = 0, iterations_per_epoch = 0, eval_every = 0;
   double flops_per_image = 0;  // forward + backward

@@ -179,6 +179,7 @@ json summary_json(const TrainSummary& s, json config) {
       {"staleness_max", s.staleness_max},
       {"placement", s.info.placement},
       {"group_times", groups},
+      {"exchange_path", s.info.exchange_path.empty() ? json(nullptr) : json(s.info.exchange_path)},
       {"layers", layers},
       {"config", std::move(config)},
   };

@@ -196,7 +196,7 @@ TEST(Model, SerialPatternsNeverCheaperWithMoreGroups) {
     double last = 0;
     for (int g : {2, 4, 8, 16, 32}) {
       ModelRequest r = request("alexnet-cifar", algo, g);
-      r.reduce = "serial";
+      r.reduce = ReduceMode::serial;
       r.threads_per_group = 68 / g;
       auto p = predict(knl, r);
       ASSERT_TRUE(p.ok()) << p.status().message();
@@ -214,7 +214,7 @@ TEST(Model, TreeBeatsSerialAtLargeP) {
     ModelRequest tree = request("alexnet-cifar", "sync-easgd", g);
     tree.threads_per_group = m.gpu ? 1 : 4;
     ModelRequest serial = tree;
-    serial.reduce = "serial";
+    serial.reduce = ReduceMode::serial;
     auto a = predict(m, tree), b = predict(m, serial);
     ASSERT_TRUE(a.ok() && b.ok());
     EXPECT_LT(a->exchange_seconds, b->exchange_seconds) << file;
@@ -689,6 +689,54 @@ TEST(ModelCmd, JsonHasTheKeys) {
   EXPECT_NEAR(j["compute_share"].get<double>() + j["comm_share"].get<double>() +
                   j["wait_share"].get<double>(),
               1, 1e-9);
+}
+
+// The model prices the exchange path the trainer runs: sync-easgd on a net without running
+// statistics and on one with batch norm's, under each switch, `easel model`'s exchange_path is
+// the one the run's summary.json records (both from algos/sync_easgd.hpp's one rule).
+TEST(ModelCmd, PricesTheExchangePathTheTrainerRuns) {
+  namespace fs = std::filesystem;
+  const char* src = std::getenv("EASEL_SOURCE_ROOT");
+  const std::string bn = std::string(src != nullptr ? src : ".") +
+                         "/tests/fuzz/corpus/net/small-resnet.toml --input 3x16x16";
+  const std::string bn_data = "synthetic:64:3x16x16:10";
+  struct Case {
+    std::string net, data, flags, path;
+  };
+  const Case cases[] = {
+      {"mlp", "synthetic:64", "--groups 2", "mirrored"},
+      {"mlp", "synthetic:64", "--groups 3", "partitioned"},
+      {"mlp", "synthetic:64", "--groups 3 --pack per-layer", "comm"},
+      {"mlp", "synthetic:64", "--groups 2 --reduce serial", "comm"},
+      {"mlp", "synthetic:64", "--groups 2 --overlap on", "comm"},
+      {"mlp", "synthetic:64", "--groups 3 --collective ring", "comm"},
+      {"mlp", "synthetic:64", "--groups 3 --collective tree", "partitioned"},
+      {"mlp", "synthetic:64", "--groups 2 --exchange comm", "comm"},
+      {"mlp", "synthetic:64", "--groups 2 --exchange partitioned", "partitioned"},
+      {bn, bn_data, "--groups 2", "comm"},
+      {bn, bn_data, "--groups 3 --exchange comm", "comm"},
+  };
+  int k = 0;
+  for (const Case& c : cases) {
+    const std::string tag = "path" + std::to_string(k++);
+    const fs::path out = fs::path(::testing::TempDir()) / ("model_" + tag);
+    fs::remove_all(out);
+    const std::string net = c.net.substr(0, c.net.find(' '));
+    const easel_test::Out t =
+        run_easel("train --algo sync-easgd --net " + net + " --data " + c.data +
+                      " --iterations 2 --oversubscribe --out " + out.string() + " " + c.flags,
+                  "", tag + "_train");
+    ASSERT_EQ(t.code, 0) << c.flags << "\n" << t.err;
+    const auto summary = nlohmann::json::parse(easel_test::slurp(out / "summary.json"));
+    fs::remove_all(out);
+    const easel_test::Out m = run_easel(
+        "model --machine knl-7250 --algo sync-easgd --net " + c.net + " " + c.flags + " --json", "",
+        tag + "_model");
+    ASSERT_EQ(m.code, 0) << c.flags << "\n" << m.err;
+    const auto model = nlohmann::json::parse(m.out);
+    EXPECT_EQ(summary["exchange_path"], c.path) << c.net << " " << c.flags;
+    EXPECT_EQ(model["exchange_path"], summary["exchange_path"]) << c.net << " " << c.flags;
+  }
 }
 
 TEST(ModelCmd, BadMachineIsOneLineExit2) {

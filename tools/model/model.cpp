@@ -7,20 +7,13 @@
 #include <cstdio>
 
 #include "algos/list.hpp"
+#include "algos/sync_easgd.hpp"
 
 namespace easel::model {
 
 namespace {
 
 constexpr double kGB = 1e9;
-
-CollectiveAlgo collective_of(const std::string& name) {
-  for (CollectiveAlgo a :
-       {CollectiveAlgo::tree, CollectiveAlgo::ring, CollectiveAlgo::halving_doubling,
-        CollectiveAlgo::hierarchical, CollectiveAlgo::mpi})
-    if (name == collective_algo_name(a)) return a;
-  return CollectiveAlgo::automatic;
-}
 
 int levels_of(int p) {
   int l = 0;
@@ -226,11 +219,29 @@ Link link_of(const Machine& m, const ModelRequest& req, bool to_master) {
   return {"host_device", &m.host_device, false};
 }
 
-// Whether sync-easgd runs the trainer's Comm path on the CPU: a net with running statistics
-// (batch norm), which the fast exchanges would read while a step writes them.
+// sync-easgd's exchange path, chosen by the trainer's own rule (algos/sync_easgd.hpp) from the
+// same switches: a fast exchange in one process on the CPU where the switches and the net allow
+// (a net with running statistics, batch norm's, takes the Comm path), else the Comm's.
+bool takes_sync_path(const ModelRequest& req) {
+  return is_easgd(req.algo) && is_sync(req.algo);
+}
+Result<SyncExchangePath> sync_path_of(const Machine& m, const ModelRequest& req) {
+  SyncSwitches s;
+  s.ranks = req.ranks;
+  s.on_devices = m.gpu && req.resident;
+  s.reduce = req.reduce;
+  s.pack = req.pack;
+  s.collective = req.collective;
+  s.overlap = req.overlap;
+  return choose_sync_exchange(req.exchange, s, req.cost.state_floats > 0, req.groups);
+}
+
+// Whether sync-easgd runs the trainer's Comm path on the CPU, priced from the machine's Comm
+// path timings where it has them.
 bool on_comm_path(const Machine& m, const ModelRequest& req) {
-  return !m.gpu && is_easgd(req.algo) && is_sync(req.algo) && req.cost.state_floats > 0 &&
-         !m.shm_comm_exchange.empty();
+  if (m.gpu || !takes_sync_path(req) || m.shm_comm_exchange.empty()) return false;
+  const auto path = sync_path_of(m, req);
+  return path.ok() && path.value() == SyncExchangePath::comm;
 }
 
 // What the Comm path's exchange steps add to a group's compute: the elastic momentum step where
@@ -249,7 +260,7 @@ double sync_exchange(const Machine& m, const ModelRequest& req, Prediction& out)
   const int p = req.groups;
   const double n = static_cast<double>(req.cost.arena_floats);
   const double w = 4 * n;
-  const int msgs = req.pack == "per-layer" ? std::max(req.param_layers, 1) : 1;
+  const int msgs = req.pack == PackMode::per_layer ? std::max(req.param_layers, 1) : 1;
   const bool sgd = !is_easgd(req.algo);  // sync-sgd's gradients: no centre, no elastic step
   const Link link = link_of(m, req, false);
   out.transport = link.name;
@@ -257,7 +268,7 @@ double sync_exchange(const Machine& m, const ModelRequest& req, Prediction& out)
   // nothing to exchange.
   if (p == 1 && (sgd || !link.shared_memory)) return 0;
   double t = 0;
-  if (req.reduce == "serial" && !sgd) {
+  if (req.reduce == ReduceMode::serial && !sgd) {
     // P exchanges with the centre, one after the other: weights both ways each.
     out.exchange_messages = 2 * msgs * p;
     if (link.shared_memory) {
@@ -337,7 +348,7 @@ double sync_exchange(const Machine& m, const ModelRequest& req, Prediction& out)
     shape.ranks = req.ranks;
     shape.ranks_per_node = req.ranks_per_node;
     shape.intra = shape.inter = LinkCost{m.mpi.latency_us * 1e-6, m.mpi.bandwidth_gbs * kGB};
-    const CollectiveAlgo algo = collective_of(req.collective);
+    const CollectiveAlgo algo = req.collective;
     CollectiveChoice pick;
     pick.algo = algo;
     if (algo == CollectiveAlgo::automatic) pick = choose_collective(shape);
@@ -361,7 +372,7 @@ double sync_exchange(const Machine& m, const ModelRequest& req, Prediction& out)
 double centre_exchange(const Machine& m, const ModelRequest& req, Prediction& out) {
   const double n = static_cast<double>(req.cost.arena_floats);
   const double w = 4 * n;
-  const int msgs = req.pack == "per-layer" ? std::max(req.param_layers, 1) : 1;
+  const int msgs = req.pack == PackMode::per_layer ? std::max(req.param_layers, 1) : 1;
   const Link link = link_of(m, req, true);
   out.transport = link.name;
   out.exchange_messages = 2 * msgs;
@@ -418,9 +429,6 @@ Status check(const Machine& m, const ModelRequest& req) {
     return invalid_argument("--placement: '" + req.placement + "' (the model takes dram or hbw)");
   if (req.placement == "hbw" && !m.gpu && !m.hbw.present)
     return invalid_argument("--placement hbw: " + m.file + " has no [memory.hbw]");
-  if (req.collective != "auto" && collective_of(req.collective) == CollectiveAlgo::automatic)
-    return invalid_argument("--collective: '" + req.collective +
-                            "' (auto, tree, ring, halving-doubling, hierarchical or mpi)");
   if (req.sync_centre != "auto" && req.sync_centre != "master" && req.sync_centre != "allreduce")
     return invalid_argument("--sync-centre: '" + req.sync_centre + "' (auto, master or allreduce)");
   if (req.precision != "fp32" && req.precision != "tf32" && req.precision != "bf16")
@@ -428,10 +436,7 @@ Status check(const Machine& m, const ModelRequest& req) {
   if (m.compute_rate(req.precision) <= 0)
     return invalid_argument("--precision " + req.precision + ": " + m.file + " has no " +
                             req.precision + " rate ([compute] " + req.precision + "_gflops)");
-  if (req.reduce != "tree" && req.reduce != "serial")
-    return invalid_argument("--reduce: '" + req.reduce + "' (tree or serial)");
-  if (req.pack != "single" && req.pack != "per-layer")
-    return invalid_argument("--pack: '" + req.pack + "' (single or per-layer)");
+  if (takes_sync_path(req)) EASEL_RETURN_IF_ERROR(sync_path_of(m, req).status());
   if (req.ranks < 1 || req.ranks > 65536)
     return invalid_argument("--ranks: " + std::to_string(req.ranks) +
                             " is out of range [1, 65536]");
@@ -543,6 +548,8 @@ Result<Prediction> predict(const Machine& whole, const ModelRequest& req) {
   const int rpn = req.ranks_per_node;
   const Machine m = rpn > 1 ? rank_share(whole, rpn) : whole;
   Prediction out;
+  if (takes_sync_path(req))
+    out.exchange_path = sync_exchange_path_name(sync_path_of(m, req).value());
   // Ranks sharing the machine: each group's step is one of groups x rpn on all of its cores.
   ModelRequest node = req;
   node.groups = req.groups * rpn;

@@ -40,18 +40,20 @@ struct ModelRequest {
   int groups = 1;
   int threads_per_group = 1;  // CPU machines
   int tau = 1;
-  std::string placement = "dram";  // where the groups' buffers are: dram or hbw
-  std::string reduce = "tree";     // sync-easgd: tree or serial (P exchanges)
-  std::string pack = "single";     // single (one message) or per-layer
-  bool overlap = false;            // sync-easgd: exchange overlapped with the next step
-  bool resident = true;            // GPU: weights stay on the devices (only the batch crosses)
-  int ranks = 1;                   // MPI ranks, `groups` groups each (sync algorithms)
+  std::string placement = "dram";        // where the groups' buffers are: dram or hbw
+  ReduceMode reduce = ReduceMode::tree;  // sync-easgd: tree or serial (P exchanges)
+  PackMode pack = PackMode::single;      // single (one message) or per-layer
+  bool overlap = false;                  // sync-easgd: exchange overlapped with the next step
+  // sync-easgd's --exchange: the path is the trainer's choice (choose_sync_exchange).
+  SyncExchange exchange = SyncExchange::automatic;
+  bool resident = true;  // GPU: weights stay on the devices (only the batch crosses)
+  int ranks = 1;         // MPI ranks, `groups` groups each (sync algorithms)
   // Ranks that share one machine (its cores and memory bandwidth split evenly among them); 1:
   // every rank a machine of its own, as on a cluster.
   int ranks_per_node = 1;
   // The collective across ranks (and among GPUs without NCCL's own): --collective's names; auto
   // is the cost model's choice (engine/comm/collective_cost.hpp).
-  std::string collective = "auto";
+  CollectiveAlgo collective = CollectiveAlgo::automatic;
   // sync-easgd's centre across ranks: master (reduce + broadcast) or allreduce; auto: allreduce
   // across ranks.
   std::string sync_centre = "auto";
@@ -81,7 +83,10 @@ struct Prediction {
   double exchanges_per_step = 0;    // of one group: 1, 1 / tau, or 0 (one group)
   double group_exchange_bytes = 0;  // what one group sends per exchange (its payload)
   std::string transport;            // "shared_memory", "nccl", "host_device", ...
-  std::string compute_source;       // "calibrated" or "described"
+  // sync-easgd's exchange path, the trainer's choice (summary.json's "exchange_path"):
+  // partitioned, mirrored or comm; empty for the other algorithms.
+  std::string exchange_path;
+  std::string compute_source;  // "calibrated" or "described"
   bool oversubscribed = false;
   std::vector<std::string> notes;
   // compute_source "layer rates": each layer's forward and backward seconds alone (one group,

@@ -23,7 +23,7 @@ using nlohmann::json;
 
 // The flags both commands share beyond the train settings' (--net, --algo, --batch, --tau and,
 // for `easel model`, --groups, --threads-per-group, --placement, --reduce, --pack, --overlap,
-// --collective, --sync-centre: the
+// --exchange, --collective, --sync-centre: the
 // rows of train_settings() marked kModelCommand / kPlanCommand, parsed and validated as `easel
 // train` does).
 struct NetFlags {
@@ -124,7 +124,7 @@ Result<ModelRequest> net_request(NetFlags& f, unsigned command, TrainConfig* cfg
   req.batch = cfg->batch;
   req.tau = static_cast<int>(cfg->tau);
   req.precision = f.precision;
-  req.collective = collective_algo_name(cfg->collective);
+  req.collective = cfg->collective;
   req.sync_centre = cfg->sync_centre == SyncCentre::master      ? "master"
                     : cfg->sync_centre == SyncCentre::allreduce ? "allreduce"
                                                                 : "auto";
@@ -180,6 +180,7 @@ json prediction_json(const Prediction& p) {
           {"exchanges_per_step", p.exchanges_per_step},
           {"group_exchange_bytes", p.group_exchange_bytes},
           {"transport", p.transport},
+          {"exchange_path", p.exchange_path.empty() ? json(nullptr) : json(p.exchange_path)},
           {"compute_source", p.compute_source},
           {"oversubscribed", p.oversubscribed},
           {"notes", p.notes},
@@ -200,8 +201,9 @@ int run_model(ModelFlags& f) {
   req->threads_per_group = threads_per_group(*m, static_cast<int>(cfg.plan.threads_per_group),
                                              *groups, f.ranks_per_node);
   req->placement = *placement;
-  req->reduce = cfg.reduce == ReduceMode::serial ? "serial" : "tree";
-  req->pack = cfg.pack == PackMode::per_layer ? "per-layer" : "single";
+  req->reduce = cfg.reduce;
+  req->pack = cfg.pack;
+  req->exchange = cfg.exchange;
   req->ranks = f.ranks;
   req->ranks_per_node = f.ranks_per_node;
   auto resident = on_off("--resident", f.resident);
@@ -237,6 +239,8 @@ int run_model(ModelFlags& f) {
               p->step_seconds, p->compute_source.c_str(), p->exchange_seconds,
               p->transport.empty() ? "-" : p->transport.c_str(), p->exchange_messages,
               p->exchange_bytes / 1e6);
+  if (!p->exchange_path.empty())
+    std::printf("exchange path         %s (as the trainer chooses it)\n", p->exchange_path.c_str());
   for (const std::string& n : p->notes)
     std::printf("note: %s\n", n.c_str());
   return 0;
