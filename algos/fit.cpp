@@ -221,8 +221,8 @@ FitRequest fit_request(const TrainConfig& cfg, const NetCost& cost, const DataSp
   s.pack = cfg.pack;
   s.collective = cfg.collective;
   s.overlap = cfg.overlap;
-  const auto path = choose_sync_exchange(cfg.exchange, s, cost.state_floats > 0, 2);
-  r.sync_fast = path.ok() && path.value() != SyncExchangePath::comm;
+  const auto choice = choose_sync_exchange(cfg.exchange, s, cost.state_floats > 0, 2);
+  r.sync_fast = choice.ok() && choice.value().path != SyncExchangePath::comm;
   r.overlap = cfg.overlap;
   r.adamw = cfg.optimizer == Optimizer::adamw;
   r.feedback = cfg.exchange_precision == ExchangePrecision::int8;
@@ -364,8 +364,9 @@ Result<Fit> fit_of(const TrainConfig& cfg, const Topology& topo, const GroupPlan
 }
 
 Status check_run_fit(const TrainConfig& cfg, const Topology& topo, const GroupPlan& plan,
-                     const DataSplit& data, bool report) {
+                     const DataSplit& data, bool report, Fit* kept) {
   EASEL_ASSIGN_OR_RETURN(const Fit fit, fit_of(cfg, topo, plan, data));
+  if (kept) *kept = fit;
   if (report) {
     for (const std::string& l : fit.summary_lines())
       log_info("train", l);

@@ -96,9 +96,9 @@ Result<Fit> fit_of(const TrainConfig& cfg, const Topology& topo, const GroupPlan
 
 // The check `easel train` makes after the data is loaded and before any group's arena is
 // allocated: the fit of cfg on the plan, its summary logged (info) and its spills (warn, once)
-// when `report` (rank 0); returns the refusal (invalid_argument) or ok.
+// when `report` (rank 0); returns the refusal (invalid_argument) or ok, and the fit in *kept.
 Status check_run_fit(const TrainConfig& cfg, const Topology& topo, const GroupPlan& plan,
-                     const DataSplit& data, bool report);
+                     const DataSplit& data, bool report, Fit* kept = nullptr);
 
 // "233.3 MB", "17.3 GB" (decimal, as the paper gives sizes).
 std::string fit_bytes(uint64_t bytes);

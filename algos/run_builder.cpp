@@ -106,7 +106,7 @@ void choose_residence(TrainRun& t) {
   const DeviceEntry& kind = *t.dev_req.kind;
   const Algorithm& algo = *t.algo;
   const bool may = kind.accelerator && algo.device_resident();
-  t.run.resident = may && (kind.has_comm() || algo.max_groups() == 1);
+  t.run.resident = resident_for(t);
   if (may && !t.run.resident) {
     const std::string comm = kind.comm_name ? kind.comm_name : "device Comm";
     log_once(LogLevel::warn, "train", "no-nccl",
@@ -188,15 +188,7 @@ Status make_comm(TrainRun& t) {
   std::vector<Device*> devs;
   for (const auto& d : t.devices)
     devs.push_back(d.get());
-  CommNeeds needs;
-  needs.local_groups = t.local;
-  needs.collective = t.run.params.collective;
-  needs.arena_floats = t.run.arena_floats();
-  needs.world = t.world;
-  needs.has_cores = !t.world && !t.plan.oversubscribed;
-  needs.on_devices = t.run.resident && t.algo->max_groups() > 1;
-  needs.kind = t.dev_req.kind;
-  needs.devices = devs;
+  const CommNeeds needs = comm_needs(t, t.run.arena_floats(), devs);
   // What the host Comm runs (said once the algorithm is prepared, if it runs collectives), and
   // the processes' own arena broadcasts with the algorithm picked among them.
   EASEL_ASSIGN_OR_RETURN(const CollectivePick pick, pick_collective(needs));
@@ -274,6 +266,25 @@ Status init_weights(TrainRun& t) {
       copy_bytes(run.centre.data(), run.centre.kind(), init.data(), MemKind::dram, t.arena_bytes);
   }
   return {};
+}
+
+bool resident_for(const TrainRun& t) {
+  const DeviceEntry& kind = *t.dev_req.kind;
+  const Algorithm& algo = *t.algo;
+  return kind.accelerator && algo.device_resident() && (kind.has_comm() || algo.max_groups() == 1);
+}
+
+CommNeeds comm_needs(const TrainRun& t, int64_t arena_floats, std::span<Device* const> devices) {
+  CommNeeds needs;
+  needs.local_groups = t.local;
+  needs.collective = t.run.params.collective;
+  needs.arena_floats = arena_floats;
+  needs.world = t.world;
+  needs.has_cores = !t.world && !t.plan.oversubscribed;
+  needs.on_devices = resident_for(t) && t.algo->max_groups() > 1;
+  needs.kind = t.dev_req.kind;
+  needs.devices = devices;
+  return needs;
 }
 
 Status agreed_outcome(const TrainRun& t, Status mine) {
@@ -355,7 +366,7 @@ Status plan_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices) {
     data.train = std::move(part);
   }
   // The memory fit (algos/fit.hpp): refused here, after the data and before any group's arena.
-  EASEL_RETURN_IF_ERROR(check_run_fit(cfg, topo, t.plan, data, t.rank == 0));
+  EASEL_RETURN_IF_ERROR(check_run_fit(cfg, topo, t.plan, data, t.rank == 0, &t.fit));
   EASEL_RETURN_IF_ERROR(check_described_threads(topo, t.plan, cfg));
   t.total =
       cfg.iterations > 0

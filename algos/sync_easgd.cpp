@@ -180,16 +180,12 @@ class SyncEasgd final : public Algorithm {
   Result<std::unique_ptr<FastExchange>> choose_fast(const Run& run) {
     const AlgoParams& p = run.params;
     const SyncExchange which = which_ != SyncExchange::automatic ? which_ : p.exchange;
-    SyncSwitches s;
-    s.ranks = run.ranks;
-    s.on_devices = run.resident;
-    s.reduce = p.reduce;
-    s.pack = p.pack;
-    s.collective = p.collective;
-    s.overlap = p.overlap;
     const bool state = std::any_of(run.segments().begin(), run.segments().end(),
                                    [](const Segment& x) { return x.state; });
-    EASEL_ASSIGN_OR_RETURN(path_, choose_sync_exchange(which, s, state, run.size()));
+    EASEL_ASSIGN_OR_RETURN(
+        const SyncExchangeChoice choice,
+        choose_sync_exchange(which, sync_switches(p, run.ranks, run.resident), state, run.size()));
+    path_ = choice.path;
     switch (path_) {
       case SyncExchangePath::partitioned:
         return make_partitioned_exchange();
@@ -418,17 +414,45 @@ const char* sync_exchange_path_name(SyncExchangePath path) {
   return "comm";
 }
 
-Result<SyncExchangePath> choose_sync_exchange(SyncExchange asked, const SyncSwitches& s, bool state,
-                                              int groups) {
+bool takes_sync_exchange(std::string_view algo) {
+  return algo == "sync-easgd";
+}
+
+SyncSwitches sync_switches(const AlgoParams& p, int ranks, bool on_devices) {
+  SyncSwitches s;
+  s.ranks = ranks;
+  s.on_devices = on_devices;
+  s.reduce = p.reduce;
+  s.pack = p.pack;
+  s.collective = p.collective;
+  s.overlap = p.overlap;
+  return s;
+}
+
+Result<SyncExchangeChoice> choose_sync_exchange(SyncExchange asked, const SyncSwitches& s,
+                                                bool state, int groups) {
   const char* lacks = fast_exchange_lacks(s);
-  if (asked == SyncExchange::comm) return SyncExchangePath::comm;
+  const auto fast = [&](bool partitioned, std::string why) {
+    return SyncExchangeChoice{
+        partitioned ? SyncExchangePath::partitioned : SyncExchangePath::mirrored, std::move(why)};
+  };
+  if (asked == SyncExchange::comm)
+    return SyncExchangeChoice{SyncExchangePath::comm, "--exchange comm"};
   if (asked == SyncExchange::automatic) {
     // The fast exchanges read the other groups' weights as soon as they are published, before
     // those groups' steps: state a step updates in place (batch norm's running statistics)
     // would be read while it is written. A net with state takes the Comm path, which reads
     // every group's weights after its step.
-    if (lacks != nullptr || state) return SyncExchangePath::comm;
-    return groups > 2 ? SyncExchangePath::partitioned : SyncExchangePath::mirrored;
+    if (lacks != nullptr)
+      return SyncExchangeChoice{SyncExchangePath::comm,
+                                std::string("auto: the fast exchanges do not run with ") + lacks};
+    if (state)
+      return SyncExchangeChoice{SyncExchangePath::comm,
+                                "auto: the net has running statistics, which the fast exchanges "
+                                "would read while a step writes them"};
+    return fast(groups > 2,
+                std::string("auto: one process on the CPU with the default switches, ") +
+                    (groups > 2 ? "more than 2 groups" : "at most 2 groups"));
   }
   const bool partitioned = asked == SyncExchange::partitioned;
   const std::string flag = std::string("--exchange ") + (partitioned ? "partitioned" : "mirrored");
@@ -442,7 +466,7 @@ Result<SyncExchangePath> choose_sync_exchange(SyncExchange asked, const SyncSwit
     return invalid_argument(flag +
                             ": sync-easgd's fast exchanges would read the net's running "
                             "statistics while a step writes them (use --exchange comm)");
-  return partitioned ? SyncExchangePath::partitioned : SyncExchangePath::mirrored;
+  return fast(partitioned, flag);
 }
 
 std::unique_ptr<Algorithm> make_sync_easgd(SyncExchange which) {

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include "algos/algorithm.hpp"
 
@@ -37,13 +39,21 @@ const char* fast_exchange_lacks(const SyncSwitches& s);
 
 enum class SyncExchangePath { comm, partitioned, mirrored };
 const char* sync_exchange_path_name(SyncExchangePath path);
+struct SyncExchangeChoice {
+  SyncExchangePath path = SyncExchangePath::comm;
+  std::string why;  // one line: what chose it
+};
+// Whether `algo` (a --algo name) is the one that takes a SyncExchangePath.
+bool takes_sync_exchange(std::string_view algo);
+// The switches of AlgoParams (what --reduce, --pack, --collective and --overlap set).
+SyncSwitches sync_switches(const AlgoParams& p, int ranks, bool on_devices);
 
 // The path that `asked` (--exchange) takes for a net with running statistics or not (`state`:
 // the fast exchanges would read them while a step writes them) and P `groups`: automatic, a
 // fast exchange where the switches and the net allow (partitioned, mirrored at P <= 2), else
 // the Comm's (which covers the overlap and the devices' paths); comm, the Comm's; partitioned
 // or mirrored, that one, refused (invalid_argument naming --exchange) where it cannot run.
-Result<SyncExchangePath> choose_sync_exchange(SyncExchange asked, const SyncSwitches& s, bool state,
-                                              int groups);
+Result<SyncExchangeChoice> choose_sync_exchange(SyncExchange asked, const SyncSwitches& s,
+                                                bool state, int groups);
 
 }  // namespace easel

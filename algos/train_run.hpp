@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "algos/comm_list.hpp"
+#include "algos/fit.hpp"
 #include "algos/trainer.hpp"
 #include "engine/trace.hpp"
 #include "engine/worker.hpp"
@@ -40,6 +42,7 @@ struct TrainRun {
   std::unique_ptr<Comm> world_comm;
   int ranks = 1, rank = 0;
   GroupPlan plan;  // this rank's groups
+  Fit fit;         // the memory fit of the plan (algos/fit.hpp)
   // The PUs of the cores no group of this rank uses: where the data pipelines' threads run
   // (empty: on each group's own cores).
   std::vector<int> data_cpus;
@@ -79,6 +82,10 @@ Status check_group_count(const Algorithm& algo, int p);
 Status plan_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices);
 // Makes the devices, the groups (each on its own thread) and the Comm.
 Status build_run(TrainRun& t, const Dataset& train);
+// Whether the groups' weights stay on their devices (Run::resident), once t is planned.
+bool resident_for(const TrainRun& t);
+// What the run asks of its Comm (comm_list.hpp), once t is planned and t.run.params made.
+CommNeeds comm_needs(const TrainRun& t, int64_t arena_floats, std::span<Device* const> devices);
 // The same initial weights everywhere (rank 0's, broadcast: every rank reaches it), and the
 // centre where the algorithm has one.
 Status init_weights(TrainRun& t);

@@ -200,3 +200,68 @@ TEST(TopologyCmd, TrainRefusesWhatCannotFitBeforeBuilding) {
 }
 
 }  // namespace
+
+// `easel train --explain` says what the run does, and the run does it: the groups, sync-easgd's
+// exchange path and the collective the run reports, for a net without and with running
+// statistics; nothing is written; --json alone is refused.
+namespace explain {
+
+nlohmann::json summary_of(const fs::path& out) {
+  return nlohmann::json::parse(easel_test::slurp(out / "summary.json"));
+}
+
+TEST(TrainExplain, SaysWhatTheRunDoes) {
+  const char* src = std::getenv("EASEL_SOURCE_ROOT");
+  const std::string resnet =
+      std::string(src != nullptr ? src : ".") + "/tests/fuzz/corpus/net/small-resnet.toml";
+  const std::string cases[] = {
+      "--net mlp --data synthetic:64 --groups 3 --oversubscribe",
+      "--net mlp --data synthetic:64 --groups 2 --pack per-layer --collective auto",
+      "--net " + resnet + " --data synthetic:64:3x16x16:10 --groups 2",
+  };
+  int k = 0;
+  for (const std::string& flags : cases) {
+    const fs::path out = fs::path(::testing::TempDir()) / ("explain_" + std::to_string(k++));
+    fs::remove_all(out);
+    const Out e = easel_test::run_easel(
+        "train --explain --json --algo sync-easgd --out " + out.string() + " " + flags, "",
+        "explain");
+    ASSERT_EQ(e.code, 0) << flags << "\n" << e.err;
+    EXPECT_FALSE(fs::exists(out)) << "--explain wrote " << out;
+    const auto plan = nlohmann::json::parse(e.out);
+    const Out t = easel_test::run_easel(
+        "train --algo sync-easgd --iterations 2 --log-level info "
+        "--out " +
+            out.string() + " " + flags,
+        "", "explain_run");
+    ASSERT_EQ(t.code, 0) << flags << "\n" << t.err;
+    const auto s = summary_of(out);
+    fs::remove_all(out);
+    EXPECT_EQ(plan["groups"], s["groups"]) << flags;
+    EXPECT_EQ(plan["exchange_path"], s["exchange_path"]) << flags;
+    EXPECT_EQ(plan["net"]["params"], s["params"]) << flags;
+    // The collective auto chose, as the run says it (only where the run uses one).
+    if (!plan["collective_why"].is_null())
+      EXPECT_NE(t.err.find(plan["collective_why"].get<std::string>()), std::string::npos)
+          << flags << "\n"
+          << t.err;
+    else
+      EXPECT_EQ(t.err.find("collective auto:"), std::string::npos) << flags << "\n" << t.err;
+  }
+  const Out alone = easel_test::run_easel("train --json", "", "explain");
+  EXPECT_EQ(alone.code, 2);
+  EXPECT_NE(alone.err.find("--json: only with --explain"), std::string::npos) << alone.err;
+}
+
+// On a described machine (no run): one group per KNL cluster, the fast exchange for four.
+TEST(TrainExplain, DescribedMachinePlan) {
+  const Out o = easel_on(fixture("knl-snc4-flat"),
+                         "train --explain --algo sync-easgd --groups numa --data synthetic:64 "
+                         "--oversubscribe");
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find("groups      4 (1 rank(s) x 4)"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("exchange    partitioned"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("memory fit:"), std::string::npos) << o.out;
+}
+
+}  // namespace explain

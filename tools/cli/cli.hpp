@@ -94,6 +94,8 @@ int run_train(SettingValues& values, const std::vector<std::string>& given,
 // `easel topology [--json]`: the machine and the plan (tools/topology_cmd.cpp); with `fit`
 // (--net or --data given) also the memory fit of that net and data on the plan (algos/fit.hpp).
 int run_topology(const TrainConfig& cfg, bool as_json, bool fit);
+// `easel train --explain [--json]`: what the run will do (algos/run_plan.hpp), nothing written.
+int run_explain(const TrainConfig& cfg, bool as_json);
 // `easel list [--json]`: the built-in nets (params, weight bytes, FLOPs) and the algorithms.
 int run_list(bool as_json);
 // `easel --version` (tools/cli/version_cmd.cpp).

@@ -217,6 +217,11 @@ int easel_main(int argc, char** argv) {
   train->add_option("--config", config_path,
                     "TOML file with any of these flags as keys (flags override it)");
   cli::add_setting_flags(*train, kTrainCommand, values);
+  bool explain = false, explain_json = false;
+  train->add_flag("--explain", explain,
+                  "print what the run will do (the groups, the exchange path, the collective, the "
+                  "memory fit) and exit; nothing is trained or written");
+  train->add_flag("--json", explain_json, "with --explain: as one JSON object");
   CLI::App* topo =
       app.add_subcommand("topology", "print the machine and the worker-group plan the flags give");
   cli::add_setting_flags(*topo, kTopologyCommand, values);
@@ -264,6 +269,13 @@ int easel_main(int argc, char** argv) {
   for (const auto& command : self_run)
     if (const int rc = command(); rc >= 0) return rc;
   if (!train->parsed() && !topo->parsed()) return cli::run_list(list_json);
+  if (train->parsed() && (explain || explain_json)) {
+    if (!explain) return report(invalid_argument("--json: only with --explain"), Failure::request);
+    auto cfg = cli::parse_settings(values, kTrainCommand, given, source);
+    if (!cfg.ok()) return report(cfg.status(), Failure::request);
+    if (cfg->log_level) set_log_level(*cfg->log_level);
+    return cli::run_explain(*cfg, explain_json);
+  }
   if (train->parsed()) return train_command(values, given, source, all_args);
   auto cfg = cli::parse_settings(values, kTopologyCommand, given, source);
   if (!cfg.ok()) return report(cfg.status(), Failure::request);

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "algos/fit.hpp"
+#include "algos/run_plan.hpp"
 #include "algos/trainer.hpp"
 #include "devices/cuda/cuda_device.hpp"
 #include "nets/graph.hpp"
@@ -155,6 +156,79 @@ int run_topology(const TrainConfig& cfg, bool as_json, bool fit) {
     if (!f.ok()) return report(f.status(), failure_of(f.status()));
     std::printf("%s%s", what.c_str(), f->to_string().c_str());
   }
+  return 0;
+}
+
+int run_explain(const TrainConfig& cfg, bool as_json) {
+  auto data = load_data(cfg.data, MemKind::dram, cfg.seed,
+                        DataOptions{cfg.augment.resized_crop, cfg.skip_bad_images});
+  if (!data.ok()) return report(data.status(), failure_of(data.status()));
+  auto r = explain_run(cfg, *data, DeviceRegistry{});
+  if (!r.ok()) return report(r.status(), failure_of(r.status()));
+  if (process_rank() != 0) return 0;  // under mpirun rank 0 says it
+  const auto or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
+  if (as_json) {
+    json j = {{"algorithm", r->algorithm},
+              {"net",
+               {{"name", r->net},
+                {"params", r->params},
+                {"arena_floats", r->arena_floats},
+                {"running_statistics", r->net_state}}},
+              {"data",
+               {{"name", r->data},
+                {"train_images", r->train_images},
+                {"test_images", r->test_images},
+                {"shape", {r->channels, r->height, r->width}}}},
+              {"ranks", r->ranks},
+              {"groups_per_rank", r->groups_per_rank},
+              {"groups", r->groups},
+              {"plan", plan_json(cfg, Topology{}, r->plan)["groups"]},
+              {"plan_notes", r->plan.notes},
+              {"batch", r->batch},
+              {"iterations", r->iterations},
+              {"iterations_per_epoch", r->iterations_per_epoch},
+              {"eval_every", r->eval_every},
+              {"device", r->device},
+              {"resident", r->resident},
+              {"exchange_path", or_null(r->exchange_path)},
+              {"exchange_why", or_null(r->exchange_why)},
+              {"comm", r->comm},
+              {"collective", r->uses_collectives ? json(r->collective) : json(nullptr)},
+              {"collective_why", r->uses_collectives ? or_null(r->collective_why) : json(nullptr)},
+              {"placement", r->placement},
+              {"fit", fit_json(r->fit)},
+              {"stall_seconds", r->stall_seconds}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("easel train --explain: what this run will do (nothing is trained or written)\n");
+  std::printf("algorithm   %s: %s\n", r->algorithm.c_str(), r->algorithm_summary.c_str());
+  std::printf("net         %s: %lld parameters (arena %lld floats)%s\n", r->net.c_str(),
+              static_cast<long long>(r->params), static_cast<long long>(r->arena_floats),
+              r->net_state ? ", with running statistics" : "");
+  std::printf("data        %s: %lld training + %lld test images of %lldx%lldx%lld\n",
+              r->data.c_str(), static_cast<long long>(r->train_images),
+              static_cast<long long>(r->test_images), static_cast<long long>(r->channels),
+              static_cast<long long>(r->height), static_cast<long long>(r->width));
+  std::printf(
+      "length      %lld iterations of %lld images a group, %lld an epoch, evaluated "
+      "every %lld\n",
+      static_cast<long long>(r->iterations), static_cast<long long>(r->batch),
+      static_cast<long long>(r->iterations_per_epoch), static_cast<long long>(r->eval_every));
+  std::printf("groups      %d (%d rank(s) x %d) on %s%s:\n%s", r->groups, r->ranks,
+              r->groups_per_rank, r->device.c_str(),
+              r->resident ? ", weights resident on the devices" : "", r->plan.to_string().c_str());
+  if (!r->exchange_path.empty())
+    std::printf("exchange    %s (%s)\n", r->exchange_path.c_str(), r->exchange_why.c_str());
+  std::string comm = r->comm;
+  if (r->uses_collectives)
+    comm += ", collective " + r->collective +
+            (r->collective_why.empty() ? "" : " (" + r->collective_why + ")");
+  std::printf("comm        %s\n", comm.c_str());
+  std::printf("placement   %s\n", r->placement.c_str());
+  std::printf("memory fit:\n%s", r->fit.to_string().c_str());
+  std::printf("deadline    a group that waits %.0f s stops the run (EASEL_STALL_TIMEOUT)\n",
+              r->stall_seconds);
   return 0;
 }
 

@@ -223,9 +223,9 @@ Link link_of(const Machine& m, const ModelRequest& req, bool to_master) {
 // same switches: a fast exchange in one process on the CPU where the switches and the net allow
 // (a net with running statistics, batch norm's, takes the Comm path), else the Comm's.
 bool takes_sync_path(const ModelRequest& req) {
-  return is_easgd(req.algo) && is_sync(req.algo);
+  return takes_sync_exchange(req.algo);
 }
-Result<SyncExchangePath> sync_path_of(const Machine& m, const ModelRequest& req) {
+Result<SyncExchangeChoice> sync_path_of(const Machine& m, const ModelRequest& req) {
   SyncSwitches s;
   s.ranks = req.ranks;
   s.on_devices = m.gpu && req.resident;
@@ -241,7 +241,7 @@ Result<SyncExchangePath> sync_path_of(const Machine& m, const ModelRequest& req)
 bool on_comm_path(const Machine& m, const ModelRequest& req) {
   if (m.gpu || !takes_sync_path(req) || m.shm_comm_exchange.empty()) return false;
   const auto path = sync_path_of(m, req);
-  return path.ok() && path.value() == SyncExchangePath::comm;
+  return path.ok() && path.value().path == SyncExchangePath::comm;
 }
 
 // What the Comm path's exchange steps add to a group's compute: the elastic momentum step where
@@ -549,7 +549,7 @@ Result<Prediction> predict(const Machine& whole, const ModelRequest& req) {
   const Machine m = rpn > 1 ? rank_share(whole, rpn) : whole;
   Prediction out;
   if (takes_sync_path(req))
-    out.exchange_path = sync_exchange_path_name(sync_path_of(m, req).value());
+    out.exchange_path = sync_exchange_path_name(sync_path_of(m, req).value().path);
   // Ranks sharing the machine: each group's step is one of groups x rpn on all of its cores.
   ModelRequest node = req;
   node.groups = req.groups * rpn;
