@@ -450,9 +450,9 @@ bool regrouped(const Checkpoint& ck, const Run& run) {
 }
 
 Status check_resume_groups(const Checkpoint& ck, const std::string& algo,
-                           const std::string& groups) {
-  if (groups.empty() || groups.find_first_not_of("0123456789") != std::string::npos) return {};
-  const size_t now = std::strtoull(groups.c_str(), nullptr, 10);
+                           const GroupCount& groups) {
+  if (!groups.is_count()) return {};
+  const size_t now = static_cast<size_t>(groups.n);
   if (now == ck.groups.size() || ck.groups.empty()) return {};
   auto a = make_algorithm(algo);
   if (!a.ok() || (*a)->regroupable()) return {};

@@ -95,7 +95,6 @@ bool regrouped(const Checkpoint& ck, const Run& run);
 // Before a resumed run is built: refuses, as restore_run would, an explicit --groups `groups`
 // (a count; "auto" and other forms are left to restore_run) that differs from ck's when
 // `algo` cannot regroup.
-Status check_resume_groups(const Checkpoint& ck, const std::string& algo,
-                           const std::string& groups);
+Status check_resume_groups(const Checkpoint& ck, const std::string& algo, const GroupCount& groups);
 
 }  // namespace easel

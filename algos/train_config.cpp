@@ -235,6 +235,15 @@ constexpr SettingField kLayout{
       return !c.layout ? "auto" : *c.layout == Layout::nchw ? "nchw" : "nhwc";
     }};
 
+// --groups, parsed here once (engine/topology.hpp's GroupCount).
+constexpr SettingField kGroups{
+    SettingType::text,
+    [](const Setting&, std::string_view t, TrainConfig& c) -> Status {
+      EASEL_ASSIGN_OR_RETURN(c.plan.groups, parse_group_count(t));
+      return {};
+    },
+    [](const TrainConfig& c) -> std::string { return c.plan.groups.text(); }};
+
 constexpr SettingField kImpl{
     SettingType::text,
     [](const Setting&, std::string_view t, TrainConfig& c) -> Status {
@@ -386,7 +395,7 @@ const Setting kSettings[] = {
    "momentum mu (msgd, sync-sgd, async-msgd) or the groups' delta (async-measgd, sync-easgd)"},
   {"weight-decay", real<&T::weight_decay>(), kTrain, R::fixed, "L2 weight decay"},
   {"seed", kSeed, kTrain, R::fixed, "seed of the initial weights, shuffling and dropout"},
-  {"groups", text<&T::plan, &PlanRequest::groups>(), kBoth | kModel, R::changeable,
+  {"groups", kGroups, kBoth | kModel, R::changeable,
    "worker groups: a count, 'auto' (one per core) or 'numa' (on --resume, only the EASGD "
    "algorithms may change it, new groups starting from the centre, and local-sgd, slowmo and "
    "diloco from a checkpoint at a meeting, from the anchor)"},
@@ -654,10 +663,7 @@ Status validate_config(const TrainConfig& c) {
   EASEL_RETURN_IF_ERROR(check_algo_options(c, *find_algo(c.algo)));
   // A number of groups a one-group algorithm cannot take is a bad request, refused before any
   // data is read (exit 2); "auto", "numa" and cpu lists are checked once planned (trainer.cpp).
-  if (!c.plan.groups.empty() &&
-      c.plan.groups.find_first_not_of("0123456789") == std::string::npos &&
-      c.plan.groups.size() < 9)
-    EASEL_RETURN_IF_ERROR(check_group_count(**algo, std::stoi(c.plan.groups)));
+  if (c.plan.groups.is_count()) EASEL_RETURN_IF_ERROR(check_group_count(**algo, c.plan.groups.n));
   // A net description is checked whole (but its shapes, which follow the data) before the data
   // is read.
   EASEL_RETURN_IF_ERROR(check_model(c.net));

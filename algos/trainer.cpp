@@ -28,14 +28,14 @@ Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo,
                                 std::to_string(o) + " (this machine has " + std::to_string(*units) +
                                 ")");
     const int n = static_cast<int>(ordinals.size());
-    if (req.groups != "auto" && req.groups != std::to_string(n))
-      return invalid_argument("--groups " + req.groups + ": with --device " +
+    if (!req.groups.is_auto() && req.groups != GroupCount::of(n))
+      return invalid_argument("--groups " + req.groups.text() + ": with --device " +
                               device_text(cfg.device) + " each listed GPU is one worker group (" +
                               std::to_string(n) + " GPU(s)" +
                               (algo->max_groups() == 1 && dev.ordinals.empty()
                                    ? ": " + algo->name() + " runs on the first)"
                                    : ")"));
-    req.groups = std::to_string(n);
+    req.groups = GroupCount::of(n);
     if (req.threads_per_group == 0 && req.threads == 0 && req.cpu_lists.empty())
       req.threads_per_group = std::max(1, topo.core_count() / n);
     if (n > topo.core_count()) req.oversubscribe = true;  // host threads mostly wait on GPUs
@@ -45,8 +45,8 @@ Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo,
     EASEL_RETURN_IF_ERROR(check_group_count(*algo, n));
     return plan;
   }
-  if (algo->max_groups() == 1 && req.groups == "auto" && req.cpu_lists.empty()) {
-    req.groups = "1";
+  if (algo->max_groups() == 1 && req.groups.is_auto() && req.cpu_lists.empty()) {
+    req.groups = GroupCount::of(1);
     if (req.threads_per_group == 0)
       req.threads_per_group = req.threads > 0 ? req.threads : topo.core_count();
   }

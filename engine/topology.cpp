@@ -508,16 +508,6 @@ Result<PlanLimits> check_counts(const Topology& topo, const PlanRequest& req) {
   return lim;
 }
 
-// --groups as a whole number in [1, 4096]; the error names the flag and what it accepts.
-Result<int> parse_group_count(const std::string& groups) {
-  int n = 0;
-  if (!parse_positive(groups, &n)) {
-    return invalid_argument("--groups must be 'auto', 'numa' or a whole number from 1 to " +
-                            std::to_string(kMaxCpu) + " (got '" + groups + "')");
-  }
-  return n;
-}
-
 // --cpus "0-3;4-7": one group per ';'-separated list, exactly those cpus, each of which must be
 // available to this process. A cpu in two lists marks the plan oversubscribed (refused later
 // unless --oversubscribe). No notes yet.
@@ -556,10 +546,9 @@ Result<GroupPlan> groups_from_cpu_lists(const Topology& topo, const std::string&
 // count the lists, --threads-per-group each list's cpus, --threads all of them; a shared cpu
 // needs --oversubscribe.
 Status check_cpu_lists_agree(const GroupPlan& plan, const PlanRequest& req) {
-  if (req.groups != "auto" && req.groups != "numa") {
-    EASEL_ASSIGN_OR_RETURN(const int asked, parse_group_count(req.groups));
-    if (asked != static_cast<int>(plan.groups.size())) {
-      return invalid_argument("--groups " + req.groups + " does not match the " +
+  if (req.groups.is_count()) {
+    if (req.groups.n != static_cast<int>(plan.groups.size())) {
+      return invalid_argument("--groups " + req.groups.text() + " does not match the " +
                               std::to_string(plan.groups.size()) + " lists given to --cpus");
     }
   }
@@ -691,19 +680,19 @@ Result<PlanShape> shape_numa(const Topology& topo, const PlanRequest& req) {
 // --groups N: N groups of --threads-per-group threads, or of `pool` / N; --threads must agree
 // and the product stay within the limit.
 Result<PlanShape> shape_count(const PlanRequest& req, int pool, const PlanLimits& lim) {
-  EASEL_ASSIGN_OR_RETURN(const int ngroups, parse_group_count(req.groups));
+  const int ngroups = req.groups.n;
   if (ngroups > lim.max_threads) return lim.too_many("--groups", ngroups);
   if (req.threads > 0 && req.threads_per_group == 0 && req.threads % ngroups != 0)
     return invalid_argument("--threads " + std::to_string(req.threads) +
-                            " is not a multiple of --groups " + req.groups);
+                            " is not a multiple of --groups " + req.groups.text());
   const int k = req.threads_per_group > 0 ? req.threads_per_group : std::max(1, pool / ngroups);
   if (static_cast<int64_t>(ngroups) * k > lim.max_threads)
     return lim.too_many(
-        "--groups " + req.groups + " x --threads-per-group " + std::to_string(k) + " =",
+        "--groups " + req.groups.text() + " x --threads-per-group " + std::to_string(k) + " =",
         static_cast<int64_t>(ngroups) * k);
   if (req.threads > 0 && req.threads_per_group > 0 && ngroups * k != req.threads) {
     return invalid_argument("--threads " + std::to_string(req.threads) + " is not --groups " +
-                            req.groups + " x --threads-per-group " + std::to_string(k));
+                            req.groups.text() + " x --threads-per-group " + std::to_string(k));
   }
   PlanShape shape;
   shape.sizes.assign(static_cast<size_t>(ngroups), k);
@@ -734,7 +723,7 @@ Status check_oversubscription(const PlanShape& shape, const PlanLimits& lim,
   const int total = shape.total_threads();
   if (total <= lim.cores || req.oversubscribe) return Status::ok_status();
   std::string flags;  // the flags that asked for them, as given
-  if (req.groups != "auto" && req.groups != "numa") flags += " --groups " + req.groups;
+  if (req.groups.is_count()) flags += " --groups " + req.groups.text();
   if (req.threads > 0) flags += " --threads " + std::to_string(req.threads);
   if (req.threads_per_group > 0)
     flags += " --threads-per-group " + std::to_string(req.threads_per_group);
@@ -786,13 +775,36 @@ Result<GroupPlan> make_plan(const Topology& topo, const PlanRequest& req) {
   EASEL_ASSIGN_OR_RETURN(const PlanLimits lim, check_counts(topo, req));
   if (!trim(req.cpu_lists).empty()) return plan_cpu_lists(topo, req);
   const int pool = req.threads > 0 ? req.threads : lim.cores;
-  Result<PlanShape> shape = req.groups == "auto"   ? shape_auto(req, pool)
-                            : req.groups == "numa" ? shape_numa(topo, req)
-                                                   : shape_count(req, pool, lim);
+  using Kind = GroupCount::Kind;
+  Result<PlanShape> shape = req.groups.kind == Kind::automatic ? shape_auto(req, pool)
+                            : req.groups.kind == Kind::numa    ? shape_numa(topo, req)
+                                                               : shape_count(req, pool, lim);
   if (!shape.ok()) return shape.status();
-  if (req.groups != "auto" && req.groups != "numa") keep_groups_in_localities(topo, *shape);
+  if (req.groups.is_count()) keep_groups_in_localities(topo, *shape);
   EASEL_RETURN_IF_ERROR(check_oversubscription(shape.value(), lim, req));
   return place_groups(topo, shape.value(), lim);
+}
+
+std::string GroupCount::text() const {
+  switch (kind) {
+    case Kind::automatic:
+      return "auto";
+    case Kind::numa:
+      return "numa";
+    case Kind::count:
+      break;
+  }
+  return std::to_string(n);
+}
+
+Result<GroupCount> parse_group_count(std::string_view text) {
+  if (text == "auto") return GroupCount{};
+  if (text == "numa") return GroupCount::numa();
+  int n = 0;
+  if (!parse_positive(std::string(text), &n))
+    return invalid_argument("--groups must be 'auto', 'numa' or a whole number from 1 to " +
+                            std::to_string(kMaxCpu) + " (got '" + std::string(text) + "')");
+  return GroupCount::of(n);
 }
 
 }  // namespace easel

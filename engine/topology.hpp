@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/memory.hpp"
@@ -98,8 +99,25 @@ struct GroupSpec {
 // --oversubscribe). `groups` is a count ("2"; a multiple of the localities splits each evenly),
 // "numa" (one per locality), or "auto" (one group per core: the right layout for small nets,
 // see PERF-NOTES.md).
+// --groups, parsed once from the flag's text (parse_group_count) and read typed everywhere:
+// auto (from the threads and the cores), numa (one group a locality) or a count in [1, 4096].
+struct GroupCount {
+  enum class Kind { automatic, numa, count };
+  Kind kind = Kind::automatic;
+  int n = 0;  // with Kind::count
+
+  static GroupCount of(int count) { return {Kind::count, count}; }
+  static GroupCount numa() { return {Kind::numa, 0}; }
+  bool is_count() const { return kind == Kind::count; }
+  bool is_auto() const { return kind == Kind::automatic; }
+  std::string text() const;  // as the flag takes it: "auto", "numa" or the count
+  bool operator==(const GroupCount&) const = default;
+};
+// The flag's text; the error names --groups and what it accepts.
+Result<GroupCount> parse_group_count(std::string_view text);
+
 struct PlanRequest {
-  std::string groups = "auto";
+  GroupCount groups;
   int threads_per_group = 0;  // 0: derive from threads / groups
   int threads = 0;            // total threads; 0: all cores
   std::string cpu_lists;      // explicit, e.g. "0-3;4-7" (one list per group, ';' separated)

@@ -33,7 +33,7 @@ inline TrainConfig small_config(const std::string& algo, int groups) {
   c.weight_decay = 1e-4;
   c.rho = 1.0;
   c.seed = 42;
-  c.plan.groups = std::to_string(groups);
+  c.plan.groups = GroupCount::of(groups);
   c.plan.threads_per_group = 1;
   c.plan.oversubscribe = true;
   c.progress = Progress::none;

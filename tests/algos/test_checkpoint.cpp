@@ -709,13 +709,13 @@ TEST(Regroup, OtherAlgorithmsRefuseWithTheReason) {
     EXPECT_EQ(r.status().message().rfind(why, 0), 0u) << r.status().message();
     EXPECT_NE(r.status().message().find("cannot be re-split"), std::string::npos);
     EXPECT_EQ(r.status().message().find('\n'), std::string::npos);
-    const Status early = check_resume_groups(*keep.kept, algo, "3");
+    const Status early = check_resume_groups(*keep.kept, algo, GroupCount::of(3));
     EXPECT_EQ(early.code(), Code::invalid_argument) << algo;
     EXPECT_EQ(early.message(), r.status().message());
-    EXPECT_TRUE(check_resume_groups(*keep.kept, algo, "2").ok());
-    EXPECT_TRUE(check_resume_groups(*keep.kept, algo, "auto").ok());  // left to the restore
-    EXPECT_TRUE(check_resume_groups(*keep.kept, "sync-easgd", "3").ok());
-    t.plan.groups = "2";  // its own layout goes on
+    EXPECT_TRUE(check_resume_groups(*keep.kept, algo, GroupCount::of(2)).ok());
+    EXPECT_TRUE(check_resume_groups(*keep.kept, algo, GroupCount{}).ok());  // left to the restore
+    EXPECT_TRUE(check_resume_groups(*keep.kept, "sync-easgd", GroupCount::of(3)).ok());
+    t.plan.groups = GroupCount::of(2);  // its own layout goes on
     EXPECT_TRUE(train(t, small_data(), nullptr, {}, &*keep.kept).ok()) << algo;
   }
 }

@@ -160,7 +160,7 @@ TEST(DeviceTransport, CollectiveFlagPicksTheAlgorithmOnSharedGpus) {
     TrainConfig c = test::gpu_config("sync-easgd", device);
     c.iterations = 12;
     c.eval_every = 12;
-    c.plan.groups = "3";
+    c.plan.groups = GroupCount::of(3);
     c.collective = algo;
     return c;
   };

@@ -25,7 +25,7 @@ Topology described(const std::string& name) {
 
 GroupPlan plan_of(const Topology& t, const std::string& groups) {
   PlanRequest r;
-  r.groups = groups;
+  r.groups = parse_group_count(groups).value();
   auto p = make_plan(t, r);
   EXPECT_TRUE(p.ok()) << p.status().to_string();
   return p.ok() ? std::move(p).value() : GroupPlan{};
@@ -226,7 +226,7 @@ TEST(Fit, MachineWithoutHbw) {
   r.placement = placed("dram");
   const Topology one = described("one-core");
   PlanRequest pr;
-  pr.groups = "16";
+  pr.groups = GroupCount::of(16);
   pr.oversubscribe = true;
   auto plan = make_plan(one, pr);
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();

@@ -54,7 +54,7 @@ Runs cpu_and_gpu(const std::string& algo, int groups, TrainConfig (*tweak)(Train
                  const std::string& device = "cuda", int units = 0) {
   Runs r;
   TrainConfig c = config(algo, "cpu");
-  c.plan.groups = std::to_string(groups);
+  c.plan.groups = GroupCount::of(groups);
   if (tweak) c = tweak(c);
   auto a = train(c, small_data(), nullptr);
   EXPECT_TRUE(a.ok()) << a.status().to_string();
@@ -98,7 +98,7 @@ TEST(GpuPaths, ReducedPrecisionsRoundOnTheStandIn) {
   std::map<Precision, TrainSummary> runs;
   for (Precision p : {Precision::fp32, Precision::tf32, Precision::bf16}) {
     TrainConfig g = config("sync-sgd", "cuda");
-    g.plan.groups = "2";
+    g.plan.groups = GroupCount::of(2);
     g.precision = p;
     auto r = train(g, small_data(), nullptr, fake_backend());
     ASSERT_TRUE(r.ok()) << precision_name(p) << ": " << r.status().to_string();
@@ -333,7 +333,7 @@ TEST(GpuPaths, RefusalsNameTheFlag) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("--reduce"), std::string::npos) << r.status().message();
   c = config("sync-easgd", "cuda");
-  c.plan.groups = "3";
+  c.plan.groups = GroupCount::of(3);
   r = train(c, small_data(), nullptr, fake_backend());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("--groups 3"), std::string::npos) << r.status().message();

@@ -435,10 +435,10 @@ TEST(Periodic, RegroupAtAMeetingStartsFromTheAnchor) {
     ASSERT_TRUE(train(c, test::small_data(), &keep).ok());
     ASSERT_TRUE(keep.kept.has_value());
     const Checkpoint ck = decode_checkpoint(encode_checkpoint(*keep.kept), "mem").value();
-    EXPECT_TRUE(check_resume_groups(ck, k.algo, std::to_string(k.now)).ok());
+    EXPECT_TRUE(check_resume_groups(ck, k.algo, GroupCount::of(k.now)).ok());
 
     TrainConfig more = c;
-    more.plan.groups = std::to_string(k.now);
+    more.plan.groups = GroupCount::of(k.now);
     AnchorWatcher w(ck);
     auto r = train(more, test::small_data(), &w, {}, &ck);
     ASSERT_TRUE(r.ok()) << r.status().to_string();
@@ -531,7 +531,7 @@ TEST(Periodic, RegroupBetweenMeetingsIsRefused) {
   ASSERT_TRUE(train(c, test::small_data(), &keep).ok());
   ASSERT_TRUE(keep.kept.has_value());
   TrainConfig more = c;
-  more.plan.groups = "3";
+  more.plan.groups = GroupCount::of(3);
   auto r = train(more, test::small_data(), nullptr, {}, &*keep.kept);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::invalid_argument);

@@ -86,7 +86,7 @@ TEST(Plan, AutoIsOneGroupPerCore) {
 TEST(Plan, CountSplitsCores) {
   const Topology t = fake_topology();
   PlanRequest r;
-  r.groups = "2";
+  r.groups = GroupCount::of(2);
   auto p = make_plan(t, r);
   ASSERT_TRUE(p.ok()) << p.status().to_string();
   ASSERT_EQ(p->groups.size(), 2u);
@@ -94,7 +94,7 @@ TEST(Plan, CountSplitsCores) {
   EXPECT_EQ(p->groups[1].cpus, (std::vector<int>{4, 5, 6, 7}));
   EXPECT_EQ(p->groups[1].numa_node, 1);
 
-  r.groups = "3";
+  r.groups = GroupCount::of(3);
   r.threads_per_group = 2;
   p = make_plan(t, r);
   ASSERT_TRUE(p.ok());
@@ -105,7 +105,7 @@ TEST(Plan, CountSplitsCores) {
   EXPECT_EQ(cpus.size(), 6u) << "threads must get distinct cores";
 
   r = PlanRequest{};
-  r.groups = "4";
+  r.groups = GroupCount::of(4);
   r.threads = 4;
   p = make_plan(t, r);
   ASSERT_TRUE(p.ok());
@@ -117,7 +117,7 @@ TEST(Plan, CountSplitsCores) {
 TEST(Plan, NumaIsOneGroupPerNodeWithCores) {
   const Topology t = fake_topology();
   PlanRequest r;
-  r.groups = "numa";
+  r.groups = GroupCount::numa();
   auto p = make_plan(t, r);
   ASSERT_TRUE(p.ok()) << p.status().to_string();
   ASSERT_EQ(p->groups.size(), 2u);  // the memory-only node gets no group
@@ -161,7 +161,7 @@ TEST(Plan, ExplicitCpuLists) {
 TEST(Plan, MoreThreadsThanCoresIsRefused) {
   const Topology t = fake_topology();
   PlanRequest r;
-  r.groups = "4";
+  r.groups = GroupCount::of(4);
   r.threads_per_group = 4;
   auto p = make_plan(t, r);
   ASSERT_FALSE(p.ok());
@@ -197,9 +197,9 @@ TEST(Plan, OversubscriptionHasALimit) {
   r.threads = 2000000000;
   refused(r, "--threads 2000000000");
   r = PlanRequest{};
-  r.groups = "4096";
+  r.groups = GroupCount::of(4096);
   refused(r, "--groups 4096");
-  r.groups = "64";
+  r.groups = GroupCount::of(64);
   r.threads_per_group = 9;
   refused(r, "--groups 64 x --threads-per-group 9 = 576");
   r.threads_per_group = 8;  // 512: at the limit
@@ -211,13 +211,13 @@ TEST(Plan, OversubscriptionHasALimit) {
 
 TEST(Plan, BadValuesNameTheFlag) {
   const Topology t = fake_topology();
-  for (const char* g : {"0", "-1", "abc", ""}) {
-    PlanRequest r;
-    r.groups = g;
-    auto p = make_plan(t, r);
+  for (const char* g : {"0", "-1", "abc", "", "40960", "Numa"}) {
+    auto p = parse_group_count(g);
     ASSERT_FALSE(p.ok()) << g;
     EXPECT_TRUE(contains(p.status().message(), "--groups")) << p.status().message();
   }
+  for (const char* g : {"auto", "numa", "1", "4096"})
+    EXPECT_EQ(parse_group_count(g).value().text(), g);
   PlanRequest r;
   r.threads_per_group = -1;
   auto p = make_plan(t, r);
@@ -256,7 +256,7 @@ TEST(Plan, ContradictoryThreadFlagsAreRefused) {
         Case{"auto", 5, 0, "0-1;2-3", "--threads 5: --cpus gives 4 cpu(s) in all"},
         Case{"2", 7, 0, "", "--threads 7 is not a multiple of --groups 2"}}) {
     PlanRequest r;
-    r.groups = c.groups;
+    r.groups = parse_group_count(c.groups).value();
     r.threads = c.threads;
     r.threads_per_group = c.per_group;
     r.cpu_lists = c.cpus;
@@ -266,7 +266,7 @@ TEST(Plan, ContradictoryThreadFlagsAreRefused) {
     EXPECT_TRUE(contains(p.status().message(), c.says)) << p.status().message();
   }
   PlanRequest r;  // agreeing flags still plan
-  r.groups = "numa";
+  r.groups = GroupCount::numa();
   r.threads = 4;
   r.threads_per_group = 2;
   auto p = make_plan(t, r);
@@ -280,7 +280,7 @@ TEST(Plan, ContradictoryThreadFlagsAreRefused) {
   ASSERT_TRUE(p.ok()) << p.status().message();
   EXPECT_EQ(p->groups.size(), 3u);
   r = PlanRequest{};  // as tools/weak-scaling runs its one-core runs
-  r.groups = "1";
+  r.groups = GroupCount::of(1);
   r.threads_per_group = 1;
   r.threads = 1;
   r.cpu_lists = "3";
@@ -330,7 +330,7 @@ Topology described(const std::string& name) {
 
 GroupPlan plan_of(const Topology& t, const std::string& groups, int threads_per_group = 0) {
   PlanRequest r;
-  r.groups = groups;
+  r.groups = parse_group_count(groups).value();
   r.threads_per_group = threads_per_group;
   auto p = make_plan(t, r);
   EXPECT_TRUE(p.ok()) << groups << ": " << p.status().to_string();
@@ -524,7 +524,7 @@ TEST(Described, OneCoreIsOneGroup) {
     EXPECT_EQ(p.groups[0].hbw_node, -1);
   }
   PlanRequest r;
-  r.groups = "2";
+  r.groups = GroupCount::of(2);
   EXPECT_FALSE(make_plan(t, r).ok());
 }
 

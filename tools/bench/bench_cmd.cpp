@@ -104,7 +104,7 @@ Status in_context(const std::string& context, const Status& s) {
 Status check_layouts(const BenchRun& run) {
   for (const GroupLayout& gl : run.cfg.layouts) {
     PlanRequest req;
-    req.groups = std::to_string(gl.groups);
+    req.groups = GroupCount::of(gl.groups);
     req.threads_per_group = gl.threads;
     req.oversubscribe = run.cfg.oversubscribe;
     auto plan = make_plan(run.topo, req);

@@ -205,7 +205,7 @@ Result<AlgoParams> sync_easgd_groups(Run& run, Workers& workers, Device& device,
 Result<ExchangeResult> time_exchange(const Topology& topo, const BenchConfig& cfg,
                                      const NetSpec& spec, int groups) {
   PlanRequest req;
-  req.groups = std::to_string(groups);
+  req.groups = GroupCount::of(groups);
   req.threads_per_group = 1;
   req.oversubscribe = cfg.oversubscribe;
   EASEL_ASSIGN_OR_RETURN(GroupPlan plan, make_plan(topo, req));
@@ -320,7 +320,7 @@ PassTime combine_group_times(const std::vector<double>& best,
 Result<PassTime> time_sync_exchange_cpu(const Topology& topo, const BenchConfig& cfg, int groups,
                                         int64_t floats, bool comm_path, int64_t evict_bytes) {
   PlanRequest req;
-  req.groups = std::to_string(groups);
+  req.groups = GroupCount::of(groups);
   req.threads_per_group = 1;
   req.oversubscribe = true;
   EASEL_ASSIGN_OR_RETURN(GroupPlan plan, make_plan(topo, req));

@@ -127,7 +127,7 @@ Result<std::unique_ptr<Algorithm>> build_run(Run& run, std::vector<Inputs>& inpu
 Result<StepResult> time_steps(const Topology& topo, const BenchConfig& cfg, const NetSpec& spec,
                               int64_t batch, GroupLayout gl) {
   PlanRequest req;
-  req.groups = std::to_string(gl.groups);
+  req.groups = GroupCount::of(gl.groups);
   req.threads_per_group = gl.threads;
   req.oversubscribe = cfg.oversubscribe;
   EASEL_ASSIGN_OR_RETURN(GroupPlan plan, make_plan(topo, req));
@@ -198,7 +198,7 @@ Result<StepResult> time_steps(const Topology& topo, const BenchConfig& cfg, cons
 Result<std::vector<double>> time_corun(const Topology& topo, const BenchConfig& cfg,
                                        const NetSpec& spec, int64_t batch, int groups, int rounds) {
   PlanRequest req;
-  req.groups = std::to_string(groups);
+  req.groups = GroupCount::of(groups);
   req.threads_per_group = 1;
   req.oversubscribe = cfg.oversubscribe;
   EASEL_ASSIGN_OR_RETURN(GroupPlan plan, make_plan(topo, req));

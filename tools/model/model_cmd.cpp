@@ -140,11 +140,10 @@ Result<std::string> model_placement(const Placement& p) {
 }
 
 // --groups for the model: a count.
-Result<int> model_groups(const std::string& groups) {
-  if (groups.empty() || groups.size() > 9 ||
-      groups.find_first_not_of("0123456789") != std::string::npos)
-    return invalid_argument("--groups: '" + groups + "' (the model takes a count)");
-  return std::stoi(groups);
+Result<int> model_groups(const GroupCount& groups) {
+  if (!groups.is_count())
+    return invalid_argument("--groups: '" + groups.text() + "' (the model takes a count)");
+  return groups.n;
 }
 
 Result<Machine> machine_of(const std::string& spec) {
