@@ -234,16 +234,10 @@ FitRequest fit_request(const TrainConfig& cfg, const NetCost& cost, const DataSp
   return r;
 }
 
-Result<Fit> compute_fit(const FitRequest& req, const Topology& topo, const GroupPlan& plan) {
-  EASEL_ASSIGN_OR_RETURN(const std::unique_ptr<Algorithm> algo, make_algorithm(req.algo));
-  Fit fit;
-  fit.groups = static_cast<int>(plan.groups.size());
-  fit.machine_bytes = topo.total_memory_bytes;
-  for (int c = 0; c < kBufferClassCount; ++c)
-    fit.classes[c].kind = req.placement.kind[c];
-  const std::vector<Item> items = items_of(req, fit.groups, algo->uses_centre());
+namespace {
 
-  // What each group holds of each class (the table's one-group column).
+// Each class's total, and what one group holds of it (the table's one-group column).
+void count_classes(const std::vector<Item>& items, Fit& fit) {
   std::map<std::pair<int, BufferClass>, std::pair<uint64_t, int>> owned;  // bytes, arenas
   for (const Item& it : items) {
     FitClass& fc = fit.classes[static_cast<int>(it.cls)];
@@ -255,6 +249,77 @@ Result<Fit> compute_fit(const FitRequest& req, const Topology& topo, const Group
     fc.per_group = std::max(fc.per_group, o.first);
     fc.arenas = std::max(fc.arenas, o.second);
   }
+}
+
+// hbw-preferred items take what is left on their hbw node, in allocation order; the rest spills
+// to DRAM, each node's spill said in one line.
+void spill_preferred(const std::vector<const Item*>& preferred, const Topology& topo,
+                     const GroupPlan& plan, Placer& placer, Fit& fit) {
+  std::map<int, std::map<int, uint64_t>> spilled;  // hbw node -> class -> bytes
+  std::map<int, std::vector<int>> spilled_to;      // hbw node -> dram nodes
+  for (const Item* it : preferred) {
+    const int hbw = hbw_node_of(plan, it->group), dram = dram_node_of(topo, plan, it->group);
+    const FitNode* n = placer.at(hbw);
+    const uint64_t free = n == nullptr || n->need >= n->capacity ? 0 : n->capacity - n->need;
+    const uint64_t here = n == nullptr ? it->bytes : std::min(free, it->bytes);
+    if (here > 0) placer.put(hbw, *it, here, false);
+    if (here == it->bytes) continue;
+    placer.put(dram, *it, it->bytes - here, false);
+    fit.classes[static_cast<int>(it->cls)].spilled += it->bytes - here;
+    spilled[hbw][static_cast<int>(it->cls)] += it->bytes - here;
+    auto& to = spilled_to[hbw];
+    if (std::find(to.begin(), to.end(), dram) == to.end()) to.push_back(dram);
+  }
+  for (const auto& [hbw, by_class] : spilled) {
+    std::string what, to;
+    for (const auto& [c, bytes] : by_class)
+      what += (what.empty() ? "" : ", ") +
+              std::string(buffer_class_name(static_cast<BufferClass>(c))) + " " + fit_bytes(bytes);
+    for (int d : spilled_to[hbw])
+      to += (to.empty() ? "" : ",") + std::to_string(d);
+    fit.spills.push_back("hbw-preferred: node " + std::to_string(hbw) + " (" +
+                         gib(placer.at(hbw)->capacity) + ") is full; " + what +
+                         " spill to DRAM node " + to);
+  }
+}
+
+// The notes (a DRAM node given more than it has, GPU groups) and the refusal of a plan that
+// needs more than the machine's memory.
+void finish_fit(const FitRequest& req, Fit& fit) {
+  for (const FitNode& n : fit.nodes)
+    if (n.kind == NodeKind::dram && !n.fits())
+      fit.notes.push_back("node " + std::to_string(n.os_index) + " (dram, " + gib(n.capacity) +
+                          ") is given " + fit_bytes(n.need) +
+                          ": the kernel puts the rest on other nodes");
+  if (req.gpu)
+    fit.notes.push_back(
+        "GPU groups: their weights, gradients, momentum, activations and the "
+        "centre are on the devices (or pinned, staged), not counted here");
+  if (fit.refusal.ok() && fit.machine_bytes > 0 && fit.need > fit.machine_bytes) {
+    std::string what;
+    for (int c = 0; c < kBufferClassCount; ++c)
+      if (fit.classes[c].total > 0)
+        what += (what.empty() ? "" : ", ") +
+                std::string(buffer_class_name(static_cast<BufferClass>(c))) + " " +
+                fit_bytes(fit.classes[c].total);
+    fit.refusal =
+        invalid_argument(std::to_string(fit.groups) + " group(s) need " + fit_bytes(fit.need) +
+                         " (" + what + "), more than this machine's " + gib(fit.machine_bytes) +
+                         " of memory; plan fewer groups or a smaller --batch");
+  }
+}
+
+}  // namespace
+
+Result<Fit> compute_fit(const FitRequest& req, const Topology& topo, const GroupPlan& plan) {
+  EASEL_ASSIGN_OR_RETURN(const std::unique_ptr<Algorithm> algo, make_algorithm(req.algo));
+  Fit fit;
+  fit.groups = static_cast<int>(plan.groups.size());
+  fit.machine_bytes = topo.total_memory_bytes;
+  for (int c = 0; c < kBufferClassCount; ++c)
+    fit.classes[c].kind = req.placement.kind[c];
+  const std::vector<Item> items = items_of(req, fit.groups, algo->uses_centre());
+  count_classes(items, fit);
 
   Placer placer(topo, fit);
   std::vector<const Item*> preferred;  // hbw-preferred items with an hbw node, in order
@@ -295,62 +360,14 @@ Result<Fit> compute_fit(const FitRequest& req, const Topology& topo, const Group
         "fewer groups per node");
     break;
   }
-
-  // hbw-preferred takes what is left on the hbw node, in allocation order; the rest spills.
-  std::map<int, std::map<int, uint64_t>> spilled;  // hbw node -> class -> bytes
-  std::map<int, std::vector<int>> spilled_to;      // hbw node -> dram nodes
-  for (const Item* it : preferred) {
-    const int hbw = hbw_node_of(plan, it->group), dram = dram_node_of(topo, plan, it->group);
-    const FitNode* n = placer.at(hbw);
-    const uint64_t free = n == nullptr || n->need >= n->capacity ? 0 : n->capacity - n->need;
-    const uint64_t here = n == nullptr ? it->bytes : std::min(free, it->bytes);
-    if (here > 0) placer.put(hbw, *it, here, false);
-    if (here == it->bytes) continue;
-    placer.put(dram, *it, it->bytes - here, false);
-    fit.classes[static_cast<int>(it->cls)].spilled += it->bytes - here;
-    spilled[hbw][static_cast<int>(it->cls)] += it->bytes - here;
-    auto& to = spilled_to[hbw];
-    if (std::find(to.begin(), to.end(), dram) == to.end()) to.push_back(dram);
-  }
-  for (const auto& [hbw, by_class] : spilled) {
-    std::string what, to;
-    for (const auto& [c, bytes] : by_class)
-      what += (what.empty() ? "" : ", ") +
-              std::string(buffer_class_name(static_cast<BufferClass>(c))) + " " + fit_bytes(bytes);
-    for (int d : spilled_to[hbw])
-      to += (to.empty() ? "" : ",") + std::to_string(d);
-    fit.spills.push_back("hbw-preferred: node " + std::to_string(hbw) + " (" +
-                         gib(placer.at(hbw)->capacity) + ") is full; " + what +
-                         " spill to DRAM node " + to);
-  }
+  spill_preferred(preferred, topo, plan, placer, fit);
   std::string none;
   for (int c = 0; c < kBufferClassCount; ++c)
     if (no_hbw_spill[c])
       none +=
           (none.empty() ? "" : ", ") + std::string(buffer_class_name(static_cast<BufferClass>(c)));
   if (!none.empty()) fit.spills.push_back(kNoHbwNode + none + " stay in DRAM");
-
-  for (const FitNode& n : fit.nodes)
-    if (n.kind == NodeKind::dram && !n.fits())
-      fit.notes.push_back("node " + std::to_string(n.os_index) + " (dram, " + gib(n.capacity) +
-                          ") is given " + fit_bytes(n.need) +
-                          ": the kernel puts the rest on other nodes");
-  if (req.gpu)
-    fit.notes.push_back(
-        "GPU groups: their weights, gradients, momentum, activations and the "
-        "centre are on the devices (or pinned, staged), not counted here");
-  if (fit.refusal.ok() && fit.machine_bytes > 0 && fit.need > fit.machine_bytes) {
-    std::string what;
-    for (int c = 0; c < kBufferClassCount; ++c)
-      if (fit.classes[c].total > 0)
-        what += (what.empty() ? "" : ", ") +
-                std::string(buffer_class_name(static_cast<BufferClass>(c))) + " " +
-                fit_bytes(fit.classes[c].total);
-    fit.refusal =
-        invalid_argument(std::to_string(fit.groups) + " group(s) need " + fit_bytes(fit.need) +
-                         " (" + what + "), more than this machine's " + gib(fit.machine_bytes) +
-                         " of memory; plan fewer groups or a smaller --batch");
-  }
+  finish_fit(req, fit);
   return fit;
 }
 

@@ -161,73 +161,146 @@ void arm_early_stop(TrainRun& t, const std::atomic<int>* flag) {
     g->diverged = &run.diverged;
 }
 
+// Where the loop stands: its clock's origin, the steps done, the images at the last record and
+// whether the next round's loss sums start at zero.
+struct LoopState {
+  double t0 = 0;
+  int64_t done = 0, last_images = 0;
+  bool fresh = true;
+};
+
+// The loop's state and the summary's sums as `resume` left them (checked by restore_from).
+LoopState resume_loop(const Checkpoint* resume, TrainSummary& sum) {
+  LoopState s;
+  s.t0 = now_seconds();
+  if (!resume) return s;
+  s.done = resume->iterations_done;
+  s.last_images = resume->images_before_round;
+  s.fresh = !resume->mid_round;
+  s.t0 -= resume->wall_seconds;
+  sum.train_seconds = resume->train_seconds;
+  sum.eval_seconds = resume->eval_seconds;
+  sum.best_accuracy = resume->best_accuracy;
+  if (resume->time_to_target_seconds >= 0)
+    sum.time_to_target_seconds = resume->time_to_target_seconds;
+  return s;
+}
+
+int signal_of(const std::atomic<int>* flag) {
+  return flag ? flag->load() : 0;
+}
+
+// A signal ended the round early, at the same step on every group: the images and times as far
+// as the round went (no test: no accuracy), and a checkpoint there.
+void stop_mid_round(TrainRun& t, TrainSummary& sum, const LoopState& s, bool checkpoints,
+                    const std::atomic<int>* flag) {
+  if (!t.world) {
+    const EvalRecord part =
+        make_record(t, gather_rows(t, std::vector<EvalStats>(t.run.groups.size())));
+    sum.images = part.images;
+    sum.epochs = part.epoch;
+    sum.group_times = part.group_times;
+  }
+  if (checkpoints) {
+    TraceSpan span("checkpoint", "checkpoint");
+    checkpoint(t, sum, s.done, now_seconds() - s.t0, s.last_images, true);
+  }
+  sum.stopped = StopReason::interrupted;
+  sum.stop_signal = signal_of(flag);
+  sum.steps = s.done;
+}
+
+// Rank 0: the round's record from the evaluation's `rows` (begun at e0), reported, and what the
+// run does next.
+Decision record_round(TrainRun& t, TrainSummary& sum, const std::vector<double>& rows, double e0,
+                      double round_seconds, LoopState& s, const std::atomic<int>* flag,
+                      EvalRecord& rec) {
+  rec = make_record(t, rows);
+  rec.eval_seconds = now_seconds() - e0;
+  sum.eval_seconds += rec.eval_seconds;
+  rec.wall_seconds = now_seconds() - s.t0;
+  rec.train_seconds = sum.train_seconds;
+  rec.images_per_second =
+      round_seconds > 0 ? static_cast<double>(rec.images - s.last_images) / round_seconds : 0;
+  s.last_images = rec.images;
+  t.report->on_eval(rec);
+  Decision decision = add_round(sum, rec, t.cfg.target_accuracy);
+  // (Simulated with injected compute the weights are never computed: nothing to check.)
+  if (decision == Decision::go_on && !t.world && !values_ignored() && !nonfinite_weights(t).empty())
+    decision = Decision::diverged;
+  if (decision == Decision::go_on && s.done < t.total && signal_of(flag) != 0)
+    decision = Decision::interrupted;
+  if (decision == Decision::go_on && t.report->should_stop()) decision = Decision::stopped;
+  return decision;
+}
+
+// The summary's end as `decision` says (rank 0's, every rank's); false: the run goes on.
+bool stop_as_decided(TrainRun& t, TrainSummary& sum, Decision decision, const EvalRecord& rec,
+                     int64_t done, const std::atomic<int>* flag) {
+  switch (decision) {
+    case Decision::target:
+      sum.stopped = StopReason::target;
+      return true;
+    case Decision::stopped:
+      sum.stopped = StopReason::requested;
+      return true;
+    case Decision::interrupted:
+      sum.stopped = StopReason::interrupted;
+      sum.stop_signal = signal_of(flag);
+      return true;
+    case Decision::diverged:
+      stop_diverged(t, sum, done);
+      if (t.rank == 0 && !std::isfinite(rec.train_loss))
+        sum.stop_message = "training diverged: train loss is " + std::to_string(rec.train_loss) +
+                           " at step " + std::to_string(rec.step) +
+                           " (lower --lr; the last good checkpoint, if any, is kept)";
+      if (t.rank != 0) sum.stop_message = "training diverged (rank 0 saw a non-finite value)";
+      return true;
+    case Decision::go_on:
+      break;
+  }
+  return false;
+}
+
 }  // namespace
 
 Status run_rounds(TrainRun& t, const Dataset& test, const Checkpoint* resume, TrainSummary& sum) {
-  double t0 = now_seconds();
-  int64_t done = 0, last_images = 0;
-  bool fresh = true;  // the next round's loss sums start at zero
-  if (resume) {       // checked by restore_from
-    done = resume->iterations_done;
-    last_images = resume->images_before_round;
-    fresh = !resume->mid_round;
-    t0 -= resume->wall_seconds;
-    sum.train_seconds = resume->train_seconds;
-    sum.eval_seconds = resume->eval_seconds;
-    sum.best_accuracy = resume->best_accuracy;
-    if (resume->time_to_target_seconds >= 0)
-      sum.time_to_target_seconds = resume->time_to_target_seconds;
-  }
+  LoopState s = resume_loop(resume, sum);
   TraceBind trace(t.main_track);  // this thread's spans: rounds, evaluations, checkpoints
   int64_t rounds = 0;
   const bool checkpoints = !t.world && t.report->wants_checkpoints();
   const std::atomic<int>* flag = t.rank == 0 ? t.report->stop_flag() : nullptr;
-  const auto signalled = [&] { return flag ? flag->load() : 0; };
   arm_early_stop(t, flag);
   clear_stall();
-  while (done < t.total) {
-    const int64_t k = std::min(next_evaluation(done, t.eval_every), t.total) - done;
+  while (s.done < t.total) {
+    const int64_t k = std::min(next_evaluation(s.done, t.eval_every), t.total) - s.done;
     double round_seconds = 0;
     if (t.main_track) t.main_track->begin_unit(rounds++);
     int64_t did = 0;
     {
       TraceSpan span("round", "round");
-      did = train_round(t, k, fresh, &round_seconds);
+      did = train_round(t, k, s.fresh, &round_seconds);
     }
-    fresh = true;
+    s.fresh = true;
     sum.train_seconds += round_seconds;
-    done += did;
+    s.done += did;
     if (stall_declared()) {  // the groups are not at one step: no checkpoint of them
       sum.stopped = StopReason::stalled;
       sum.stop_message = first_stall() + "; the run stopped without a checkpoint of this round (" +
-                         (done > 0 && checkpoints
-                              ? "the last good one, at step " + std::to_string(done) + ", is kept)"
-                              : std::string("there is none before it)"));
-      sum.steps = done;
+                         (s.done > 0 && checkpoints ? "the last good one, at step " +
+                                                          std::to_string(s.done) + ", is kept)"
+                                                    : std::string("there is none before it)"));
+      sum.steps = s.done;
       break;
     }
     if (t.run.diverged.load()) {  // single process: a step's loss (no checkpoint of it)
-      stop_diverged(t, sum, done);
+      stop_diverged(t, sum, s.done);
       break;
     }
-    if (did < k) {     // a signal ended the round early, at the same step on every group
-      if (!t.world) {  // the images and times as far as the round went (no test: no accuracy)
-        const EvalRecord part =
-            make_record(t, gather_rows(t, std::vector<EvalStats>(t.run.groups.size())));
-        sum.images = part.images;
-        sum.epochs = part.epoch;
-        sum.group_times = part.group_times;
-      }
-      if (checkpoints) {
-        TraceSpan span("checkpoint", "checkpoint");
-        checkpoint(t, sum, done, now_seconds() - t0, last_images, true);
-      }
-      sum.stopped = StopReason::interrupted;
-      sum.stop_signal = signalled();
-      sum.steps = done;
+    if (did < k) {  // a signal ended the round early
+      stop_mid_round(t, sum, s, checkpoints, flag);
       break;
     }
-
     const double e0 = now_seconds();
     std::vector<double> rows;
     {
@@ -236,57 +309,19 @@ Status run_rounds(TrainRun& t, const Dataset& test, const Checkpoint* resume, Tr
     }
     Decision decision = Decision::go_on;  // rank 0 decides; every rank follows
     EvalRecord rec;
-    if (t.rank == 0) {
-      rec = make_record(t, rows);
-      rec.eval_seconds = now_seconds() - e0;
-      sum.eval_seconds += rec.eval_seconds;
-      rec.wall_seconds = now_seconds() - t0;
-      rec.train_seconds = sum.train_seconds;
-      rec.images_per_second =
-          round_seconds > 0 ? static_cast<double>(rec.images - last_images) / round_seconds : 0;
-      last_images = rec.images;
-      t.report->on_eval(rec);
-      decision = add_round(sum, rec, t.cfg.target_accuracy);
-      // (Simulated with injected compute the weights are never computed: nothing to check.)
-      if (decision == Decision::go_on && !t.world && !values_ignored() &&
-          !nonfinite_weights(t).empty())
-        decision = Decision::diverged;
-      if (decision == Decision::go_on && done < t.total && signalled() != 0)
-        decision = Decision::interrupted;
-      if (decision == Decision::go_on && t.report->should_stop()) decision = Decision::stopped;
-    } else {
+    if (t.rank == 0)
+      decision = record_round(t, sum, rows, e0, round_seconds, s, flag, rec);
+    else
       sum.eval_seconds += now_seconds() - e0;
-    }
     // A diverged round keeps the last good checkpoint.
     if (checkpoints && decision != Decision::diverged) {
       TraceSpan span("checkpoint", "checkpoint");
-      checkpoint(t, sum, done, rec.wall_seconds, last_images);
+      checkpoint(t, sum, s.done, rec.wall_seconds, s.last_images);
     }
     if (t.world) t.world->broadcast_bytes(&decision, sizeof decision, 0);
-    if (decision == Decision::target) {
-      sum.stopped = StopReason::target;
-      break;
-    }
-    if (decision == Decision::stopped) {
-      sum.stopped = StopReason::requested;
-      break;
-    }
-    if (decision == Decision::interrupted) {
-      sum.stopped = StopReason::interrupted;
-      sum.stop_signal = signalled();
-      break;
-    }
-    if (decision == Decision::diverged) {
-      stop_diverged(t, sum, done);
-      if (t.rank == 0 && !std::isfinite(rec.train_loss))
-        sum.stop_message = "training diverged: train loss is " + std::to_string(rec.train_loss) +
-                           " at step " + std::to_string(rec.step) +
-                           " (lower --lr; the last good checkpoint, if any, is kept)";
-      if (t.rank != 0) sum.stop_message = "training diverged (rank 0 saw a non-finite value)";
-      break;
-    }
+    if (stop_as_decided(t, sum, decision, rec, s.done, flag)) break;
   }
-  sum.wall_seconds = now_seconds() - t0;
+  sum.wall_seconds = now_seconds() - s.t0;
   return {};
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -195,6 +196,30 @@ int early_command(int argc, char** argv) {
   return -1;
 }
 
+// `easel train` and its flags: --config, every train setting, --explain [--json].
+CLI::App* add_train_command(CLI::App& app, easel::cli::SettingValues& values,
+                            std::string& config_path, bool& explain, bool& explain_json) {
+  CLI::App* train = app.add_subcommand("train", "train a net with one of the algorithms");
+  train->add_option("--config", config_path,
+                    "TOML file with any of these flags as keys (flags override it)");
+  easel::cli::add_setting_flags(*train, easel::kTrainCommand, values);
+  train->add_flag("--explain", explain,
+                  "print what the run will do (the groups, the exchange path, the collective, the "
+                  "memory fit) and exit; nothing is trained or written");
+  train->add_flag("--json", explain_json, "with --explain: as one JSON object");
+  return train;
+}
+
+// `run` on the settings of `command` (their errors exit 2), with the log level they set.
+int with_settings(easel::cli::SettingValues& values, unsigned command,
+                  const std::vector<std::string>& given, const std::string& source,
+                  const std::function<int(const easel::TrainConfig&)>& run) {
+  auto cfg = easel::cli::parse_settings(values, command, given, source);
+  if (!cfg.ok()) return easel::cli::report(cfg.status(), easel::cli::Failure::request);
+  if (cfg->log_level) easel::set_log_level(*cfg->log_level);
+  return run(*cfg);
+}
+
 }  // namespace
 
 int easel_main(int argc, char** argv) {
@@ -212,16 +237,9 @@ int easel_main(int argc, char** argv) {
       cli::exit_codes_help());
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 
-  CLI::App* train = app.add_subcommand("train", "train a net with one of the algorithms");
   std::string config_path;
-  train->add_option("--config", config_path,
-                    "TOML file with any of these flags as keys (flags override it)");
-  cli::add_setting_flags(*train, kTrainCommand, values);
   bool explain = false, explain_json = false;
-  train->add_flag("--explain", explain,
-                  "print what the run will do (the groups, the exchange path, the collective, the "
-                  "memory fit) and exit; nothing is trained or written");
-  train->add_flag("--json", explain_json, "with --explain: as one JSON object");
+  CLI::App* train = add_train_command(app, values, config_path, explain, explain_json);
   CLI::App* topo =
       app.add_subcommand("topology", "print the machine and the worker-group plan the flags give");
   cli::add_setting_flags(*topo, kTopologyCommand, values);
@@ -269,20 +287,17 @@ int easel_main(int argc, char** argv) {
   for (const auto& command : self_run)
     if (const int rc = command(); rc >= 0) return rc;
   if (!train->parsed() && !topo->parsed()) return cli::run_list(list_json);
-  if (train->parsed() && (explain || explain_json)) {
-    if (!explain) return report(invalid_argument("--json: only with --explain"), Failure::request);
-    auto cfg = cli::parse_settings(values, kTrainCommand, given, source);
-    if (!cfg.ok()) return report(cfg.status(), Failure::request);
-    if (cfg->log_level) set_log_level(*cfg->log_level);
-    return cli::run_explain(*cfg, explain_json);
-  }
+  if (train->parsed() && explain_json && !explain)
+    return report(invalid_argument("--json: only with --explain"), Failure::request);
+  if (train->parsed() && explain)
+    return with_settings(values, kTrainCommand, given, source,
+                         [&](const TrainConfig& c) { return cli::run_explain(c, explain_json); });
   if (train->parsed()) return train_command(values, given, source, all_args);
-  auto cfg = cli::parse_settings(values, kTopologyCommand, given, source);
-  if (!cfg.ok()) return report(cfg.status(), Failure::request);
-  if (cfg->log_level) set_log_level(*cfg->log_level);
   const bool fit = std::any_of(given.begin(), given.end(),
                                [](const std::string& f) { return f == "net" || f == "data"; });
-  return cli::run_topology(*cfg, topology_json, fit);
+  return with_settings(values, kTopologyCommand, given, source, [&](const TrainConfig& c) {
+    return cli::run_topology(c, topology_json, fit);
+  });
 }
 
 // Under mpirun every rank runs easel_main; only rank 0 reports (the others log only errors), and
