@@ -72,6 +72,31 @@ void MpiWorld::steps(int rank, const Transfer* xs, int count, const char* what) 
   }
 }
 
+// Posts stream k's next step `x`: its sends and receives, piece by piece, on the stream's tag.
+void MpiWorld::post_stream_step(size_t k, const Transfer& x) {
+  std::vector<StreamState>& live = stream_state_;
+  const int tag = kTagStream + static_cast<int>(k);
+  if (x.send_peer >= 0)
+    for_pieces(x.send_n, [&](int64_t b, int64_t m) {
+      send_reqs_.emplace_back();
+      EASEL_MPI(MPI_Isend(x.send + b, checked_count(m), MPI_FLOAT, x.send_peer, tag, comm_,
+                          &send_reqs_.back()));
+      stream_meta_.push_back({static_cast<int>(k), false, b, b + m});
+      ++live[k].pending;
+    });
+  if (x.recv_peer >= 0) {
+    live[k].in = x.op == RecvOp::add ? stream_stage_[k].at_least(x.recv_n) : x.dst;
+    for_pieces(x.recv_n, [&](int64_t b, int64_t m) {
+      send_reqs_.emplace_back();
+      EASEL_MPI(MPI_Irecv(live[k].in + b, checked_count(m), MPI_FLOAT, x.recv_peer, tag, comm_,
+                          &send_reqs_.back()));
+      stream_meta_.push_back({static_cast<int>(k), true, b, b + m});
+      ++live[k].pending;
+    });
+  }
+  if (live[k].pending == 0) ++live[k].done;  // an idle step
+}
+
 void MpiWorld::run_streams(int rank, const std::vector<Stream>& streams, const char* what) {
   check_self(rank);
   enter();
@@ -91,36 +116,12 @@ void MpiWorld::run_streams(int rank, const std::vector<Stream>& streams, const c
     return st.after_stream < 0 ||
            live[static_cast<size_t>(st.after_stream)].done >= static_cast<size_t>(st.after_count);
   };
-  auto post = [&](size_t k) {
-    const StreamStep& st = streams[k][live[k].done];
-    const Transfer& x = st.x;
-    const int tag = kTagStream + static_cast<int>(k);
-    if (x.send_peer >= 0)
-      for_pieces(x.send_n, [&](int64_t b, int64_t m) {
-        reqs.emplace_back();
-        EASEL_MPI(MPI_Isend(x.send + b, checked_count(m), MPI_FLOAT, x.send_peer, tag, comm_,
-                            &reqs.back()));
-        meta.push_back({static_cast<int>(k), false, b, b + m});
-        ++live[k].pending;
-      });
-    if (x.recv_peer >= 0) {
-      live[k].in = x.op == RecvOp::add ? stream_stage_[k].at_least(x.recv_n) : x.dst;
-      for_pieces(x.recv_n, [&](int64_t b, int64_t m) {
-        reqs.emplace_back();
-        EASEL_MPI(MPI_Irecv(live[k].in + b, checked_count(m), MPI_FLOAT, x.recv_peer, tag, comm_,
-                            &reqs.back()));
-        meta.push_back({static_cast<int>(k), true, b, b + m});
-        ++live[k].pending;
-      });
-    }
-    if (live[k].pending == 0) ++live[k].done;  // an idle step
-  };
   for (;;) {
     for (bool moved = true; moved;) {
       moved = false;
       for (size_t k = 0; k < count; ++k)
         while (may_go(k)) {
-          post(k);
+          post_stream_step(k, streams[k][live[k].done].x);
           moved = true;
         }
     }

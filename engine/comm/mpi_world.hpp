@@ -258,6 +258,7 @@ class MpiWorld final : public MpiComm {
   // the posted requests of all streams complete in whatever order they do (MPI_Waitany), an add
   // applied to each piece as it lands.
   void run_streams(int rank, const std::vector<Stream>& streams, const char* what);
+  void post_stream_step(size_t k, const Transfer& x);  // run_streams(): stream k's next step
 
   // Every rank meets: a zero-length tree reduce and broadcast (each wait names its peer).
   void transport_barrier() {

@@ -103,6 +103,40 @@ double step_bytes(const ModelRequest& req) {
          16.0 * static_cast<double>(req.cost.activation_floats) * static_cast<double>(req.batch);
 }
 
+// A CPU group's step from its layers at the calibrated per-class rates (its own step never
+// timed), before time slicing.
+double rated_step(const Machine& m, const ModelRequest& req, const MemoryFigure& mem,
+                  double speedup, Prediction& out) {
+  out.compute_source = "layer rates";
+  StepRates r = m.step;
+  r.fallback_gflops = m.peak_gflops * m.efficiency;
+  r.fallback_gbs = core_bandwidth(m, mem) / kGB;
+  // The update's weights, gradients and momentum (12 n bytes) beyond the last-level cache
+  // stream from memory: at most one core's bandwidth.
+  const double n = static_cast<double>(req.cost.arena_floats);
+  if (r.update_by_size.empty() && m.cache_mb > 0 && 12 * n > m.cache_mb * 1e6)
+    r.update_gbs = std::min(r.update_gbs, core_bandwidth(m, mem) / kGB);
+  // Out of the cache after the step's activations: the update's cold timings.
+  if (passes_cold(m, req) && !m.update_passes.empty() && m.update_passes[0].cold_seconds > 0) {
+    r.update_by_size.clear();
+    for (const ExchangePoint& x : m.update_passes)
+      r.update_by_size.emplace_back(x.bytes, x.cold_seconds);
+  }
+  const StepEstimate e =
+      estimate_step(r, req.layers, static_cast<double>(req.cost.arena_floats), req.batch);
+  const double skipped = (1 - update_share(req)) * e.update_seconds;
+  for (size_t i = 0; i < req.layers.size(); ++i)
+    out.layers.push_back({req.layers[i].name, req.layers[i].cls, e.forward[i], e.backward[i]});
+  for (const std::string& c : e.fallback)
+    out.notes.push_back("no calibrated rate for layer class '" + c +
+                        "': priced at peak x efficiency and one core's bandwidth");
+  double t = (e.seconds - skipped) / speedup * m.peak_gflops / m.compute_rate(req.precision);
+  const double groups_at_once = std::min(req.groups, m.cores);
+  if (m.cores > 1)
+    t *= 1 + (m.contention - 1) * (groups_at_once - 1) / static_cast<double>(m.cores - 1);
+  return t;
+}
+
 // One group's step among the others, and where the figure comes from.
 double step_seconds(const Machine& m, const ModelRequest& req, Prediction& out) {
   const double b = static_cast<double>(req.batch);
@@ -132,34 +166,7 @@ double step_seconds(const Machine& m, const ModelRequest& req, Prediction& out) 
   const NetCalibration* cal = m.calibration(req.net);
   const bool rated = !m.step.rates.empty() && !req.layers.empty() && req.placement != "hbw";
   if (rated) {
-    // Any net from its layers at the calibrated per-class rates (its own step never timed).
-    out.compute_source = "layer rates";
-    StepRates r = m.step;
-    r.fallback_gflops = m.peak_gflops * m.efficiency;
-    r.fallback_gbs = core_bandwidth(m, mem) / kGB;
-    // The update's weights, gradients and momentum (12 n bytes) beyond the last-level cache
-    // stream from memory: at most one core's bandwidth.
-    const double n = static_cast<double>(req.cost.arena_floats);
-    if (r.update_by_size.empty() && m.cache_mb > 0 && 12 * n > m.cache_mb * 1e6)
-      r.update_gbs = std::min(r.update_gbs, core_bandwidth(m, mem) / kGB);
-    // Out of the cache after the step's activations: the update's cold timings.
-    if (passes_cold(m, req) && !m.update_passes.empty() && m.update_passes[0].cold_seconds > 0) {
-      r.update_by_size.clear();
-      for (const ExchangePoint& x : m.update_passes)
-        r.update_by_size.emplace_back(x.bytes, x.cold_seconds);
-    }
-    const StepEstimate e =
-        estimate_step(r, req.layers, static_cast<double>(req.cost.arena_floats), req.batch);
-    const double skipped = (1 - update_share(req)) * e.update_seconds;
-    for (size_t i = 0; i < req.layers.size(); ++i)
-      out.layers.push_back({req.layers[i].name, req.layers[i].cls, e.forward[i], e.backward[i]});
-    for (const std::string& c : e.fallback)
-      out.notes.push_back("no calibrated rate for layer class '" + c +
-                          "': priced at peak x efficiency and one core's bandwidth");
-    t = (e.seconds - skipped) / speedup * m.peak_gflops / m.compute_rate(req.precision);
-    const double groups_at_once = std::min(req.groups, m.cores);
-    if (m.cores > 1)
-      t *= 1 + (m.contention - 1) * (groups_at_once - 1) / static_cast<double>(m.cores - 1);
+    t = rated_step(m, req, mem, speedup, out);
   } else if (cal != nullptr && req.placement != "hbw") {
     out.compute_source = "calibrated";
     // Calibrated at fp32: another precision scales it by the rates' ratio.
@@ -255,6 +262,49 @@ double elastic_step_extra(const Machine& m, const ModelRequest& req) {
       0.0, seconds_by_size(m.elastic_passes, w, cold) - seconds_by_size(m.update_passes, w, cold));
 }
 
+// --reduce serial: P exchanges with the centre, one after the other, weights both ways each.
+double serial_exchange(const Machine& m, const Link& link, int p, double n, int msgs,
+                       Prediction& out) {
+  const double w = 4 * n;
+  out.exchange_messages = 2 * msgs * p;
+  if (link.shared_memory) {
+    out.exchange_bytes = 36 * n * p;  // read centre, write group (8n), elastic (16n), centre (12n)
+    return p * (2 * msgs * link.t->latency_us * 1e-6 + 36 * n / (link.t->bandwidth_gbs * kGB));
+  }
+  out.exchange_bytes = 2 * w * p;
+  // The centre's elastic update in host memory, once per group.
+  return p * 2 * (msgs * link.t->latency_us * 1e-6 + w / (link.t->bandwidth_gbs * kGB)) +
+         p * 12 * n / (m.dram.bandwidth_gbs * kGB);
+}
+
+// The collective across ranks (engine/comm/collective_cost.hpp), on the MPI transport's latency
+// and bandwidth, one message per process; sync-easgd's centre by an allreduce or by the master's
+// reduce and broadcast. Its seconds; its messages, bytes and transport added to out's.
+double across_ranks(const Machine& m, const ModelRequest& req, Prediction& out, double w, int msgs,
+                    bool sgd) {
+  CollectiveShape shape;
+  shape.bytes = w / msgs;
+  shape.ranks = req.ranks;
+  shape.ranks_per_node = req.ranks_per_node;
+  shape.intra = shape.inter = LinkCost{m.mpi.latency_us * 1e-6, m.mpi.bandwidth_gbs * kGB};
+  const CollectiveAlgo algo = req.collective;
+  CollectiveChoice pick;
+  pick.algo = algo;
+  if (algo == CollectiveAlgo::automatic) pick = choose_collective(shape);
+  const bool allreduce = sgd || req.sync_centre != "master";
+  const double t = msgs * (allreduce ? allreduce_seconds(pick.algo, shape, pick.inter)
+                                     : reduce_broadcast_seconds(pick.algo, shape, pick.inter));
+  const double factor = pick.algo == CollectiveAlgo::tree
+                            ? 2.0 * levels_of(req.ranks)
+                            : 2.0 * (req.ranks - 1) / req.ranks * (allreduce ? 1 : 2);
+  out.exchange_messages +=
+      msgs * (pick.algo == CollectiveAlgo::tree ? 2 * levels_of(req.ranks) : 2 * (req.ranks - 1));
+  out.exchange_bytes += factor * w;
+  out.transport +=
+      std::string("+mpi(") + collective_algo_name(pick.algo) + (allreduce ? "" : ", master") + ")";
+  return t;
+}
+
 // Sync EASGD's (and sync-sgd's) exchange among P groups of one node.
 double sync_exchange(const Machine& m, const ModelRequest& req, Prediction& out) {
   const int p = req.groups;
@@ -268,21 +318,7 @@ double sync_exchange(const Machine& m, const ModelRequest& req, Prediction& out)
   // nothing to exchange.
   if (p == 1 && (sgd || !link.shared_memory)) return 0;
   double t = 0;
-  if (req.reduce == ReduceMode::serial && !sgd) {
-    // P exchanges with the centre, one after the other: weights both ways each.
-    out.exchange_messages = 2 * msgs * p;
-    if (link.shared_memory) {
-      out.exchange_bytes =
-          36 * n * p;  // read centre, write group (8n), elastic (16n), centre (12n)
-      t = p * (2 * msgs * link.t->latency_us * 1e-6 + 36 * n / (link.t->bandwidth_gbs * kGB));
-    } else {
-      out.exchange_bytes = 2 * w * p;
-      t = p * 2 * (msgs * link.t->latency_us * 1e-6 + w / (link.t->bandwidth_gbs * kGB));
-      // The centre's elastic update in host memory, once per group.
-      t += p * 12 * n / (m.dram.bandwidth_gbs * kGB);
-    }
-    return t;
-  }
+  if (req.reduce == ReduceMode::serial && !sgd) return serial_exchange(m, link, p, n, msgs, out);
   const int levels = levels_of(p);
   if (link.shared_memory) {
     // STREAM-counted bytes of the whole exchange: the reduce's and broadcast's 20n per level
@@ -339,31 +375,7 @@ double sync_exchange(const Machine& m, const ModelRequest& req, Prediction& out)
     const MemoryFigure& mem = req.resident ? m.device : m.dram;
     t += 28 * n / (mem.bandwidth_gbs * kGB);
   }
-  if (req.ranks > 1) {
-    // The collective across ranks (engine/comm/collective_cost.hpp), on the MPI transport's
-    // latency and bandwidth, one message per process; sync-easgd's centre by an allreduce or by
-    // the master's reduce and broadcast.
-    CollectiveShape shape;
-    shape.bytes = w / msgs;
-    shape.ranks = req.ranks;
-    shape.ranks_per_node = req.ranks_per_node;
-    shape.intra = shape.inter = LinkCost{m.mpi.latency_us * 1e-6, m.mpi.bandwidth_gbs * kGB};
-    const CollectiveAlgo algo = req.collective;
-    CollectiveChoice pick;
-    pick.algo = algo;
-    if (algo == CollectiveAlgo::automatic) pick = choose_collective(shape);
-    const bool allreduce = sgd || req.sync_centre != "master";
-    t += msgs * (allreduce ? allreduce_seconds(pick.algo, shape, pick.inter)
-                           : reduce_broadcast_seconds(pick.algo, shape, pick.inter));
-    const double factor = pick.algo == CollectiveAlgo::tree
-                              ? 2.0 * levels_of(req.ranks)
-                              : 2.0 * (req.ranks - 1) / req.ranks * (allreduce ? 1 : 2);
-    out.exchange_messages +=
-        msgs * (pick.algo == CollectiveAlgo::tree ? 2 * levels_of(req.ranks) : 2 * (req.ranks - 1));
-    out.exchange_bytes += factor * w;
-    out.transport += std::string("+mpi(") + collective_algo_name(pick.algo) +
-                     (allreduce ? "" : ", master") + ")";
-  }
+  if (req.ranks > 1) t += across_ranks(m, req, out, w, msgs, sgd);
   return t;
 }
 
@@ -543,6 +555,87 @@ Machine rank_share(const Machine& whole, int ranks) {
   return m;
 }
 
+namespace {
+
+// How often a group exchanges and what it sends each time (the algorithm's row).
+void exchange_rate(const ModelRequest& req, Prediction& out) {
+  const AlgoEntry& e = *find_algo(req.algo);  // check() refused an unknown one
+  AlgoParams ap;
+  ap.tau = req.tau;
+  ap.precision = req.exchange_precision;
+  const int64_t k = steps_per_exchange(e, ap);
+  out.exchanges_per_step = k > 0 ? 1.0 / static_cast<double>(k) : 0;
+  out.group_exchange_bytes =
+      k > 0 ? static_cast<double>(exchange_bytes(e, ap, req.cost.arena_floats)) : 0;
+}
+
+// A sync algorithm's iteration: the step tc (with the Comm path's elastic step), the exposed
+// exchange as comm, the turns of groups sharing a core and the root's wait as wait.
+void sync_iteration(const Machine& m, const ModelRequest& req, Prediction& out, double& tc,
+                    double& comm, double& wait, double& iteration) {
+  const int p = req.groups;
+  const double x = sync_exchange(m, req, out);
+  out.exchange_seconds = x;
+  if (on_comm_path(m, req)) {
+    // Its exchange steps' elastic step, a pass per group, time-sliced as the step is.
+    const double over =
+        std::max(1.0, static_cast<double>(p * std::max(req.threads_per_group, 1)) / m.cores);
+    const double e = elastic_step_extra(m, req) * over / req.tau;
+    if (e > 0) {
+      tc += e;
+      out.notes.push_back("the Comm path's elastic momentum step: " + fmt("%.3g", e * 1e3) +
+                          " ms a step over the momentum update, timed by size");
+    }
+  }
+  const double per_step = is_easgd(req.algo) ? x / req.tau : x;
+  double exposed = per_step;
+  if (req.overlap && facts_of(req.algo)->overlappable) {
+    exposed = std::max(0.0, per_step - tc);
+    out.notes.push_back("overlap on: the exchange runs beside the next step; exposed " +
+                        fmt("%.3g", exposed) + " s of " + fmt("%.3g", per_step) + " s");
+  }
+  // Groups that share a core wait at the exchange's barriers while the others take their
+  // turns: that part of it is wait, as the trainer counts it.
+  const double turns = std::min(exposed, is_easgd(req.algo) ? out.exchange_turns_seconds / req.tau
+                                                            : out.exchange_turns_seconds);
+  comm += exposed - turns;
+  wait = turns + out.exchange_root_wait_seconds / req.tau;
+  if (out.oversubscribed) wait += m.oversubscribed_wait * tc;
+  iteration = tc + comm + wait;
+}
+
+// A centre under a lock: the lock serialises the groups' exchanges. With a core each, at
+// utilisation U = P x / (step + x) a group queues about x U / (2 (1 - U)) (M/D/1), at most
+// (P - 1) x; at U >= 1 the lock is the bottleneck and a round takes P x.
+void locked_iteration(const Machine& m, const ModelRequest& req, Prediction& out,
+                      double host_copies, double tc, double& comm, double& wait,
+                      double& iteration) {
+  const int p = req.groups;
+  const double x = centre_exchange(m, req, out) / (is_easgd(req.algo) ? req.tau : 1);
+  out.exchange_seconds = x * (is_easgd(req.algo) ? req.tau : 1);
+  const int threads = std::max(req.threads_per_group, 1);
+  if (!m.gpu && p * threads > m.cores) {
+    // Groups sharing the cores: the exchange is time-sliced as the step is (N / C of the
+    // cores' time), and a group blocked at the lock leaves its core to another group, which
+    // steps meanwhile: the cores stay busy unless the lock itself is the bottleneck (its P
+    // exchanges, one at a time, take longer than the round).
+    const double over = static_cast<double>(p * threads) / m.cores;
+    comm += x * over;
+    iteration = std::max(tc + comm, p * x + host_copies);
+    wait = iteration - tc - comm;
+  } else if (const double u = p * x / (tc + comm + x); u >= 1) {
+    comm += x;
+    iteration = p * x + host_copies;
+    wait = std::max(0.0, iteration - tc - comm);
+  } else {
+    comm += x;
+    wait = std::min(x * u / (2 * (1 - u)), (p - 1) * x);
+    iteration = tc + comm + wait;
+  }
+}
+
+}  // namespace
+
 Result<Prediction> predict(const Machine& whole, const ModelRequest& req) {
   EASEL_RETURN_IF_ERROR(check(whole, req));
   const int rpn = req.ranks_per_node;
@@ -571,47 +664,11 @@ Result<Prediction> predict(const Machine& whole, const ModelRequest& req) {
                         " MB cross the host link every step");
   }
   double comm = host_copies, wait = 0, iteration = 0;
-  {
-    const AlgoEntry& e = *find_algo(req.algo);  // check() refused an unknown one
-    AlgoParams ap;
-    ap.tau = req.tau;
-    ap.precision = req.exchange_precision;
-    const int64_t k = steps_per_exchange(e, ap);
-    out.exchanges_per_step = k > 0 ? 1.0 / static_cast<double>(k) : 0;
-    out.group_exchange_bytes =
-        k > 0 ? static_cast<double>(exchange_bytes(e, ap, req.cost.arena_floats)) : 0;
-  }
+  exchange_rate(req, out);
   if (is_one_group(req.algo)) {
     iteration = tc + comm;
   } else if (is_sync(req.algo)) {
-    const double x = sync_exchange(m, req, out);
-    out.exchange_seconds = x;
-    if (on_comm_path(m, req)) {
-      // Its exchange steps' elastic step, a pass per group, time-sliced as the step is.
-      const double over =
-          std::max(1.0, static_cast<double>(p * std::max(req.threads_per_group, 1)) / m.cores);
-      const double e = elastic_step_extra(m, req) * over / req.tau;
-      if (e > 0) {
-        tc += e;
-        out.notes.push_back("the Comm path's elastic momentum step: " + fmt("%.3g", e * 1e3) +
-                            " ms a step over the momentum update, timed by size");
-      }
-    }
-    const double per_step = is_easgd(req.algo) ? x / req.tau : x;
-    double exposed = per_step;
-    if (req.overlap && facts_of(req.algo)->overlappable) {
-      exposed = std::max(0.0, per_step - tc);
-      out.notes.push_back("overlap on: the exchange runs beside the next step; exposed " +
-                          fmt("%.3g", exposed) + " s of " + fmt("%.3g", per_step) + " s");
-    }
-    // Groups that share a core wait at the exchange's barriers while the others take their
-    // turns: that part of it is wait, as the trainer counts it.
-    const double turns = std::min(exposed, is_easgd(req.algo) ? out.exchange_turns_seconds / req.tau
-                                                              : out.exchange_turns_seconds);
-    comm += exposed - turns;
-    wait = turns + out.exchange_root_wait_seconds / req.tau;
-    if (out.oversubscribed) wait += m.oversubscribed_wait * tc;
-    iteration = tc + comm + wait;
+    sync_iteration(m, req, out, tc, comm, wait, iteration);
   } else if (is_average(req.algo)) {
     // local-sgd, slowmo, diloco: every tau steps an allreduce of each group's pseudo-gradient
     // at its precision (sync-sgd's allreduce of as many bytes), then the outer rule over the
@@ -632,30 +689,7 @@ Result<Prediction> predict(const Machine& whole, const ModelRequest& req) {
     iteration = std::max(tc + comm, p * x + host_copies);
     wait = iteration - tc - comm;
   } else if (is_locked(req.algo)) {
-    // The centre's lock serialises the groups' exchanges: with a core each, at utilisation
-    // U = P x / (step + x) a group queues about x U / (2 (1 - U)) (M/D/1), at most (P - 1) x;
-    // at U >= 1 the lock is the bottleneck and a round takes P x.
-    const double x = centre_exchange(m, req, out) / (is_easgd(req.algo) ? req.tau : 1);
-    out.exchange_seconds = x * (is_easgd(req.algo) ? req.tau : 1);
-    const int threads = std::max(req.threads_per_group, 1);
-    if (!m.gpu && p * threads > m.cores) {
-      // Groups sharing the cores: the exchange is time-sliced as the step is (N / C of the
-      // cores' time), and a group blocked at the lock leaves its core to another group, which
-      // steps meanwhile: the cores stay busy unless the lock itself is the bottleneck (its P
-      // exchanges, one at a time, take longer than the round).
-      const double over = static_cast<double>(p * threads) / m.cores;
-      comm += x * over;
-      iteration = std::max(tc + comm, p * x + host_copies);
-      wait = iteration - tc - comm;
-    } else if (const double u = p * x / (tc + comm + x); u >= 1) {
-      comm += x;
-      iteration = p * x + host_copies;
-      wait = std::max(0.0, iteration - tc - comm);
-    } else {
-      comm += x;
-      wait = std::min(x * u / (2 * (1 - u)), (p - 1) * x);
-      iteration = tc + comm + wait;
-    }
+    locked_iteration(m, req, out, host_copies, tc, comm, wait, iteration);
   } else {  // hogwild: no lock, the groups' writes share the bandwidth
     const double x = centre_exchange(m, req, out) / (is_easgd(req.algo) ? req.tau : 1);
     out.exchange_seconds = x * (is_easgd(req.algo) ? req.tau : 1);
