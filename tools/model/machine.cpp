@@ -1,12 +1,12 @@
 #include "tools/model/machine.hpp"
 
-#include <toml++/toml.h>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "engine/config.hpp"
 #include "tools/model/machines_dirs.h"
 
 #ifndef EASEL_MACHINES_SOURCE_DIR
@@ -20,55 +20,62 @@ namespace easel::model {
 
 namespace {
 
+const TomlValue* as_table(const TomlValue* v) {
+  return v != nullptr && v->type == TomlValue::Type::table ? v : nullptr;
+}
+const TomlValue* as_array(const TomlValue* v) {
+  return v != nullptr && v->type == TomlValue::Type::array ? v : nullptr;
+}
+
 // Reads one table of the description, naming the file and key in every error.
 class Reader {
  public:
-  Reader(const toml::table& root, std::string origin) : root_(root), origin_(std::move(origin)) {}
+  Reader(const TomlValue& root, std::string origin) : root_(root), origin_(std::move(origin)) {}
 
-  Status error(const std::string& key, const std::string& what, const toml::node* n = nullptr) {
+  Status error(const std::string& key, const std::string& what, const TomlValue* n = nullptr) {
     std::string line;
-    if (n != nullptr && n->source().begin.line) line = ":" + std::to_string(n->source().begin.line);
+    if (n != nullptr && n->line > 0) line = ":" + std::to_string(n->line);
     return invalid_argument(origin_ + line + ": " + key + ": " + what);
   }
 
   // A table that must exist (and carry a non-empty `source`).
-  Result<const toml::table*> table(const toml::table& in, const std::string& prefix,
-                                   const std::string& key, bool required) {
-    const toml::node* n = in.get(key);
+  Result<const TomlValue*> table(const TomlValue& in, const std::string& prefix,
+                                 const std::string& key, bool required) {
+    const TomlValue* n = in.find(key);
     const std::string full = prefix.empty() ? key : prefix + "." + key;
     if (n == nullptr) {
       if (required) return error(full, "missing (a table)");
-      return static_cast<const toml::table*>(nullptr);
+      return static_cast<const TomlValue*>(nullptr);
     }
-    const toml::table* t = n->as_table();
+    const TomlValue* t = as_table(n);
     if (t == nullptr) return error(full, "must be a table", n);
     EASEL_RETURN_IF_ERROR(source(*t, full));
     return t;
   }
 
   // Every table says where its figures come from.
-  Status source(const toml::table& t, const std::string& full) {
-    const toml::node* s = t.get("source");
+  Status source(const TomlValue& t, const std::string& full) {
+    const TomlValue* s = t.find("source");
     if (s == nullptr) return error(full + ".source", "missing (where the figures come from)");
-    if (!s->is_string() || s->as_string()->get().empty())
+    if (s->type != TomlValue::Type::string || s->str.empty())
       return error(full + ".source", "must be a non-empty string", s);
     return Status::ok_status();
   }
 
   // A number in [lo, hi]; `def` when absent and not required.
-  Result<double> number(const toml::table& t, const std::string& prefix, const std::string& key,
+  Result<double> number(const TomlValue& t, const std::string& prefix, const std::string& key,
                         double lo, double hi, bool required, double def = 0) {
-    const toml::node* n = t.get(key);
+    const TomlValue* n = t.find(key);
     const std::string full = prefix + "." + key;
     if (n == nullptr) {
       if (required) return error(full, "missing (a number)");
       return def;
     }
     double v = 0;
-    if (const auto* i = n->as_integer())
-      v = static_cast<double>(i->get());
-    else if (const auto* f = n->as_floating_point())
-      v = f->get();
+    if (n->type == TomlValue::Type::integer)
+      v = static_cast<double>(n->integer);
+    else if (n->type == TomlValue::Type::floating)
+      v = n->floating;
     else
       return error(full, "must be a number", n);
     if (!std::isfinite(v) || v < lo || v > hi) {
@@ -79,49 +86,47 @@ class Reader {
     return v;
   }
 
-  Result<std::string> text(const toml::table& t, const std::string& prefix, const std::string& key,
+  Result<std::string> text(const TomlValue& t, const std::string& prefix, const std::string& key,
                            bool required) {
-    const toml::node* n = t.get(key);
+    const TomlValue* n = t.find(key);
     const std::string full = prefix + "." + key;
     if (n == nullptr) {
       if (required) return error(full, "missing (a string)");
       return std::string();
     }
-    if (!n->is_string() || n->as_string()->get().empty())
+    if (n->type != TomlValue::Type::string || n->str.empty())
       return error(full, "must be a non-empty string", n);
-    return n->as_string()->get();
+    return n->str;
   }
 
   // Keys of t that are not in `known`: an error naming the first (a typo would silently use a
   // default otherwise).
-  Status only(const toml::table& t, const std::string& prefix,
+  Status only(const TomlValue& t, const std::string& prefix,
               std::initializer_list<const char*> known) {
     return only(t, prefix, std::vector<const char*>(known));
   }
-  Status only(const toml::table& t, const std::string& prefix,
+  Status only(const TomlValue& t, const std::string& prefix,
               const std::vector<const char*>& known) {
-    for (const auto& [k, v] : t) {
+    for (const TomlField& f : t.fields) {
       bool ok = false;
       for (const char* name : known)
-        ok = ok || k.str() == name;
-      if (!ok)
-        return error(prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str()),
-                     "unknown key", &v);
+        ok = ok || f.key == name;
+      if (!ok) return error(prefix.empty() ? f.key : prefix + "." + f.key, "unknown key", &f.value);
     }
     return Status::ok_status();
   }
 
-  const toml::table& root() const { return root_; }
+  const TomlValue& root() const { return root_; }
 
  private:
-  const toml::table& root_;
+  const TomlValue& root_;
   std::string origin_;
 };
 
 constexpr double kBig = 1e9;
 
-Status read_memory(Reader& r, const toml::table& mem, const std::string& key, MemoryFigure* out) {
-  EASEL_ASSIGN_OR_RETURN(const toml::table* t, r.table(mem, "memory", key, false));
+Status read_memory(Reader& r, const TomlValue& mem, const std::string& key, MemoryFigure* out) {
+  EASEL_ASSIGN_OR_RETURN(const TomlValue* t, r.table(mem, "memory", key, false));
   if (t == nullptr) return Status::ok_status();
   const std::string p = "memory." + key;
   EASEL_RETURN_IF_ERROR(
@@ -137,17 +142,17 @@ Status read_memory(Reader& r, const toml::table& mem, const std::string& key, Me
 // Points timed by size, each a table under `p`: bytes > 0, seconds > 0, optionally
 // cold_seconds > 0; groups >= least_groups when least_groups > 0 (else no groups key: 1);
 // with `slowest`, optionally slowest_seconds and slowest_cold_seconds (the Comm path's root).
-Status read_points(Reader& r, const toml::node& node, const std::string& p, int least_groups,
+Status read_points(Reader& r, const TomlValue& node, const std::string& p, int least_groups,
                    bool slowest, std::vector<ExchangePoint>* out) {
-  const toml::array* arr = node.as_array();
+  const TomlValue* arr = as_array(&node);
   if (arr == nullptr) return r.error(p, "must be an array of tables ([[" + p + "]])", &node);
   std::vector<const char*> keys = {"bytes", "seconds", "cold_seconds"};
   if (least_groups > 0) keys.push_back("groups");
   if (slowest) keys.insert(keys.end(), {"slowest_seconds", "slowest_cold_seconds"});
-  for (size_t j = 0; j < arr->size(); ++j) {
+  for (size_t j = 0; j < arr->items.size(); ++j) {
     const std::string lp = p + "[" + std::to_string(j) + "]";
-    const toml::table* t = (*arr)[j].as_table();
-    if (t == nullptr) return r.error(lp, "must be a table", &(*arr)[j]);
+    const TomlValue* t = as_table(&arr->items[j]);
+    if (t == nullptr) return r.error(lp, "must be a table", &arr->items[j]);
     EASEL_RETURN_IF_ERROR(r.only(*t, lp, keys));
     ExchangePoint x;
     x.groups = 1;
@@ -172,26 +177,26 @@ Status read_points(Reader& r, const toml::node& node, const std::string& p, int 
 // [[transport.shared_memory.exchange]] (groups >= 2: the fused exchanges),
 // [[transport.shared_memory.comm_exchange]] (groups >= 1, and the slowest group) and
 // [[transport.shared_memory.centre_exchange]] (no groups).
-Status read_exchange_points(Reader& r, const toml::node& node, const std::string& key,
+Status read_exchange_points(Reader& r, const TomlValue& node, const std::string& key,
                             std::vector<ExchangePoint>* out) {
   const int least = key == "centre_exchange" ? 0 : key == "comm_exchange" ? 1 : 2;
   return read_points(r, node, "transport.shared_memory." + key, least, key == "comm_exchange", out);
 }
 
-Status read_transport(Reader& r, const toml::table& tr, const std::string& key, Transport* out,
+Status read_transport(Reader& r, const TomlValue& tr, const std::string& key, Transport* out,
                       Machine* m) {
-  EASEL_ASSIGN_OR_RETURN(const toml::table* t, r.table(tr, "transport", key, false));
+  EASEL_ASSIGN_OR_RETURN(const TomlValue* t, r.table(tr, "transport", key, false));
   if (t == nullptr) return Status::ok_status();
   const std::string p = "transport." + key;
   if (key == "shared_memory") {
     EASEL_RETURN_IF_ERROR(r.only(
         *t, p,
         {"latency_us", "bandwidth_gbs", "exchange", "comm_exchange", "centre_exchange", "source"}));
-    if (const toml::node* x = t->get("exchange"))
+    if (const TomlValue* x = t->find("exchange"))
       EASEL_RETURN_IF_ERROR(read_exchange_points(r, *x, "exchange", &m->shm_exchange));
-    if (const toml::node* x = t->get("comm_exchange"))
+    if (const TomlValue* x = t->find("comm_exchange"))
       EASEL_RETURN_IF_ERROR(read_exchange_points(r, *x, "comm_exchange", &m->shm_comm_exchange));
-    if (const toml::node* x = t->get("centre_exchange"))
+    if (const TomlValue* x = t->find("centre_exchange"))
       EASEL_RETURN_IF_ERROR(
           read_exchange_points(r, *x, "centre_exchange", &m->shm_centre_exchange));
   } else {
@@ -203,13 +208,13 @@ Status read_transport(Reader& r, const toml::table& tr, const std::string& key, 
   return Status::ok_status();
 }
 
-Status read_nets(Reader& r, const toml::node& node, Machine* m) {
-  const toml::array* arr = node.as_array();
+Status read_nets(Reader& r, const TomlValue& node, Machine* m) {
+  const TomlValue* arr = as_array(&node);
   if (arr == nullptr) return r.error("net", "must be an array of tables ([[net]])", &node);
-  for (size_t i = 0; i < arr->size(); ++i) {
+  for (size_t i = 0; i < arr->items.size(); ++i) {
     const std::string p = "net[" + std::to_string(i) + "]";
-    const toml::table* t = (*arr)[i].as_table();
-    if (t == nullptr) return r.error(p, "must be a table", &(*arr)[i]);
+    const TomlValue* t = as_table(&arr->items[i]);
+    if (t == nullptr) return r.error(p, "must be a table", &arr->items[i]);
     EASEL_RETURN_IF_ERROR(r.source(*t, p));
     EASEL_RETURN_IF_ERROR(r.only(*t, p,
                                  {"name", "batch", "step_seconds", "update_seconds",
@@ -223,14 +228,14 @@ Status read_nets(Reader& r, const toml::node& node, Machine* m) {
     EASEL_ASSIGN_OR_RETURN(c.oversubscription_overhead,
                            r.number(*t, p, "oversubscription_overhead", 0, 10, false, -1));
     if (c.update_seconds > c.step_seconds)
-      return r.error(p + ".update_seconds", "is more than step_seconds", t->get("update_seconds"));
-    if (const toml::node* l = t->get("layer")) {
-      const toml::array* la = l->as_array();
+      return r.error(p + ".update_seconds", "is more than step_seconds", t->find("update_seconds"));
+    if (const TomlValue* l = t->find("layer")) {
+      const TomlValue* la = as_array(l);
       if (la == nullptr) return r.error(p + ".layer", "must be an array of tables", l);
-      for (size_t j = 0; j < la->size(); ++j) {
+      for (size_t j = 0; j < la->items.size(); ++j) {
         const std::string lp = p + ".layer[" + std::to_string(j) + "]";
-        const toml::table* lt = (*la)[j].as_table();
-        if (lt == nullptr) return r.error(lp, "must be a table", &(*la)[j]);
+        const TomlValue* lt = as_table(&la->items[j]);
+        if (lt == nullptr) return r.error(lp, "must be a table", &la->items[j]);
         EASEL_RETURN_IF_ERROR(
             r.only(*lt, lp, {"name", "kind", "forward_seconds", "backward_seconds"}));
         NetCalibration::Layer layer;
@@ -250,30 +255,30 @@ Status read_nets(Reader& r, const toml::node& node, Machine* m) {
   return Status::ok_status();
 }
 
-Status read_step(Reader& r, const toml::table& root, Machine* m) {
-  EASEL_ASSIGN_OR_RETURN(const toml::table* t, r.table(root, "", "step", false));
+Status read_step(Reader& r, const TomlValue& root, Machine* m) {
+  EASEL_ASSIGN_OR_RETURN(const TomlValue* t, r.table(root, "", "step", false));
   if (t == nullptr) return Status::ok_status();
   EASEL_RETURN_IF_ERROR(r.source(*t, "step"));
   EASEL_RETURN_IF_ERROR(r.only(
       *t, "step",
       {"update_gbs", "other_seconds_per_image", "rate", "update", "elastic_update", "source"}));
-  if (const toml::node* u = t->get("update")) {
+  if (const TomlValue* u = t->find("update")) {
     EASEL_RETURN_IF_ERROR(read_points(r, *u, "step.update", 0, false, &m->update_passes));
     for (const ExchangePoint& x : m->update_passes)
       m->step.update_by_size.emplace_back(x.bytes, x.seconds);
   }
-  if (const toml::node* u = t->get("elastic_update"))
+  if (const TomlValue* u = t->find("elastic_update"))
     EASEL_RETURN_IF_ERROR(read_points(r, *u, "step.elastic_update", 0, false, &m->elastic_passes));
   EASEL_ASSIGN_OR_RETURN(m->step.update_gbs, r.number(*t, "step", "update_gbs", 1e-3, kBig, true));
   EASEL_ASSIGN_OR_RETURN(m->step.other_per_image,
                          r.number(*t, "step", "other_seconds_per_image", 0, 1e3, false, 0));
-  const toml::node* l = t->get("rate");
-  const toml::array* la = l ? l->as_array() : nullptr;
+  const TomlValue* l = t->find("rate");
+  const TomlValue* la = l ? as_array(l) : nullptr;
   if (la == nullptr) return r.error("step.rate", "must be an array of tables ([[step.rate]])", l);
-  for (size_t j = 0; j < la->size(); ++j) {
+  for (size_t j = 0; j < la->items.size(); ++j) {
     const std::string lp = "step.rate[" + std::to_string(j) + "]";
-    const toml::table* lt = (*la)[j].as_table();
-    if (lt == nullptr) return r.error(lp, "must be a table", &(*la)[j]);
+    const TomlValue* lt = as_table(&la->items[j]);
+    if (lt == nullptr) return r.error(lp, "must be a table", &la->items[j]);
     EASEL_RETURN_IF_ERROR(
         r.only(*lt, lp, {"class", "pass", "gflops", "gbs", "weight_gbs", "gpixels", "samples"}));
     LayerRate rate;
@@ -281,35 +286,36 @@ Status read_step(Reader& r, const toml::table& root, Machine* m) {
     EASEL_ASSIGN_OR_RETURN(const std::string pass, r.text(*lt, lp, "pass", true));
     if (pass != "forward" && pass != "backward")
       return r.error(lp + ".pass", "must be \"forward\" or \"backward\", not \"" + pass + "\"",
-                     lt->get("pass"));
+                     lt->find("pass"));
     rate.backward = pass == "backward";
     EASEL_ASSIGN_OR_RETURN(rate.gflops, r.number(*lt, lp, "gflops", 0, 1e8, false, 0));
     EASEL_ASSIGN_OR_RETURN(rate.gbs, r.number(*lt, lp, "gbs", 0, kBig, false, 0));
     EASEL_ASSIGN_OR_RETURN(rate.gpixels, r.number(*lt, lp, "gpixels", 0, kBig, false, 0));
-    if (lt->contains("weight_gbs")) {
+    if (lt->find("weight_gbs") != nullptr) {
       EASEL_ASSIGN_OR_RETURN(const double w, r.number(*lt, lp, "weight_gbs", 0, kBig, true));
       rate.weight_gbs = w;
     }
     EASEL_ASSIGN_OR_RETURN(const double n, r.number(*lt, lp, "samples", 0, 1e9, false, 0));
     rate.samples = static_cast<int>(n);
     if (rate.gflops <= 0 && rate.gbs <= 0 && rate.weight_gbs.value_or(0) <= 0 && rate.gpixels <= 0)
-      return r.error(lp, "needs gflops, gbs, weight_gbs or gpixels (a positive rate)", &(*la)[j]);
+      return r.error(lp, "needs gflops, gbs, weight_gbs or gpixels (a positive rate)",
+                     &la->items[j]);
     for (const LayerRate& o : m->step.rates)
       if (o.cls == rate.cls && o.backward == rate.backward)
         return r.error(lp + ".class", "'" + rate.cls + "' " + pass + " is described twice",
-                       lt->get("class"));
+                       lt->find("class"));
     m->step.rates.push_back(std::move(rate));
   }
   return Status::ok_status();
 }
 
-Status read_modes(Reader& r, const toml::node& node, Machine* m) {
-  const toml::array* arr = node.as_array();
+Status read_modes(Reader& r, const TomlValue& node, Machine* m) {
+  const TomlValue* arr = as_array(&node);
   if (arr == nullptr) return r.error("mode", "must be an array of tables ([[mode]])", &node);
-  for (size_t i = 0; i < arr->size(); ++i) {
+  for (size_t i = 0; i < arr->items.size(); ++i) {
     const std::string p = "mode[" + std::to_string(i) + "]";
-    const toml::table* t = (*arr)[i].as_table();
-    if (t == nullptr) return r.error(p, "must be a table", &(*arr)[i]);
+    const TomlValue* t = as_table(&arr->items[i]);
+    if (t == nullptr) return r.error(p, "must be a table", &arr->items[i]);
     EASEL_RETURN_IF_ERROR(r.source(*t, p));
     EASEL_RETURN_IF_ERROR(r.only(*t, p, {"name", "localities", "hbw_gb", "dram_gb", "source"}));
     LocalityMode mode;
@@ -319,7 +325,7 @@ Status read_modes(Reader& r, const toml::node& node, Machine* m) {
     if (m->cores % mode.localities != 0)
       return r.error(p + ".localities",
                      "must divide machine.cores (" + std::to_string(m->cores) + ")",
-                     t->get("localities"));
+                     t->find("localities"));
     EASEL_ASSIGN_OR_RETURN(mode.hbw_gb, r.number(*t, p, "hbw_gb", 0, kBig, false));
     EASEL_ASSIGN_OR_RETURN(mode.dram_gb, r.number(*t, p, "dram_gb", 0, kBig, false));
     m->modes.push_back(std::move(mode));
@@ -328,28 +334,28 @@ Status read_modes(Reader& r, const toml::node& node, Machine* m) {
 }
 
 Result<Machine> read(Reader& r, const std::string& origin) {
-  const toml::table& root = r.root();
+  const TomlValue& root = r.root();
   EASEL_RETURN_IF_ERROR(
       r.only(root, "", {"machine", "compute", "memory", "transport", "net", "step", "mode"}));
   Machine m;
   m.file = origin;
-  EASEL_ASSIGN_OR_RETURN(const toml::table* mt, r.table(root, "", "machine", true));
+  EASEL_ASSIGN_OR_RETURN(const TomlValue* mt, r.table(root, "", "machine", true));
   EASEL_RETURN_IF_ERROR(r.only(*mt, "machine", {"name", "kind", "cores", "devices", "source"}));
   EASEL_ASSIGN_OR_RETURN(m.name, r.text(*mt, "machine", "name", true));
   EASEL_ASSIGN_OR_RETURN(const std::string kind, r.text(*mt, "machine", "kind", true));
   if (kind != "cpu" && kind != "gpu")
     return r.error("machine.kind", "must be \"cpu\" or \"gpu\", not \"" + kind + "\"",
-                   mt->get("kind"));
+                   mt->find("kind"));
   m.gpu = kind == "gpu";
   EASEL_ASSIGN_OR_RETURN(const double cores, r.number(*mt, "machine", "cores", 1, 65536, true));
   m.cores = static_cast<int>(cores);
   EASEL_ASSIGN_OR_RETURN(const double devices,
                          r.number(*mt, "machine", "devices", 1, 4096, m.gpu, 0));
   m.devices = static_cast<int>(devices);
-  if (!m.gpu && mt->get("devices") != nullptr)
-    return r.error("machine.devices", "only a gpu machine has devices", mt->get("devices"));
+  if (!m.gpu && mt->find("devices") != nullptr)
+    return r.error("machine.devices", "only a gpu machine has devices", mt->find("devices"));
 
-  EASEL_ASSIGN_OR_RETURN(const toml::table* ct, r.table(root, "", "compute", true));
+  EASEL_ASSIGN_OR_RETURN(const TomlValue* ct, r.table(root, "", "compute", true));
   EASEL_RETURN_IF_ERROR(r.only(
       *ct, "compute",
       {"peak_gflops", "tf32_gflops", "bf16_gflops", "efficiency", "serial_fraction", "contention",
@@ -371,7 +377,7 @@ Result<Machine> read(Reader& r, const std::string& origin) {
                          r.number(*ct, "compute", "vector_floats", 1, 64, false, 1));
   m.vector_floats = static_cast<int>(lanes);
 
-  EASEL_ASSIGN_OR_RETURN(const toml::table* mem, r.table(root, "", "memory", true));
+  EASEL_ASSIGN_OR_RETURN(const TomlValue* mem, r.table(root, "", "memory", true));
   EASEL_RETURN_IF_ERROR(r.only(*mem, "memory", {"dram", "hbw", "device", "cache_mb", "source"}));
   EASEL_ASSIGN_OR_RETURN(m.cache_mb, r.number(*mem, "memory", "cache_mb", 0, kBig, false, 0));
   EASEL_RETURN_IF_ERROR(read_memory(r, *mem, "dram", &m.dram));
@@ -381,7 +387,7 @@ Result<Machine> read(Reader& r, const std::string& origin) {
   if (m.gpu && !m.device.present)
     return r.error("memory.device", "missing (a gpu machine's device memory)");
 
-  EASEL_ASSIGN_OR_RETURN(const toml::table* tr, r.table(root, "", "transport", true));
+  EASEL_ASSIGN_OR_RETURN(const TomlValue* tr, r.table(root, "", "transport", true));
   EASEL_RETURN_IF_ERROR(
       r.only(*tr, "transport", {"shared_memory", "mpi", "nccl", "host_device", "source"}));
   EASEL_RETURN_IF_ERROR(read_transport(r, *tr, "shared_memory", &m.shared_memory, &m));
@@ -392,9 +398,9 @@ Result<Machine> read(Reader& r, const std::string& origin) {
   if (m.gpu && !m.host_device.present)
     return r.error("transport.host_device", "missing (a gpu machine's host link)");
 
-  if (const toml::node* n = root.get("net")) EASEL_RETURN_IF_ERROR(read_nets(r, *n, &m));
+  if (const TomlValue* n = root.find("net")) EASEL_RETURN_IF_ERROR(read_nets(r, *n, &m));
   EASEL_RETURN_IF_ERROR(read_step(r, root, &m));
-  if (const toml::node* n = root.get("mode")) EASEL_RETURN_IF_ERROR(read_modes(r, *n, &m));
+  if (const TomlValue* n = root.find("mode")) EASEL_RETURN_IF_ERROR(read_modes(r, *n, &m));
   return m;
 }
 
@@ -407,13 +413,7 @@ const NetCalibration* Machine::calibration(const std::string& net) const {
 }
 
 Result<Machine> parse_machine(const std::string& text, const std::string& origin) {
-  toml::table table;
-  try {
-    table = toml::parse(text, origin);
-  } catch (const toml::parse_error& e) {
-    return invalid_argument(origin + ":" + std::to_string(e.source().begin.line) + ": " +
-                            std::string(e.description()));
-  }
+  EASEL_ASSIGN_OR_RETURN(const TomlValue table, parse_toml(text, origin));
   Reader r(table, origin);
   return read(r, origin);
 }
