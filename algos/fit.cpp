@@ -215,13 +215,8 @@ FitRequest fit_request(const TrainConfig& cfg, const NetCost& cost, const DataSp
   r.prefetch = cfg.prefetch;
   // sync-easgd's path as the algorithm chooses it (the groups' residence is the run's: on the
   // host here, as the fit counts host memory).
-  SyncSwitches s;
-  s.ranks = process_count();
-  s.reduce = cfg.reduce;
-  s.pack = cfg.pack;
-  s.collective = cfg.collective;
-  s.overlap = cfg.overlap;
-  const auto choice = choose_sync_exchange(cfg.exchange, s, cost.state_floats > 0, 2);
+  const auto choice = choose_sync_exchange(cfg.exchange, sync_switches(cfg, process_count(), false),
+                                           cost.state_floats > 0, 2);
   r.sync_fast = choice.ok() && choice.value().path != SyncExchangePath::comm;
   r.overlap = cfg.overlap;
   r.adamw = cfg.optimizer == Optimizer::adamw;

@@ -615,13 +615,8 @@ Status validate_config(const TrainConfig& c) {
   // (algos/sync_easgd.hpp: the rule; the run checks again what only it knows: ranks, a net with
   // state, the groups' residence).
   if (c.exchange == SyncExchange::partitioned || c.exchange == SyncExchange::mirrored) {
-    SyncSwitches s;
-    s.on_devices = c.device.gpu;
-    s.reduce = c.reduce;
-    s.pack = c.pack;
-    s.collective = c.collective;
-    s.overlap = c.overlap;
-    EASEL_RETURN_IF_ERROR(choose_sync_exchange(c.exchange, s, false, 2).status());
+    EASEL_RETURN_IF_ERROR(
+        choose_sync_exchange(c.exchange, sync_switches(c, 1, c.device.gpu), false, 2).status());
   }
   EASEL_RETURN_IF_ERROR(check_range("--weight-decay", c.weight_decay, 0, 1));
   if (c.rho != -1) EASEL_RETURN_IF_ERROR(check_range("--rho", c.rho, 0, 1e3));
@@ -679,6 +674,17 @@ Status validate_config(const TrainConfig& c) {
                                 accelerators);
   }
   return {};
+}
+
+SyncSwitches sync_switches(const TrainConfig& cfg, int ranks, bool on_devices) {
+  SyncSwitches s;
+  s.ranks = ranks;
+  s.on_devices = on_devices;
+  s.reduce = cfg.reduce;
+  s.pack = cfg.pack;
+  s.collective = cfg.collective;
+  s.overlap = cfg.overlap;
+  return s;
 }
 
 AlgoParams make_params(const TrainConfig& c, int64_t total_iterations, int groups) {
