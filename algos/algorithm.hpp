@@ -185,7 +185,7 @@ struct Run {
 };
 
 // What an algorithm keeps of its own from one round to the next, beyond the groups and the
-// centre, in the form a checkpoint carries it (algos/checkpoint.hpp: one slot of each).
+// centre, in the form a checkpoint carries it (run/checkpoint.hpp: one slot of each).
 struct AlgoState {
   int32_t turn = 0;           // a group id (easgd-rr: whose turn it is); 0 when unused
   std::vector<float> buffer;  // one arena, on the host (async-msgd: the centre's momentum)
@@ -274,7 +274,7 @@ struct PhaseNames {
 };
 
 // An arena an algorithm allocates beyond every group's weights, gradients and momentum and the
-// run's centre, as the memory fit (algos/fit.cpp) counts it: its class, and the group that holds
+// run's centre, as the memory fit (run/fit.cpp) counts it: its class, and the group that holds
 // it (-1: the run's own, allocated on group 0's thread).
 struct ExtraArena {
   BufferClass cls;

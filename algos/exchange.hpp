@@ -44,7 +44,7 @@ void local_step(Run& run, Group& g, float lr, LocalRule rule);
 
 // Adds [t0, t1] to one of a group's counters (g.times.compute, comm or wait); with a trace,
 // the thread's track records it as a span named for that counter's phase in the run's algorithm
-// (algos/trace_run.cpp).
+// (run/trace_run.cpp).
 inline void add_time(double* acc, double t0, double t1) {
   *acc += t1 - t0;
   trace_phase(acc, t0, t1);

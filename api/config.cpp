@@ -1,4 +1,4 @@
-// Config: the train settings table (algos/train_config.hpp) behind names and text.
+// Config: the train settings table (run/train_config.hpp) behind names and text.
 #include "api/convert.hpp"
 
 namespace easel::api {

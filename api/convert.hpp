@@ -1,13 +1,13 @@
 // Between the internal types and the public API's (api/ only; never installed).
 #pragma once
 
-#include "algos/train_config.hpp"
 #include "api/run_dir.hpp"
 #include "easel/config.hpp"
 #include "easel/data.hpp"
 #include "easel/status.hpp"
 #include "engine/status.hpp"
 #include "nets/data/dataset.hpp"
+#include "run/train_config.hpp"
 
 namespace easel::api {
 

@@ -1,4 +1,4 @@
-// Run: train() (algos/trainer.hpp) with an observer that turns its records into the public
+// Run: train() (run/trainer.hpp) with an observer that turns its records into the public
 // ones, writes the run directory (api/run_dir.hpp), asks the callbacks whether to go on and
 // puts the caller's initial weights in place.
 #include "easel/run.hpp"
@@ -6,10 +6,10 @@
 #include <exception>
 #include <optional>
 
-#include "algos/trainer.hpp"
 #include "api/convert.hpp"
 #include "engine/comm/mpi_comm.hpp"
 #include "engine/log.hpp"
+#include "run/trainer.hpp"
 
 #ifndef EASEL_VERSION
 #error "api/meson.build defines EASEL_VERSION"
@@ -212,7 +212,7 @@ void fill_summary(const TrainSummary& s, Summary& out) {
 
 }  // namespace
 
-// The names are the trainer's (stop_reason_name in algos/trainer.hpp, summary.json's "stopped"),
+// The names are the trainer's (stop_reason_name in run/trainer.hpp, summary.json's "stopped"),
 // so the two enums cannot drift apart in what they print.
 const char* stop_reason_name(StopReason reason) {
   for (::easel::StopReason r : {::easel::StopReason::completed, ::easel::StopReason::target,

@@ -305,7 +305,7 @@ Status read_resume(TrainConfig& cfg, const SettingTexts& texts, std::optional<Ch
   if (!read.ok()) return Status(read.status().code(), "--resume: " + read.status().message());
   *ck = std::move(read).value();
   EASEL_RETURN_IF_ERROR(check_settings(**ck, cfg, texts));
-  return check_resume_groups(**ck, cfg.algo, cfg.plan.groups);  // algos/checkpoint.hpp
+  return check_resume_groups(**ck, cfg.algo, cfg.plan.groups);  // run/checkpoint.hpp
 }
 
 Status check_out(const TrainConfig& cfg, bool resumed) {

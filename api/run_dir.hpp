@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "algos/checkpoint.hpp"
-#include "algos/train_config.hpp"
-#include "algos/trainer.hpp"
 #include "nets/data/dataset.hpp"
+#include "run/checkpoint.hpp"
+#include "run/train_config.hpp"
+#include "run/trainer.hpp"
 
 namespace easel::run_dir {
 

@@ -49,7 +49,7 @@ std::string placement_text(const Placement& p);
 // True when memkind is built in and reports high-bandwidth memory (MEMKIND_HBW_NODES honoured).
 bool hbw_available();
 // The log_once key of "hbw-preferred falls back to DRAM": the allocator's and the memory fit's
-// (algos/fit.hpp) say it under this one key, so a run says it once, whichever sees it first.
+// (run/fit.hpp) say it under this one key, so a run says it once, whichever sees it first.
 inline constexpr const char* kHbwFallbackLogKey = "hbw-preferred-fallback";
 
 // The NUMA nodes (os indices) that the calling thread's host buffers go to: a worker group's

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "algos/trainer.hpp"
+#include "run/trainer.hpp"
 
 namespace easel::test {
 

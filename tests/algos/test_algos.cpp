@@ -14,13 +14,13 @@
 #include <thread>
 
 #include "algos/exchange.hpp"
-#include "algos/groups.hpp"
 #include "algos/sync_easgd.hpp"
 #include "algos/sync_easgd_fast.hpp"
-#include "algos/trainer.hpp"
 #include "engine/comm/comm.hpp"
 #include "engine/span_ops.hpp"
 #include "nets/models/models.hpp"
+#include "run/groups.hpp"
+#include "run/trainer.hpp"
 #include "tests/algos/small_run.hpp"
 #include "tests/support/test_nets.hpp"
 

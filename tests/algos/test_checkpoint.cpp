@@ -15,8 +15,8 @@
 #include <optional>
 #include <thread>
 
-#include "algos/checkpoint.hpp"
-#include "algos/trainer.hpp"
+#include "run/checkpoint.hpp"
+#include "run/trainer.hpp"
 #include "tests/algos/small_run.hpp"
 
 namespace easel {

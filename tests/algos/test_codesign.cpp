@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "algos/trainer.hpp"
+#include "run/trainer.hpp"
 #include "tests/algos/small_run.hpp"
 
 namespace easel {

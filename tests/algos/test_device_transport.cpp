@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "algos/trainer.hpp"
 #include "devices/shared_gpu_comm.hpp"
+#include "run/trainer.hpp"
 #include "tests/algos/small_run.hpp"
 #include "tests/support/standin_gpu.hpp"
 

@@ -1,4 +1,4 @@
-// The memory fit (algos/fit.hpp) on described machines (tests/engine/topologies/): LeNet's
+// The memory fit (run/fit.hpp) on described machines (tests/engine/topologies/): LeNet's
 // numbers worked by hand, 16 AlexNet-CIFAR replicas against an SNC-4 flat KNL's 4 GiB of
 // MCDRAM per cluster (refused, with the numbers), hbw-preferred naming what spills, the
 // quadrant-flat chip's 16 GiB, and machines without a high-bandwidth node.
@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "algos/fit.hpp"
 #include "nets/models/models.hpp"
+#include "run/fit.hpp"
 
 namespace easel {
 namespace {

@@ -12,8 +12,8 @@
 #include <map>
 #include <optional>
 
-#include "algos/comm_list.hpp"
-#include "algos/trainer.hpp"
+#include "run/comm_list.hpp"
+#include "run/trainer.hpp"
 #include "tests/algos/small_run.hpp"
 #include "tests/support/standin_gpu.hpp"
 #include "tests/support/test_nets.hpp"

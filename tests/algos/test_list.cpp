@@ -8,7 +8,7 @@
 #include <string>
 
 #include "algos/list.hpp"
-#include "algos/train_config.hpp"
+#include "run/train_config.hpp"
 
 namespace easel {
 namespace {

@@ -10,14 +10,14 @@
 #include <optional>
 #include <random>
 
-#include "algos/checkpoint.hpp"
 #include "algos/exchange.hpp"
-#include "algos/groups.hpp"
 #include "algos/list.hpp"
 #include "algos/periodic.hpp"
-#include "algos/trainer.hpp"
 #include "engine/comm/comm.hpp"
 #include "engine/span_ops.hpp"
+#include "run/checkpoint.hpp"
+#include "run/groups.hpp"
+#include "run/trainer.hpp"
 #include "tests/algos/small_run.hpp"
 #include "tests/engine/rank_threads.hpp"
 

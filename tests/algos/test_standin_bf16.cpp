@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "algos/trainer.hpp"
 #include "devices/activations.hpp"
 #include "devices/ref_precision.hpp"
 #include "nets/data/augment.hpp"
 #include "nets/models/description.hpp"
 #include "nets/models/models.hpp"
+#include "run/trainer.hpp"
 #include "tests/algos/small_run.hpp"
 #include "tests/support/standin_gpu.hpp"
 #include "tests/support/test_nets.hpp"

@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "algos/trainer.hpp"
 #include "nets/models/description.hpp"
+#include "run/trainer.hpp"
 #include "tests/support/standin_gpu.hpp"
 #include "tests/support/test_nets.hpp"
 

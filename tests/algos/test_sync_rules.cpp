@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "algos/exchange.hpp"
-#include "algos/trainer.hpp"
 #include "nets/models/models.hpp"
+#include "run/trainer.hpp"
 #include "tests/algos/small_run.hpp"
 #include "tests/support/test_nets.hpp"
 

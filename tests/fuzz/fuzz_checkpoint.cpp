@@ -1,4 +1,4 @@
-// libFuzzer target: decode_checkpoint (algos/checkpoint.cpp), what read_checkpoint does with a
+// libFuzzer target: decode_checkpoint (run/checkpoint.cpp), what read_checkpoint does with a
 // checkpoint.bin's bytes. Each input is decoded twice: as it is (the header's checks), and with
 // its header's payload length and FNV-1a hash made right (so that mutations reach the fields
 // behind the checksum). A checkpoint of today's format that decodes must encode back to the same
@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "algos/checkpoint.hpp"
+#include "run/checkpoint.hpp"
 
 namespace {
 

@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <string>
 
-#include "algos/train_config.hpp"
 #include "engine/config.hpp"
+#include "run/train_config.hpp"
 #include "tests/fuzz/memfile.hpp"
 #include "tools/cli/cli.hpp"
 

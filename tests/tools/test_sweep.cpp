@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "algos/train_config.hpp"
+#include "run/train_config.hpp"
 #include "tests/tools/run_easel.hpp"
 
 namespace {

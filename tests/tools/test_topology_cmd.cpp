@@ -115,7 +115,7 @@ TEST(TopologyCmd, ThisMachineJson) {
   EXPECT_FALSE(j["numa"].empty());
 }
 
-// ---- The memory fit (algos/fit.hpp, docs/TOPOLOGY.md "Fit"): the paper's AlexNet-CIFAR case.
+// ---- The memory fit (run/fit.hpp, docs/TOPOLOGY.md "Fit"): the paper's AlexNet-CIFAR case.
 
 const std::string kAlexNet =
     " --net alexnet-cifar --data synthetic:5000:3x32x32:10 --batch 128 --algo sync-easgd ";

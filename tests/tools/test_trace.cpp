@@ -1,4 +1,4 @@
-// --trace (engine/trace.hpp, algos/trace_run.cpp): the timeline file of a run is valid Chrome
+// --trace (engine/trace.hpp, run/trace_run.cpp): the timeline file of a run is valid Chrome
 // trace-event JSON with a track per group and one for the main thread, every span nested within
 // its track and within a round of the main thread, a forward and a backward span for each layer;
 // it is bounded for a run of any length and written whatever way the run stops; a bad path is

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "algos/train_config.hpp"
 #include "api/run_dir.hpp"
+#include "run/train_config.hpp"
 
 namespace easel::api {  // the public API (include/easel/), which `easel train` uses
 class Config;
@@ -92,9 +92,9 @@ using run_dir::write_atomic;
 int run_train(SettingValues& values, const std::vector<std::string>& given,
               const std::string& source);
 // `easel topology [--json]`: the machine and the plan (tools/topology_cmd.cpp); with `fit`
-// (--net or --data given) also the memory fit of that net and data on the plan (algos/fit.hpp).
+// (--net or --data given) also the memory fit of that net and data on the plan (run/fit.hpp).
 int run_topology(const TrainConfig& cfg, bool as_json, bool fit);
-// `easel train --explain [--json]`: what the run will do (algos/run_plan.hpp), nothing written.
+// `easel train --explain [--json]`: what the run will do (run/run_plan.hpp), nothing written.
 int run_explain(const TrainConfig& cfg, bool as_json);
 // `easel list [--json]`: the built-in nets (params, weight bytes, FLOPs) and the algorithms.
 int run_list(bool as_json);

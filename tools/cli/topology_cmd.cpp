@@ -3,12 +3,12 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "algos/fit.hpp"
-#include "algos/run_plan.hpp"
-#include "algos/trainer.hpp"
 #include "devices/cuda/cuda_device.hpp"
 #include "nets/graph.hpp"
 #include "nets/models/models.hpp"
+#include "run/fit.hpp"
+#include "run/run_plan.hpp"
+#include "run/trainer.hpp"
 #include "tools/cli/cli.hpp"
 
 namespace easel::cli {
@@ -61,7 +61,7 @@ json plan_json(const TrainConfig& cfg, const Topology& topo, const GroupPlan& pl
   return j;
 }
 
-// The memory fit (algos/fit.hpp) as docs/TOPOLOGY.md "Fit" lists it.
+// The memory fit (run/fit.hpp) as docs/TOPOLOGY.md "Fit" lists it.
 json fit_json(const Fit& f) {
   json classes = json::object();
   for (int c = 0; c < kBufferClassCount; ++c) {

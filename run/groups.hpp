@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "algos/algorithm.hpp"
-#include "algos/train_config.hpp"
+#include "run/train_config.hpp"
 
 namespace easel {
 

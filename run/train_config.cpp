@@ -1,7 +1,7 @@
-#include "algos/train_config.hpp"
+#include "run/train_config.hpp"
 #include "algos/sync_easgd.hpp"
-#include "algos/train_run.hpp"
 #include "devices/cpu/cpu_precision.hpp"
+#include "run/train_run.hpp"
 
 #include "engine/trace.hpp"
 #include "nets/data/batch_stream.hpp"

@@ -1,9 +1,9 @@
-// The trainer's group-level pieces (algos/groups.hpp).
-#include "algos/groups.hpp"
+// The trainer's group-level pieces (run/groups.hpp).
+#include "run/groups.hpp"
 
-#include "algos/trainer.hpp"
 #include "devices/dropout_hash.hpp"
 #include "engine/span_ops.hpp"
+#include "run/trainer.hpp"
 
 #include <algorithm>
 #include <atomic>

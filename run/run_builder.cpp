@@ -6,12 +6,12 @@
 #include <algorithm>
 #include <cmath>
 
-#include "algos/comm_list.hpp"
-#include "algos/fit.hpp"
-#include "algos/groups.hpp"
-#include "algos/train_run.hpp"
 #include "engine/log.hpp"
 #include "engine/span_ops.hpp"
+#include "run/comm_list.hpp"
+#include "run/fit.hpp"
+#include "run/groups.hpp"
+#include "run/train_run.hpp"
 
 namespace easel {
 
@@ -183,7 +183,7 @@ Status build_groups(TrainRun& t, const Dataset& train) {
   return {};
 }
 
-// The Comm among the groups, from the list (algos/comm_list.hpp). sgd and msgd never call it.
+// The Comm among the groups, from the list (run/comm_list.hpp). sgd and msgd never call it.
 Status make_comm(TrainRun& t) {
   std::vector<Device*> devs;
   for (const auto& d : t.devices)
@@ -365,7 +365,7 @@ Status plan_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices) {
                                                      t.cfg.placement[BufferClass::dataset]));
     data.train = std::move(part);
   }
-  // The memory fit (algos/fit.hpp): refused here, after the data and before any group's arena.
+  // The memory fit (run/fit.hpp): refused here, after the data and before any group's arena.
   EASEL_RETURN_IF_ERROR(check_run_fit(cfg, topo, t.plan, data, t.rank == 0, &t.fit));
   EASEL_RETURN_IF_ERROR(check_described_threads(topo, t.plan, cfg));
   t.total =

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "algos/fit.hpp"
-#include "algos/trainer.hpp"
+#include "run/fit.hpp"
+#include "run/trainer.hpp"
 
 namespace easel {
 

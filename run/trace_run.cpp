@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "algos/list.hpp"
-#include "algos/train_run.hpp"
 #include "engine/log.hpp"
+#include "run/train_run.hpp"
 
 namespace easel {
 

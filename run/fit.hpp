@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "algos/list.hpp"
-#include "algos/train_config.hpp"
 #include "engine/memory.hpp"
 #include "engine/status.hpp"
 #include "engine/topology.hpp"
 #include "nets/data/dataset.hpp"
 #include "nets/graph.hpp"
+#include "run/train_config.hpp"
 
 namespace easel {
 

@@ -1,10 +1,10 @@
-#include "algos/run_plan.hpp"
+#include "run/run_plan.hpp"
 
-#include "algos/comm_list.hpp"
 #include "algos/sync_easgd.hpp"
-#include "algos/train_run.hpp"
 #include "engine/worker.hpp"
 #include "nets/graph.hpp"
+#include "run/comm_list.hpp"
+#include "run/train_run.hpp"
 
 namespace easel {
 

@@ -1,4 +1,4 @@
-// The memory fit (algos/fit.hpp). What is counted follows what the trainer allocates, as
+// The memory fit (run/fit.hpp). What is counted follows what the trainer allocates, as
 // an approximation written down here rather than measured:
 //   per group (build_group, on the group's thread, so on its own nodes):
 //     activations  every layer's output and the outputs' gradient buffers, shared by their
@@ -18,7 +18,7 @@
 // then group by group, then the centre), and the rest goes to the group's DRAM node. dram
 // buffers are preferred on their node: past its capacity the kernel takes other nodes (a note);
 // past the machine's memory the run is refused. interleave spreads over every node.
-#include "algos/fit.hpp"
+#include "run/fit.hpp"
 
 #include <algorithm>
 #include <cstdio>

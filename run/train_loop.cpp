@@ -4,10 +4,10 @@
 #include <atomic>
 #include <cmath>
 
-#include "algos/groups.hpp"
-#include "algos/train_run.hpp"
 #include "engine/log.hpp"
 #include "engine/span_ops.hpp"
+#include "run/groups.hpp"
+#include "run/train_run.hpp"
 
 namespace easel {
 

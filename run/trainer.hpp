@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "algos/algorithm.hpp"
-#include "algos/checkpoint.hpp"
-#include "algos/train_config.hpp"
 #include "devices/list.hpp"
 #include "nets/data/dataset.hpp"
+#include "run/checkpoint.hpp"
+#include "run/train_config.hpp"
 
 namespace easel {
 
@@ -129,7 +129,7 @@ class TrainObserver {
 Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo,
                               const DeviceRegistry& devices = {});
 
-// Trains. `cfg` has passed validate_config (algos/train_config.hpp); `data` is shared read-only
+// Trains. `cfg` has passed validate_config (run/train_config.hpp); `data` is shared read-only
 // by all groups.
 // Across MPI ranks, data.train is replaced by the images this rank's groups read (keep_shards)
 // and the rest is freed; in one process data is left as it is.

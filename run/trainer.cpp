@@ -1,9 +1,9 @@
-// train(): the pieces of algos/train_run.hpp in order, and the plan of a configuration's groups.
-#include "algos/trainer.hpp"
+// train(): the pieces of run/train_run.hpp in order, and the plan of a configuration's groups.
+#include "run/trainer.hpp"
 
 #include <cmath>
 
-#include "algos/train_run.hpp"
+#include "run/train_run.hpp"
 
 namespace easel {
 

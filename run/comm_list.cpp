@@ -1,5 +1,5 @@
 // The explicit list of Comms, tried in order. A new transport is its Comm plus one line here.
-#include "algos/comm_list.hpp"
+#include "run/comm_list.hpp"
 
 #include <array>
 #include <string>

@@ -1,5 +1,5 @@
-// Checkpoints: encoding, decoding with every count checked, atomic files (algos/checkpoint.hpp).
-#include "algos/checkpoint.hpp"
+// Checkpoints: encoding, decoding with every count checked, atomic files (run/checkpoint.hpp).
+#include "run/checkpoint.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

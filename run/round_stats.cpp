@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "algos/train_run.hpp"
 #include "engine/span_ops.hpp"
+#include "run/train_run.hpp"
 
 namespace easel {
 

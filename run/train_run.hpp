@@ -1,4 +1,4 @@
-// The pieces of train() (algos/trainer.cpp), each a step of its own: building the run
+// The pieces of train() (run/trainer.cpp), each a step of its own: building the run
 // (run_builder.cpp), restoring it from a checkpoint, the loop of rounds (train_loop.cpp) and
 // the round's statistics and the summary (round_stats.cpp). Internal to algos/.
 #pragma once
@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "algos/comm_list.hpp"
-#include "algos/fit.hpp"
-#include "algos/trainer.hpp"
 #include "engine/trace.hpp"
 #include "engine/worker.hpp"
 #include "nets/models/models.hpp"
+#include "run/comm_list.hpp"
+#include "run/fit.hpp"
+#include "run/trainer.hpp"
 
 namespace easel {
 
@@ -42,7 +42,7 @@ struct TrainRun {
   std::unique_ptr<Comm> world_comm;
   int ranks = 1, rank = 0;
   GroupPlan plan;  // this rank's groups
-  Fit fit;         // the memory fit of the plan (algos/fit.hpp)
+  Fit fit;         // the memory fit of the plan (run/fit.hpp)
   // The PUs of the cores no group of this rank uses: where the data pipelines' threads run
   // (empty: on each group's own cores).
   std::vector<int> data_cpus;
