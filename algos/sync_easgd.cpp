@@ -176,7 +176,9 @@ class SyncEasgd final : public Algorithm {
   }
 
   // The single-process fast exchange this run takes (null: the Comm or the overlap path), as
-  // choose_sync_exchange() says. which_ (the benchmark's) overrides --exchange.
+  // choose_sync_exchange() says: the trainer's run asks for its plan's path (run/run_plan.cpp,
+  // resolve_plan), which this checks; a Run built by hand (the benchmarks, the tests) may ask
+  // for auto. which_ (the benchmark's) overrides --exchange.
   Result<std::unique_ptr<FastExchange>> choose_fast(const Run& run) {
     const AlgoParams& p = run.params;
     const SyncExchange which = which_ != SyncExchange::automatic ? which_ : p.exchange;

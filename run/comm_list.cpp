@@ -20,8 +20,7 @@ bool on_devices(const CommNeeds& n) {
 // one GPU's memory every algorithm moves the same 2 (P-1) spans, the tree in the fewest steps,
 // and its order is the one the CPU's sync-easgd sums in under auto (its fast exchanges and the
 // overlap path). NCCL among distinct GPUs picks its own.
-Result<std::unique_ptr<Comm>> device_comm(const CommNeeds& n) {
-  EASEL_ASSIGN_OR_RETURN(const CollectivePick pick, pick_collective(n));
+Result<std::unique_ptr<Comm>> device_comm(const CommNeeds& n, const CollectivePick& pick) {
   return n.kind->make_comm(n.devices, pick.algo, pick.inter);
 }
 
@@ -34,8 +33,7 @@ bool across_ranks(const CommNeeds& n) {
 // MPI_THREAD_MULTIPLE) and under --collective mpi: this process's groups over shared memory,
 // then the processes (the picked algorithm among them, or the MPI library's own), inside the
 // process the algorithm `auto` picks for its groups (the tree under --collective mpi).
-Result<std::unique_ptr<Comm>> hier_comm(const CommNeeds& n) {
-  EASEL_ASSIGN_OR_RETURN(CollectivePick world, pick_collective(n));
+Result<std::unique_ptr<Comm>> hier_comm(const CommNeeds& n, const CollectivePick& world) {
   if (world.algo != CollectiveAlgo::mpi) {
     auto composed = n.world->composed_transport(n.local_groups);
     if (composed.ok())
@@ -44,15 +42,11 @@ Result<std::unique_ptr<Comm>> hier_comm(const CommNeeds& n) {
       log_info("comm", composed.status().message() +
                            "; this process's groups reduce first, then the processes");
   }
-  CommNeeds local = n;
-  local.world = nullptr;
-  if (n.collective == CollectiveAlgo::mpi) local.collective = CollectiveAlgo::tree;
-  EASEL_ASSIGN_OR_RETURN(CollectivePick inside, pick_collective(local));
   std::unique_ptr<Comm> across =
       world.algo == CollectiveAlgo::mpi
           ? n.world->native_comm()
           : make_collective_comm(n.world->transport(), world.algo, world.inter);
-  return make_hier_comm(make_shm_comm(n.local_groups, inside.algo), std::move(across),
+  return make_hier_comm(make_shm_comm(n.local_groups, world.inside), std::move(across),
                         n.world->rank());
 }
 
@@ -63,8 +57,7 @@ bool always(const CommNeeds&) {
 double shm_spin(const CommNeeds& n) {
   return n.has_cores ? kShmSpinSeconds : 0;
 }
-Result<std::unique_ptr<Comm>> shm_comm(const CommNeeds& n) {
-  EASEL_ASSIGN_OR_RETURN(CollectivePick pick, pick_collective(n));
+Result<std::unique_ptr<Comm>> shm_comm(const CommNeeds& n, const CollectivePick& pick) {
   return make_collective_comm(make_shm_transport(n.local_groups, shm_spin(n)), pick.algo,
                               pick.inter);
 }
@@ -89,12 +82,26 @@ constexpr std::array kComms = {
 
 }  // namespace
 
+std::string shared_units_note(std::span<Device* const> devices) {
+  if (!devices_share_a_unit(devices)) return {};
+  return "collective auto: tree for " + std::to_string(devices.size()) +
+         " groups sharing GPUs (through one GPU's memory every algorithm moves the same "
+         "2 (P-1) spans, the tree in the fewest steps, in the CPU run's order)";
+}
+
 std::span<const CommEntry> comm_list() {
   return kComms;
 }
 
 Result<CollectivePick> pick_collective(const CommNeeds& n) {
   CollectivePick pick;
+  if (n.world != nullptr) {  // this process's groups among themselves (hier_comm's fallback)
+    CommNeeds local = n;
+    local.world = nullptr;
+    if (n.collective == CollectiveAlgo::mpi) local.collective = CollectiveAlgo::tree;
+    EASEL_ASSIGN_OR_RETURN(const CollectivePick inside, pick_collective(local));
+    pick.inside = inside.algo;
+  }
   if (n.collective == CollectiveAlgo::mpi) {
     if (n.world == nullptr)
       return invalid_argument(
@@ -109,10 +116,7 @@ Result<CollectivePick> pick_collective(const CommNeeds& n) {
     return pick;
   }
   if (n.on_devices) {  // device_comm's rule: the tree where groups share a GPU, else NCCL's own
-    if (devices_share_a_unit(n.devices))
-      pick.why = "collective auto: tree for " + std::to_string(n.devices.size()) +
-                 " groups sharing GPUs (through one GPU's memory every algorithm moves the same "
-                 "2 (P-1) spans, the tree in the fewest steps, in the CPU run's order)";
+    pick.why = shared_units_note(n.devices);
     return pick;
   }
   CollectiveShape shape;

@@ -31,7 +31,8 @@ struct CommEntry {
   const char* name;
   const char* description;
   bool (*serves)(const CommNeeds&);
-  Result<std::unique_ptr<Comm>> (*make)(const CommNeeds&);
+  // Makes it with the run's pick (pick_collective's, decided once in the run's plan).
+  Result<std::unique_ptr<Comm>> (*make)(const CommNeeds&, const struct CollectivePick&);
   // How long a group spins before it sleeps when it waits outside the Comm (Run::spin_seconds).
   double (*spin_seconds)(const CommNeeds&);
 };
@@ -50,8 +51,15 @@ const CommEntry& choose_comm(const CommNeeds& needs);
 struct CollectivePick {
   CollectiveAlgo algo = CollectiveAlgo::tree;
   CollectiveAlgo inter = CollectiveAlgo::ring;
+  // Across ranks, when the composed transport is unavailable or under --collective mpi: what
+  // this process's groups run among themselves before the processes exchange (hier_comm).
+  CollectiveAlgo inside = CollectiveAlgo::tree;
   std::string why;
 };
 Result<CollectivePick> pick_collective(const CommNeeds& needs);
+// pick_collective's line for arenas on `devices` under auto: the tree, said where two of them
+// share a GPU (empty otherwise). The run's plan is made before its devices: the trainer says it
+// once they exist.
+std::string shared_units_note(std::span<Device* const> devices);
 
 }  // namespace easel

@@ -206,18 +206,15 @@ const FitNode* Fit::node(int os_index) const {
   return nullptr;
 }
 
-FitRequest fit_request(const TrainConfig& cfg, const NetCost& cost, const DataSplit& data) {
+FitRequest fit_request(const TrainConfig& cfg, const NetCost& cost, const DataSplit& data,
+                       const std::optional<SyncExchangeChoice>& exchange) {
   FitRequest r;
   r.cost = cost;
   r.input_floats = data.train.channels * data.train.height * data.train.width;
   r.batch = cfg.batch;
   r.algo = cfg.algo;
   r.prefetch = cfg.prefetch;
-  // sync-easgd's path as the algorithm chooses it (the groups' residence is the run's: on the
-  // host here, as the fit counts host memory).
-  const auto choice = choose_sync_exchange(cfg.exchange, sync_switches(cfg, process_count(), false),
-                                           cost.state_floats > 0, 2);
-  r.sync_fast = choice.ok() && choice.value().path != SyncExchangePath::comm;
+  r.sync_fast = exchange && exchange->path != SyncExchangePath::comm;
   r.overlap = cfg.overlap;
   r.adamw = cfg.optimizer == Optimizer::adamw;
   r.feedback = cfg.exchange_precision == ExchangePrecision::int8;
@@ -372,12 +369,20 @@ Result<Fit> fit_of(const TrainConfig& cfg, const Topology& topo, const GroupPlan
   EASEL_ASSIGN_OR_RETURN(const NetSpec spec,
                          build_model(cfg.net, {d.channels, d.height, d.width, d.classes}));
   EASEL_ASSIGN_OR_RETURN(const NetCost cost, net_cost(spec));
-  return compute_fit(fit_request(cfg, cost, data), topo, plan);
+  std::optional<SyncExchangeChoice> exchange;
+  if (takes_sync_exchange(cfg.algo)) {
+    auto choice = choose_sync_exchange(cfg.exchange, sync_switches(cfg, process_count(), false),
+                                       cost.state_floats > 0, static_cast<int>(plan.groups.size()));
+    if (choice.ok()) exchange = std::move(choice).value();
+  }
+  return compute_fit(fit_request(cfg, cost, data, exchange), topo, plan);
 }
 
 Status check_run_fit(const TrainConfig& cfg, const Topology& topo, const GroupPlan& plan,
-                     const DataSplit& data, bool report, Fit* kept) {
-  EASEL_ASSIGN_OR_RETURN(const Fit fit, fit_of(cfg, topo, plan, data));
+                     const DataSplit& data, const NetCost& cost,
+                     const std::optional<SyncExchangeChoice>& exchange, bool report, Fit* kept) {
+  EASEL_ASSIGN_OR_RETURN(const Fit fit,
+                         compute_fit(fit_request(cfg, cost, data, exchange), topo, plan));
   if (kept) *kept = fit;
   if (report) {
     for (const std::string& l : fit.summary_lines())

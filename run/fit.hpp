@@ -7,11 +7,14 @@
 // docs/TOPOLOGY.md "Fit" shows it on the described machines.
 #pragma once
 
+#include <optional>
+
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "algos/list.hpp"
+#include "algos/sync_easgd.hpp"
 #include "engine/memory.hpp"
 #include "engine/status.hpp"
 #include "engine/topology.hpp"
@@ -84,13 +87,16 @@ struct Fit {
 
 // The request for a run of cfg on the net's cost and the data as held (data.train after MPI
 // keeps this rank's shards, and data.test).
-FitRequest fit_request(const TrainConfig& cfg, const NetCost& cost, const DataSplit& data);
+// `exchange`: sync-easgd's path as the run's plan chose it (none for the other algorithms).
+FitRequest fit_request(const TrainConfig& cfg, const NetCost& cost, const DataSplit& data,
+                       const std::optional<SyncExchangeChoice>& exchange);
 
 // Where every buffer of the run goes and whether it fits. Requires a plan of topo; errors only
 // for an unknown algorithm. The refusal is in Fit::refusal, not in the result's status.
 Result<Fit> compute_fit(const FitRequest& req, const Topology& topo, const GroupPlan& plan);
 
-// compute_fit for cfg's net (built on the data's shape) and data.
+// compute_fit for cfg's net (built on the data's shape) and data, sync-easgd's path chosen for
+// the plan's groups in one process on the host (`easel topology --net`: no run is planned).
 Result<Fit> fit_of(const TrainConfig& cfg, const Topology& topo, const GroupPlan& plan,
                    const DataSplit& data);
 
@@ -98,7 +104,9 @@ Result<Fit> fit_of(const TrainConfig& cfg, const Topology& topo, const GroupPlan
 // allocated: the fit of cfg on the plan, its summary logged (info) and its spills (warn, once)
 // when `report` (rank 0); returns the refusal (invalid_argument) or ok, and the fit in *kept.
 Status check_run_fit(const TrainConfig& cfg, const Topology& topo, const GroupPlan& plan,
-                     const DataSplit& data, bool report, Fit* kept = nullptr);
+                     const DataSplit& data, const NetCost& cost,
+                     const std::optional<SyncExchangeChoice>& exchange, bool report,
+                     Fit* kept = nullptr);
 
 // "233.3 MB", "17.3 GB" (decimal, as the paper gives sizes).
 std::string fit_bytes(uint64_t bytes);

@@ -106,7 +106,7 @@ void choose_residence(TrainRun& t) {
   const DeviceEntry& kind = *t.dev_req.kind;
   const Algorithm& algo = *t.algo;
   const bool may = kind.accelerator && algo.device_resident();
-  t.run.resident = resident_for(t);
+  t.run.resident = t.resolved.resident;
   if (may && !t.run.resident) {
     const std::string comm = kind.comm_name ? kind.comm_name : "device Comm";
     log_once(LogLevel::warn, "train", "no-nccl",
@@ -189,17 +189,18 @@ Status make_comm(TrainRun& t) {
   for (const auto& d : t.devices)
     devs.push_back(d.get());
   const CommNeeds needs = comm_needs(t, t.run.arena_floats(), devs);
-  // What the host Comm runs (said once the algorithm is prepared, if it runs collectives), and
-  // the processes' own arena broadcasts with the algorithm picked among them.
-  EASEL_ASSIGN_OR_RETURN(const CollectivePick pick, pick_collective(needs));
-  t.collective_why = pick.why;
+  // The plan's Comm and collective (said once the algorithm is prepared, if it runs
+  // collectives), and the processes' own arena broadcasts with the algorithm picked among them.
+  CollectivePick& pick = t.resolved.collective;
+  if (needs.on_devices && needs.collective == CollectiveAlgo::automatic)
+    pick.why = shared_units_note(devs);  // the plan was made before the devices
   if (t.world) {
     t.world_comm = pick.algo == CollectiveAlgo::mpi
                        ? t.world->native_comm()
                        : make_collective_comm(t.world->transport(), pick.algo, pick.inter);
   }
-  const CommEntry& entry = choose_comm(needs);
-  auto comm = entry.make(needs);
+  const CommEntry& entry = *t.resolved.comm;
+  auto comm = entry.make(needs, pick);
   if (!comm.ok())
     return unavailable("--device " + device_text(t.cfg.device) + ": " + comm.status().message());
   t.run.comm = std::move(comm).value();
@@ -365,9 +366,6 @@ Status plan_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices) {
                                                      t.cfg.placement[BufferClass::dataset]));
     data.train = std::move(part);
   }
-  // The memory fit (run/fit.hpp): refused here, after the data and before any group's arena.
-  EASEL_RETURN_IF_ERROR(check_run_fit(cfg, topo, t.plan, data, t.rank == 0, &t.fit));
-  EASEL_RETURN_IF_ERROR(check_described_threads(topo, t.plan, cfg));
   t.total =
       cfg.iterations > 0
           ? cfg.iterations
@@ -377,7 +375,13 @@ Status plan_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices) {
   t.run.world = t.world;
   t.run.rank = t.rank;
   t.run.ranks = t.ranks;
-  return {};
+  t.run.params = make_params(cfg, t.total, t.p);
+  EASEL_ASSIGN_OR_RETURN(const NetCost cost, net_cost(t.spec));
+  EASEL_RETURN_IF_ERROR(resolve_plan(t, cost));
+  // The memory fit (run/fit.hpp): refused here, after the data and before any group's arena.
+  EASEL_RETURN_IF_ERROR(check_run_fit(cfg, topo, t.plan, data, cost, t.resolved.exchange,
+                                      t.rank == 0, &t.resolved.fit));
+  return check_described_threads(topo, t.plan, cfg);
 }
 
 Status build_run(TrainRun& t, const Dataset& train) {
@@ -433,8 +437,8 @@ Status prepare_algorithm(TrainRun& t, const Checkpoint* resume) {
                           "'s centre never moves, so every evaluation reads the initial weights");
   t.prepared = true;  // finish(run) is due even when prepare fails half-way
   EASEL_RETURN_IF_ERROR(algo->prepare(run));
-  if (!t.collective_why.empty() && t.rank == 0 && (t.world || algo->uses_collectives()))
-    log_info("comm", t.collective_why);
+  const std::string& why = t.resolved.collective.why;
+  if (!why.empty() && t.rank == 0 && (t.world || algo->uses_collectives())) log_info("comm", why);
   if (resume) {
     AlgoState state = resume->algo;
     // Into another number of groups (restore_run): easgd-rr's turn goes on among the new ones.

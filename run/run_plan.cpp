@@ -8,6 +8,43 @@
 
 namespace easel {
 
+namespace {
+
+// The --exchange value that runs `path` (the algorithm is handed the plan's path, not auto).
+SyncExchange exchange_for(SyncExchangePath path) {
+  switch (path) {
+    case SyncExchangePath::partitioned:
+      return SyncExchange::partitioned;
+    case SyncExchangePath::mirrored:
+      return SyncExchange::mirrored;
+    case SyncExchangePath::comm:
+      break;
+  }
+  return SyncExchange::comm;
+}
+
+}  // namespace
+
+Status resolve_plan(TrainRun& t, const NetCost& cost) {
+  RunPlan& r = t.resolved;
+  r.resident = resident_for(t);
+  if (takes_sync_exchange(t.algo->name())) {
+    EASEL_ASSIGN_OR_RETURN(r.exchange,
+                           choose_sync_exchange(t.run.params.exchange,
+                                                sync_switches(t.run.params, t.ranks, r.resident),
+                                                cost.state_floats > 0, t.p));
+    t.run.params.exchange = exchange_for(r.exchange->path);
+  }
+  // The Comm as make_comm() makes it (a device kind's Comm takes its devices when made).
+  const CommNeeds needs = comm_needs(t, cost.arena_floats, {});
+  EASEL_ASSIGN_OR_RETURN(r.collective, pick_collective(needs));
+  r.comm = &choose_comm(needs);
+  const bool fast = r.exchange && r.exchange->path != SyncExchangePath::comm;
+  r.uses_collectives = t.world != nullptr || (t.algo->uses_collectives() && !fast);
+  r.stall_seconds = stall_timeout_seconds();
+  return {};
+}
+
 Result<RunPlan> explain_run(const TrainConfig& cfg, DataSplit& data,
                             const DeviceRegistry& devices) {
   if (data.train.count == 0 || data.test.count == 0)
@@ -16,12 +53,11 @@ Result<RunPlan> explain_run(const TrainConfig& cfg, DataSplit& data,
   TrainRun t(cfg, &none);
   EASEL_ASSIGN_OR_RETURN(t.algo, make_algorithm(cfg.algo));
   EASEL_ASSIGN_OR_RETURN(t.dev_req, bind_device(cfg.device, devices));
-  // The groups, the run's length and the memory fit, as train() plans them (refused the same).
+  // Planned and resolved as train() does (refused the same).
   EASEL_RETURN_IF_ERROR(plan_run(t, data, devices));
-  t.run.params = make_params(cfg, t.total, t.p);
   EASEL_ASSIGN_OR_RETURN(const NetCost cost, net_cost(t.spec));
 
-  RunPlan r;
+  RunPlan r = t.resolved;
   r.algorithm = t.algo->name();
   if (const AlgoEntry* e = find_algo(r.algorithm)) r.algorithm_summary = e->summary;
   r.net = t.spec.name;
@@ -43,27 +79,7 @@ Result<RunPlan> explain_run(const TrainConfig& cfg, DataSplit& data,
   r.iterations_per_epoch = t.per_epoch;
   r.eval_every = t.eval_every;
   r.device = t.dev_req.kind->name;
-  r.resident = resident_for(t);
-  if (takes_sync_exchange(r.algorithm)) {
-    EASEL_ASSIGN_OR_RETURN(
-        const SyncExchangeChoice choice,
-        choose_sync_exchange(t.run.params.exchange,
-                             sync_switches(t.run.params, t.ranks, r.resident), r.net_state, t.p));
-    r.exchange_path = sync_exchange_path_name(choice.path);
-    r.exchange_why = choice.why;
-  }
-  // The Comm as make_comm() picks it (a device kind's Comm takes its devices when made).
-  const CommNeeds needs = comm_needs(t, cost.arena_floats, {});
-  EASEL_ASSIGN_OR_RETURN(const CollectivePick pick, pick_collective(needs));
-  r.comm = choose_comm(needs).name;
-  r.collective = collective_algo_name(pick.algo);
-  r.collective_why = pick.why;
-  r.uses_collectives =
-      t.world != nullptr || (t.algo->uses_collectives() && r.exchange_path != "partitioned" &&
-                             r.exchange_path != "mirrored");
   r.placement = placement_to_string(cfg.placement);
-  r.fit = t.fit;
-  r.stall_seconds = stall_timeout_seconds();
   return r;
 }
 

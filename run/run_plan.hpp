@@ -1,12 +1,17 @@
-// What a run will do, resolved before anything is allocated, trained or written: `easel train
-// --explain` prints it. The trainer resolves each part by the same function (plan_run for the
-// groups and the memory fit, choose_sync_exchange for sync-easgd's path, pick_collective and
-// choose_comm for the Comm), so what the plan says is what the run does.
+// What a run will do, resolved before anything is allocated, trained or written, and then
+// executed: plan_run (run/train_run.hpp) resolves it into the run being trained (TrainRun::
+// resolved), the trainer builds what it says and decides nothing again, and `easel train
+// --explain` prints the same value. Each decision is made by one function: plan_groups for the
+// groups, compute_fit for the memory, choose_sync_exchange for sync-easgd's path,
+// pick_collective and choose_comm for the Comm.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "algos/sync_easgd.hpp"
+#include "run/comm_list.hpp"
 #include "run/fit.hpp"
 #include "run/trainer.hpp"
 
@@ -23,12 +28,13 @@ struct RunPlan {
   GroupPlan plan;  // this rank's groups: cores, memory nodes, device
   int64_t batch = 0, iterations = 0, iterations_per_epoch = 0, eval_every = 0;
   std::string device;
-  bool resident = false;  // the groups' weights stay on their GPUs
-  // sync-easgd's exchange path and why (empty for the other algorithms).
-  std::string exchange_path, exchange_why;
+  bool resident = false;  // the groups' weights stay on their GPUs (Run::resident)
+  // sync-easgd's exchange path and why (none for the other algorithms).
+  std::optional<SyncExchangeChoice> exchange;
   // The Comm among the groups (comm_list.hpp's entry) and the host collective it runs, with
   // why --collective auto took it; uses_collectives: the algorithm runs it at all.
-  std::string comm, collective, collective_why;
+  const CommEntry* comm = nullptr;
+  CollectivePick collective;
   bool uses_collectives = false;
   std::string placement;
   Fit fit;

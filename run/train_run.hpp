@@ -12,6 +12,7 @@
 #include "nets/models/models.hpp"
 #include "run/comm_list.hpp"
 #include "run/fit.hpp"
+#include "run/run_plan.hpp"
 #include "run/trainer.hpp"
 
 namespace easel {
@@ -42,7 +43,9 @@ struct TrainRun {
   std::unique_ptr<Comm> world_comm;
   int ranks = 1, rank = 0;
   GroupPlan plan;  // this rank's groups
-  Fit fit;         // the memory fit of the plan (run/fit.hpp)
+  // What the run does, resolved once by plan_run (run/run_plan.hpp): its residence, sync-easgd's
+  // exchange path, the Comm and its collective, the memory fit. The rest of the trainer reads it.
+  RunPlan resolved;
   // The PUs of the cores no group of this rank uses: where the data pipelines' threads run
   // (empty: on each group's own cores).
   std::vector<int> data_cpus;
@@ -52,11 +55,7 @@ struct TrainRun {
   int64_t train_count = 0;                           // the whole training set, on every rank
   int64_t per_epoch = 0, total = 0, eval_every = 0;  // iterations
   std::string identity;                              // what a checkpoint must match
-  // Why --collective auto took its algorithm (comm_list.hpp's CollectivePick::why; empty when
-  // it was given or nothing was chosen): said once the algorithm is prepared, when it or the
-  // processes' broadcasts use it.
-  std::string collective_why;
-  size_t arena_bytes = 0;  // one replica's parameters
+  size_t arena_bytes = 0;                            // one replica's parameters
 
   std::vector<std::unique_ptr<Device>> devices;  // one shared, or one per accelerator group
   Run run;
@@ -77,9 +76,14 @@ struct TrainRun {
 // P groups (over all ranks) for `algo`, or why not (names --groups).
 Status check_group_count(const Algorithm& algo, int p);
 
-// Plans the groups (across MPI ranks each rank its own), the net and the run's length; keeps
-// this rank's shards of data.train.
+// Plans the groups (across MPI ranks each rank its own), the net, the run's length and its
+// parameters (t.run.params), and resolves the rest of the run (t.resolved: resolve_plan, then the
+// memory fit); keeps this rank's shards of data.train.
 Status plan_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices);
+// t.resolved's decisions for a run planned up to its parameters, each by its one function: the
+// residence, sync-easgd's path (which the algorithm is then given in t.run.params.exchange), the
+// Comm and its collective, the deadline. Refuses what the run cannot do (naming the flag).
+Status resolve_plan(TrainRun& t, const NetCost& cost);
 // Makes the devices, the groups (each on its own thread) and the Comm.
 Status build_run(TrainRun& t, const Dataset& train);
 // Whether the groups' weights stay on their devices (Run::resident), once t is planned.

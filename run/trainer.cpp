@@ -73,10 +73,7 @@ Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserve
   // Across MPI ranks each step's refusal is agreed before the next collective (the weights'
   // broadcast, the trace's clock, the plan's gather), so that the ranks end together.
   Status st = plan_run(t, data, devices);
-  if (st.ok()) {
-    t.run.params = make_params(cfg, t.total, t.p);
-    st = build_run(t, data.train);
-  }
+  if (st.ok()) st = build_run(t, data.train);
   EASEL_RETURN_IF_ERROR(agreed_outcome(t, st));
   st = init_weights(t);
   if (!cfg.trace.empty()) start_trace(t);

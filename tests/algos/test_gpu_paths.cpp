@@ -418,7 +418,7 @@ TEST(CommList, ChoosesByWhatTheRunNeeds) {
   EXPECT_EQ(choose_comm(needs).spin_seconds(needs), 0);
   needs.has_cores = true;
   EXPECT_EQ(choose_comm(needs).spin_seconds(needs), kShmSpinSeconds);
-  auto shm = choose_comm(needs).make(needs);
+  auto shm = choose_comm(needs).make(needs, CollectivePick{});
   ASSERT_TRUE(shm.ok());
   EXPECT_EQ((*shm)->size(), 2);
 
@@ -430,7 +430,7 @@ TEST(CommList, ChoosesByWhatTheRunNeeds) {
   const CommEntry& dev = choose_comm(needs);
   EXPECT_EQ(std::string(dev.name), "device");
   EXPECT_EQ(dev.spin_seconds(needs), 0);
-  auto comm = dev.make(needs);
+  auto comm = dev.make(needs, CollectivePick{});
   ASSERT_TRUE(comm.ok()) << comm.status().message();
   EXPECT_EQ((*comm)->size(), 2);
   // auto on distinct GPUs: NCCL's own choice, no line; on a shared GPU: the tree, said in a line.

@@ -167,6 +167,10 @@ int run_explain(const TrainConfig& cfg, bool as_json) {
   if (!r.ok()) return report(r.status(), failure_of(r.status()));
   if (process_rank() != 0) return 0;  // under mpirun rank 0 says it
   const auto or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
+  const std::string path = r->exchange ? sync_exchange_path_name(r->exchange->path) : "";
+  const std::string path_why = r->exchange ? r->exchange->why : "";
+  const std::string collective = collective_algo_name(r->collective.algo);
+  const std::string& collective_why = r->collective.why;
   if (as_json) {
     json j = {{"algorithm", r->algorithm},
               {"net",
@@ -190,11 +194,11 @@ int run_explain(const TrainConfig& cfg, bool as_json) {
               {"eval_every", r->eval_every},
               {"device", r->device},
               {"resident", r->resident},
-              {"exchange_path", or_null(r->exchange_path)},
-              {"exchange_why", or_null(r->exchange_why)},
-              {"comm", r->comm},
-              {"collective", r->uses_collectives ? json(r->collective) : json(nullptr)},
-              {"collective_why", r->uses_collectives ? or_null(r->collective_why) : json(nullptr)},
+              {"exchange_path", or_null(path)},
+              {"exchange_why", or_null(path_why)},
+              {"comm", r->comm->name},
+              {"collective", r->uses_collectives ? json(collective) : json(nullptr)},
+              {"collective_why", r->uses_collectives ? or_null(collective_why) : json(nullptr)},
               {"placement", r->placement},
               {"fit", fit_json(r->fit)},
               {"stall_seconds", r->stall_seconds}};
@@ -218,12 +222,11 @@ int run_explain(const TrainConfig& cfg, bool as_json) {
   std::printf("groups      %d (%d rank(s) x %d) on %s%s:\n%s", r->groups, r->ranks,
               r->groups_per_rank, r->device.c_str(),
               r->resident ? ", weights resident on the devices" : "", r->plan.to_string().c_str());
-  if (!r->exchange_path.empty())
-    std::printf("exchange    %s (%s)\n", r->exchange_path.c_str(), r->exchange_why.c_str());
-  std::string comm = r->comm;
+  if (r->exchange) std::printf("exchange    %s (%s)\n", path.c_str(), path_why.c_str());
+  std::string comm = r->comm->name;
   if (r->uses_collectives)
-    comm += ", collective " + r->collective +
-            (r->collective_why.empty() ? "" : " (" + r->collective_why + ")");
+    comm +=
+        ", collective " + collective + (collective_why.empty() ? "" : " (" + collective_why + ")");
   std::printf("comm        %s\n", comm.c_str());
   std::printf("placement   %s\n", r->placement.c_str());
   std::printf("memory fit:\n%s", r->fit.to_string().c_str());
