@@ -253,6 +253,43 @@ TEST(TrainExplain, SaysWhatTheRunDoes) {
   EXPECT_NE(alone.err.find("--json: only with --explain"), std::string::npos) << alone.err;
 }
 
+// --time-exchange times the plan's own exchange: the run built as planned, each algorithm's
+// rounds timed with its own accounting (an exchange that ran has comm time, every round a wall
+// time), nothing written; refused without --explain and for an algorithm that exchanges nothing.
+TEST(TrainExplain, TimesThePlansOwnExchange) {
+  for (const char* algo : {"sync-easgd", "sync-sgd", "async-easgd", "diloco --tau 2"}) {
+    const fs::path out = fs::path(::testing::TempDir()) / "explain_timed";
+    fs::remove_all(out);
+    const Out e = easel_test::run_easel(
+        std::string("train --explain --json --time-exchange 3 --net mlp --data synthetic:64 "
+                    "--groups 2 --oversubscribe --out ") +
+            out.string() + " --algo " + algo,
+        "", "explain_timed");
+    ASSERT_EQ(e.code, 0) << algo << "\n" << e.err;
+    EXPECT_FALSE(fs::exists(out)) << "--time-exchange wrote " << out;
+    const auto j = nlohmann::json::parse(e.out)["exchange_timing"];
+    EXPECT_EQ(j["rounds"], 3) << algo;
+    EXPECT_EQ(j["groups"], 2) << algo;
+    EXPECT_EQ(j["iterations_per_round"],
+              std::string(algo).find("tau 2") != std::string::npos ? 2 : 1)
+        << algo;
+    ASSERT_EQ(j["round_ms"].size(), 3u) << algo;
+    for (const auto& ms : j["round_ms"])
+      EXPECT_GT(ms.get<double>(), 0) << algo;
+    EXPECT_GT(j["comm_ms_per_group"].get<double>(), 0) << algo << ": no exchange was timed";
+  }
+  const Out alone = easel_test::run_easel("train --time-exchange 3", "", "explain_timed");
+  EXPECT_EQ(alone.code, 2);
+  EXPECT_NE(alone.err.find("--time-exchange: only with --explain"), std::string::npos) << alone.err;
+  const Out one = easel_test::run_easel(
+      "train --explain --time-exchange 3 --algo msgd --net mlp --data synthetic:64", "",
+      "explain_timed");
+  EXPECT_EQ(one.code, 2);
+  EXPECT_NE(one.err.find("--time-exchange: msgd runs one group and exchanges nothing"),
+            std::string::npos)
+      << one.err;
+}
+
 // On a described machine (no run): one group per KNL cluster, the fast exchange for four.
 TEST(TrainExplain, DescribedMachinePlan) {
   const Out o = easel_on(fixture("knl-snc4-flat"),

@@ -94,8 +94,14 @@ int run_train(SettingValues& values, const std::vector<std::string>& given,
 // `easel topology [--json]`: the machine and the plan (tools/topology_cmd.cpp); with `fit`
 // (--net or --data given) also the memory fit of that net and data on the plan (run/fit.hpp).
 int run_topology(const TrainConfig& cfg, bool as_json, bool fit);
-// `easel train --explain [--json]`: what the run will do (run/run_plan.hpp), nothing written.
-int run_explain(const TrainConfig& cfg, bool as_json);
+// `easel train --explain [--json] [--time-exchange N]`: what the run will do
+// (run/run_plan.hpp), nothing written; with N, its exchange timed over N rounds
+// (tools/bench/plan_exchange.hpp).
+struct ExplainFlags {
+  bool explain = false, json = false;
+  int time_exchange = 0;
+};
+int run_explain(const TrainConfig& cfg, const ExplainFlags& flags);
 // `easel list [--json]`: the built-in nets (params, weight bytes, FLOPs) and the algorithms.
 int run_list(bool as_json);
 // `easel --version` (tools/cli/version_cmd.cpp).

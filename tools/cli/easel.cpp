@@ -198,15 +198,19 @@ int early_command(int argc, char** argv) {
 
 // `easel train` and its flags: --config, every train setting, --explain [--json].
 CLI::App* add_train_command(CLI::App& app, easel::cli::SettingValues& values,
-                            std::string& config_path, bool& explain, bool& explain_json) {
+                            std::string& config_path, easel::cli::ExplainFlags& explain) {
   CLI::App* train = app.add_subcommand("train", "train a net with one of the algorithms");
   train->add_option("--config", config_path,
                     "TOML file with any of these flags as keys (flags override it)");
   easel::cli::add_setting_flags(*train, easel::kTrainCommand, values);
-  train->add_flag("--explain", explain,
+  train->add_flag("--explain", explain.explain,
                   "print what the run will do (the groups, the exchange path, the collective, the "
                   "memory fit) and exit; nothing is trained or written");
-  train->add_flag("--json", explain_json, "with --explain: as one JSON object");
+  train->add_flag("--json", explain.json, "with --explain: as one JSON object");
+  train->add_option("--time-exchange", explain.time_exchange,
+                    "with --explain: also build the run as planned and time this many rounds of "
+                    "its algorithm (the plan's exchange path and collective, each group's "
+                    "gradient left out)");
   return train;
 }
 
@@ -238,8 +242,8 @@ int easel_main(int argc, char** argv) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 
   std::string config_path;
-  bool explain = false, explain_json = false;
-  CLI::App* train = add_train_command(app, values, config_path, explain, explain_json);
+  cli::ExplainFlags explain;
+  CLI::App* train = add_train_command(app, values, config_path, explain);
   CLI::App* topo =
       app.add_subcommand("topology", "print the machine and the worker-group plan the flags give");
   cli::add_setting_flags(*topo, kTopologyCommand, values);
@@ -287,11 +291,13 @@ int easel_main(int argc, char** argv) {
   for (const auto& command : self_run)
     if (const int rc = command(); rc >= 0) return rc;
   if (!train->parsed() && !topo->parsed()) return cli::run_list(list_json);
-  if (train->parsed() && explain_json && !explain)
+  if (train->parsed() && explain.json && !explain.explain)
     return report(invalid_argument("--json: only with --explain"), Failure::request);
-  if (train->parsed() && explain)
+  if (train->parsed() && explain.time_exchange != 0 && !explain.explain)
+    return report(invalid_argument("--time-exchange: only with --explain"), Failure::request);
+  if (train->parsed() && explain.explain)
     return with_settings(values, kTrainCommand, given, source,
-                         [&](const TrainConfig& c) { return cli::run_explain(c, explain_json); });
+                         [&](const TrainConfig& c) { return cli::run_explain(c, explain); });
   if (train->parsed()) return train_command(values, given, source, all_args);
   const bool fit = std::any_of(given.begin(), given.end(),
                                [](const std::string& f) { return f == "net" || f == "data"; });

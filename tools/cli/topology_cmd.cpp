@@ -1,7 +1,9 @@
 // `easel topology`: the machine (each NUMA node with its kind and capacity), its GPUs, and the
 // worker-group plan the flags give, as text or (--json) as one JSON object.
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "devices/cuda/cuda_device.hpp"
 #include "nets/graph.hpp"
@@ -9,6 +11,7 @@
 #include "run/fit.hpp"
 #include "run/run_plan.hpp"
 #include "run/trainer.hpp"
+#include "tools/bench/plan_exchange.hpp"
 #include "tools/cli/cli.hpp"
 
 namespace easel::cli {
@@ -159,52 +162,56 @@ int run_topology(const TrainConfig& cfg, bool as_json, bool fit) {
   return 0;
 }
 
-int run_explain(const TrainConfig& cfg, bool as_json) {
-  auto data = load_data(cfg.data, MemKind::dram, cfg.seed,
-                        DataOptions{cfg.augment.resized_crop, cfg.skip_bad_images});
-  if (!data.ok()) return report(data.status(), failure_of(data.status()));
-  auto r = explain_run(cfg, *data, DeviceRegistry{});
-  if (!r.ok()) return report(r.status(), failure_of(r.status()));
-  if (process_rank() != 0) return 0;  // under mpirun rank 0 says it
+namespace {
+
+// The plan's exchange path and collective in words (empty where it has none).
+struct PlanWords {
+  std::string path, path_why, collective, collective_why;
+};
+PlanWords words_of(const RunPlan& r) {
+  return {r.exchange ? sync_exchange_path_name(r.exchange->path) : "",
+          r.exchange ? r.exchange->why : "", collective_algo_name(r.collective.algo),
+          r.collective.why};
+}
+
+json explain_json(const TrainConfig& cfg, const RunPlan* r) {
   const auto or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
-  const std::string path = r->exchange ? sync_exchange_path_name(r->exchange->path) : "";
-  const std::string path_why = r->exchange ? r->exchange->why : "";
-  const std::string collective = collective_algo_name(r->collective.algo);
-  const std::string& collective_why = r->collective.why;
-  if (as_json) {
-    json j = {{"algorithm", r->algorithm},
-              {"net",
-               {{"name", r->net},
-                {"params", r->params},
-                {"arena_floats", r->arena_floats},
-                {"running_statistics", r->net_state}}},
-              {"data",
-               {{"name", r->data},
-                {"train_images", r->train_images},
-                {"test_images", r->test_images},
-                {"shape", {r->channels, r->height, r->width}}}},
-              {"ranks", r->ranks},
-              {"groups_per_rank", r->groups_per_rank},
-              {"groups", r->groups},
-              {"plan", plan_json(cfg, Topology{}, r->plan)["groups"]},
-              {"plan_notes", r->plan.notes},
-              {"batch", r->batch},
-              {"iterations", r->iterations},
-              {"iterations_per_epoch", r->iterations_per_epoch},
-              {"eval_every", r->eval_every},
-              {"device", r->device},
-              {"resident", r->resident},
-              {"exchange_path", or_null(path)},
-              {"exchange_why", or_null(path_why)},
-              {"comm", r->comm->name},
-              {"collective", r->uses_collectives ? json(collective) : json(nullptr)},
-              {"collective_why", r->uses_collectives ? or_null(collective_why) : json(nullptr)},
-              {"placement", r->placement},
-              {"fit", fit_json(r->fit)},
-              {"stall_seconds", r->stall_seconds}};
-    std::printf("%s\n", j.dump(2).c_str());
-    return 0;
-  }
+  const auto [path, path_why, collective, collective_why] = words_of(*r);
+  json j = {{"algorithm", r->algorithm},
+            {"net",
+             {{"name", r->net},
+              {"params", r->params},
+              {"arena_floats", r->arena_floats},
+              {"running_statistics", r->net_state}}},
+            {"data",
+             {{"name", r->data},
+              {"train_images", r->train_images},
+              {"test_images", r->test_images},
+              {"shape", {r->channels, r->height, r->width}}}},
+            {"ranks", r->ranks},
+            {"groups_per_rank", r->groups_per_rank},
+            {"groups", r->groups},
+            {"plan", plan_json(cfg, Topology{}, r->plan)["groups"]},
+            {"plan_notes", r->plan.notes},
+            {"batch", r->batch},
+            {"iterations", r->iterations},
+            {"iterations_per_epoch", r->iterations_per_epoch},
+            {"eval_every", r->eval_every},
+            {"device", r->device},
+            {"resident", r->resident},
+            {"exchange_path", or_null(path)},
+            {"exchange_why", or_null(path_why)},
+            {"comm", r->comm->name},
+            {"collective", r->uses_collectives ? json(collective) : json(nullptr)},
+            {"collective_why", r->uses_collectives ? or_null(collective_why) : json(nullptr)},
+            {"placement", r->placement},
+            {"fit", fit_json(r->fit)},
+            {"stall_seconds", r->stall_seconds}};
+  return j;
+}
+
+void print_explain(const RunPlan* r) {
+  const auto [path, path_why, collective, collective_why] = words_of(*r);
   std::printf("easel train --explain: what this run will do (nothing is trained or written)\n");
   std::printf("algorithm   %s: %s\n", r->algorithm.c_str(), r->algorithm_summary.c_str());
   std::printf("net         %s: %lld parameters (arena %lld floats)%s\n", r->net.c_str(),
@@ -232,6 +239,58 @@ int run_explain(const TrainConfig& cfg, bool as_json) {
   std::printf("memory fit:\n%s", r->fit.to_string().c_str());
   std::printf("deadline    a group that waits %.0f s stops the run (EASEL_STALL_TIMEOUT)\n",
               r->stall_seconds);
+}
+
+// The plan's exchange timed (tools/bench/plan_exchange.hpp), on a fresh copy of the data.
+Result<bench::PlanExchangeTime> time_exchange(const TrainConfig& cfg, int rounds) {
+  EASEL_ASSIGN_OR_RETURN(DataSplit data,
+                         load_data(cfg.data, MemKind::dram, cfg.seed,
+                                   DataOptions{cfg.augment.resized_crop, cfg.skip_bad_images}));
+  return bench::time_plan_exchange(cfg, data, DeviceRegistry{}, rounds);
+}
+
+json timing_json(const bench::PlanExchangeTime& x) {
+  return {{"rounds", x.rounds},
+          {"iterations_per_round", x.iterations},
+          {"groups", x.groups},
+          {"round_ms", x.round_ms},
+          {"comm_ms_per_group", x.comm_ms},
+          {"wait_ms_per_group", x.wait_ms}};
+}
+
+void print_timing(const bench::PlanExchangeTime& x) {
+  std::vector<double> ms = x.round_ms;
+  std::sort(ms.begin(), ms.end());
+  std::printf(
+      "timed       %d round(s) of %lld step(s) on %d group(s), the gradient left out: median "
+      "%.3f ms a round (%.3f..%.3f), a group's comm %.3f ms and wait %.3f ms a round\n",
+      x.rounds, static_cast<long long>(x.iterations), x.groups, ms[ms.size() / 2], ms.front(),
+      ms.back(), x.comm_ms, x.wait_ms);
+}
+
+}  // namespace
+
+int run_explain(const TrainConfig& cfg, const ExplainFlags& flags) {
+  auto data = load_data(cfg.data, MemKind::dram, cfg.seed,
+                        DataOptions{cfg.augment.resized_crop, cfg.skip_bad_images});
+  if (!data.ok()) return report(data.status(), failure_of(data.status()));
+  auto r = explain_run(cfg, *data, DeviceRegistry{});
+  if (!r.ok()) return report(r.status(), failure_of(r.status()));
+  std::optional<bench::PlanExchangeTime> timed;
+  if (flags.time_exchange != 0) {
+    auto x = time_exchange(cfg, flags.time_exchange);
+    if (!x.ok()) return report(x.status(), failure_of(x.status()));
+    timed = std::move(x).value();
+  }
+  if (process_rank() != 0) return 0;  // under mpirun rank 0 says it
+  if (flags.json) {
+    json j = explain_json(cfg, &*r);
+    if (timed) j["exchange_timing"] = timing_json(*timed);
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  print_explain(&*r);
+  if (timed) print_timing(*timed);
   return 0;
 }
 
