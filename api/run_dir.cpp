@@ -295,8 +295,6 @@ Result<std::vector<std::pair<std::string, std::string>>> read_settings(const std
 }
 
 Status read_resume(TrainConfig& cfg, const SettingTexts& texts, std::optional<Checkpoint>* ck) {
-  if (process_count() > 1)
-    return invalid_argument("--resume: checkpoints are for single-process runs");
   if (!cfg.out.empty() && fs::path(cfg.out) != fs::path(cfg.resume))
     return invalid_argument("--out: a resumed run goes on in its own directory (" + cfg.resume +
                             ")");
@@ -305,7 +303,9 @@ Status read_resume(TrainConfig& cfg, const SettingTexts& texts, std::optional<Ch
   if (!read.ok()) return Status(read.status().code(), "--resume: " + read.status().message());
   *ck = std::move(read).value();
   EASEL_RETURN_IF_ERROR(check_settings(**ck, cfg, texts));
-  return check_resume_groups(**ck, cfg.algo, cfg.plan.groups);  // run/checkpoint.hpp
+  // Under mpirun every rank reads it (the run directory on a file system they share) and
+  // restores its own groups; --groups is per rank.
+  return check_resume_groups(**ck, cfg.algo, cfg.plan.groups, process_count());
 }
 
 Status check_out(const TrainConfig& cfg, bool resumed) {

@@ -446,13 +446,13 @@ Status regroup_run(const Checkpoint& ck, const Algorithm& algo, uint64_t seed, R
 }  // namespace
 
 bool regrouped(const Checkpoint& ck, const Run& run) {
-  return ck.groups.size() != run.groups.size();
+  return ck.groups.size() != static_cast<size_t>(run.total_groups());
 }
 
-Status check_resume_groups(const Checkpoint& ck, const std::string& algo,
-                           const GroupCount& groups) {
+Status check_resume_groups(const Checkpoint& ck, const std::string& algo, const GroupCount& groups,
+                           int ranks) {
   if (!groups.is_count()) return {};
-  const size_t now = static_cast<size_t>(groups.n);
+  const size_t now = static_cast<size_t>(groups.n) * static_cast<size_t>(std::max(1, ranks));
   if (now == ck.groups.size() || ck.groups.empty()) return {};
   auto a = make_algorithm(algo);
   if (!a.ok() || (*a)->regroupable()) return {};
@@ -490,9 +490,9 @@ Status restore_run(const Checkpoint& ck, const std::string& identity, const Algo
                n * sizeof(float));
   run.centre_version.store(ck.centre_version);
   if (regrouped(ck, run)) return regroup_run(ck, algo, seed, run);
-  for (size_t i = 0; i < ck.groups.size(); ++i) {
-    const GroupCheckpoint& c = ck.groups[i];
+  for (size_t i = 0; i < run.groups.size(); ++i) {  // across ranks: this rank's groups
     Group& g = *run.groups[i];
+    const GroupCheckpoint& c = ck.groups[static_cast<size_t>(g.global_id)];
     copy_bytes(g.weights.data(), g.weights.kind(), c.weights.data(), MemKind::dram,
                n * sizeof(float));
     copy_bytes(g.momentum.data(), g.momentum.kind(), c.momentum.data(), MemKind::dram,
@@ -544,6 +544,31 @@ Checkpoint capture_run(Run& run, Algorithm& algo, const std::string& identity) {
     ck.groups.push_back(std::move(c));
   }
   return ck;
+}
+
+void gather_checkpoint_groups(MpiComm& world, Checkpoint& mine) {
+  Checkpoint part;
+  part.groups = std::move(mine.groups);
+  mine.groups.clear();
+  std::string bytes = encode_checkpoint(part);
+  const int ranks = world.size(), rank = world.rank();
+  // gather_bytes takes equal parts: each rank's encoding padded to the largest.
+  uint64_t n = bytes.size(), most = 0;
+  std::vector<uint64_t> sizes(rank == 0 ? static_cast<size_t>(ranks) : 0);
+  world.gather_bytes(&n, sizeof n, sizes.data(), 0);
+  if (rank == 0) most = *std::max_element(sizes.begin(), sizes.end());
+  world.broadcast_bytes(&most, sizeof most, 0);
+  bytes.resize(most);
+  std::string all(rank == 0 ? most * static_cast<size_t>(ranks) : 0, '\0');
+  world.gather_bytes(bytes.data(), most, all.data(), 0);
+  if (rank != 0) return;
+  for (int r = 0; r < ranks; ++r) {
+    auto one = decode_checkpoint(std::string_view(all).substr(most * r, sizes[r]),
+                                 "rank " + std::to_string(r) + "'s groups");
+    EASEL_CHECK(one.ok());  // encoded just now, by the same code
+    for (GroupCheckpoint& g : one->groups)
+      mine.groups.push_back(std::move(g));
+  }
 }
 
 }  // namespace easel

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "algos/algorithm.hpp"
+#include "engine/comm/mpi_comm.hpp"
 #include "engine/status.hpp"
 #include "nets/data/batch_stream.hpp"
 
@@ -90,11 +91,19 @@ Checkpoint capture_run(Run& run, Algorithm& algo, const std::string& identity);
 // data stream reseeded from (seed, the step, the group) at a fresh epoch.
 Status restore_run(const Checkpoint& ck, const std::string& identity, const Algorithm& algo,
                    uint64_t seed, Run& run);
-// Whether `run` has another number of groups than ck's run had.
+// Whether `run` has another number of groups (over all its ranks) than ck's run had. Across
+// MPI ranks a checkpoint holds every rank's groups in global order; each rank restores its own
+// (Group::global_id), whatever the split of the same number into ranks and groups.
 bool regrouped(const Checkpoint& ck, const Run& run);
 // Before a resumed run is built: refuses, as restore_run would, an explicit --groups `groups`
-// (a count; "auto" and other forms are left to restore_run) that differs from ck's when
-// `algo` cannot regroup.
-Status check_resume_groups(const Checkpoint& ck, const std::string& algo, const GroupCount& groups);
+// per rank of `ranks` (a count; "auto" and other forms are left to restore_run) whose total
+// differs from ck's when `algo` cannot regroup.
+Status check_resume_groups(const Checkpoint& ck, const std::string& algo, const GroupCount& groups,
+                           int ranks = 1);
+
+// Across MPI ranks, at an evaluation (every rank there): every rank's groups of its own capture
+// `mine` gathered into rank 0's, in global group order (rank r's L groups are r*L .. r*L+L-1);
+// the other ranks' `mine` keeps only its centre and counters. A collective: every rank calls it.
+void gather_checkpoint_groups(MpiComm& world, Checkpoint& mine);
 
 }  // namespace easel

@@ -408,7 +408,6 @@ Status build_run(TrainRun& t, const Dataset& train) {
 Status restore_from(TrainRun& t, const Checkpoint& resume) {
   const TrainConfig& cfg = t.cfg;
   const int64_t total = t.total;
-  if (t.world) return invalid_argument("--resume: checkpoints are for single-process runs");
   EASEL_RETURN_IF_ERROR(restore_run(resume, t.identity, *t.algo, cfg.seed, t.run));
   if (resume.iterations_done >= total)
     return invalid_argument(

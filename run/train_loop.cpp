@@ -127,10 +127,14 @@ std::vector<EvalStats> evaluate_model(TrainRun& t, const Dataset& test) {
 }
 
 // Hands the observer a checkpoint after `done` iterations. A failed write (disk full, --out
-// removed) leaves the last good checkpoint; training goes on.
+// removed) leaves the last good checkpoint; training goes on. Across MPI ranks (at an
+// evaluation, every rank there): every rank's groups, gathered, and rank 0's centre, counters
+// and algorithm state, which every rank holds alike or rank 0 holds alone (async's centre).
 void checkpoint(TrainRun& t, const TrainSummary& sum, int64_t done, double wall_seconds,
                 int64_t last_images, bool mid_round = false) {
   Checkpoint ck = capture_run(t.run, *t.algo, t.identity);
+  if (t.world) gather_checkpoint_groups(*t.world, ck);
+  if (t.rank != 0) return;
   ck.mid_round = mid_round;
   ck.iterations_done = done;
   ck.total_iterations = t.total;
@@ -143,6 +147,14 @@ void checkpoint(TrainRun& t, const TrainSummary& sum, int64_t done, double wall_
   if (Status st = t.report->on_checkpoint(ck); !st.ok())
     log_error("train", "checkpoint not written: " + st.message() +
                            " (the previous one, if any, is still whole)");
+}
+
+// Whether the run writes checkpoints: rank 0's observer says, and across ranks every rank
+// learns it (each takes part in every checkpoint).
+bool wants_checkpoints(const TrainRun& t) {
+  int32_t want = t.report->wants_checkpoints() ? 1 : 0;
+  if (t.world) t.world->broadcast_bytes(&want, sizeof want, 0);
+  return want != 0;
 }
 
 // The first evaluation after `done` iterations: rounds end at multiples of eval_every (a round
@@ -268,7 +280,7 @@ Status run_rounds(TrainRun& t, const Dataset& test, const Checkpoint* resume, Tr
   LoopState s = resume_loop(resume, sum);
   TraceBind trace(t.main_track);  // this thread's spans: rounds, evaluations, checkpoints
   int64_t rounds = 0;
-  const bool checkpoints = !t.world && t.report->wants_checkpoints();
+  const bool checkpoints = wants_checkpoints(t);
   const std::atomic<int>* flag = t.rank == 0 ? t.report->stop_flag() : nullptr;
   arm_early_stop(t, flag);
   clear_stall();

@@ -102,8 +102,9 @@ class TrainObserver {
   // images evaluated so far and in all (rank 0's share across MPI ranks).
   virtual void on_eval_progress(int64_t images, int64_t total) { (void)images, (void)total; }
   virtual void on_eval(const EvalRecord&) {}
-  // Whether the trainer hands it a checkpoint after every evaluation (single-process runs; the
-  // last evaluation's too, none after a diverged one). An error from on_checkpoint ends the run.
+  // Whether the trainer hands it a checkpoint after every evaluation (the last evaluation's too,
+  // none after a diverged one; across MPI ranks rank 0's observer, with every rank's groups).
+  // An error from on_checkpoint ends the run.
   virtual bool wants_checkpoints() const { return false; }
   virtual Status on_checkpoint(const Checkpoint&) { return {}; }
   // The initial weights, before they go to every replica and the centre (rank 0's, then

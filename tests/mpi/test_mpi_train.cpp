@@ -42,13 +42,9 @@ bool have_mpirun() {
   return std::system("command -v mpirun > /dev/null 2>&1") == 0;
 }
 
-// Runs easel train with `np` ranks (0: without mpirun) and reads its results.
-Outcome run(int np, const std::string& algo, int groups, const std::string& extra = "",
-            const std::string& env = "") {
-  static int serial = 0;
-  const fs::path dir = fs::path(::testing::TempDir()) /
-                       ("easel-mpi-" + std::to_string(::getpid()) + "-" + std::to_string(serial++));
-  fs::remove_all(dir);
+// Runs `easel train ARGS` with `np` ranks (0: without mpirun), its log beside `dir`, and reads
+// the results in `dir`.
+Outcome run_in(const fs::path& dir, int np, const std::string& args, const std::string& env = "") {
   std::string cmd = env + " timeout 300 ";
   if (np > 0) {
     cmd += "mpirun --allow-run-as-root --oversubscribe --bind-to none -np " + std::to_string(np);
@@ -57,10 +53,7 @@ Outcome run(int np, const std::string& algo, int groups, const std::string& extr
     if (const char* more = std::getenv("EASEL_MPIRUN_ARGS")) cmd += std::string(" ") + more;
     cmd += " ";
   }
-  cmd += easel_path() + " train --algo " + algo + " --groups " + std::to_string(groups) +
-         " --net mlp --data synthetic:1024:1x8x8:4 --iterations 60 --eval-every 20 --lr 0.05 "
-         "--seed 42 --threads-per-group 1 --oversubscribe --progress none --out " +
-         dir.string() + " " + extra + " > " + dir.string() + ".log 2>&1";
+  cmd += easel_path() + " train " + args + " > " + dir.string() + ".log 2>&1";
   const auto t0 = std::chrono::steady_clock::now();
   const int st = std::system(cmd.c_str());
   Outcome o;
@@ -76,6 +69,29 @@ Outcome run(int np, const std::string& algo, int groups, const std::string& extr
       o.metrics.push_back(json::parse(line));
   }
   return o;
+}
+
+fs::path fresh_dir() {
+  static int serial = 0;
+  const fs::path dir = fs::path(::testing::TempDir()) /
+                       ("easel-mpi-" + std::to_string(::getpid()) + "-" + std::to_string(serial++));
+  fs::remove_all(dir);
+  return dir;
+}
+
+// The flags every run here shares but the algorithm, the groups and the length.
+const char* kRunFlags =
+    " --net mlp --data synthetic:1024:1x8x8:4 --eval-every 20 --lr 0.05 --seed 42"
+    " --threads-per-group 1 --oversubscribe --progress none";
+
+// Runs easel train with `np` ranks (0: without mpirun) and reads its results.
+Outcome run(int np, const std::string& algo, int groups, const std::string& extra = "",
+            const std::string& env = "") {
+  const fs::path dir = fresh_dir();
+  return run_in(dir, np,
+                "--algo " + algo + " --groups " + std::to_string(groups) + kRunFlags +
+                    " --iterations 60 --out " + dir.string() + " " + extra,
+                env);
 }
 
 // Every evaluation's losses and accuracy, and the summary's, in full precision.
@@ -173,6 +189,58 @@ TEST_F(MpiTrain, SyncEasgdPerLayerMessagesEqualOneProcess) {
   const Outcome one = run(0, "sync-easgd", 2, "--pack per-layer --momentum 0.9 --tau 2");
   expect_ok(one);
   EXPECT_EQ(trajectory(a), trajectory(one));
+}
+
+// Checkpoints across ranks: a run of 2 ranks stopped after its first evaluation and resumed
+// under mpirun gives every evaluation of the run that never stopped, bit for bit (sync-easgd,
+// diloco); the same checkpoint resumed in one process with the same 2 groups, and a one-process
+// checkpoint resumed on 2 ranks, too (they promise one process's result). Into another number
+// of groups: async-easgd regroups from the centre; sync-sgd's replicas cannot be re-split,
+// refused in one line before anything is written.
+TEST_F(MpiTrain, ResumeAcrossRanks) {
+  for (const char* algo : {"sync-easgd", "diloco --tau 4"}) {
+    const std::string flags = std::string("--algo ") + algo + kRunFlags;
+    const Outcome whole = run(2, algo, 1);
+    expect_ok(whole);
+    for (const int first : {2, 0}) {
+      for (const int then : {2, 0}) {
+        const fs::path dir = fresh_dir();
+        const std::string groups = first > 0 ? " --groups 1" : " --groups 2";
+        const Outcome a =
+            run_in(dir, first, flags + groups + " --iterations 20 --out " + dir.string());
+        ASSERT_EQ(a.rc, 0) << a.output;
+        ASSERT_TRUE(fs::exists(dir / "checkpoint.bin")) << algo;
+        const Outcome b = run_in(dir, then,
+                                 "--resume " + dir.string() + " --iterations 60" +
+                                     (then > 0 ? " --groups 1" : " --groups 2"));
+        expect_ok(b);
+        EXPECT_EQ(trajectory(b), trajectory(whole))
+            << algo << ": " << first << " then " << then << " rank(s)\n"
+            << b.output;
+      }
+    }
+  }
+  const fs::path dir = fresh_dir();
+  const Outcome a = run_in(dir, 2,
+                           std::string("--algo async-easgd --groups 1") + kRunFlags +
+                               " --iterations 20 --out " + dir.string());
+  ASSERT_EQ(a.rc, 0) << a.output;
+  const Outcome b = run_in(dir, 2, "--resume " + dir.string() + " --iterations 60 --groups 2");
+  expect_ok(b);
+  EXPECT_EQ(b.summary.at("groups").get<int>(), 4);
+  const fs::path sdir = fresh_dir();
+  const Outcome s = run_in(sdir, 2,
+                           std::string("--algo sync-sgd --groups 1") + kRunFlags +
+                               " --iterations 20 --out " + sdir.string());
+  ASSERT_EQ(s.rc, 0) << s.output;
+  const std::string before = std::to_string(fs::file_size(sdir / "checkpoint.bin"));
+  const Outcome r = run_in(sdir, 2, "--resume " + sdir.string() + " --iterations 60 --groups 2");
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_NE(r.output.find("--groups: a checkpoint of sync-sgd resumes only with its 2 group(s), "
+                          "not 4"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(std::to_string(fs::file_size(sdir / "checkpoint.bin")), before);
 }
 
 class AsyncConverges : public MpiTrain, public ::testing::WithParamInterface<Layout> {};
