@@ -42,7 +42,7 @@ struct BenchFlags {
   int data_threads = 0;
   bool data_only = false;  // --data-only: only the data section (no ceilings, steps, layers)
   // --calibrate: measure what the performance model needs and write this machine's description
-  // (tools/model/machine.hpp) to `out` (empty: the default, ~/.config/easel/machine.toml).
+  // (model/machine.hpp) to `out` (empty: the default, ~/.config/easel/machine.toml).
   bool calibrate = false;
   std::string out;
   // --collectives: only the collectives' table (collectives.hpp), over --ranks threads of this

@@ -1,8 +1,8 @@
-// `easel bench --calibrate [--out FILE]`: measures what the performance model (tools/model/)
+// `easel bench --calibrate [--out FILE]`: measures what the performance model (model/)
 // needs on this machine and writes it as a machine description (TOML): the FMA peak and the
 // triad; the probe nets (probes.hpp) and every --nets net at the first --batches size: one
 // group's step alone and its layers, from which each layer class's rates are fitted
-// (tools/model/layer_rates.hpp); for the probes also one group on every core's thread and G
+// (model/layer_rates.hpp); for the probes also one group on every core's thread and G
 // groups of one thread at once for G = C, 2C (and 4C when that is at most 16: oversubscribed):
 // contention and the oversubscription overhead; the shared-memory latency (two threads' round
 // trip) and bandwidth (one thread's arena passes). Steps and layers are timed in the threads'
@@ -21,13 +21,13 @@
 
 #include "devices/cpu/dnnl_ops.hpp"
 #include "engine/comm/mpi_comm.hpp"
+#include "model/machine.hpp"
+#include "model/model.hpp"
+#include "model/probes.hpp"
 #include "nets/models/models.hpp"
 #include "tools/bench/bench.hpp"
 #include "tools/bench/calibrate.hpp"
-#include "tools/bench/probes.hpp"
 #include "tools/cli/cli.hpp"
-#include "tools/model/machine.hpp"
-#include "tools/model/model.hpp"
 
 namespace easel::bench {
 
@@ -473,7 +473,7 @@ double add_layer_samples(const NetFigures& f, const std::vector<model::LayerWork
   return layers;
 }
 
-// The layer classes' rates (tools/model/layer_rates.hpp) from every timed layer of every net
+// The layer classes' rates (model/layer_rates.hpp) from every timed layer of every net
 // (the probes', the layer probes' and --nets'; the GEMM classes' flop rates at most the FMA
 // peak), the momentum update's bandwidth and the step's rest per image (the whole 1x1 step less
 // its layers and update), each the median over `nets` (not the layer probes).
@@ -713,7 +713,7 @@ Status calibrate_node(const BenchConfig& cfg, const Topology& topo, const std::s
   std::printf("  triad in CPU time: one core %.1f GB/s, all %.1f GB/s\n", ceil.triad_core_gbs.max,
               ceil.triad_all_gbs.max);
   // The probes first (they span the layer classes), then the --nets nets.
-  std::vector<NetSpec> specs = probe_nets();
+  std::vector<NetSpec> specs = model::probe_nets();
   const size_t probes = specs.size();
   for (const std::string& name : cfg.nets)
     specs.push_back(spec_of(name));
@@ -727,7 +727,7 @@ Status calibrate_node(const BenchConfig& cfg, const Topology& topo, const std::s
   EASEL_RETURN_IF_ERROR(time_exchange_points(topo, cfg, fit));
   EASEL_ASSIGN_OR_RETURN(Scaling sc, fit_scaling(nets, ceil, c));
   std::vector<NetFigures> layer_probes;
-  for (const NetSpec& spec : layer_probe_nets()) {
+  for (const NetSpec& spec : model::layer_probe_nets()) {
     EASEL_ASSIGN_OR_RETURN(NetFigures f, measure_layers(topo, cfg, spec, cfg.batches[0]));
     layer_probes.push_back(std::move(f));
   }

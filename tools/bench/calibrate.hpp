@@ -1,5 +1,5 @@
 // `easel bench --calibrate`: this machine's description for the performance model
-// (tools/model/machine.hpp), measured and written as TOML (calibrate.cpp says what it runs).
+// (model/machine.hpp), measured and written as TOML (calibrate.cpp says what it runs).
 #pragma once
 
 #include <string>
