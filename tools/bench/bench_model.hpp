@@ -132,12 +132,4 @@ struct Summary {
 // Min, median (mean of the middle two for an even count) and max; all zero when empty.
 Summary summarize(std::vector<double> v);
 
-// Oversubscription's overhead from the co-run primitive: `sharing` is its rounds with 2C copies
-// on C cores (two threads time-sliced on each), `with_a_core` its rounds with C copies (the
-// contention); both are each copy's thread CPU time per step over the step alone, so the time
-// slicing itself is not in them, only what a switch costs the step (the caches refilled).
-// Returns median(sharing) / median(with_a_core) - 1, at least 0; 0 when either is empty.
-double fit_oversubscription(const std::vector<double>& with_a_core,
-                            const std::vector<double>& sharing);
-
 }  // namespace easel::bench
