@@ -291,7 +291,7 @@ struct ArenaQuery {
   bool feedback = false;  // --exchange-precision int8: an error-feedback residual per group
 };
 
-// How the performance model (tools/model) prices an algorithm's exchange.
+// How the performance model (model/) prices an algorithm's exchange.
 enum class ExchangeKind {
   unset,            // (a row that forgot it: the list's test refuses it)
   none,             // one group: nothing exchanged

@@ -21,7 +21,7 @@ namespace easel {
 std::unique_ptr<Algorithm> make_sync_easgd(SyncExchange which);
 
 // ---- sync-easgd's exchange path, decided here once: the config check, the memory fit, the
-// algorithm and the performance model (tools/model) all read it ----
+// algorithm and the performance model (model/) all read it ----
 
 // The switches the fast exchanges depend on.
 struct SyncSwitches {

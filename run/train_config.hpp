@@ -122,7 +122,7 @@ enum class SettingType { text, integer, real, boolean };
 
 // The subcommands that take a setting (bits).
 // easel model and easel plan take the settings that the performance model prices
-// (tools/model/model_cmd.cpp).
+// (tools/cli/model_cmd.cpp).
 enum SettingCommand : unsigned {
   kTrainCommand = 1,
   kTopologyCommand = 2,

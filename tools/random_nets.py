@@ -26,7 +26,7 @@ import os
 import sys
 
 MASK = (1 << 64) - 1
-STREAMED_WEIGHT_BYTES = 8 * (1 << 20)  # tools/model/layer_rates.hpp's kStreamedWeightBytes
+STREAMED_WEIGHT_BYTES = 8 * (1 << 20)  # model/layer_rates.hpp's kStreamedWeightBytes
 MIN_FLOPS, MAX_FLOPS = 2e6, 60e6  # forward, per image
 MAX_PARAMS = 8_000_000
 CHANNELS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256)

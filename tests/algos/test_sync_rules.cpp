@@ -1,7 +1,7 @@
 // The sync algorithms' rules at the trainer's level: sync-easgd and sync-sgd recomputed by hand
 // (double precision) for 1 to 3 groups with alpha > 0 on every exchange path, one group of
 // sync-easgd with rho = 0 equal to sgd / msgd bit for bit, and --pack per-layer's messages as
-// tools/model counts them.
+// model/ counts them.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,7 +24,7 @@ using test::small_data;
 using test::run;
 
 // --pack per-layer sends one message per layer with parameters (weights, bias and batch norm's
-// statistics together), as tools/model counts them (a layer with fillers is one message): the
+// statistics together), as model/ counts them (a layer with fillers is one message): the
 // messages tile the arena in order and cover every segment.
 TEST(SyncEasgd, PerLayerPackSendsOneMessagePerLayerWithParameters) {
   const std::string bn = test::write_test_net("easel_test_pack_bn_net.toml", test::kBnJoinNet);

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "tools/model/machine.hpp"
+#include "model/machine.hpp"
 
 namespace easel::model {
 

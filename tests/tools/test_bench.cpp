@@ -149,15 +149,5 @@ TEST(BenchModel, Summary) {
   EXPECT_EQ(summarize({}).median, 0);
 }
 
-// Oversubscription's overhead: the co-run primitive's 2C-copy rounds over its C-copy rounds (the
-// medians), not over the step alone: the contention the C copies share is not a switching cost.
-TEST(BenchModel, OversubscriptionFromTheCoRunRounds) {
-  EXPECT_NEAR(fit_oversubscription({1.00, 1.02, 1.04}, {1.50, 1.10, 1.122}), 1.122 / 1.02 - 1,
-              1e-12);
-  EXPECT_DOUBLE_EQ(fit_oversubscription({1.10, 1.10}, {1.00, 1.02}), 0);  // never below 0
-  EXPECT_DOUBLE_EQ(fit_oversubscription({}, {1.2}), 0);
-  EXPECT_DOUBLE_EQ(fit_oversubscription({1.0}, {}), 0);
-}
-
 }  // namespace
 }  // namespace easel::bench

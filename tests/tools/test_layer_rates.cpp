@@ -1,4 +1,4 @@
-// The out-of-sample model's parts (tools/model/layer_rates.hpp, tools/bench/probes.hpp,
+// The out-of-sample model's parts (model/layer_rates.hpp, model/probes.hpp,
 // docs/MODEL.md): the per-class fit recovers the rates that made synthetic timings; a net's
 // layers count its FLOPs as net_cost does; a machine's [step] rates price a net that was never
 // calibrated (a net file) by hand-checkable sums; the probes span every layer class the holdout
@@ -16,15 +16,15 @@
 #include <string>
 #include <tuple>
 
+#include "model/layer_rates.hpp"
+#include "model/machine.hpp"
+#include "model/model.hpp"
+#include "model/probes.hpp"
 #include "nets/graph.hpp"
 #include "nets/models/description.hpp"
 #include "nets/models/models.hpp"
 #include "tests/tools/machine_refusal.hpp"
 #include "tests/tools/run_easel.hpp"
-#include "tools/bench/probes.hpp"
-#include "tools/model/layer_rates.hpp"
-#include "tools/model/machine.hpp"
-#include "tools/model/model.hpp"
 
 namespace easel::model {
 namespace {
@@ -175,8 +175,8 @@ TEST(LayerRates, ConvolutionsBackwardStreamsItsColumnMatrix) {
 }
 
 std::vector<NetSpec> all_probes() {
-  std::vector<NetSpec> probes = bench::probe_nets();
-  for (NetSpec& p : bench::layer_probe_nets())
+  std::vector<NetSpec> probes = model::probe_nets();
+  for (NetSpec& p : model::layer_probe_nets())
     probes.push_back(std::move(p));
   return probes;
 }

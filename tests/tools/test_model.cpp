@@ -1,4 +1,4 @@
-// The performance model (tools/model/): machine descriptions read and refused with one line
+// The performance model (model/): machine descriptions read and refused with one line
 // naming the file and key; the model's invariants (serial exchanges never cheaper with more
 // groups, the tree beats P serial exchanges at large P, oversubscription costs time, tau and
 // overlap cut the exchange); `easel model --json` and `easel plan` through the program.
@@ -13,13 +13,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "model/layer_rates.hpp"
+#include "model/machine.hpp"
+#include "model/model.hpp"
 #include "nets/graph.hpp"
 #include "nets/models/models.hpp"
 #include "tests/tools/machine_refusal.hpp"
 #include "tests/tools/run_easel.hpp"
-#include "tools/model/layer_rates.hpp"
-#include "tools/model/machine.hpp"
-#include "tools/model/model.hpp"
 
 namespace easel::model {
 namespace {

@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "model/layer_rates.hpp"
 #include "nets/graph.hpp"
 #include "nets/models/description.hpp"
 #include "nets/models/models.hpp"
 #include "tests/tools/run_easel.hpp"
-#include "tools/model/layer_rates.hpp"
 
 namespace easel {
 namespace {

@@ -11,14 +11,14 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/comm/mpi_comm.hpp"
+#include "model/layer_rates.hpp"
+#include "model/machine.hpp"
 #include "nets/models/models.hpp"
 #include "tools/bench/bench.hpp"
 #include "tools/bench/bench_data.hpp"
 #include "tools/bench/calibrate.hpp"
 #include "tools/bench/collectives.hpp"
 #include "tools/cli/cli.hpp"
-#include "tools/model/layer_rates.hpp"
-#include "tools/model/machine.hpp"
 
 namespace easel::cli {
 

@@ -264,10 +264,4 @@ Summary summarize(std::vector<double> v) {
   return {v.front(), med, v.back()};
 }
 
-double fit_oversubscription(const std::vector<double>& with_a_core,
-                            const std::vector<double>& sharing) {
-  if (with_a_core.empty() || sharing.empty()) return 0;
-  return std::max(0.0, summarize(sharing).median / summarize(with_a_core).median - 1);
-}
-
 }  // namespace easel::bench

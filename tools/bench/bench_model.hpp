@@ -42,7 +42,7 @@ struct BenchFlags {
   int data_threads = 0;
   bool data_only = false;  // --data-only: only the data section (no ceilings, steps, layers)
   // --calibrate: measure what the performance model needs and write this machine's description
-  // (tools/model/machine.hpp) to `out` (empty: the default, ~/.config/easel/machine.toml).
+  // (model/machine.hpp) to `out` (empty: the default, ~/.config/easel/machine.toml).
   bool calibrate = false;
   std::string out;
   // --collectives: only the collectives' table (collectives.hpp), over --ranks threads of this
@@ -131,13 +131,5 @@ struct Summary {
 };
 // Min, median (mean of the middle two for an even count) and max; all zero when empty.
 Summary summarize(std::vector<double> v);
-
-// Oversubscription's overhead from the co-run primitive: `sharing` is its rounds with 2C copies
-// on C cores (two threads time-sliced on each), `with_a_core` its rounds with C copies (the
-// contention); both are each copy's thread CPU time per step over the step alone, so the time
-// slicing itself is not in them, only what a switch costs the step (the caches refilled).
-// Returns median(sharing) / median(with_a_core) - 1, at least 0; 0 when either is empty.
-double fit_oversubscription(const std::vector<double>& with_a_core,
-                            const std::vector<double>& sharing);
 
 }  // namespace easel::bench

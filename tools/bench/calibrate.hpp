@@ -1,5 +1,6 @@
 // `easel bench --calibrate`: this machine's description for the performance model
-// (tools/model/machine.hpp), measured and written as TOML (calibrate.cpp says what it runs).
+// (model/machine.hpp), measured here (calibrate.cpp says what it runs), fitted and written as
+// TOML by model/calibration.hpp.
 #pragma once
 
 #include <string>

@@ -109,7 +109,7 @@ int run_version();
 // `easel bench`: adds the subcommand with its flags bound to `flags` (tools/bench/bench_cmd.cpp).
 CLI::App* add_bench_flags(CLI::App& app, bench::BenchFlags& flags);
 int run_bench(const bench::BenchFlags& flags);
-// `easel model` and `easel plan` (tools/model/model_cmd.cpp): adds both subcommands with their
+// `easel model` and `easel plan` (tools/cli/model_cmd.cpp): adds both subcommands with their
 // flags; the function returned runs the one that was parsed and returns its exit code, or -1
 // when neither was.
 using ModelCommands = std::function<int()>;

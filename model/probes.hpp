@@ -1,5 +1,5 @@
 // The calibration's probe nets: fixed nets, not any net a user trains, whose layers span the
-// layer classes the model prices (tools/model/layer_rates.hpp) over their shapes in general:
+// layer classes the model prices (model/layer_rates.hpp) over their shapes in general:
 // convolutions on one- and three-channel images (3x3, 5x5 and 7x7, strides 1 and 2), 3x3, 5x5
 // and 1x1 ones on maps from 32x32 to 1x1 with 8 to 640 channels, batch norm, ReLU, LRN across
 // and within channels, max, average and global average pooling, element-wise add,
@@ -15,7 +15,7 @@
 
 #include "nets/net.hpp"
 
-namespace easel::bench {
+namespace easel::model {
 
 // "probe-narrow" (wide images, few channels) and "probe-wide" (small images, many channels),
 // each on 3x32x32 images with 10 classes; about 22 and 40 MFLOP forward per image.
@@ -28,4 +28,4 @@ std::vector<NetSpec> probe_nets();
 // of weights stream) and "probe-fc" (inner products of 88 to 2560 outputs, two streamed).
 std::vector<NetSpec> layer_probe_nets();
 
-}  // namespace easel::bench
+}  // namespace easel::model

@@ -1,4 +1,4 @@
-#include "tools/model/model.hpp"
+#include "model/model.hpp"
 
 #include "engine/comm/collective_cost.hpp"
 

@@ -1,4 +1,4 @@
-// A machine description for the performance model (tools/model/model.hpp): what one node can do,
+// A machine description for the performance model (model/model.hpp): what one node can do,
 // read from a TOML file. `easel bench --calibrate --out FILE` writes this machine's (measured
 // per-net step costs, memory and exchange figures); tools/machines/ holds described ones (a Xeon
 // Phi 7250 node, 8 GPUs on PCIe, 8 GPUs on NVLink) from published figures. Every table carries
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "engine/status.hpp"
-#include "tools/model/layer_rates.hpp"
+#include "model/layer_rates.hpp"
 
 namespace easel::model {
 

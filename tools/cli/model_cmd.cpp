@@ -1,16 +1,16 @@
 // `easel model` (one configuration's predicted time per iteration and its split) and `easel plan`
 // (every partition of a machine ranked by predicted time to an iteration budget, with the fit of
-// P replicas in its fast memory). The model itself is tools/model/model.hpp; docs/MODEL.md.
+// P replicas in its fast memory). The model itself is model/model.hpp; docs/MODEL.md.
 #include <cinttypes>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "model/model.hpp"
 #include "nets/graph.hpp"
 #include "nets/models/models.hpp"
 #include "tools/bench/bench_model.hpp"
 #include "tools/cli/cli.hpp"
-#include "tools/model/model.hpp"
 
 namespace easel::cli {
 

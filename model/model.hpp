@@ -22,8 +22,8 @@
 
 #include "algos/list.hpp"
 #include "engine/status.hpp"
+#include "model/machine.hpp"
 #include "nets/graph.hpp"
-#include "tools/model/machine.hpp"
 
 namespace easel::model {
 

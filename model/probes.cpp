@@ -1,4 +1,4 @@
-#include "tools/bench/probes.hpp"
+#include "model/probes.hpp"
 
 #include <iterator>
 #include <string>
@@ -7,7 +7,7 @@
 #include "nets/models/description.hpp"
 #include "nets/models/models.hpp"
 
-namespace easel::bench {
+namespace easel::model {
 
 namespace {
 
@@ -177,4 +177,4 @@ std::vector<NetSpec> layer_probe_nets() {
   return parse_probes({colour_grid(), grey_grid(), fc_chain()});
 }
 
-}  // namespace easel::bench
+}  // namespace easel::model

@@ -1,4 +1,4 @@
-#include "tools/model/machine.hpp"
+#include "model/machine.hpp"
 
 #include <cmath>
 #include <cstdlib>
@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "engine/config.hpp"
-#include "tools/model/machines_dirs.h"
+#include "model/machines_dirs.h"
 
 #ifndef EASEL_MACHINES_SOURCE_DIR
 #define EASEL_MACHINES_SOURCE_DIR ""

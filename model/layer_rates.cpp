@@ -1,4 +1,4 @@
-#include "tools/model/layer_rates.hpp"
+#include "model/layer_rates.hpp"
 
 #include <algorithm>
 #include <cmath>
