@@ -54,4 +54,8 @@ struct CollectivePick {
 };
 Result<CollectivePick> pick_collective(const CommNeeds& needs);
 
+// The processes' own Comm for `pick` (one rank a process): the MPI library's collectives for a
+// native row (--collective mpi), else the picked algorithm over the world's transport.
+std::unique_ptr<Comm> world_comm(MpiComm& world, const CollectivePick& pick);
+
 }  // namespace easel

@@ -194,9 +194,7 @@ Status make_comm(TrainRun& t) {
   EASEL_ASSIGN_OR_RETURN(const CollectivePick pick, pick_collective(needs));
   t.collective_why = pick.why;
   if (t.world) {
-    t.world_comm = pick.algo == CollectiveAlgo::mpi
-                       ? t.world->native_comm()
-                       : make_collective_comm(t.world->transport(), pick.algo, pick.inter);
+    t.world_comm = world_comm(*t.world, pick);
   }
   const CommEntry& entry = choose_comm(needs);
   auto comm = entry.make(needs);
