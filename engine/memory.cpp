@@ -19,12 +19,9 @@
 #include <vector>
 
 #include "easel_config.h"
-#include "engine/log.hpp"
-#if EASEL_HAVE_SMPI
-#include <smpi/smpi.h>
-
 #include "engine/comm/mpi_comm.hpp"  // sim_injected_flops
-#endif
+#include "engine/comm/smpi.hpp"
+#include "engine/log.hpp"
 
 #if EASEL_HAVE_MEMKIND
 #include <memkind.h>
@@ -412,19 +409,17 @@ Result<Buffer> Buffer::allocate(size_t bytes, MemKind kind) {
     b.external_ = true;
     return b;
   }
-#if EASEL_HAVE_SMPI
-  // Simulated with injected compute (tools/simulate --compute model): no rank's values matter,
-  // so the large buffers of every rank share the same few physical pages (SMPI's global shared
-  // malloc), and 512 ranks of a 233 MB net fit in this machine's memory.
+  // Simulated with injected compute (tools/simulate --compute model; never outside SMPI): no
+  // rank's values matter, so the large buffers of every rank share the same few physical pages
+  // (SMPI's global shared malloc), and 512 ranks of a 233 MB net fit in this machine's memory.
   if (bytes >= (size_t{1} << 20) && bytes <= kMaxBytes && sim_injected_flops() > 0) {
     Buffer b;
     b.kind_ = is_host_kind(kind) ? MemKind::dram : kind;
     b.bytes_ = bytes;
-    b.ptr_ = smpi_shared_malloc(bytes, __FILE__, __LINE__);
+    b.ptr_ = smpi::shared_malloc(bytes);
     b.sim_shared_ = true;
     return b;
   }
-#endif
   if (bytes > 0 && bytes <= kMaxBytes) {
     bool strict = false;
     if (const int node = binding_for(kind, &strict); node >= 0) {
@@ -484,9 +479,7 @@ void Buffer::release() {
     if (external_) {
       g_external.load(std::memory_order_acquire)->free(ptr_, kind_);
     } else if (sim_shared_) {
-#if EASEL_HAVE_SMPI
-      smpi_shared_free(ptr_);
-#endif
+      smpi::shared_free(ptr_);
     } else if (mapped_) {
       munmap(ptr_, page_rounded(bytes_));
     } else if (from_memkind_) {

@@ -13,7 +13,7 @@
 #include <system_error>
 #include <utility>
 
-#include "easel_config.h"
+#include "engine/comm/smpi.hpp"
 #include "engine/log.hpp"
 #include "engine/memory.hpp"
 
@@ -22,7 +22,7 @@ namespace {
 
 constexpr int kMaxCpus = 4096;
 
-[[maybe_unused]] std::string list_string(const std::vector<int>& cpus) {
+std::string list_string(const std::vector<int>& cpus) {
   std::string s;
   for (int c : cpus) {
     if (!s.empty()) s += ',';
@@ -126,26 +126,22 @@ double thread_runqueue_seconds() {
   return n == 2 ? static_cast<double>(wait_ns) * 1e-9 : -1;
 }
 
-#if EASEL_HAVE_SMPI
-// Under SimGrid's SMPI a rank may call MPI only from its own thread (MPI_THREAD_SINGLE; every
-// rank is a simulated process in one real one): a group's work runs inline on the thread that
-// posts it, with an OpenMP team of one, and a rank has one group (its WorkerThread count is
-// per rank: SMPI gives every rank its own copy of this global).
+// Under SimGrid's SMPI (smpi::built()) a rank may call MPI only from its own thread
+// (MPI_THREAD_SINGLE; every rank is a simulated process in one real one): a group's work runs
+// inline on the thread that posts it, with an OpenMP team of one, and a rank has one group (its
+// inline WorkerThread count is per rank: SMPI gives every rank its own copy of this global).
 namespace {
-int smpi_live_workers = 0;
+int inline_live_workers = 0;
 }
-#endif
 
 Result<std::unique_ptr<WorkerThread>> WorkerThread::start(const GroupSpec& spec, bool pin) {
   if (spec.cpus.empty()) {
     return invalid_argument("worker group " + std::to_string(spec.id) + " has no cpus");
   }
-#if EASEL_HAVE_SMPI
-  if (smpi_live_workers > 0)
+  if (smpi::built() && inline_live_workers > 0)
     return invalid_argument(
         "--groups: a simulated (SMPI) rank runs one worker group (MPI is called from the rank's "
         "own thread); give each group a rank (-np) instead");
-#endif
   std::unique_ptr<WorkerThread> w;
   try {
     w.reset(new WorkerThread(spec, pin));
@@ -158,29 +154,20 @@ Result<std::unique_ptr<WorkerThread>> WorkerThread::start(const GroupSpec& spec,
   return w;
 }
 
-#if EASEL_HAVE_SMPI
 WorkerThread::WorkerThread(GroupSpec spec, bool pin) : spec_(std::move(spec)), pin_(pin) {
-  ++smpi_live_workers;
-  omp_set_num_threads(1);
+  if (smpi::built()) {  // inline: no thread
+    ++inline_live_workers;
+    omp_set_num_threads(1);
+    return;
+  }
+  thread_ = std::thread([this] { loop(); });
 }
 
 WorkerThread::~WorkerThread() {
-  --smpi_live_workers;
-}
-
-std::future<void> WorkerThread::post(std::function<void()> fn) {
-  std::packaged_task<void()> task(std::move(fn));
-  std::future<void> f = task.get_future();
-  task();
-  return f;
-}
-
-void WorkerThread::loop() {}
-#else
-WorkerThread::WorkerThread(GroupSpec spec, bool pin)
-    : spec_(std::move(spec)), pin_(pin), thread_([this] { loop(); }) {}
-
-WorkerThread::~WorkerThread() {
+  if (smpi::built()) {
+    --inline_live_workers;
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -192,6 +179,10 @@ WorkerThread::~WorkerThread() {
 std::future<void> WorkerThread::post(std::function<void()> fn) {
   std::packaged_task<void()> task(std::move(fn));
   std::future<void> f = task.get_future();
+  if (smpi::built()) {  // inline, on the posting (the rank's own) thread
+    task();
+    return f;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(task));
@@ -242,7 +233,5 @@ void WorkerThread::loop() {
     task();
   }
 }
-
-#endif  // EASEL_HAVE_SMPI
 
 }  // namespace easel

@@ -1,6 +1,7 @@
 #include "model/model.hpp"
 
 #include "engine/comm/collective_cost.hpp"
+#include "engine/comm/collectives/list.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -287,18 +288,14 @@ double across_ranks(const Machine& m, const ModelRequest& req, Prediction& out, 
   shape.ranks = req.ranks;
   shape.ranks_per_node = req.ranks_per_node;
   shape.intra = shape.inter = LinkCost{m.mpi.latency_us * 1e-6, m.mpi.bandwidth_gbs * kGB};
-  const CollectiveAlgo algo = req.collective;
-  CollectiveChoice pick;
-  pick.algo = algo;
-  if (algo == CollectiveAlgo::automatic) pick = choose_collective(shape);
+  const CollectiveChoice pick = resolve_collective(req.collective, shape);
   const bool allreduce = sgd || req.sync_centre != "master";
   const double t = msgs * (allreduce ? allreduce_seconds(pick.algo, shape, pick.inter)
                                      : reduce_broadcast_seconds(pick.algo, shape, pick.inter));
-  const double factor = pick.algo == CollectiveAlgo::tree
-                            ? 2.0 * levels_of(req.ranks)
-                            : 2.0 * (req.ranks - 1) / req.ranks * (allreduce ? 1 : 2);
-  out.exchange_messages +=
-      msgs * (pick.algo == CollectiveAlgo::tree ? 2 * levels_of(req.ranks) : 2 * (req.ranks - 1));
+  const bool whole = collective_entry(pick.algo).whole_span_messages;
+  const double factor =
+      whole ? 2.0 * levels_of(req.ranks) : 2.0 * (req.ranks - 1) / req.ranks * (allreduce ? 1 : 2);
+  out.exchange_messages += msgs * (whole ? 2 * levels_of(req.ranks) : 2 * (req.ranks - 1));
   out.exchange_bytes += factor * w;
   out.transport +=
       std::string("+mpi(") + collective_algo_name(pick.algo) + (allreduce ? "" : ", master") + ")";

@@ -6,6 +6,7 @@
 
 #include "devices/shared_gpu_comm.hpp"
 #include "engine/comm/collective_cost.hpp"
+#include "engine/comm/collectives/list.hpp"
 #include "engine/comm/transport.hpp"
 #include "engine/log.hpp"
 
@@ -34,7 +35,7 @@ bool across_ranks(const CommNeeds& n) {
 // then the processes (the picked algorithm among them, or the MPI library's own), inside the
 // process the algorithm `auto` picks for its groups (the tree under --collective mpi).
 Result<std::unique_ptr<Comm>> hier_comm(const CommNeeds& n, const CollectivePick& world) {
-  if (world.algo != CollectiveAlgo::mpi) {
+  if (!collective_entry(world.algo).native) {
     auto composed = n.world->composed_transport(n.local_groups);
     if (composed.ok())
       return make_collective_comm(std::move(composed).value(), world.algo, world.inter);
@@ -42,11 +43,7 @@ Result<std::unique_ptr<Comm>> hier_comm(const CommNeeds& n, const CollectivePick
       log_info("comm", composed.status().message() +
                            "; this process's groups reduce first, then the processes");
   }
-  std::unique_ptr<Comm> across =
-      world.algo == CollectiveAlgo::mpi
-          ? n.world->native_comm()
-          : make_collective_comm(n.world->transport(), world.algo, world.inter);
-  return make_hier_comm(make_shm_comm(n.local_groups, world.inside), std::move(across),
+  return make_hier_comm(make_shm_comm(n.local_groups, world.inside), world_comm(*n.world, world),
                         n.world->rank());
 }
 
@@ -93,25 +90,24 @@ std::span<const CommEntry> comm_list() {
   return kComms;
 }
 
+std::unique_ptr<Comm> world_comm(MpiComm& world, const CollectivePick& pick) {
+  if (collective_entry(pick.algo).native) return world.native_comm();
+  return make_collective_comm(world.transport(), pick.algo, pick.inter);
+}
+
 Result<CollectivePick> pick_collective(const CommNeeds& n) {
   CollectivePick pick;
   if (n.world != nullptr) {  // this process's groups among themselves (hier_comm's fallback)
     CommNeeds local = n;
     local.world = nullptr;
-    if (n.collective == CollectiveAlgo::mpi) local.collective = CollectiveAlgo::tree;
+    if (collective_entry(n.collective).native) local.collective = CollectiveAlgo::tree;
     EASEL_ASSIGN_OR_RETURN(const CollectivePick inside, pick_collective(local));
     pick.inside = inside.algo;
   }
-  if (n.collective == CollectiveAlgo::mpi) {
-    if (n.world == nullptr)
-      return invalid_argument(
-          "--collective mpi: the MPI library's own collectives run among the ranks of an "
-          "mpirun launch (an MPI build); one process takes auto, tree, ring, halving-doubling or "
-          "hierarchical");
-    pick.algo = CollectiveAlgo::mpi;
-    return pick;
-  }
-  if (n.collective != CollectiveAlgo::automatic) {
+  const CollectiveEntry& asked = collective_entry(n.collective);
+  if (asked.needs_ranks != nullptr && n.world == nullptr)
+    return invalid_argument(collective_needs_ranks(asked));
+  if (!asked.automatic) {
     pick.algo = n.collective;
     return pick;
   }

@@ -62,4 +62,8 @@ Result<CollectivePick> pick_collective(const CommNeeds& needs);
 // once they exist.
 std::string shared_units_note(std::span<Device* const> devices);
 
+// The processes' own Comm for `pick` (one rank a process): the MPI library's collectives for a
+// native row (--collective mpi), else the picked algorithm over the world's transport.
+std::unique_ptr<Comm> world_comm(MpiComm& world, const CollectivePick& pick);
+
 }  // namespace easel

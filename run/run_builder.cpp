@@ -194,11 +194,7 @@ Status make_comm(TrainRun& t) {
   CollectivePick& pick = t.resolved.collective;
   if (needs.on_devices && needs.collective == CollectiveAlgo::automatic)
     pick.why = shared_units_note(devs);  // the plan was made before the devices
-  if (t.world) {
-    t.world_comm = pick.algo == CollectiveAlgo::mpi
-                       ? t.world->native_comm()
-                       : make_collective_comm(t.world->transport(), pick.algo, pick.inter);
-  }
+  if (t.world) t.world_comm = world_comm(*t.world, pick);
   const CommEntry& entry = *t.resolved.comm;
   auto comm = entry.make(needs, pick);
   if (!comm.ok())

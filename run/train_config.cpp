@@ -3,6 +3,7 @@
 #include "devices/cpu/cpu_precision.hpp"
 #include "run/train_run.hpp"
 
+#include "engine/comm/collectives/list.hpp"
 #include "engine/trace.hpp"
 #include "nets/data/batch_stream.hpp"
 #include "nets/models/models.hpp"
@@ -159,13 +160,6 @@ constexpr Name<bool> kOnOff[] = {{true, "on"}, {false, "off"}};
 constexpr Name<SyncCentre> kSyncCentres[] = {{SyncCentre::automatic, "auto"},
                                              {SyncCentre::master, "master"},
                                              {SyncCentre::allreduce, "allreduce"}};
-constexpr Name<CollectiveAlgo> kCollectives[] = {
-    {CollectiveAlgo::automatic, "auto"},
-    {CollectiveAlgo::tree, "tree"},
-    {CollectiveAlgo::ring, "ring"},
-    {CollectiveAlgo::halving_doubling, "halving-doubling"},
-    {CollectiveAlgo::hierarchical, "hierarchical"},
-    {CollectiveAlgo::mpi, "mpi"}};
 constexpr Name<Progress> kProgress[] = {{Progress::automatic, "auto"},
                                         {Progress::bar, "bar"},
                                         {Progress::lines, "lines"},
@@ -278,6 +272,25 @@ constexpr SettingField kAugment{
       return {};
     },
     [](const TrainConfig& c) -> std::string { return augment_text(c.augment); }};
+
+// --collective: a row of engine/comm/collectives/list.cpp, by name.
+constexpr SettingField kCollective{
+    SettingType::text,
+    [](const Setting& s, std::string_view t, TrainConfig& c) -> Status {
+      const CollectiveEntry* e = find_collective(t);
+      if (e == nullptr)
+        return invalid_argument("--" + std::string(s.name) + ": '" + std::string(t) +
+                                "' (accepted: " + collective_names() + ")");
+      c.collective = e->algo;
+      return {};
+    },
+    [](const TrainConfig& c) -> std::string { return collective_algo_name(c.collective); },
+    []() {
+      std::vector<std::string> v;
+      for (const CollectiveEntry& e : collective_list())
+        v.emplace_back(e.name);
+      return v;
+    }};
 
 // --algo; with --lr auto, the learning rate follows it (default_lr), whichever is set first.
 constexpr SettingField kAlgo{SettingType::text,
@@ -466,7 +479,7 @@ const Setting kSettings[] = {
    "sync-easgd's centre: master (reduce into one group, which broadcasts Wc), allreduce (every "
    "process updates its copy of Wc from the allreduced sum, no broadcast), auto (allreduce "
    "across MPI ranks on the CPU, else master)"},
-  {"collective", choice<kCollectives, &T::collective>(), kTrain | kModel, R::fixed,
+  {"collective", kCollective, kTrain | kModel, R::fixed,
    "the exchange's collective algorithm: auto (the cheapest by the latency-bandwidth model for "
    "the arena, ranks and ranks per node, said in the log), tree, ring, halving-doubling, "
    "hierarchical, or mpi (the MPI library's own; not bit for bit across layouts)"},
@@ -626,11 +639,8 @@ Status validate_config(const TrainConfig& c) {
         "--alpha and --rho: give one (--alpha fixes the elastic step, --rho "
         "makes it lr * rho)");
   if (c.tau < 1 || c.tau > 1000000) return invalid_argument("--tau: must be in [1, 1000000]");
-  if (c.collective == CollectiveAlgo::mpi && process_count() == 1)
-    return invalid_argument(
-        "--collective mpi: the MPI library's own collectives run among the ranks of an mpirun "
-        "launch (an MPI build); one process takes auto, tree, ring, halving-doubling or "
-        "hierarchical");
+  if (collective_entry(c.collective).needs_ranks != nullptr && process_count() == 1)
+    return invalid_argument(collective_needs_ranks(collective_entry(c.collective)));
   EASEL_RETURN_IF_ERROR(check_range("--target-accuracy", c.target_accuracy, 0, 1));
   if (c.eval_every < 0) return invalid_argument("--eval-every: must be >= 0");
   if (c.eval_images < 0)

@@ -1,33 +1,16 @@
 // A Comm that runs one collective algorithm (engine/comm/collectives/) over a transport: the
-// only place that maps a Comm call to an algorithm's function. Every rank of this process keeps
-// its own scratch.
+// only place that maps a Comm call to an algorithm's function (its row's, collectives/list.cpp).
+// Every rank of this process keeps its own scratch.
 #include <vector>
 
 #include "engine/comm/collectives/compressed_ring.hpp"
+#include "engine/comm/collectives/list.hpp"
 #include "engine/comm/collectives/team.hpp"
 #include "engine/comm/comm.hpp"
 #include "engine/comm/transport.hpp"
 #include "engine/trace.hpp"
 
 namespace easel {
-
-const char* collective_algo_name(CollectiveAlgo a) {
-  switch (a) {
-    case CollectiveAlgo::automatic:
-      return "auto";
-    case CollectiveAlgo::tree:
-      return "tree";
-    case CollectiveAlgo::ring:
-      return "ring";
-    case CollectiveAlgo::halving_doubling:
-      return "halving-doubling";
-    case CollectiveAlgo::hierarchical:
-      return "hierarchical";
-    case CollectiveAlgo::mpi:
-      return "mpi";
-  }
-  return "unknown";
-}
 
 void ScratchFloats::grow_on_device(int64_t n) {
   auto b = Buffer::allocate(static_cast<size_t>(n) * sizeof(float), MemKind::device);
@@ -40,70 +23,41 @@ namespace {
 class CollectiveComm final : public Comm {
  public:
   CollectiveComm(std::shared_ptr<Transport> t, CollectiveAlgo algo, CollectiveAlgo inter)
-      : t_(std::move(t)), algo_(algo), inter_(inter), scratch_() {
+      : t_(std::move(t)), e_(collective_entry(algo)), inter_(inter), scratch_() {
     for (int l = 0; l < t_->local_size(); ++l) {
       teams_.push_back(Team::all(*t_, t_->first_local() + l));
       scratch_.emplace_back(t_->scratch_on_device());
     }
-    EASEL_CHECK_MSG(algo != CollectiveAlgo::automatic && algo != CollectiveAlgo::mpi,
+    EASEL_CHECK_MSG(e_.allreduce != nullptr,
                     "a collective Comm runs one of the algorithms over its transport");
-    EASEL_CHECK(inter == CollectiveAlgo::ring || inter == CollectiveAlgo::halving_doubling);
+    EASEL_CHECK(collective_entry(inter).allreduce_steps != nullptr);  // ring or halving-doubling
   }
 
   int size() const override { return t_->size(); }
   std::string name() const override {
-    std::string n = collective_algo_name(algo_);
-    if (algo_ == CollectiveAlgo::hierarchical) n += std::string("/") + collective_algo_name(inter_);
+    std::string n = e_.name;
+    if (e_.takes_inter) n += std::string("/") + collective_algo_name(inter_);
     return n + " over " + t_->name();
   }
 
   void allreduce_sum(int rank, float* buf, int64_t n) override {
     const Team& team = team_of(rank);
     if (size() == 1 || n == 0) return;
-    ScratchFloats& s = scratch(rank);
-    switch (algo_) {
-      case CollectiveAlgo::tree:
-        return tree::allreduce(team, buf, n, s);
-      case CollectiveAlgo::ring:
-        return ring::allreduce(team, buf, n, s);
-      case CollectiveAlgo::halving_doubling:
-        return halving_doubling::allreduce(team, buf, n, s);
-      default:
-        return hierarchical::allreduce(team, buf, n, s, inter_);
-    }
+    e_.allreduce(team, buf, n, scratch(rank), inter_);
   }
 
   void reduce_sum(int rank, const float* src, float* dst, int64_t n, int root) override {
     check_root(root);
     const Team& team = team_of(rank);
     if (n == 0) return;
-    ScratchFloats& s = scratch(rank);
-    switch (algo_) {
-      case CollectiveAlgo::tree:
-        return tree::reduce(team, src, dst, n, root, s);
-      case CollectiveAlgo::ring:
-        return ring::reduce(team, src, dst, n, root, s);
-      case CollectiveAlgo::halving_doubling:
-        return halving_doubling::reduce(team, src, dst, n, root, s);
-      default:
-        return hierarchical::reduce(team, src, dst, n, root, s, inter_);
-    }
+    e_.reduce(team, src, dst, n, root, scratch(rank), inter_);
   }
 
   void broadcast(int rank, float* buf, int64_t n, int root) override {
     check_root(root);
     const Team& team = team_of(rank);
     if (size() == 1 || n == 0) return;
-    switch (algo_) {
-      case CollectiveAlgo::tree:
-        return tree::broadcast(team, buf, n, root);
-      case CollectiveAlgo::ring:
-        return ring::broadcast(team, buf, n, root);
-      case CollectiveAlgo::halving_doubling:
-        return halving_doubling::broadcast(team, buf, n, root);
-      default:
-        return hierarchical::broadcast(team, buf, n, root, inter_);
-    }
+    e_.broadcast(team, buf, n, root, inter_);
   }
 
   // Every algorithm's compressed form is the compressed ring (the reductions re-encode at each
@@ -135,7 +89,8 @@ class CollectiveComm final : public Comm {
   const Team& team_of(int rank) const { return teams_[static_cast<size_t>(local_of(rank))]; }
 
   std::shared_ptr<Transport> t_;
-  const CollectiveAlgo algo_, inter_;
+  const CollectiveEntry& e_;  // the algorithm's row
+  const CollectiveAlgo inter_;
   std::vector<ScratchFloats> scratch_;  // [local rank], each owned by its rank's thread
   std::vector<Team> teams_;             // [local rank]: all ranks, seen from that one
 };

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "engine/comm/collectives/list.hpp"
 #include "engine/comm/run_env.hpp"
 #include "engine/status.hpp"
 
@@ -35,6 +36,15 @@ struct Shape {
         nodes((p + l - 1) / l),
         in(s.intra),
         out(s.inter) {}
+  CollectiveShape collective() const {
+    CollectiveShape cs;
+    cs.bytes = m;
+    cs.ranks = p;
+    cs.ranks_per_node = l;
+    cs.intra = in;
+    cs.inter = out;
+    return cs;
+  }
   // One step moving `bytes` per message; `crossing` messages share a node's uplink when any
   // message of the step leaves its node.
   double step(double bytes, bool leaves_node, int crossing = 1) const {
@@ -44,7 +54,7 @@ struct Shape {
   }
 };
 
-double tree(const Shape& s) {
+double tree_time(const Shape& s) {
   double t = 0;
   const int rounds = ceil_log2(s.p);
   for (int k = 0; k < rounds; ++k)
@@ -52,11 +62,11 @@ double tree(const Shape& s) {
   return 2 * t;
 }
 
-double ring(const Shape& s) {
+double ring_time(const Shape& s) {
   return 2.0 * (s.p - 1) * s.step(s.m / s.p, true);
 }
 
-double halving_doubling(const Shape& s) {
+double halving_doubling_time(const Shape& s) {
   int pp = 1;
   while (pp * 2 <= s.p)
     pp *= 2;
@@ -110,20 +120,9 @@ double pipelined(const Shape& s, CollectiveAlgo inter, int C) {
     a.assign(static_cast<size_t>(L - 1), inside_step(s, mc / L));
     d = a;
   }
-  if (inter == CollectiveAlgo::halving_doubling) {  // L shares leave each node at once
-    int pp = 1;
-    while (pp * 2 <= N)
-      pp *= 2;
-    if (pp < N) b.push_back(across_step(s, share, L));
-    std::vector<Cost> half;
-    for (double seg = share / 2; half.size() < static_cast<size_t>(ceil_log2(pp)); seg /= 2)
-      half.push_back(across_step(s, seg, L));  // the L shares fill the uplink: no cut factor
-    b.insert(b.end(), half.begin(), half.end());
-    b.insert(b.end(), half.rbegin(), half.rend());
-    if (pp < N) b.push_back(across_step(s, share, L));
-  } else {
-    b.assign(static_cast<size_t>(2 * (N - 1)), across_step(s, share / N, L));
-  }
+  // The L shares of a node leave it at once, filling its uplink: no cut factor.
+  for (double bytes : collective_entry(inter).allreduce_step_bytes(share, N))
+    b.push_back(across_step(s, bytes, L));
   const HierarchicalPlan plan = hierarchical_plan(
       C, static_cast<int>(a.size()), static_cast<int>(b.size()), static_cast<int>(d.size()));
   const size_t S = plan.streams.size();
@@ -159,32 +158,22 @@ double pipelined(const Shape& s, CollectiveAlgo inter, int C) {
   return last;
 }
 
-double pipelined(const Shape& s, CollectiveAlgo inter) {
-  CollectiveShape cs;
-  cs.bytes = s.m;
-  cs.ranks = s.p;
-  cs.ranks_per_node = s.l;
-  cs.intra = s.in;
-  cs.inter = s.out;
-  return pipelined(s, inter, hierarchical_chunks(cs, inter));
-}
-
-double hierarchical(const Shape& s, CollectiveAlgo inter) {
-  if (s.nodes == 1) return ring(s);
+double hierarchical_time(const Shape& s, CollectiveAlgo inter) {
+  if (s.nodes == 1) return ring_time(s);
   Shape across = s;
   across.p = s.nodes;
   across.l = 1;
   const auto inter_cost = [&](const Shape& x) {
-    return inter == CollectiveAlgo::halving_doubling ? halving_doubling(x) : ring(x);
+    return collective_entry(inter).allreduce_seconds(x.collective(), inter);
   };
   if (s.p % s.l != 0) {  // unequal nodes: trees inside, leaders across
     Shape node = s;
     node.p = s.l;
     node.nodes = 1;
-    return tree(node) + inter_cost(across);
+    return tree_time(node) + inter_cost(across);
   }
   if (s.l == 1) return inter_cost(across);
-  return pipelined(s, inter);
+  return pipelined(s, inter, hierarchical_chunks(s.collective(), inter));
 }
 
 }  // namespace
@@ -245,78 +234,140 @@ HierarchicalPlan hierarchical_plan(int chunks, int na, int nb, int nd) {
   return plan;
 }
 
+namespace tree {
+double allreduce_cost(const CollectiveShape& s, CollectiveAlgo) {
+  return tree_time(Shape(s));
+}
+}  // namespace tree
+
+namespace ring {
+double allreduce_cost(const CollectiveShape& s, CollectiveAlgo) {
+  return ring_time(Shape(s));
+}
+std::vector<double> allreduce_step_bytes(double bytes, int ranks) {
+  return std::vector<double>(static_cast<size_t>(2 * (ranks - 1)), bytes / ranks);
+}
+}  // namespace ring
+
+namespace halving_doubling {
+double allreduce_cost(const CollectiveShape& s, CollectiveAlgo) {
+  return halving_doubling_time(Shape(s));
+}
+std::vector<double> allreduce_step_bytes(double bytes, int ranks) {
+  int pp = 1;
+  while (pp * 2 <= ranks)
+    pp *= 2;
+  std::vector<double> steps, half;
+  if (pp < ranks) steps.push_back(bytes);  // the fold
+  for (double seg = bytes / 2; half.size() < static_cast<size_t>(ceil_log2(pp)); seg /= 2)
+    half.push_back(seg);
+  steps.insert(steps.end(), half.begin(), half.end());    // halving
+  steps.insert(steps.end(), half.rbegin(), half.rend());  // doubling
+  if (pp < ranks) steps.push_back(bytes);                 // the unfold
+  return steps;
+}
+}  // namespace halving_doubling
+
+namespace hierarchical {
+double allreduce_cost(const CollectiveShape& s, CollectiveAlgo inter) {
+  EASEL_CHECK_MSG(collective_entry(inter).allreduce_steps != nullptr,
+                  "hierarchical's part across nodes is ring or halving-doubling");
+  return hierarchical_time(Shape(s), inter);
+}
+}  // namespace hierarchical
+
 double allreduce_seconds(CollectiveAlgo a, const CollectiveShape& cs, CollectiveAlgo inter) {
   const Shape s(cs);
   if (s.p == 1 || s.m <= 0) return 0;
-  switch (a) {
-    case CollectiveAlgo::tree:
-      return tree(s);
-    case CollectiveAlgo::ring:
-    case CollectiveAlgo::mpi:  // priced as the bandwidth-optimal ring it runs for large spans
-      return ring(s);
-    case CollectiveAlgo::halving_doubling:
-      return halving_doubling(s);
-    case CollectiveAlgo::hierarchical:
-      return hierarchical(s, inter);
-    case CollectiveAlgo::automatic:
-      break;
-  }
-  const CollectiveChoice c = choose_collective(cs);
-  return allreduce_seconds(c.algo, cs, c.inter);
+  const CollectiveChoice c = resolve_collective(a, cs, inter);
+  return collective_entry(c.algo).allreduce_seconds(cs, c.inter);
 }
 
 double reduce_broadcast_seconds(CollectiveAlgo a, const CollectiveShape& cs, CollectiveAlgo inter) {
   const Shape s(cs);
   if (s.p == 1 || s.m <= 0) return 0;
-  if (a == CollectiveAlgo::automatic) {
-    const CollectiveChoice c = choose_collective(cs);
-    a = c.algo;
-    inter = c.inter;
-  }
-  const double all = allreduce_seconds(a, cs, inter);
-  if (a == CollectiveAlgo::tree) return all;
+  const CollectiveChoice c = resolve_collective(a, cs, inter);
+  const double all = allreduce_seconds(c.algo, cs, c.inter);
+  if (!collective_entry(c.algo).root_gather) return all;
   // The root's gather and scatter: p - 1 messages of m / p each way, over its one link.
   const double root = 2.0 * (s.p - 1) * s.step(s.m / s.p, true);
   return all + root;
 }
 
-CollectiveChoice choose_collective(const CollectiveShape& cs) {
-  CollectiveChoice best;
+CollectiveChoice resolve_collective(CollectiveAlgo a, const CollectiveShape& s,
+                                    CollectiveAlgo inter) {
+  if (collective_entry(a).automatic) return choose_collective(s);
+  CollectiveChoice c;
+  c.algo = a;
+  c.inter = inter;
+  return c;
+}
+
+namespace {
+
+// A row auto weighs, its predicted allreduce and (takes_inter) its cheapest part across nodes.
+struct Option {
+  const CollectiveEntry* e;
+  double t;
+  CollectiveAlgo inter;
+};
+
+Option price(const CollectiveEntry& e, const CollectiveShape& cs) {
+  Option o{&e, allreduce_seconds(e.algo, cs), CollectiveAlgo::ring};
+  if (!e.takes_inter) return o;
+  bool first = true;
+  for (const CollectiveEntry& inter : collective_list()) {  // a tie keeps the earlier row
+    if (inter.allreduce_steps == nullptr) continue;
+    const double t = allreduce_seconds(e.algo, cs, inter.algo);
+    if (first || t < o.t) o.t = t, o.inter = inter.algo;
+    first = false;
+  }
+  return o;
+}
+
+// "collective auto: hierarchical/ring in 4 chunk(s) for 93.2 MB over 64 ranks (4 per node):
+// predicted allreduce tree 1.2 ms, ring ..." for the pick among `options`.
+std::string choice_line(const Option& pick, const std::vector<Option>& options,
+                        const CollectiveShape& cs) {
   const Shape s(cs);
-  const double h_ring = allreduce_seconds(CollectiveAlgo::hierarchical, cs, CollectiveAlgo::ring);
-  const double h_hd =
-      allreduce_seconds(CollectiveAlgo::hierarchical, cs, CollectiveAlgo::halving_doubling);
-  const CollectiveAlgo h_inter =
-      h_hd < h_ring ? CollectiveAlgo::halving_doubling : CollectiveAlgo::ring;
-  struct Option {
-    CollectiveAlgo a;
-    double t;
-  };
-  const Option options[] = {
-      {CollectiveAlgo::tree, allreduce_seconds(CollectiveAlgo::tree, cs)},
-      {CollectiveAlgo::ring, allreduce_seconds(CollectiveAlgo::ring, cs)},
-      {CollectiveAlgo::halving_doubling, allreduce_seconds(CollectiveAlgo::halving_doubling, cs)},
-      {CollectiveAlgo::hierarchical, std::min(h_ring, h_hd)}};
+  std::string algo = pick.e->name;
+  if (pick.e->takes_inter) {
+    char chunks[32];
+    std::snprintf(chunks, sizeof chunks, " in %d chunk(s)", hierarchical_chunks(cs, pick.inter));
+    algo += std::string("/") + collective_algo_name(pick.inter) + chunks;
+  }
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "collective auto: %s for %.3g MB over %d ranks (%d per node): "
+                "predicted allreduce",
+                algo.c_str(), s.m / 1e6, s.p, s.l);
+  std::string why = line;
+  for (size_t i = 0; i < options.size(); ++i) {
+    std::snprintf(line, sizeof line, "%s %s %.3g ms", i == 0 ? "" : ",", options[i].e->name,
+                  options[i].t * 1e3);
+    why += line;
+  }
+  return why;
+}
+
+}  // namespace
+
+CollectiveChoice choose_collective(const CollectiveShape& cs) {
+  std::vector<Option> options;
+  CollectiveAlgo inter = CollectiveAlgo::ring;
+  for (const CollectiveEntry& e : collective_list()) {
+    if (!e.auto_candidate) continue;
+    options.push_back(price(e, cs));
+    if (e.takes_inter) inter = options.back().inter;
+  }
+  EASEL_CHECK(!options.empty());
   const Option* pick = &options[0];
   for (const Option& o : options)
     if (o.t < pick->t * 0.99) pick = &o;  // within 1%: the earlier (simpler) one
-  best.algo = pick->a;
-  best.inter = h_inter;
-  char chunks[32] = "";
-  if (best.algo == CollectiveAlgo::hierarchical)
-    std::snprintf(chunks, sizeof chunks, " in %d chunk(s)", hierarchical_chunks(cs, h_inter));
-  char line[512];
-  std::snprintf(line, sizeof line,
-                "collective auto: %s%s%s for %.3g MB over %d ranks (%d per node): predicted "
-                "allreduce tree %.3g ms, ring %.3g ms, halving-doubling %.3g ms, hierarchical "
-                "%.3g ms",
-                collective_algo_name(best.algo),
-                best.algo == CollectiveAlgo::hierarchical
-                    ? (h_inter == CollectiveAlgo::ring ? "/ring" : "/halving-doubling")
-                    : "",
-                chunks, s.m / 1e6, s.p, s.l, options[0].t * 1e3, options[1].t * 1e3,
-                options[2].t * 1e3, options[3].t * 1e3);
-  best.why = line;
+  CollectiveChoice best;
+  best.algo = pick->e->algo;
+  best.inter = inter;
+  best.why = choice_line(*pick, options, cs);
   return best;
 }
 

@@ -26,10 +26,31 @@ struct CollectiveShape {
 };
 
 // Predicted seconds of one allreduce (reduce + broadcast cost the same order of data: an
-// allreduce is what sync-sgd and the allreduce-based centre run). hierarchical uses `inter`
+// allreduce is what sync-sgd and the allreduce-based centre run): its row's formula
+// (engine/comm/collectives/list.cpp), auto's choice for auto. hierarchical uses `inter`
 // (ring or halving_doubling) across nodes.
 double allreduce_seconds(CollectiveAlgo a, const CollectiveShape& s,
                          CollectiveAlgo inter = CollectiveAlgo::ring);
+
+// Each algorithm's allreduce formula, following its file step by step: its row's
+// allreduce_seconds, for more than one rank and a positive span. `inter`: hierarchical's part
+// across nodes (the flat ones ignore it). The ring and halving-doubling also give the bytes of
+// each step of their allreduce among `ranks` (one message per rank a step), as hierarchical's
+// pipeline replays its part across nodes.
+namespace tree {
+double allreduce_cost(const CollectiveShape& s, CollectiveAlgo inter);
+}
+namespace ring {
+double allreduce_cost(const CollectiveShape& s, CollectiveAlgo inter);
+std::vector<double> allreduce_step_bytes(double bytes, int ranks);
+}  // namespace ring
+namespace halving_doubling {
+double allreduce_cost(const CollectiveShape& s, CollectiveAlgo inter);
+std::vector<double> allreduce_step_bytes(double bytes, int ranks);
+}  // namespace halving_doubling
+namespace hierarchical {
+double allreduce_cost(const CollectiveShape& s, CollectiveAlgo inter);
+}
 
 // The chunks the hierarchical allreduce's pipeline cuts a span of `bytes` into (nodes of equal
 // size, ranks_per_node of them): the count from 1 to kMaxHierarchicalChunks that the cost model
@@ -68,16 +89,20 @@ int ring_broadcast_pieces(double bytes, int ranks);
 double reduce_broadcast_seconds(CollectiveAlgo a, const CollectiveShape& s,
                                 CollectiveAlgo inter = CollectiveAlgo::ring);
 
-// What --collective auto runs for this shape: the cheapest of tree, ring, halving-doubling and
-// hierarchical (the inter-node part the cheaper of ring and halving-doubling), one predicted
-// within 1% of an earlier one of that order giving way to it; `why` is one line naming the choice
-// and each algorithm's predicted time.
+// What --collective auto runs for this shape: the cheapest of the rows auto weighs (tree, ring,
+// halving-doubling and hierarchical, the inter-node part the cheapest of the rows that can be
+// one: ring, then halving-doubling), one predicted within 1% of an earlier one of that order
+// giving way to it; `why` is one line naming the choice and each algorithm's predicted time.
 struct CollectiveChoice {
   CollectiveAlgo algo = CollectiveAlgo::tree;
   CollectiveAlgo inter = CollectiveAlgo::ring;
   std::string why;
 };
 CollectiveChoice choose_collective(const CollectiveShape& s);
+// `a` itself with `inter` (and no why), or for auto choose_collective(s): the one place auto
+// becomes an algorithm.
+CollectiveChoice resolve_collective(CollectiveAlgo a, const CollectiveShape& s,
+                                    CollectiveAlgo inter = CollectiveAlgo::ring);
 
 // The links a run's collectives cross: shared memory among one process's threads by default;
 // EASEL_COLLECTIVE_LINKS="INTRA_US,INTRA_GBPS,INTER_US,INTER_GBPS" overrides them (tools/simulate

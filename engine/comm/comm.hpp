@@ -47,10 +47,11 @@ class ScratchFloats {
 
 // The collective algorithms (engine/comm/collectives/, one file each, over a Transport), the MPI
 // library's own collectives, and `automatic`: chosen per run by their latency-bandwidth cost
-// (engine/comm/collective_cost.hpp). Flag names: auto, tree, ring, halving-doubling,
-// hierarchical, mpi.
+// (engine/comm/collective_cost.hpp). Each value is the key of its row in
+// engine/comm/collectives/list.cpp, which holds its flag name (auto, tree, ring,
+// halving-doubling, hierarchical, mpi) and every other fact about it.
 enum class CollectiveAlgo { automatic, tree, ring, halving_doubling, hierarchical, mpi };
-const char* collective_algo_name(CollectiveAlgo a);
+const char* collective_algo_name(CollectiveAlgo a);  // its row's name
 
 class Comm {
  public:

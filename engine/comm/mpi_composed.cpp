@@ -133,9 +133,8 @@ class MpiWorld::ComposedTransport final : public Transport {
 
 Result<std::shared_ptr<Transport>> MpiWorld::composed_transport(int local_groups) {
   EASEL_CHECK(local_groups >= 1);
-#if EASEL_HAVE_SMPI
-  return unavailable("the composed shm+MPI transport: SMPI runs one thread per simulated rank");
-#else
+  if (smpi::built())
+    return unavailable("the composed shm+MPI transport: SMPI runs one thread per simulated rank");
   if (!thread_multiple_)
     return unavailable(
         "the composed shm+MPI transport: the MPI library does not provide MPI_THREAD_MULTIPLE");
@@ -148,7 +147,6 @@ Result<std::shared_ptr<Transport>> MpiWorld::composed_transport(int local_groups
                        " groups per process need more MPI tags than the library's " +
                        std::to_string(max_tag));
   return std::shared_ptr<Transport>(std::make_shared<ComposedTransport>(*this, local_groups));
-#endif
 }
 
 }  // namespace easel::mpi_detail

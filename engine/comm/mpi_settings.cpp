@@ -182,9 +182,7 @@ Status MpiWorld::start() {
   stall_ = s.fault == "stall" && s.fault_rank == rank_;
   fail_ = s.fault == "fail" && s.fault_rank == rank_;
   if (rank_ == 0) log_info("mpi", settings_line(run, size_, nodes_));
-#if EASEL_HAVE_SMPI
-  start_watchdog();
-#endif
+  smpi::start_watchdog(&wait_state_, rank_, timeout_s_);  // under SMPI
   return {};
 }
 

@@ -1,6 +1,8 @@
 // The MPI world's transfers, waits and deadlines (mpi_world.hpp), and --collective mpi's Comm.
 #include "engine/comm/mpi_world.hpp"
 
+#include <unistd.h>
+
 namespace easel::mpi_detail {
 
 MpiWorld::MpiWorld(bool thread_multiple) : thread_multiple_(thread_multiple) {
@@ -163,28 +165,21 @@ void MpiWorld::run_streams(int rank, const std::vector<Stream>& streams, const c
 void MpiWorld::abort(const std::string& message, int code) {
   std::fprintf(stderr, "easel: rank %d: %s\n", rank_, message.c_str());
   std::fflush(stderr);
-#if EASEL_HAVE_SMPI
-  ::_exit(code == 0 ? 1 : code);  // every rank is in this process: the simulation ends
-#else
+  if (smpi::built()) ::_exit(code == 0 ? 1 : code);  // every rank is in this process: it ends
   MPI_Abort(MPI_COMM_WORLD, code == 0 ? 1 : code);
   std::abort();
-#endif
 }
 
 template <class Block, class Test>
 double MpiWorld::wait_until(int peer, const char* what, double timeout_s, const char* verb,
                             bool idle, Block block, Test test) {
-#if EASEL_HAVE_SMPI
-  (void)idle;
-  (void)test;
-  const double w0 = MPI_Wtime();
-  wait_state_ = WaitState{true, w0, peer, what, verb, timeout_s};
-  block();
-  wait_state_.waiting = false;
-  return MPI_Wtime() - w0;
-#else
-  (void)block;
-#endif
+  if (smpi::built()) {  // simulated time: block, the watchdog keeps the deadline
+    const double w0 = MPI_Wtime();
+    wait_state_ = smpi::WaitState{true, w0, peer, what, verb, timeout_s};
+    block();
+    wait_state_.waiting = false;
+    return MPI_Wtime() - w0;
+  }
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; !test(); ++i) {
     if (i % 16 != 15) continue;
@@ -259,45 +254,6 @@ void MpiWorld::stalled(int peer, const char* verb, const char* what, double s, d
   abort(msg, 3);
 }
 
-#if EASEL_HAVE_SMPI
-void MpiWorld::start_watchdog() {
-  const double period = std::max(timeout_s_ / 64, 1e-3);
-  WaitState* ws = &wait_state_;
-  const int self = rank_;
-  simgrid::s4u::ActorPtr a = simgrid::s4u::Actor::create(
-      "easel-watchdog-" + std::to_string(rank_), simgrid::s4u::this_actor::get_host(),
-      [ws, self, period] {
-        for (;;) {
-          if (!ws->waiting || ws->timeout_s <= 0) {
-            simgrid::s4u::this_actor::sleep_for(period);
-            continue;
-          }
-          // Wake exactly at this wait's deadline: the rank that began waiting first (on the
-          // one that stalled) is the first to report, as with real clocks.
-          const double s = simgrid::s4u::Engine::get_clock() - ws->since;
-          if (s < ws->timeout_s) {
-            simgrid::s4u::this_actor::sleep_for(ws->timeout_s - s + 1e-9);
-            continue;
-          }
-          if (ws->peer >= 0)
-            std::fprintf(stderr,
-                         "easel: rank %d: rank %d %s in %s for %.0f simulated s (it stalled or "
-                         "died; EASEL_MPI_TIMEOUT=%g); stopping the simulation\n",
-                         self, ws->peer, ws->verb ? ws->verb : "sent no message", ws->what, s,
-                         ws->timeout_s);
-          else
-            std::fprintf(stderr,
-                         "easel: rank %d: no rank sent a message in %s for %.0f simulated s; "
-                         "stopping the simulation\n",
-                         self, ws->what, s);
-          std::fflush(stderr);
-          ::_exit(3);
-        }
-      });
-  a->daemonize();
-}
-#endif
-
 // --collective mpi: the library's own collectives among the processes.
 class NativeComm final : public Comm {
  public:
@@ -341,12 +297,9 @@ void mpi_call_failed(const char* call, int rc, const char* file, int line) {
   std::fprintf(stderr, "easel: rank %d: %s failed: %s at %s:%d; stopping the job\n", rank, call,
                err, file, line);
   std::fflush(stderr);
-#if EASEL_HAVE_SMPI
-  ::_exit(3);
-#else
+  if (smpi::built()) ::_exit(3);  // every rank is in this process: the simulation ends
   MPI_Abort(MPI_COMM_WORLD, 3);
   std::abort();
-#endif
 }
 
 }  // namespace easel::mpi_detail

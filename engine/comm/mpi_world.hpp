@@ -10,24 +10,15 @@
 // EASEL_MPI, which names the call. The C API only: the deprecated C++ bindings do not compile
 // cleanly with -Werror.
 //
-// Under SimGrid's SMPI (-Dmpi=smpi) the same code runs, with three differences kept in
-// mpi_world.cpp: every wait blocks in MPI_Wait (simulated time; polling would cost a context switch
-// per MPI_Test), the deadline is kept by a watchdog actor per rank that sleeps in simulated time,
-// and times are MPI_Wtime's (the simulated clock).
+// Under SimGrid's SMPI (-Dmpi=smpi; smpi::built()) the same code runs, with three differences kept
+// in mpi_world.cpp: every wait blocks in MPI_Wait (simulated time; polling would cost a context
+// switch per MPI_Test), the deadline is kept by a watchdog actor per rank that sleeps in simulated
+// time (engine/comm/smpi.hpp), and times are MPI_Wtime's (the simulated clock).
 #pragma once
 
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
-
-#include "easel_config.h"
-#if EASEL_HAVE_SMPI
-#include <unistd.h>
-
-#include <simgrid/s4u/Actor.hpp>
-#include <simgrid/s4u/Engine.hpp>
-#include <simgrid/s4u/Host.hpp>
-#endif
 
 #include <algorithm>
 #include <chrono>
@@ -41,6 +32,7 @@
 
 #include "engine/comm/collectives/team.hpp"
 #include "engine/comm/mpi_comm.hpp"
+#include "engine/comm/smpi.hpp"
 #include "engine/span_ops.hpp"
 
 namespace easel::mpi_detail {
@@ -84,25 +76,9 @@ inline bool env_set(const char* name) {
 }
 
 inline bool launched_by_mpi() {
-#if EASEL_HAVE_SMPI
-  return env_set("SMPI_GLOBAL_SIZE");  // exported by smpirun
-#else
+  if (smpi::built()) return smpi::launched();  // smpirun
   return env_set("OMPI_COMM_WORLD_SIZE") || env_set("PMI_SIZE") || env_set("PMIX_RANK");
-#endif
 }
-
-#if EASEL_HAVE_SMPI
-// What a rank is waiting for, read by its watchdog (both run in the simulator's one thread at a
-// time, so plain fields do).
-struct WaitState {
-  bool waiting = false;
-  double since = 0;
-  int peer = -1;
-  const char* what = "";
-  const char* verb = nullptr;
-  double timeout_s = 0;
-};
-#endif
 
 // The world's settings from the run's variables (engine/comm/run_env.hpp), rank 0's for every
 // rank (MpiWorld::start).
@@ -281,18 +257,11 @@ class MpiWorld final : public MpiComm {
 
   // Fault injection: the stalling rank never arrives.
   void enter() {
-#if EASEL_HAVE_SMPI
     while (stall_)
-      smpi_sleep(1);  // simulated seconds
-#else
-    while (stall_)
-      std::this_thread::sleep_for(std::chrono::seconds(1));
-#endif
+      smpi::sleep_seconds(1);  // simulated seconds under SMPI
   }
 
-  Team team() {
-    return Team::all(transport_, rank_);
-  }
+  Team team() { return Team::all(transport_, rank_); }
 
   // The collectives' waits are timed into wait_s_ (their one calling thread); send() is not.
   void post_and_wait_send(const void* buf, int64_t n, MPI_Datatype type, int peer, int tag,
@@ -352,14 +321,7 @@ class MpiWorld final : public MpiComm {
   [[noreturn]] void stalled(int peer, const char* verb, const char* what, double s,
                             double timeout_s);
 
-#if EASEL_HAVE_SMPI
-  // A daemon actor on this rank's host: idle, it looks at the rank every 1/64 of the deadline
-  // (simulated); during a wait it sleeps to the wait's deadline and, past it, names the peer
-  // and ends the simulation.
-  // Daemons do not keep the simulation alive once every rank has returned.
-  void start_watchdog();
-  WaitState wait_state_;
-#endif
+  smpi::WaitState wait_state_;  // under SMPI: what this rank waits for, for its watchdog
   bool thread_multiple_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/comm/collective_cost.hpp"
+#include "engine/comm/collectives/list.hpp"
 #include "engine/comm/comm.hpp"
 #include "engine/comm/transport.hpp"
 #include "engine/rng.hpp"
@@ -407,6 +408,36 @@ TEST(CollectiveCost, ChoosesByLatencyAndBandwidth) {
   s.inter = LinkCost{0, 24e9};
   s.intra = LinkCost{0, 24e9};
   EXPECT_NEAR(allreduce_seconds(CollectiveAlgo::ring, s), 2.0 * 127 / 128 * 233e6 / 24e9, 1e-9);
+}
+
+// The list of collectives: every row's name reads back to it, the flag's words and the refusal
+// of a row that needs MPI ranks come from the rows, and auto's reason prices every row it weighs.
+TEST(CollectiveList, RowsNameTheFlagAndAutoSaysWhy) {
+  for (const CollectiveEntry& e : collective_list()) {
+    const CollectiveEntry* found = find_collective(e.name);
+    ASSERT_NE(found, nullptr) << e.name;
+    EXPECT_EQ(found->algo, e.algo) << e.name;
+    EXPECT_STREQ(collective_algo_name(e.algo), e.name);
+    EXPECT_EQ(&collective_entry(e.algo), &e);
+  }
+  EXPECT_EQ(find_collective("bogus"), nullptr);
+  EXPECT_EQ(collective_names(), "auto, tree, ring, halving-doubling, hierarchical, mpi");
+  EXPECT_EQ(collective_needs_ranks(collective_entry(CollectiveAlgo::mpi)),
+            "--collective mpi: the MPI library's own collectives run among the ranks of an "
+            "mpirun launch (an MPI build); one process takes auto, tree, ring, halving-doubling "
+            "or hierarchical");
+  CollectiveShape s;
+  s.bytes = 93e6;
+  s.ranks = 64;
+  s.ranks_per_node = 4;
+  const CollectiveChoice c = choose_collective(s);
+  EXPECT_EQ(c.why.rfind(std::string("collective auto: ") + collective_algo_name(c.algo), 0), 0u)
+      << c.why;
+  for (const CollectiveEntry& e : collective_list()) {
+    if (e.auto_candidate) {
+      EXPECT_NE(c.why.find(std::string(" ") + e.name + " "), std::string::npos) << c.why;
+    }
+  }
 }
 
 TEST(CollectiveCost, LinksFromTheEnvironment) {

@@ -20,6 +20,7 @@
 
 #include "engine/comm/collective_cost.hpp"
 #include "engine/comm/collectives/compressed_ring.hpp"
+#include "engine/comm/collectives/list.hpp"
 #include "engine/comm/mpi_comm.hpp"
 #include "engine/comm/transport.hpp"
 #include "nets/graph.hpp"
@@ -77,14 +78,15 @@ std::vector<double> message_sizes(double max_bytes) {
   return sizes;
 }
 
-// The table's rows: easel's four fp32 algorithms, the compressed ring's wire formats where the
-// ring takes them, and under mpirun the MPI library's own MPI_Allreduce.
+// The table's rows: easel's fp32 algorithms (the rows of collectives/list.cpp that run over a
+// transport), the compressed ring's wire formats where the ring takes them, and under mpirun the
+// MPI library's own MPI_Allreduce.
 std::vector<Algo> bench_algos(const std::shared_ptr<Transport>& transport, MpiComm* world,
                               bool across) {
   std::vector<Algo> algos;
-  for (CollectiveAlgo a : {CollectiveAlgo::tree, CollectiveAlgo::ring,
-                           CollectiveAlgo::halving_doubling, CollectiveAlgo::hierarchical})
-    algos.push_back({collective_algo_name(a), make_collective_comm(transport, a), {}});
+  for (const CollectiveEntry& e : collective_list())
+    if (e.allreduce != nullptr)
+      algos.push_back({e.name, make_collective_comm(transport, e.algo), {}});
   for (WireFormat w : {WireFormat::bf16, WireFormat::int8}) {
     auto comm = make_collective_comm(transport, CollectiveAlgo::ring);
     if (comm->compressed_refusal().empty())
@@ -184,12 +186,9 @@ Timed time_allreduce(Algo& a, const Ranks& rk, int64_t n, int repeats,
 // compressed ring's rows, which it does not price.
 nlohmann::json predicted_seconds(const Algo& a, const CollectiveShape& shape,
                                  const CollectiveChoice& pick) {
-  if (a.name.rfind("mpi", 0) == 0 || a.packed) return nlohmann::json(nullptr);
-  const CollectiveAlgo algo = a.name == "tree"               ? CollectiveAlgo::tree
-                              : a.name == "ring"             ? CollectiveAlgo::ring
-                              : a.name == "halving-doubling" ? CollectiveAlgo::halving_doubling
-                                                             : CollectiveAlgo::hierarchical;
-  return nlohmann::json(allreduce_seconds(algo, shape, pick.inter));
+  const CollectiveEntry* e = find_collective(a.name);
+  if (e == nullptr || a.packed) return nlohmann::json(nullptr);
+  return nlohmann::json(allreduce_seconds(e->algo, shape, pick.inter));
 }
 
 // Prints (when `print`) and returns one row of the table: `a` over n floats took `timed`.

@@ -6,6 +6,7 @@
 
 #include "devices/cpu/dnnl_ops.hpp"
 #include "easel_config.h"
+#include "engine/comm/smpi.hpp"
 #include "tools/cli/cli.hpp"
 #include "tools/easel_version.h"
 
@@ -48,7 +49,7 @@ int run_version() {
   std::printf("oneDNN: %s\n", dnnl_version_line().c_str());
   std::printf("CUDA: %s (cuDNN %s, NCCL %s); MPI: %s\n", yes_no(EASEL_HAVE_CUDA),
               yes_no(EASEL_HAVE_CUDNN), yes_no(EASEL_HAVE_NCCL),
-              EASEL_HAVE_SMPI  ? "SimGrid SMPI"
+              smpi::built()    ? "SimGrid SMPI"
               : EASEL_HAVE_MPI ? "yes"
                                : "no");
   return 0;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/comm/collective_cost.hpp"
+#include "engine/comm/collectives/list.hpp"
 #include "engine/comm/collectives/team.hpp"
 
 namespace easel::hierarchical {
@@ -76,24 +77,22 @@ Team leaders(const Team& t, const Layout& l, int root_node, int root_local) {
   return sub(t, members, l.my_node);
 }
 
+// The part across nodes: its row's (engine/comm/collectives/list.cpp) collectives.
+const CollectiveEntry& across(CollectiveAlgo a) {
+  const CollectiveEntry& e = collective_entry(a);
+  EASEL_CHECK_MSG(e.allreduce_steps != nullptr,
+                  "hierarchical's part across nodes is ring or halving-doubling");
+  return e;
+}
 void inter_allreduce(CollectiveAlgo a, const Team& t, float* buf, int64_t n, ScratchFloats& s) {
-  if (a == CollectiveAlgo::halving_doubling)
-    halving_doubling::allreduce(t, buf, n, s);
-  else
-    ring::allreduce(t, buf, n, s);
+  across(a).allreduce(t, buf, n, s, a);
 }
 void inter_reduce(CollectiveAlgo a, const Team& t, const float* src, float* dst, int64_t n,
                   int root, ScratchFloats& s) {
-  if (a == CollectiveAlgo::halving_doubling)
-    halving_doubling::reduce(t, src, dst, n, root, s);
-  else
-    ring::reduce(t, src, dst, n, root, s);
+  across(a).reduce(t, src, dst, n, root, s, a);
 }
 void inter_broadcast(CollectiveAlgo a, const Team& t, float* buf, int64_t n, int root) {
-  if (a == CollectiveAlgo::halving_doubling)
-    halving_doubling::broadcast(t, buf, n, root);
-  else
-    ring::broadcast(t, buf, n, root);
+  across(a).broadcast(t, buf, n, root, a);
 }
 
 // The inter-node algorithm's own scratch: the caller's holds the span being reduced.
@@ -147,12 +146,7 @@ void pipelined(const Team& t, const Layout& l, float* buf, int64_t n, Collective
     // The cross team's steps; idle on an empty share, which is empty on every node alike (the
     // same local index everywhere: e.g. the even rank of a folded pair inside).
     const bool idle = hi == lo;
-    if (inter == CollectiveAlgo::halving_doubling) {
-      halving_doubling::allreduce_steps(cross, x + lo, hi - lo, &B[c]);
-    } else {
-      ring::reduce_scatter_steps(cross, x + lo, x + lo, hi - lo, &B[c]);
-      ring::allgather_steps(cross, x + lo, hi - lo, 1, &B[c]);
-    }
+    across(inter).allreduce_steps(cross, x + lo, hi - lo, &B[c]);
     if (idle)
       for (Step& st : B[c])
         st = Step{};

@@ -118,4 +118,11 @@ void broadcast(const Team& t, float* buf, int64_t n, int root) {
   allgather(t, buf, n, 0);
 }
 
+// As hierarchical's part across nodes: the reduce-scatter's steps, then the all-gather's from
+// the chunk each rank then holds.
+void allreduce_steps(const Team& t, float* buf, int64_t n, Schedule* out) {
+  reduce_scatter_steps(t, buf, buf, n, out);
+  allgather_steps(t, buf, n, 1, out);
+}
+
 }  // namespace easel::ring

@@ -87,6 +87,8 @@ void reduce_scatter_steps(const Team& t, const float* src, float* work, int64_t 
 // Rank i starts with chunk (i + shift) mod p of buf; on return buf is whole everywhere.
 void allgather(const Team& t, float* buf, int64_t n, int shift);
 void allgather_steps(const Team& t, float* buf, int64_t n, int shift, Schedule* out);
+// The allreduce written down: the reduce-scatter's steps, then the all-gather's (shift 1).
+void allreduce_steps(const Team& t, float* buf, int64_t n, Schedule* out);
 void reduce(const Team& t, const float* src, float* dst, int64_t n, int root, ScratchFloats& s);
 void broadcast(const Team& t, float* buf, int64_t n, int root);
 void allreduce(const Team& t, float* buf, int64_t n, ScratchFloats& s);
