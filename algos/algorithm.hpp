@@ -8,6 +8,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -18,6 +19,7 @@
 #include "engine/arena.hpp"
 #include "engine/comm/comm.hpp"
 #include "engine/comm/mpi_comm.hpp"
+#include "engine/fault.hpp"
 #include "engine/trace.hpp"
 #include "engine/worker.hpp"
 #include "nets/data/batch_stream.hpp"
@@ -109,6 +111,9 @@ struct Group {
   // Test and benchmark seam: when set, local_gradient() calls it instead of reading a batch and
   // stepping the net (it must fill diff).
   std::function<void(Group&)> fake_gradient;
+  // The fault EASEL_FAULT injects into this group (engine/fault.hpp; set by the trainer on the
+  // target group only), before its step number fault->step; cleared once it happened.
+  std::optional<Fault> fault;
   // Test seam: when set, local_gradient() calls it first, at every step (tests raise a signal at
   // a given step, or make one group stall).
   std::function<void(Group&)> before_step;

@@ -1,5 +1,11 @@
+#include <signal.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <limits>
+#include <string>
 
 #include "algos/algorithm.hpp"
 #include "algos/exchange.hpp"
@@ -15,7 +21,32 @@ double now_seconds() {
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
 }
 
+namespace {
+
+// What EASEL_FAULT asks of group g now (engine/fault.hpp), once.
+void inject_fault(Group& g) {
+  const Fault f = *g.fault;
+  g.fault.reset();
+  const std::string where =
+      "EASEL_FAULT: group " + std::to_string(g.global_id) + " at step " + std::to_string(f.step);
+  switch (f.action) {
+    case Fault::Action::kill:
+      std::fprintf(stderr, "%s: killed\n", where.c_str());
+      std::fflush(stderr);
+      ::kill(::getpid(), SIGKILL);
+      break;
+    case Fault::Action::nan: {
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      copy_bytes(g.weights.data(), g.weights.kind(), &nan, MemKind::dram, sizeof nan);
+      break;
+    }
+  }
+}
+
+}  // namespace
+
 double local_gradient(Group& g) {
+  if (g.fault && g.steps.load(std::memory_order_relaxed) == g.fault->step) inject_fault(g);
   if (g.before_step) g.before_step(g);
   if (TraceTrack* tr = bound_track()) tr->begin_unit(g.steps.load(std::memory_order_relaxed));
   TraceSpan span("gradient", "compute");

@@ -343,6 +343,13 @@ Status plan_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices) {
   }
   t.p = t.local * t.ranks;
   EASEL_RETURN_IF_ERROR(check_group_count(algo, t.p));
+  EASEL_ASSIGN_OR_RETURN(t.fault, injected_fault());
+  if (t.fault && t.fault->target >= (t.fault->rank_target ? t.ranks : t.p))
+    return invalid_argument(
+        "EASEL_FAULT: " + std::string(t.fault->rank_target ? "rank " : "group ") +
+        std::to_string(t.fault->target) + ": the run has " +
+        std::to_string(t.fault->rank_target ? t.ranks : t.p) +
+        (t.fault->rank_target ? " rank(s)" : " group(s)"));
 
   EASEL_ASSIGN_OR_RETURN(t.spec, build_model(cfg.net, {data.train.channels, data.train.height,
                                                        data.train.width, data.train.classes}));
@@ -384,6 +391,8 @@ Status build_run(TrainRun& t, const Dataset& train) {
   EASEL_RETURN_IF_ERROR(make_devices(t));
   choose_residence(t);
   EASEL_RETURN_IF_ERROR(build_groups(t, train));
+  for (auto& g : t.run.groups)
+    if (t.fault && fault_targets(*t.fault, t.rank, g->id, g->global_id)) g->fault = t.fault;
   if (mpi_fault_fail())
     return internal_error("EASEL_MPI_FAULT: injected failure on rank " + std::to_string(t.rank));
   EASEL_RETURN_IF_ERROR(make_comm(t));

@@ -46,6 +46,7 @@ struct TrainRun {
   // What the run does, resolved once by plan_run (run/run_plan.hpp): its residence, sync-easgd's
   // exchange path, the Comm and its collective, the memory fit. The rest of the trainer reads it.
   RunPlan resolved;
+  std::optional<Fault> fault;  // EASEL_FAULT's (engine/fault.hpp), checked against the plan
   // The PUs of the cores no group of this rank uses: where the data pipelines' threads run
   // (empty: on each group's own cores).
   std::vector<int> data_cpus;

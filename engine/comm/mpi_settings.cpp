@@ -12,8 +12,9 @@ namespace easel::mpi_detail {
 
 namespace {
 
-constexpr size_t kPiece = 0, kPerNode = 1, kLinks = 2, kTimeout = 3, kFault = 4;
-static_assert(kFault + 1 == kRunEnvNames.size());
+// EASEL_FAULT (kInjected) is read where a group steps (engine/fault.hpp), not here.
+constexpr size_t kPiece = 0, kPerNode = 1, kLinks = 2, kTimeout = 3, kFault = 4, kInjected = 5;
+static_assert(kInjected + 1 == kRunEnvNames.size());
 
 // The largest piece: 4096 MB of floats stays below INT_MAX elements (checked_count).
 constexpr double kMaxPieceMb = 4096;

@@ -14,9 +14,9 @@
 namespace easel {
 
 // Each one's meaning: docs/DESIGN.md, "Ranks agree on their variables".
-inline constexpr std::array<const char*, 5> kRunEnvNames = {
-    "EASEL_MPI_PIECE_MB", "EASEL_RANKS_PER_NODE", "EASEL_COLLECTIVE_LINKS", "EASEL_MPI_TIMEOUT",
-    "EASEL_MPI_FAULT"};
+inline constexpr std::array<const char*, 6> kRunEnvNames = {
+    "EASEL_MPI_PIECE_MB", "EASEL_RANKS_PER_NODE", "EASEL_COLLECTIVE_LINKS",
+    "EASEL_MPI_TIMEOUT",  "EASEL_MPI_FAULT",      "EASEL_FAULT"};
 
 // The run's value of `name` (one of kRunEnvNames): rank 0's once set_run_env() has run in this
 // process, else this process's environment, read at each call (tests change it between runs).

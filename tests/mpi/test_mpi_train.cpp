@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -42,6 +43,8 @@ bool have_mpirun() {
   return std::system("command -v mpirun > /dev/null 2>&1") == 0;
 }
 
+Outcome outcome_of(const fs::path& dir, std::string cmd);
+
 // Runs `easel train ARGS` with `np` ranks (0: without mpirun), its log beside `dir`, and reads
 // the results in `dir`.
 Outcome run_in(const fs::path& dir, int np, const std::string& args, const std::string& env = "") {
@@ -53,7 +56,13 @@ Outcome run_in(const fs::path& dir, int np, const std::string& args, const std::
     if (const char* more = std::getenv("EASEL_MPIRUN_ARGS")) cmd += std::string(" ") + more;
     cmd += " ";
   }
-  cmd += easel_path() + " train " + args + " > " + dir.string() + ".log 2>&1";
+  return outcome_of(dir, cmd + easel_path() + " train " + args);
+}
+
+// Runs `cmd` (a shell command line), its output to a log beside `dir`, and reads the results
+// in `dir`.
+Outcome outcome_of(const fs::path& dir, std::string cmd) {
+  cmd += " > " + dir.string() + ".log 2>&1";
   const auto t0 = std::chrono::steady_clock::now();
   const int st = std::system(cmd.c_str());
   Outcome o;
@@ -241,6 +250,53 @@ TEST_F(MpiTrain, ResumeAcrossRanks) {
             std::string::npos)
       << r.output;
   EXPECT_EQ(std::to_string(fs::file_size(sdir / "checkpoint.bin")), before);
+}
+
+// easel launch relaunches a job that lost a rank (EASEL_FAULT=kill: SIGKILL, mpirun's 137) from
+// the run directory's checkpoint: the run completes with every evaluation of the undisturbed run,
+// bit for bit (sync-easgd), and summary.json counts the restart; a rank killed before the first
+// checkpoint relaunches from the start. No restart left: the job's exit. A refusal is not
+// relaunched, and launch's own bad flags are one line, exit 2.
+TEST_F(MpiTrain, LaunchRelaunchesAfterAKilledRank) {
+  const Outcome whole = run(2, "sync-easgd", 1);
+  expect_ok(whole);
+  const std::string launch = easel_path() +
+                             " launch -np 2 --mpirun-args '--allow-run-as-root --oversubscribe "
+                             "--bind-to none' ";
+  const std::string flags =
+      std::string("-- --algo sync-easgd --groups 1") + kRunFlags + " --iterations 60 --out ";
+  for (const char* fault : {"kill:rank1@30", "kill:group0@5"}) {
+    const fs::path dir = fresh_dir();
+    const Outcome o = outcome_of(
+        dir, std::string("EASEL_FAULT=") + fault + " timeout 300 " + launch + flags + dir.string());
+    expect_ok(o);
+    EXPECT_EQ(trajectory(o), trajectory(whole)) << fault << "\n" << o.output;
+    EXPECT_EQ(o.summary.at("restarts"), 1) << fault;
+    EXPECT_EQ(o.summary.at("failures")[0].at("exit"), 137) << fault;
+    EXPECT_EQ(o.summary.at("failures")[0].at("checkpoint_step"), fault[5] == 'r' ? 20 : 0);
+    EXPECT_NE(o.output.find("easel launch: restart 1 of 3: a rank died on signal 9"),
+              std::string::npos)
+        << o.output;
+  }
+  const fs::path none = fresh_dir();
+  const Outcome last = outcome_of(none, "EASEL_FAULT=kill:rank1@30 timeout 300 " + launch +
+                                            "--max-restarts 0 " + flags + none.string());
+  EXPECT_EQ(last.rc, 137) << last.output;
+  EXPECT_NE(last.output.find("no restart left (--max-restarts 0)"), std::string::npos);
+  const fs::path refused = fresh_dir();
+  const Outcome r = outcome_of(
+      refused, "EASEL_FAULT=kill:rank5@3 timeout 300 " + launch + flags + refused.string());
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_NE(r.output.find("EASEL_FAULT: rank 5: the run has 2 rank(s)"), std::string::npos);
+  EXPECT_EQ(r.output.find("restart"), std::string::npos) << r.output;
+  for (const std::string bad : {"-np 2 -- ls", "-np 2 --min-ranks 3 -- --net lenet --out x",
+                                "-np 2 -- --net lenet", "-np two -- --out x"}) {
+    const fs::path dir = fresh_dir();
+    const Outcome b = outcome_of(dir, easel_path() + " launch " + bad);
+    EXPECT_EQ(b.rc, 2) << bad << "\n" << b.output;
+    EXPECT_EQ(b.output.rfind("easel: easel launch: ", 0), 0u) << bad << "\n" << b.output;
+    EXPECT_EQ(std::count(b.output.begin(), b.output.end(), '\n'), 1) << bad << "\n" << b.output;
+  }
 }
 
 class AsyncConverges : public MpiTrain, public ::testing::WithParamInterface<Layout> {};

@@ -106,6 +106,8 @@ int run_explain(const TrainConfig& cfg, const ExplainFlags& flags);
 int run_list(bool as_json);
 // `easel --version` (tools/cli/version_cmd.cpp).
 int run_version();
+// `easel launch -np N ... -- TRAIN_FLAGS` (launch_cmd.cpp): the arguments after "launch".
+int run_launch(const std::vector<std::string>& args);
 // `easel bench`: adds the subcommand with its flags bound to `flags` (tools/bench/bench_cmd.cpp).
 CLI::App* add_bench_flags(CLI::App& app, bench::BenchFlags& flags);
 int run_bench(const bench::BenchFlags& flags);

@@ -181,8 +181,9 @@ easel::Result<std::vector<std::string>> parser_args(int argc, char** argv,
   return args;
 }
 
-// The commands the flag parser does not read: `easel --version` (-V), and `easel sweep`, which
-// passes any train flag on to its cells. -1 when argv names neither.
+// The commands the flag parser does not read: `easel --version` (-V), `easel sweep`, which
+// passes any train flag on to its cells, and `easel launch`, which passes them to mpirun's
+// ranks. -1 when argv names none.
 int early_command(int argc, char** argv) {
   using easel::cli::report;
   if (argc > 1 && (std::strcmp(argv[1], "--version") == 0 || std::strcmp(argv[1], "-V") == 0)) {
@@ -193,6 +194,8 @@ int early_command(int argc, char** argv) {
   }
   if (argc > 1 && std::strcmp(argv[1], "sweep") == 0)
     return easel::cli::run_sweep(std::vector<std::string>(argv + 2, argv + argc));
+  if (argc > 1 && std::strcmp(argv[1], "launch") == 0)
+    return easel::cli::run_launch(std::vector<std::string>(argv + 2, argv + argc));
   return -1;
 }
 
@@ -260,6 +263,9 @@ int easel_main(int argc, char** argv) {
   app.add_subcommand("sweep",
                      "run train over the product of lists of its flags, resumable; "
                      "`easel sweep report DIR` tabulates and plots it (easel sweep --help)");
+  app.add_subcommand("launch",
+                     "mpirun -np N easel train, relaunched from its checkpoint when a rank dies "
+                     "(easel launch --help)");
   // The commands that run themselves (each -1 when it was not the one parsed); completion last,
   // as its script covers every command added before it.
   const std::vector<std::function<int()>> self_run = {

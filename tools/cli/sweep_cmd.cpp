@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "engine/config.hpp"
+#include "tools/cli/child.hpp"
 #include "tools/cli/cli.hpp"
 #include "tools/cli/sweep.hpp"
 
@@ -226,78 +227,6 @@ std::vector<SweepCell> sweep_cells(const SweepSpec& spec) {
 }
 
 namespace {
-
-// ---- running the cells -----------------------------------------------------------------------
-
-std::atomic<int> g_sweep_signal{0};
-std::atomic<pid_t> g_child{0};
-static_assert(std::atomic<pid_t>::is_always_lock_free);
-
-// Forwards the signal to the running cell (its own process group: a terminal's Ctrl-C reaches
-// the sweep alone, so the cell gets it once, checkpoints and stops; a second one ends it at once,
-// as train does).
-extern "C" void on_sweep_signal(int sig) {
-  int none = 0;
-  g_sweep_signal.compare_exchange_strong(none, sig);
-  const pid_t child = g_child.load();
-  if (child > 0) ::kill(child, sig);
-}
-
-void catch_sweep_signals() {
-  struct sigaction sa {};
-  sa.sa_handler = on_sweep_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = 0;
-  for (int sig : {SIGINT, SIGTERM, SIGUSR1})
-    sigaction(sig, &sa, nullptr);
-}
-
-// Runs this program with `args` (after argv[0]), its output appended to `log`; returns its
-// exit status as a shell reports it (128 + the signal that killed it), or -1 if it did not start.
-int run_child(const std::string& exe, const std::vector<std::string>& args, const fs::path& log) {
-  std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(exe.c_str()));
-  for (const std::string& a : args)
-    argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::fflush(stdout);
-  std::fflush(stderr);
-  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) return -1;
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(fd);
-    return -1;
-  }
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    for (int sig : {SIGINT, SIGTERM, SIGUSR1})
-      sigaction(sig, &dfl, nullptr);
-    const int null = ::open("/dev/null", O_RDONLY);
-    if (null >= 0) ::dup2(null, 0);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    ::execv(exe.c_str(), argv.data());
-    ::_exit(127);
-  }
-  ::close(fd);
-  ::setpgid(pid, pid);  // either side may win the race; both ask the same
-  g_child.store(pid);
-  // A signal that came between the check and the fork reaches the cell now.
-  if (const int sig = g_sweep_signal.load(); sig != 0) ::kill(pid, sig);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) {
-      g_child.store(0);
-      return -1;
-    }
-  g_child.store(0);
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return -1;
-}
 
 // The last "easel: ..." line of a cell's log (train's one-line error), without the prefix.
 std::string last_error(const fs::path& log) {
@@ -508,12 +437,6 @@ Status settle_spec(const fs::path& dir, SweepSpec* spec) {
   return {};
 }
 
-std::string self_exe() {
-  std::error_code ec;
-  const fs::path p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string() : p.string();
-}
-
 // Whether the sweep's flags set --progress themselves (else each cell gets --progress=lines).
 bool progress_given(const SweepSpec& spec) {
   bool given = false;
@@ -565,18 +488,18 @@ std::optional<int> settle_cell(int rc, const fs::path& cdir, const fs::path& dir
         "%s: stopped at step %lld with a checkpoint; run easel sweep --out %s again "
         "to go on\n",
         head.c_str(), static_cast<long long>(done->value("steps", 0LL)), dir.c_str());
-    return g_sweep_signal.load() != 0 ? 128 + g_sweep_signal.load() : rc;
+    return child_signal() != 0 ? 128 + child_signal() : rc;
   } else if (rc == static_cast<int>(Failure::request)) {
     (*r)["status"] = "refused";
     (*r)["exit_code"] = rc;
     (*r)["reason"] = last_error(cdir / "train.log");
   } else {
-    if (g_sweep_signal.load() != 0 && rc > 128) {
+    if (child_signal() != 0 && rc > 128) {
       std::printf(
           "%s: stopped before its first checkpoint; run easel sweep --out %s again to "
           "start it again\n",
           head.c_str(), dir.c_str());
-      return 128 + g_sweep_signal.load();
+      return 128 + child_signal();
     }
     (*r)["status"] = "failed";
     (*r)["exit_code"] = rc;
@@ -624,7 +547,7 @@ int run_sweep(const std::vector<std::string>& args) {
   const std::vector<SweepCell> cells = sweep_cells(spec);
   const fs::path records_path = dir / "cells.jsonl";
   std::map<std::string, json> records = read_records(records_path);
-  catch_sweep_signals();
+  forward_signals_to_child();
   const size_t n = cells.size();
   size_t kept = 0, ran = 0;
   std::printf("sweep: %zu cell(s) in %s\n", n, dir.c_str());
@@ -638,7 +561,7 @@ int run_sweep(const std::vector<std::string>& args) {
       ++kept;
       continue;
     }
-    if (const int sig = g_sweep_signal.load(); sig != 0) break;
+    if (const int sig = child_signal(); sig != 0) break;
     int rc = 0;
     if (std::optional<std::vector<std::string>> a = cell_args(spec, c, cdir, head)) {
       if (!progress) a->push_back("--progress=lines");
@@ -658,7 +581,7 @@ int run_sweep(const std::vector<std::string>& args) {
     std::printf("%s: %s\n", head.c_str(), result_text(r).c_str());
     std::fflush(stdout);
   }
-  if (const int sig = g_sweep_signal.load(); sig != 0) {
+  if (const int sig = child_signal(); sig != 0) {
     std::printf("sweep: stopped; run easel sweep --out %s again to go on\n", dir.c_str());
     return 128 + sig;
   }
