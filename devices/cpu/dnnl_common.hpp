@@ -168,6 +168,42 @@ class DnnlOp : public Op {
   memory scratch_;
 };
 
+// The base of an op of one forward and one backward primitive over its four activation tensors
+// (ReLU, pooling): forward runs fwd_ from src_ into dst_, run_backward bwd_ from diff_dst_ into
+// diff_src_; the primitives are bound to those memories at init.
+class FwdBwdOp : public DnnlOp {
+ public:
+  void forward(const float* src, float* dst, std::span<const float* const>, bool) override {
+    point(src_, src);
+    point(dst_, dst);
+    fwd_.run();
+  }
+
+ protected:
+  using DnnlOp::DnnlOp;
+
+  // The four tensors as the caller's memory: src and diff_src src_md, dst and diff_dst dst_md.
+  void user_tensors(const memory::desc& src_md, const memory::desc& dst_md) {
+    src_ = user_mem(src_md);
+    dst_ = user_mem(dst_md);
+    diff_dst_ = user_mem(dst_md);
+    diff_src_ = user_mem(src_md);
+  }
+  // impl_ "dnnl:" + impl, and one scratchpad for fwd_ and bwd_ (when made).
+  void finish(const std::string& impl) {
+    impl_ = "dnnl:" + impl;
+    bind_scratch({&fwd_, &bwd_});
+  }
+  void run_backward(const float* diff_dst, float* diff_src) {
+    point(diff_dst_, diff_dst);
+    point(diff_src_, diff_src);
+    bwd_.run();
+  }
+
+  memory src_, dst_, diff_dst_, diff_src_;
+  Step fwd_, bwd_;
+};
+
 // Backward of a fused ReLU: diff_dst masked by dst > 0 into an owned buffer.
 inline Result<Step> make_relu_mask(const memory::desc& md, const memory& dst,
                                    const memory& diff_dst, const memory& masked,

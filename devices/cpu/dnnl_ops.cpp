@@ -130,9 +130,9 @@ class InnerProductOp final : public DnnlOp {
 
 // ---------------------------------------------------------------------------------------------
 // ReLU (negative slope 0), backward from dst (dst > 0 exactly where src > 0); in place works.
-class ReluOp final : public DnnlOp {
+class ReluOp final : public FwdBwdOp {
  public:
-  explicit ReluOp(const OpDesc& d) : DnnlOp(d) {}
+  explicit ReluOp(const OpDesc& d) : FwdBwdOp(d) {}
 
   Status init() {
     const memory::desc md = act_md(desc_.src, desc_.layout);
@@ -140,35 +140,19 @@ class ReluOp final : public DnnlOp {
     dnnl::eltwise_forward::primitive_desc fpd({prop_kind::forward_training, alg, md, 0.f, 0.f},
                                               base_attr(), cpu_engine(), true);
     if (std::string why = why_not(fpd, name() + ": forward"); !why.empty()) return unavailable(why);
-    src_ = user_mem(md);
-    dst_ = user_mem(md);
-    diff_dst_ = user_mem(md);
-    diff_src_ = user_mem(md);
+    user_tensors(md, md);
     EASEL_ASSIGN_OR_RETURN(bwd_, make_relu_mask(md, dst_, diff_dst_, diff_src_, name()));
     fwd_ = make_step<dnnl::eltwise_forward>(fpd, {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}});
-    impl_ = std::string("dnnl:") + fpd.impl_info_str();
-    bind_scratch({&fwd_, &bwd_});
+    finish(fpd.impl_info_str());
     return {};
-  }
-
-  void forward(const float* src, float* dst, std::span<const float* const>, bool) override {
-    point(src_, src);
-    point(dst_, dst);
-    fwd_.run();
   }
 
   void backward(const float*, const float* dst, const float* diff_dst, float* diff_src,
                 std::span<const float* const>, std::span<float* const>) override {
     if (diff_src == nullptr) return;
     point(dst_, dst);
-    point(diff_dst_, diff_dst);
-    point(diff_src_, diff_src);
-    bwd_.run();
+    run_backward(diff_dst, diff_src);
   }
-
- private:
-  memory src_, dst_, diff_dst_, diff_src_;
-  Step fwd_, bwd_;
 };
 
 // ---------------------------------------------------------------------------------------------
