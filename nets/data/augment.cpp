@@ -237,16 +237,7 @@ void gather_batch(const Dataset& ds, const int64_t* idx, int64_t n, Layout layou
     return;
   }
   const int64_t c = ds.channels, h = ds.height, w = ds.width, hw = h * w, chw = c * hw;
-  // Each channel's float for each byte value.
-  std::vector<float> lut(static_cast<size_t>(c * 256));
-  for (int64_t ch = 0; ch < c; ++ch) {
-    const size_t m = a.mean.size() == 1 ? 0 : static_cast<size_t>(ch);
-    for (int v = 0; v < 256; ++v) {
-      lut[static_cast<size_t>(ch * 256 + v)] =
-          a.normalizes() ? (static_cast<float>(v) / 255.f - a.mean[m]) / a.std[m]
-                         : static_cast<float>(v) * kPixelScale;
-    }
-  }
+  const std::vector<float> lut = pixel_table(ds, a);  // each channel's float for each byte
   const bool nhwc = layout == Layout::nhwc;
   const int64_t pad = draws != nullptr ? a.crop_pad : 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -279,7 +270,7 @@ std::vector<float> pixel_table(const Dataset& ds, const Augment& a) {
   std::vector<float> t(static_cast<size_t>(c * 256));
   for (int64_t ch = 0; ch < c; ++ch) {
     const size_t m = a.mean.size() == 1 ? 0 : static_cast<size_t>(ch);
-    for (int v = 0; v < 256; ++v) {  // gather_batch's two conversions, as they compute them
+    for (int v = 0; v < 256; ++v) {  // the two conversions (gather_batch reads this table)
       t[static_cast<size_t>(ch * 256 + v)] =
           a.normalizes() ? (static_cast<float>(v) / 255.f - a.mean[m]) / a.std[m]
                          : static_cast<float>(v) * kPixelScale;
