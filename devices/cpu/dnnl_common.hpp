@@ -220,6 +220,42 @@ inline Result<Step> make_relu_mask(const memory::desc& md, const memory& dst,
       pd, {{DNNL_ARG_DST, dst}, {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, masked}});
 }
 
+// diff_dst as the backward primitives of a weighted op (convolution, inner product) read it: the
+// caller's (user), masked by the fused ReLU (masked, else user itself), and in bf16 mode a bf16
+// copy of that (c, else masked itself).
+struct DiffDst {
+  memory user, masked, c;
+  Step relu_mask, to_c;
+
+  // md: diff_dst as the caller holds it (dst's too); c_md: as the primitives read it; dst: the
+  // op's dst memory, which the mask reads.
+  Status init(const memory::desc& md, const memory::desc& c_md, bool fused_relu, bool bf16,
+              const memory& dst, const std::string& what) {
+    user = user_mem(md);
+    masked = user;
+    if (fused_relu) {
+      masked = owned_mem(md);
+      EASEL_ASSIGN_OR_RETURN(relu_mask, make_relu_mask(md, dst, user, masked, what));
+    }
+    c = masked;
+    if (bf16) {
+      c = owned_mem(c_md);
+      EASEL_ASSIGN_OR_RETURN(to_c, make_reorder(masked, c, what + ": diff_dst to bf16"));
+    }
+    return {};
+  }
+  // Before a backward: user pointed at diff_dst, then masked (dst_mem pointed at dst) and copied
+  // as init set up.
+  void prepare(const float* diff_dst, const memory& dst_mem, const float* dst) {
+    point(user, diff_dst);
+    if (!relu_mask.empty()) {
+      point(dst_mem, dst);
+      relu_mask.run();
+    }
+    if (!to_c.empty()) to_c.run();
+  }
+};
+
 // Creates op T and runs its init().
 template <typename T, typename... Args>
 Result<std::unique_ptr<Op>> build(const OpDesc& d, Args... args) {
