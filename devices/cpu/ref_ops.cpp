@@ -33,12 +33,20 @@ void for_each_output(const Shape4& o, bool parallel, F f) {
           f(n, c, oh, ow);
 }
 
+// The base of the reference kernels: their impl() is "ref".
+class RefOp : public Op {
+ public:
+  std::string impl() const override { return "ref"; }
+
+ protected:
+  using Op::Op;
+};
+
 // ---------------------------------------------------------------------------------------------
 // Convolution: weights {oc, ic/group, kh, kw}, bias {oc}; cross-correlation as in Caffe.
-class RefConv final : public Op {
+class RefConv final : public RefOp {
  public:
-  explicit RefConv(const OpDesc& d) : Op(d), o_(dst_shape(d)) {}
-  std::string impl() const override { return "ref"; }
+  explicit RefConv(const OpDesc& d) : RefOp(d), o_(dst_shape(d)) {}
 
   void forward(const float* src, float* dst, std::span<const float* const> weights,
                bool /*training*/) override {
@@ -113,11 +121,10 @@ class RefConv final : public Op {
 // Max pooling, Caffe semantics: the window is clipped to the input (padding never wins), the
 // first maximum in scan order (h, then w) is the one remembered and the one that gets the
 // gradient.
-class RefMaxPool final : public Op {
+class RefMaxPool final : public RefOp {
  public:
   explicit RefMaxPool(const OpDesc& d)
-      : Op(d), o_(dst_shape(d)), argmax_(static_cast<size_t>(o_.count()), -1) {}
-  std::string impl() const override { return "ref"; }
+      : RefOp(d), o_(dst_shape(d)), argmax_(static_cast<size_t>(o_.count()), -1) {}
 
   void forward(const float* src, float* dst, std::span<const float* const> /*weights*/,
                bool /*training*/) override {
@@ -163,10 +170,9 @@ class RefMaxPool final : public Op {
 // ---------------------------------------------------------------------------------------------
 // Average pooling, Caffe semantics: the divisor is the window clipped to input + padding, so
 // padded zeros count, except where the ceil-mode remainder runs past the padding.
-class RefAvgPool final : public Op {
+class RefAvgPool final : public RefOp {
  public:
-  explicit RefAvgPool(const OpDesc& d) : Op(d), o_(dst_shape(d)) {}
-  std::string impl() const override { return "ref"; }
+  explicit RefAvgPool(const OpDesc& d) : RefOp(d), o_(dst_shape(d)) {}
 
   void forward(const float* src, float* dst, std::span<const float* const> /*weights*/,
                bool /*training*/) override {
@@ -221,10 +227,9 @@ class RefAvgPool final : public Op {
 // ---------------------------------------------------------------------------------------------
 // Inner product: weights {oc, K} with K = C*H*W; each image's contiguous block of src is its
 // input vector, in the layout's own order. dst is [N, oc, 1, 1], the same in both layouts.
-class RefInnerProduct final : public Op {
+class RefInnerProduct final : public RefOp {
  public:
-  explicit RefInnerProduct(const OpDesc& d) : Op(d) {}
-  std::string impl() const override { return "ref"; }
+  explicit RefInnerProduct(const OpDesc& d) : RefOp(d) {}
 
   void forward(const float* src, float* dst, std::span<const float* const> weights,
                bool /*training*/) override {
@@ -283,10 +288,9 @@ class RefInnerProduct final : public Op {
 // ---------------------------------------------------------------------------------------------
 // ReLU (negative slope 0). Backward tests dst > 0, which equals Caffe's src > 0 and also works
 // when the op runs in place.
-class RefRelu final : public Op {
+class RefRelu final : public RefOp {
  public:
-  explicit RefRelu(const OpDesc& d) : Op(d) {}
-  std::string impl() const override { return "ref"; }
+  explicit RefRelu(const OpDesc& d) : RefOp(d) {}
 
   void forward(const float* src, float* dst, std::span<const float* const> /*weights*/,
                bool /*training*/) override {
@@ -312,10 +316,9 @@ class RefRelu final : public Op {
 //   scale[i] = k + alpha/m * sum_{j in W(i)} src[j]^2,  dst[i] = src[i] * scale[i]^-beta
 //   diff_src[i] = diff_dst[i] * scale[i]^-beta
 //               - 2 alpha beta / m * src[i] * sum_{j in W(i)} diff_dst[j] dst[j] / scale[j]
-class RefLrn final : public Op {
+class RefLrn final : public RefOp {
  public:
-  explicit RefLrn(const OpDesc& d) : Op(d), scale_(static_cast<size_t>(d.src.count())) {}
-  std::string impl() const override { return "ref"; }
+  explicit RefLrn(const OpDesc& d) : RefOp(d), scale_(static_cast<size_t>(d.src.count())) {}
 
   void forward(const float* src, float* dst, std::span<const float* const> /*weights*/,
                bool /*training*/) override {
@@ -392,11 +395,10 @@ class RefLrn final : public Op {
 // identity otherwise. The mask is drawn in logical (n, c, h, w) order, so both layouts drop the
 // same elements; the generator is seeded once by desc.seed and advances every training forward,
 // and set_draw (a group's stream and step, from the trainer) seeds it from the pair.
-class RefDropout final : public Op {
+class RefDropout final : public RefOp {
  public:
   explicit RefDropout(const OpDesc& d)
-      : Op(d), rng_(d.seed), mask_(static_cast<size_t>(d.src.count()), 1.f) {}
-  std::string impl() const override { return "ref"; }
+      : RefOp(d), rng_(d.seed), mask_(static_cast<size_t>(d.src.count()), 1.f) {}
 
   void set_draw(uint64_t stream, uint64_t n) override {
     rng_.reseed(dropout_hash::key(dropout_hash::stream_seed(desc_.seed, stream), n));
@@ -446,10 +448,9 @@ class RefDropout final : public Op {
 // ---------------------------------------------------------------------------------------------
 // Global average pooling: dst[n, c] = the mean of src[n, c, :, :]; each src element gets
 // diff_dst[n, c] / (H*W). dst {N, C, 1, 1} has one memory order in both layouts.
-class RefGlobalAvgPool final : public Op {
+class RefGlobalAvgPool final : public RefOp {
  public:
-  explicit RefGlobalAvgPool(const OpDesc& d) : Op(d) {}
-  std::string impl() const override { return "ref"; }
+  explicit RefGlobalAvgPool(const OpDesc& d) : RefOp(d) {}
 
   void forward(const float* src, float* dst, std::span<const float* const> /*weights*/,
                bool /*training*/) override {
