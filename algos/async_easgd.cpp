@@ -76,9 +76,7 @@ class AsyncEasgd final : public Algorithm {
   void run_round(Run& run, Group& g, int64_t) override {
     const AlgoParams& p = run.params;
     while (claim_step(run)) {
-      local_gradient(g);
-      const int64_t step = g.steps.load(std::memory_order_relaxed);
-      const float lr = static_cast<float>(p.lr.at(step));
+      const auto [step, lr] = start_step(run, g);
       if ((step + 1) % p.tau == 0 && run.rank != 0) {
         remote_exchange(run, g, lr, p.alpha_at(step));
       } else if ((step + 1) % p.tau == 0) {

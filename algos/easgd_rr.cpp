@@ -25,9 +25,7 @@ class EasgdRoundRobin final : public Algorithm {
     const AlgoParams& p = run.params;
     for (int64_t i = 0; i < iterations; ++i) {
       if (stop_here(run, g)) break;  // every group at the same step
-      local_gradient(g);
-      const int64_t step = g.steps.load(std::memory_order_relaxed);
-      const float lr = static_cast<float>(p.lr.at(step));
+      const auto [step, lr] = start_step(run, g);
       if ((step + 1) % p.tau == 0) {
         std::unique_lock lock(turn_mu_);
         {

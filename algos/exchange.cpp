@@ -7,53 +7,53 @@
 
 namespace easel {
 
-void easgd_exchange(std::span<const Segment> segs, float* w, const float* g, float* c, float lr,
-                    float wd, float alpha) {
-  if (values_ignored()) return;  // simulated, compute injected (engine/span_ops.hpp)
+namespace {
+
+// f(i, l, d) for every element i of the segments, l and d its segment's learning rate and weight
+// decay; nothing while values are ignored (simulated, compute injected: engine/span_ops.hpp).
+// Vectorised: f must be elementwise.
+template <typename F>
+void each_element(std::span<const Segment> segs, float lr, float wd, F f) {
+  if (values_ignored()) return;
   for (const Segment& s : segs) {
     const float l = lr * s.lr_mult, d = wd * s.decay_mult;
-    float* ws = w + s.offset;
-    const float* gs = g + s.offset;
-    float* cs = c + s.offset;
 #pragma omp simd
-    for (int64_t i = 0; i < s.count; ++i) {
-      const float e = alpha * (ws[i] - cs[i]);
-      ws[i] = (ws[i] - l * (gs[i] + d * ws[i])) - e;
-      cs[i] += e;
-    }
+    for (int64_t i = s.offset; i < s.offset + s.count; ++i)
+      f(i, l, d);
   }
+}
+
+}  // namespace
+
+void easgd_exchange(std::span<const Segment> segs, float* w, const float* g, float* c, float lr,
+                    float wd, float alpha) {
+  each_element(segs, lr, wd, [=](int64_t i, float l, float d) {
+    const float e = alpha * (w[i] - c[i]);
+    w[i] = (w[i] - l * (g[i] + d * w[i])) - e;
+    c[i] += e;
+  });
 }
 
 void easgd_momentum_exchange(std::span<const Segment> segs, float* w, const float* g, float* v,
                              float* c, float lr, float delta, float wd, float alpha,
                              bool nesterov) {
-  if (values_ignored()) return;  // simulated, compute injected (engine/span_ops.hpp)
-  for (const Segment& s : segs) {
-    const float l = lr * s.lr_mult, d = wd * s.decay_mult;
-    float* ws = w + s.offset;
-    const float* gs = g + s.offset;
-    float* vs = v + s.offset;
-    float* cs = c + s.offset;
-    if (nesterov) {
-#pragma omp simd
-      for (int64_t i = 0; i < s.count; ++i) {
-        const float e = alpha * (ws[i] - cs[i]);
-        const float vn = delta * vs[i] - l * (gs[i] + d * ws[i]);
-        ws[i] = ws[i] + (1.f + delta) * vn - delta * vs[i] - e;
-        vs[i] = vn;
-        cs[i] += e;
-      }
-    } else {
-#pragma omp simd
-      for (int64_t i = 0; i < s.count; ++i) {
-        const float e = alpha * (ws[i] - cs[i]);
-        const float vn = delta * vs[i] - l * (gs[i] + d * ws[i]);
-        ws[i] = ws[i] + vn - e;
-        vs[i] = vn;
-        cs[i] += e;
-      }
-    }
+  if (nesterov) {
+    each_element(segs, lr, wd, [=](int64_t i, float l, float d) {
+      const float e = alpha * (w[i] - c[i]);
+      const float vn = delta * v[i] - l * (g[i] + d * w[i]);
+      w[i] = w[i] + (1.f + delta) * vn - delta * v[i] - e;
+      v[i] = vn;
+      c[i] += e;
+    });
+    return;
   }
+  each_element(segs, lr, wd, [=](int64_t i, float l, float d) {
+    const float e = alpha * (w[i] - c[i]);
+    const float vn = delta * v[i] - l * (g[i] + d * w[i]);
+    w[i] = w[i] + vn - e;
+    v[i] = vn;
+    c[i] += e;
+  });
 }
 
 void easgd_centre_pull(float* c, const float* w, float alpha, int64_t n) {
@@ -87,15 +87,7 @@ void easgd_exchange_racy(std::span<const Segment> segs, float* w, const float* g
 
 namespace easel {
 void scaled_gradient(std::span<const Segment> segs, float* g, const float* w, float lr, float wd) {
-  if (values_ignored()) return;  // simulated, compute injected (engine/span_ops.hpp)
-  for (const Segment& s : segs) {
-    const float l = lr * s.lr_mult, d = wd * s.decay_mult;
-    float* gs = g + s.offset;
-    const float* ws = w + s.offset;
-#pragma omp simd
-    for (int64_t i = 0; i < s.count; ++i)
-      gs[i] = l * (gs[i] + d * ws[i]);
-  }
+  each_element(segs, lr, wd, [=](int64_t i, float l, float d) { g[i] = l * (g[i] + d * w[i]); });
 }
 }  // namespace easel
 

@@ -108,6 +108,14 @@ void lock_or_stall(std::unique_lock<std::timed_mutex>& lock, const Group& g,
 // multiple of the groups (fewer than P more), so that the run's iterations stay whole.
 bool claim_step(Run& run);
 
+// The start of one of group g's steps: its gradient (local_gradient), then the step being taken
+// (g's count of steps done) and that step's learning rate (run.params.lr).
+struct StepStart {
+  int64_t step;
+  float lr;
+};
+StepStart start_step(const Run& run, Group& g);
+
 }  // namespace easel
 
 namespace easel {

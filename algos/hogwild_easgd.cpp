@@ -18,9 +18,7 @@ class HogwildEasgd final : public Algorithm {
   void run_round(Run& run, Group& g, int64_t) override {
     const AlgoParams& p = run.params;
     while (claim_step(run)) {
-      local_gradient(g);
-      const int64_t step = g.steps.load(std::memory_order_relaxed);
-      const float lr = static_cast<float>(p.lr.at(step));
+      const auto [step, lr] = start_step(run, g);
       if ((step + 1) % p.tau == 0) {
         ScopedTimer t(&g.times.comm);
         const int64_t v = run.centre_version.fetch_add(1, std::memory_order_relaxed);

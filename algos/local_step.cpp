@@ -165,6 +165,12 @@ bool claim_step(Run& run) {
   return run.budget.fetch_sub(1, std::memory_order_relaxed) > 0;
 }
 
+StepStart start_step(const Run& run, Group& g) {
+  local_gradient(g);
+  const int64_t step = g.steps.load(std::memory_order_relaxed);
+  return {step, static_cast<float>(run.params.lr.at(step))};
+}
+
 Status expect_no_state(const AlgoState& s, const std::string& algo) {
   if (s.turn == 0 && s.buffer.empty()) return {};
   return invalid_argument("--resume: the checkpoint's turn and buffers do not add up for " + algo +

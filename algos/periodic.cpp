@@ -51,9 +51,7 @@ class Periodic final : public Algorithm {
     PerGroup& s = per_[static_cast<size_t>(g.id)];
     for (int64_t i = 0; i < iterations; ++i) {
       if (stop_here(run, g)) break;  // every group at the same step
-      local_gradient(g);
-      const int64_t step = g.steps.load(std::memory_order_relaxed);
-      const float lr = static_cast<float>(p.lr.at(step));
+      const auto [step, lr] = start_step(run, g);
       {
         ScopedTimer t(&g.times.compute);
         if (p.optimizer == Optimizer::adamw)

@@ -420,17 +420,6 @@ bool takes_sync_exchange(std::string_view algo) {
   return algo == "sync-easgd";
 }
 
-SyncSwitches sync_switches(const AlgoParams& p, int ranks, bool on_devices) {
-  SyncSwitches s;
-  s.ranks = ranks;
-  s.on_devices = on_devices;
-  s.reduce = p.reduce;
-  s.pack = p.pack;
-  s.collective = p.collective;
-  s.overlap = p.overlap;
-  return s;
-}
-
 Result<SyncExchangeChoice> choose_sync_exchange(SyncExchange asked, const SyncSwitches& s,
                                                 bool state, int groups) {
   const char* lacks = fast_exchange_lacks(s);

@@ -45,8 +45,19 @@ struct SyncExchangeChoice {
 };
 // Whether `algo` (a --algo name) is the one that takes a SyncExchangePath.
 bool takes_sync_exchange(std::string_view algo);
-// The switches of AlgoParams (what --reduce, --pack, --collective and --overlap set).
-SyncSwitches sync_switches(const AlgoParams& p, int ranks, bool on_devices);
+// The switches as `from` holds them (what --reduce, --pack, --collective and --overlap set):
+// AlgoParams, or run/'s TrainConfig.
+template <class Holder>
+SyncSwitches sync_switches(const Holder& from, int ranks, bool on_devices) {
+  SyncSwitches s;
+  s.ranks = ranks;
+  s.on_devices = on_devices;
+  s.reduce = from.reduce;
+  s.pack = from.pack;
+  s.collective = from.collective;
+  s.overlap = from.overlap;
+  return s;
+}
 
 // The path that `asked` (--exchange) takes for a net with running statistics or not (`state`:
 // the fast exchanges would read them while a step writes them) and P `groups`: automatic, a

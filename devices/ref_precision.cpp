@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "devices/activations.hpp"
+#include "devices/wrapping_op.hpp"
 
 namespace easel {
 
@@ -73,28 +74,14 @@ struct Widened {
   }
 };
 
-class Bf16ActsOp final : public Op {
+class Bf16ActsOp final : public WrappingOp {
  public:
-  explicit Bf16ActsOp(std::unique_ptr<Op> op) : Op(bf16_desc(op->desc())), op_(std::move(op)) {
+  explicit Bf16ActsOp(std::unique_ptr<Op> op) : WrappingOp(std::move(op), DType::bf16) {
     const size_t inputs = 1 + desc_.more_src.size();
     srcs_.resize(inputs);
     diff_srcs_.resize(inputs);
   }
   std::string impl() const override { return op_->impl() + "+bf16-activations"; }
-  void set_draw(uint64_t stream, uint64_t n) override { op_->set_draw(stream, n); }
-
-  void forward(const float* src, float* dst, std::span<const float* const> weights,
-               bool training) override {
-    const float* srcs[] = {src};
-    forward_n(srcs, dst, weights, training);
-  }
-  void backward(const float* src, const float* dst, const float* diff_dst, float* diff_src,
-                std::span<const float* const> weights,
-                std::span<float* const> diff_weights) override {
-    const float* srcs[] = {src};
-    float* diff_srcs[] = {diff_src};
-    backward_n(srcs, dst, diff_dst, diff_srcs, weights, diff_weights);
-  }
 
   void forward_n(std::span<const float* const> srcs, float* dst,
                  std::span<const float* const> weights, bool training) override {
@@ -128,12 +115,6 @@ class Bf16ActsOp final : public Op {
   }
 
  private:
-  static OpDesc bf16_desc(OpDesc d) {
-    d.act = DType::bf16;
-    return d;
-  }
-  const Shape4& src_shape(size_t i) const { return i == 0 ? desc_.src : desc_.more_src[i - 1]; }
-  int64_t dst_count() const { return dst_shape(desc_).count(); }
   std::vector<const float*> widen_srcs(std::span<const float* const> srcs) {
     std::vector<const float*> out(srcs.size());
     for (size_t i = 0; i < srcs.size(); ++i)
@@ -141,7 +122,6 @@ class Bf16ActsOp final : public Op {
     return out;
   }
 
-  std::unique_ptr<Op> op_;
   std::vector<Widened> srcs_, diff_srcs_;
   Widened dst_, diff_dst_;
 };

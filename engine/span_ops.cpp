@@ -147,43 +147,41 @@ double span_sum_squares(const float* x, int64_t n) {
   return s;
 }
 
-void sgd_step(std::span<const Segment> segs, float* w, const float* g, float lr, float wd) {
+// f(i, r) for every element i of the segments, r its segment's learning rate and decay
+// (range_of); nothing while values are ignored. f is elementwise: the loop is vectorised.
+template <typename F>
+void each_element(std::span<const Segment> segs, float lr, float wd, F f) {
   if (g_values_ignored) return;
   for (const Segment& s : segs) {
     const SegRange r = range_of(s, lr, wd);
 #pragma omp simd
     for (int64_t i = r.begin; i < r.end; ++i)
-      w[i] = w[i] - r.lr * (g[i] + r.wd * w[i]);
+      f(i, r);
   }
+}
+
+void sgd_step(std::span<const Segment> segs, float* w, const float* g, float lr, float wd) {
+  each_element(segs, lr, wd,
+               [=](int64_t i, const SegRange& r) { w[i] = w[i] - r.lr * (g[i] + r.wd * w[i]); });
 }
 
 void momentum_step(std::span<const Segment> segs, float* w, const float* g, float* v, float lr,
                    float mu, float wd) {
-  if (g_values_ignored) return;
-  for (const Segment& s : segs) {
-    const SegRange r = range_of(s, lr, wd);
-#pragma omp simd
-    for (int64_t i = r.begin; i < r.end; ++i) {
-      const float vn = mu * v[i] - r.lr * (g[i] + r.wd * w[i]);
-      v[i] = vn;
-      w[i] = w[i] + vn;
-    }
-  }
+  each_element(segs, lr, wd, [=](int64_t i, const SegRange& r) {
+    const float vn = mu * v[i] - r.lr * (g[i] + r.wd * w[i]);
+    v[i] = vn;
+    w[i] = w[i] + vn;
+  });
 }
 
 void nesterov_step(std::span<const Segment> segs, float* w, const float* g, float* v, float lr,
                    float mu, float wd) {
-  if (g_values_ignored) return;
-  for (const Segment& s : segs) {
-    const SegRange r = range_of(s, lr, wd);
-#pragma omp simd
-    for (int64_t i = r.begin; i < r.end; ++i) {
-      const float vo = v[i];
-      const float vn = mu * vo - r.lr * (g[i] + r.wd * w[i]);
-      v[i] = vn;
-      w[i] = w[i] + (1.f + mu) * vn - mu * vo;
-    }
-  }
+  each_element(segs, lr, wd, [=](int64_t i, const SegRange& r) {
+    const float vo = v[i];
+    const float vn = mu * vo - r.lr * (g[i] + r.wd * w[i]);
+    v[i] = vn;
+    w[i] = w[i] + (1.f + mu) * vn - mu * vo;
+  });
 }
 
 void elastic_sgd_step(std::span<const Segment> segs, float* w, const float* g, const float* centre,

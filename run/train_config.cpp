@@ -686,17 +686,6 @@ Status validate_config(const TrainConfig& c) {
   return {};
 }
 
-SyncSwitches sync_switches(const TrainConfig& cfg, int ranks, bool on_devices) {
-  SyncSwitches s;
-  s.ranks = ranks;
-  s.on_devices = on_devices;
-  s.reduce = cfg.reduce;
-  s.pack = cfg.pack;
-  s.collective = cfg.collective;
-  s.overlap = cfg.overlap;
-  return s;
-}
-
 AlgoParams make_params(const TrainConfig& c, int64_t total_iterations, int groups) {
   AlgoParams p;
   p.lr = lr_schedule(c, total_iterations);

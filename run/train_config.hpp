@@ -188,8 +188,8 @@ Status validate_config(const TrainConfig& cfg);
 // The algorithms' parameters for a run of `total_iterations` on `groups` groups (P).
 // Requires a validated cfg.
 AlgoParams make_params(const TrainConfig& cfg, int64_t total_iterations, int groups);
-// The switches sync-easgd's exchange path depends on, as cfg sets them (algos/sync_easgd.hpp).
-SyncSwitches sync_switches(const TrainConfig& cfg, int ranks, bool on_devices);
+// sync_switches(cfg, ranks, on_devices) (algos/sync_easgd.hpp): the switches sync-easgd's
+// exchange path depends on, as cfg sets them.
 
 // The layout of the activations: --layout, or auto's choice (nhwc on the CPU for oneDNN's
 // brgemm convolutions, nchw on GPUs for cuDNN's native fp32 layout).

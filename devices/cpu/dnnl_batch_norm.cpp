@@ -42,12 +42,7 @@ class BatchNormOp final : public DnnlOp {
   // state parameters, writable by contract (state_params() in devices/op.hpp).
   void forward(const float* src, float* dst, std::span<const float* const> weights,
                bool training) override {
-    point(src_, src);
-    point(dst_, dst);
-    point(scale_, weights[0]);
-    point(shift_, weights[1]);
-    point(running_mean_, weights[2]);
-    point(running_var_, weights[3]);
+    point_tensors(src, dst, weights);
     last_training_ = training;
     if (!training) {
       infer_.run();
@@ -74,13 +69,8 @@ class BatchNormOp final : public DnnlOp {
     const int64_t channels = desc_.src.c;
     std::fill(diff_weights[2], diff_weights[2] + channels, 0.f);
     std::fill(diff_weights[3], diff_weights[3] + channels, 0.f);
-    point(src_, src);
-    point(dst_, dst);
+    point_tensors(src, dst, weights);
     point(diff_dst_user_, diff_dst);
-    point(scale_, weights[0]);
-    point(shift_, weights[1]);
-    point(running_mean_, weights[2]);
-    point(running_var_, weights[3]);
     if (diff_src == nullptr && desc_.fused_relu && masked_.empty())
       masked_.resize(static_cast<size_t>(desc_.src.count()));
     point(diff_src_, diff_src != nullptr ? diff_src : masked_.data());
@@ -95,6 +85,16 @@ class BatchNormOp final : public DnnlOp {
   }
 
  private:
+  // The memories forward and backward share: src, dst and the four parameters.
+  void point_tensors(const float* src, const float* dst, std::span<const float* const> weights) {
+    point(src_, src);
+    point(dst_, dst);
+    point(scale_, weights[0]);
+    point(shift_, weights[1]);
+    point(running_mean_, weights[2]);
+    point(running_var_, weights[3]);
+  }
+
   using Fwd = dnnl::batch_normalization_forward;
   using Bwd = dnnl::batch_normalization_backward;
 

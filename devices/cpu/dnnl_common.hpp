@@ -168,6 +168,42 @@ class DnnlOp : public Op {
   memory scratch_;
 };
 
+// The base of an op of one forward and one backward primitive over its four activation tensors
+// (ReLU, pooling): forward runs fwd_ from src_ into dst_, run_backward bwd_ from diff_dst_ into
+// diff_src_; the primitives are bound to those memories at init.
+class FwdBwdOp : public DnnlOp {
+ public:
+  void forward(const float* src, float* dst, std::span<const float* const>, bool) override {
+    point(src_, src);
+    point(dst_, dst);
+    fwd_.run();
+  }
+
+ protected:
+  using DnnlOp::DnnlOp;
+
+  // The four tensors as the caller's memory: src and diff_src src_md, dst and diff_dst dst_md.
+  void user_tensors(const memory::desc& src_md, const memory::desc& dst_md) {
+    src_ = user_mem(src_md);
+    dst_ = user_mem(dst_md);
+    diff_dst_ = user_mem(dst_md);
+    diff_src_ = user_mem(src_md);
+  }
+  // impl_ "dnnl:" + impl, and one scratchpad for fwd_ and bwd_ (when made).
+  void finish(const std::string& impl) {
+    impl_ = "dnnl:" + impl;
+    bind_scratch({&fwd_, &bwd_});
+  }
+  void run_backward(const float* diff_dst, float* diff_src) {
+    point(diff_dst_, diff_dst);
+    point(diff_src_, diff_src);
+    bwd_.run();
+  }
+
+  memory src_, dst_, diff_dst_, diff_src_;
+  Step fwd_, bwd_;
+};
+
 // Backward of a fused ReLU: diff_dst masked by dst > 0 into an owned buffer.
 inline Result<Step> make_relu_mask(const memory::desc& md, const memory& dst,
                                    const memory& diff_dst, const memory& masked,
@@ -183,6 +219,42 @@ inline Result<Step> make_relu_mask(const memory::desc& md, const memory& dst,
   return make_step<dnnl::eltwise_backward>(
       pd, {{DNNL_ARG_DST, dst}, {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, masked}});
 }
+
+// diff_dst as the backward primitives of a weighted op (convolution, inner product) read it: the
+// caller's (user), masked by the fused ReLU (masked, else user itself), and in bf16 mode a bf16
+// copy of that (c, else masked itself).
+struct DiffDst {
+  memory user, masked, c;
+  Step relu_mask, to_c;
+
+  // md: diff_dst as the caller holds it (dst's too); c_md: as the primitives read it; dst: the
+  // op's dst memory, which the mask reads.
+  Status init(const memory::desc& md, const memory::desc& c_md, bool fused_relu, bool bf16,
+              const memory& dst, const std::string& what) {
+    user = user_mem(md);
+    masked = user;
+    if (fused_relu) {
+      masked = owned_mem(md);
+      EASEL_ASSIGN_OR_RETURN(relu_mask, make_relu_mask(md, dst, user, masked, what));
+    }
+    c = masked;
+    if (bf16) {
+      c = owned_mem(c_md);
+      EASEL_ASSIGN_OR_RETURN(to_c, make_reorder(masked, c, what + ": diff_dst to bf16"));
+    }
+    return {};
+  }
+  // Before a backward: user pointed at diff_dst, then masked (dst_mem pointed at dst) and copied
+  // as init set up.
+  void prepare(const float* diff_dst, const memory& dst_mem, const float* dst) {
+    point(user, diff_dst);
+    if (!relu_mask.empty()) {
+      point(dst_mem, dst);
+      relu_mask.run();
+    }
+    if (!to_c.empty()) to_c.run();
+  }
+};
 
 // Creates op T and runs its init().
 template <typename T, typename... Args>

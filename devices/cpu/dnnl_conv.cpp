@@ -22,7 +22,7 @@ class ConvOp final : public DnnlOp {
   Status init() {
     const ConvMds m = conv_mds();
     EASEL_RETURN_IF_ERROR(init_forward(m));
-    EASEL_RETURN_IF_ERROR(init_diff_dst(m));
+    EASEL_RETURN_IF_ERROR(dd_.init(m.dst, m.dd_c, desc_.fused_relu, bf16_, dst_, name()));
     EASEL_ASSIGN_OR_RETURN(const std::string bwd_w_impl, init_backward_weights(m));
     diff_src_ = user_mem(m.src);
     std::string bwd_d_impl;
@@ -31,9 +31,9 @@ class ConvOp final : public DnnlOp {
 
     impl_ = std::string(bf16_ ? "dnnl-bf16:" : "dnnl:") + fwd_pd_.impl_info_str() +
             "/bwd_d=" + bwd_d_impl + "/bwd_w=" + bwd_w_impl;
-    bind_scratch({&w_to_fwd_, &fwd_, &relu_mask_, &bwd_w_, &dw_to_user_, &w_to_bwd_, &bwd_d_,
+    bind_scratch({&w_to_fwd_, &fwd_, &dd_.relu_mask, &bwd_w_, &dw_to_user_, &w_to_bwd_, &bwd_d_,
                   &flip_to_pd_, &dd_to_blocked_, &ds_from_blocked_, &w_to_ohwi_, &src_to_c_,
-                  &dd_to_c_});
+                  &dd_.to_c});
     return {};
   }
 
@@ -51,12 +51,7 @@ class ConvOp final : public DnnlOp {
   void backward(const float* src, const float* dst, const float* diff_dst, float* diff_src,
                 std::span<const float* const> weights,
                 std::span<float* const> diff_weights) override {
-    point(diff_dst_user_, diff_dst);
-    if (desc_.fused_relu) {
-      point(dst_, dst);
-      relu_mask_.run();
-    }
-    if (!dd_to_c_.empty()) dd_to_c_.run();
+    dd_.prepare(diff_dst, dst_, dst);
     point(src_, src);  // bf16: src_c_ holds forward's copy
     point(dw_user_, diff_weights[0]);
     if (desc_.bias) point(db_, diff_weights[1]);
@@ -145,25 +140,6 @@ class ConvOp final : public DnnlOp {
     return {};
   }
 
-  // diff_dst as the backward primitives read it: the caller's, or masked by the fused ReLU;
-  // bf16 mode: a bf16 copy of that.
-  Status init_diff_dst(const ConvMds& m) {
-    diff_dst_user_ = user_mem(m.dst);
-    diff_dst_ = diff_dst_user_;
-    if (desc_.fused_relu) {
-      diff_dst_ = owned_mem(m.dst);
-      EASEL_ASSIGN_OR_RETURN(relu_mask_,
-                             make_relu_mask(m.dst, dst_, diff_dst_user_, diff_dst_, name()));
-    }
-    diff_dst_c_ = diff_dst_;
-    if (bf16_) {
-      diff_dst_c_ = owned_mem(m.dd_c);
-      EASEL_ASSIGN_OR_RETURN(dd_to_c_,
-                             make_reorder(diff_dst_, diff_dst_c_, name() + ": diff_dst to bf16"));
-    }
-    return {};
-  }
-
   // Backward weights (and bias), diff_weights reordered to the user's format; returns the
   // primitive's impl string.
   Result<std::string> init_backward_weights(const ConvMds& m) {
@@ -182,7 +158,7 @@ class ConvOp final : public DnnlOp {
                              make_reorder(dw_, dw_user_, name() + ": diff_weights reorder"));
     }
     std::unordered_map<int, memory> wargs{
-        {DNNL_ARG_SRC, src_c_}, {DNNL_ARG_DIFF_DST, diff_dst_c_}, {DNNL_ARG_DIFF_WEIGHTS, dw_}};
+        {DNNL_ARG_SRC, src_c_}, {DNNL_ARG_DIFF_DST, dd_.c}, {DNNL_ARG_DIFF_WEIGHTS, dw_}};
     if (d.bias) wargs[DNNL_ARG_DIFF_BIAS] = db_;
     bwd_w_ = make_step<BwdW>(bw_pd, std::move(wargs));
     return std::string(bw_pd.impl_info_str());
@@ -240,9 +216,9 @@ class ConvOp final : public DnnlOp {
         cpu_engine(), fwd_pd_, true);
     if (std::string why = why_not(pd, "backward-data"); !why.empty()) return unavailable(why);
     EASEL_RETURN_IF_ERROR(bind_bwd_weights(pd.weights_desc()));
-    bwd_d_ = make_step<BwdD>(pd, {{DNNL_ARG_DIFF_DST, diff_dst_c_},
-                                  {DNNL_ARG_WEIGHTS, w_bwd_},
-                                  {DNNL_ARG_DIFF_SRC, diff_src_}});
+    bwd_d_ = make_step<BwdD>(
+        pd,
+        {{DNNL_ARG_DIFF_DST, dd_.c}, {DNNL_ARG_WEIGHTS, w_bwd_}, {DNNL_ARG_DIFF_SRC, diff_src_}});
     return std::string(pd.impl_info_str());
   }
 
@@ -273,7 +249,7 @@ class ConvOp final : public DnnlOp {
                              make_reorder(w_flip_user_, w_bwd_, "flipped weights reorder"));
     }
     bwd_d_ = make_step<dnnl::convolution_forward>(
-        fpd, {{DNNL_ARG_SRC, diff_dst_}, {DNNL_ARG_WEIGHTS, w_bwd_}, {DNNL_ARG_DST, diff_src_}});
+        fpd, {{DNNL_ARG_SRC, dd_.masked}, {DNNL_ARG_WEIGHTS, w_bwd_}, {DNNL_ARG_DST, diff_src_}});
     flip_ = true;
     return "fwd-flip(" + std::string(fpd.impl_info_str()) + ")";
   }
@@ -317,7 +293,7 @@ class ConvOp final : public DnnlOp {
     const Shape4 o = dst_shape(d);
     const int64_t C = d.src.c, H = d.src.h, W = d.src.w, kw = d.kw, k2 = d.kh * d.kw * C;
     w_to_ohwi_.run();
-    const char* dd = static_cast<const char*>(diff_dst_c_.get_data_handle());
+    const char* dd = static_cast<const char*>(dd_.c.get_data_handle());
     const int64_t dd_bytes = bf16_ ? 2 : 4;
     const float* col = static_cast<const float*>(col_.get_data_handle());
     for (int64_t n0 = 0; n0 < d.src.n; n0 += gemm_chunk_) {
@@ -402,10 +378,10 @@ class ConvOp final : public DnnlOp {
     if (std::string why = why_not(bpd, "blocked backward-data"); !why.empty())
       return unavailable(why);
     EASEL_RETURN_IF_ERROR(bind_bwd_weights(bpd.weights_desc()));
-    memory dd = same_or_owned(diff_dst_, bpd.diff_dst_desc());
+    memory dd = same_or_owned(dd_.masked, bpd.diff_dst_desc());
     memory ds = same_or_owned(diff_src_, bpd.diff_src_desc());
-    if (dd != diff_dst_) {
-      EASEL_ASSIGN_OR_RETURN(dd_to_blocked_, make_reorder(diff_dst_, dd, "diff_dst reorder"));
+    if (dd != dd_.masked) {
+      EASEL_ASSIGN_OR_RETURN(dd_to_blocked_, make_reorder(dd_.masked, dd, "diff_dst reorder"));
     }
     if (ds != diff_src_) {
       EASEL_ASSIGN_OR_RETURN(ds_from_blocked_, make_reorder(ds, diff_src_, "diff_src reorder"));
@@ -448,16 +424,17 @@ class ConvOp final : public DnnlOp {
   DnnlConvBwdData strategy_;
   bool bf16_;
   memory::data_type cdt_;  // what the convolution computes in
-  memory src_c_, diff_dst_c_;
-  Step src_to_c_, dd_to_c_;
+  memory src_c_;           // what the primitives read of src (a bf16 copy in bf16 mode)
+  Step src_to_c_;
   dnnl::convolution_forward::primitive_desc fwd_pd_;
   memory src_, dst_, w_user_, b_, w_fwd_;
-  memory diff_dst_user_, diff_dst_, dw_user_, db_, dw_, diff_src_, w_bwd_, w_flip_user_;
+  DiffDst dd_;
+  memory dw_user_, db_, dw_, diff_src_, w_bwd_, w_flip_user_;
   bool flip_ = false;
   int64_t gemm_chunk_ = 0;  // > 0: the gemm data gradient, images per matmul
   memory w_ohwi_, gemm_a_, col_;
   Step w_to_ohwi_;
-  Step w_to_fwd_, fwd_, relu_mask_, bwd_w_, dw_to_user_, w_to_bwd_, bwd_d_, flip_to_pd_;
+  Step w_to_fwd_, fwd_, bwd_w_, dw_to_user_, w_to_bwd_, bwd_d_, flip_to_pd_;
   Step dd_to_blocked_, ds_from_blocked_;
 };
 

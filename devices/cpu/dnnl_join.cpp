@@ -10,7 +10,39 @@ namespace easel::dnnl_detail {
 
 namespace {
 
-using JoinOp = MultiInputOp<DnnlOp>;
+// The base of add and concat: one oneDNN primitive (join_) from the inputs srcs_ into dst_.
+class JoinOp : public MultiInputOp<DnnlOp> {
+ public:
+  void forward_n(std::span<const float* const> srcs, float* dst, std::span<const float* const>,
+                 bool) override {
+    for (size_t i = 0; i < inputs(); ++i)
+      point(srcs_[i], srcs[i]);
+    point(dst_, dst);
+    join_.run();
+  }
+
+ protected:
+  using MultiInputOp::MultiInputOp;
+
+  // join_ from pd, reading srcs_ (the caller's memory, input i described by mds[i]) and writing
+  // dst_ (dst_md).
+  template <class Primitive>
+  void make_join(const typename Primitive::primitive_desc& pd, const std::vector<memory::desc>& mds,
+                 const memory::desc& dst_md) {
+    std::unordered_map<int, memory> args;
+    for (size_t i = 0; i < inputs(); ++i) {
+      srcs_.push_back(user_mem(mds[i]));
+      args[DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i)] = srcs_.back();
+    }
+    dst_ = user_mem(dst_md);
+    args[DNNL_ARG_DST] = dst_;
+    join_ = make_step<Primitive>(pd, std::move(args));
+  }
+
+  std::vector<memory> srcs_;
+  memory dst_;
+  Step join_;
+};
 
 // ---------------------------------------------------------------------------------------------
 // dst = sum_i srcs[i]: oneDNN's sum (scales 1). Backward copies diff_dst into every diff_src
@@ -30,25 +62,10 @@ class AddOp final : public JoinOp {
       return unavailable(name() + ": no oneDNN sum (" + e.what() + ")");
     }
     if (std::string why = why_not(pd, name() + ": sum"); !why.empty()) return unavailable(why);
-    std::unordered_map<int, memory> args;
-    for (size_t i = 0; i < inputs(); ++i) {
-      srcs_.push_back(user_mem(md));
-      args[DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i)] = srcs_.back();
-    }
-    dst_ = user_mem(md);
-    args[DNNL_ARG_DST] = dst_;
-    sum_ = make_step<dnnl::sum>(pd, std::move(args));
+    make_join<dnnl::sum>(pd, mds, md);
     impl_ = std::string("dnnl:") + pd.impl_info_str() + "/bwd=own:copy";
-    bind_scratch({&sum_});
+    bind_scratch({&join_});
     return {};
-  }
-
-  void forward_n(std::span<const float* const> srcs, float* dst, std::span<const float* const>,
-                 bool) override {
-    for (size_t i = 0; i < inputs(); ++i)
-      point(srcs_[i], srcs[i]);
-    point(dst_, dst);
-    sum_.run();
   }
 
   void backward_n(std::span<const float* const>, const float*, const float* diff_dst,
@@ -65,11 +82,6 @@ class AddOp final : public JoinOp {
                     static_cast<size_t>(std::min(kChunk, count - at)) * sizeof(float));
     }
   }
-
- private:
-  std::vector<memory> srcs_;
-  memory dst_;
-  Step sum_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -93,14 +105,7 @@ class ConcatOp final : public JoinOp {
       return unavailable(name() + ": no oneDNN concat (" + e.what() + ")");
     }
     if (std::string why = why_not(pd, name() + ": concat"); !why.empty()) return unavailable(why);
-    std::unordered_map<int, memory> args;
-    for (size_t i = 0; i < inputs(); ++i) {
-      srcs_.push_back(user_mem(mds[i]));
-      args[DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i)] = srcs_.back();
-    }
-    dst_ = user_mem(dst_md);
-    args[DNNL_ARG_DST] = dst_;
-    concat_ = make_step<dnnl::concat>(pd, std::move(args));
+    make_join<dnnl::concat>(pd, mds, dst_md);
 
     int64_t c0 = 0;
     for (size_t i = 0; i < inputs(); ++i) {
@@ -115,19 +120,11 @@ class ConcatOp final : public JoinOp {
       c0 += s.c;
     }
     impl_ = std::string("dnnl:") + pd.impl_info_str() + "/bwd=reorders";
-    std::vector<Step*> steps{&concat_};
+    std::vector<Step*> steps{&join_};
     for (Step& s : split_)
       steps.push_back(&s);
     bind_scratch(steps);
     return {};
-  }
-
-  void forward_n(std::span<const float* const> srcs, float* dst, std::span<const float* const>,
-                 bool) override {
-    for (size_t i = 0; i < inputs(); ++i)
-      point(srcs_[i], srcs[i]);
-    point(dst_, dst);
-    concat_.run();
   }
 
   void backward_n(std::span<const float* const>, const float*, const float* diff_dst,
@@ -142,9 +139,7 @@ class ConcatOp final : public JoinOp {
   }
 
  private:
-  std::vector<memory> srcs_, diff_dst_parts_, diff_srcs_;
-  memory dst_;
-  Step concat_;
+  std::vector<memory> diff_dst_parts_, diff_srcs_;
   std::vector<Step> split_;
 };
 

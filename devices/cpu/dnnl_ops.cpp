@@ -59,33 +59,21 @@ class InnerProductOp final : public DnnlOp {
     if (d.bias) fargs[DNNL_ARG_BIAS] = b_;
     fwd_ = make_step<Fwd>(fpd, std::move(fargs));
 
-    diff_dst_user_ = user_mem(dst_md);
-    diff_dst_ = diff_dst_user_;
-    if (d.fused_relu) {
-      diff_dst_ = owned_mem(dst_md);
-      EASEL_ASSIGN_OR_RETURN(relu_mask_,
-                             make_relu_mask(dst_md, dst_, diff_dst_user_, diff_dst_, name()));
-    }
-    diff_dst_c_ = diff_dst_;
-    if (bf16_) {
-      diff_dst_c_ = owned_mem(dd_c_md);
-      EASEL_ASSIGN_OR_RETURN(dd_to_c_,
-                             make_reorder(diff_dst_, diff_dst_c_, name() + ": diff_dst to bf16"));
-    }
+    EASEL_RETURN_IF_ERROR(dd_.init(dst_md, dd_c_md, d.fused_relu, bf16_, dst_, name()));
     diff_src_ = user_mem(src_md);
-    bwd_d_ = make_step<dnnl::inner_product_backward_data>(dpd, {{DNNL_ARG_DIFF_DST, diff_dst_c_},
-                                                                {DNNL_ARG_WEIGHTS, w_c_},
-                                                                {DNNL_ARG_DIFF_SRC, diff_src_}});
+    bwd_d_ = make_step<dnnl::inner_product_backward_data>(
+        dpd,
+        {{DNNL_ARG_DIFF_DST, dd_.c}, {DNNL_ARG_WEIGHTS, w_c_}, {DNNL_ARG_DIFF_SRC, diff_src_}});
     dw_ = user_mem(w_md);
     if (d.bias) db_ = user_mem(b_md);
     std::unordered_map<int, memory> wargs{
-        {DNNL_ARG_SRC, src_c_}, {DNNL_ARG_DIFF_DST, diff_dst_c_}, {DNNL_ARG_DIFF_WEIGHTS, dw_}};
+        {DNNL_ARG_SRC, src_c_}, {DNNL_ARG_DIFF_DST, dd_.c}, {DNNL_ARG_DIFF_WEIGHTS, dw_}};
     if (d.bias) wargs[DNNL_ARG_DIFF_BIAS] = db_;
     bwd_w_ = make_step<dnnl::inner_product_backward_weights>(wpd, std::move(wargs));
 
     impl_ = std::string(bf16_ ? "dnnl-bf16:" : "dnnl:") + fpd.impl_info_str() +
             "/bwd_d=" + dpd.impl_info_str() + "/bwd_w=" + wpd.impl_info_str();
-    bind_scratch({&fwd_, &relu_mask_, &bwd_d_, &bwd_w_, &src_to_c_, &w_to_c_, &dd_to_c_});
+    bind_scratch({&fwd_, &dd_.relu_mask, &bwd_d_, &bwd_w_, &src_to_c_, &w_to_c_, &dd_.to_c});
     return {};
   }
 
@@ -105,12 +93,7 @@ class InnerProductOp final : public DnnlOp {
   void backward(const float* src, const float* dst, const float* diff_dst, float* diff_src,
                 std::span<const float* const> weights,
                 std::span<float* const> diff_weights) override {
-    point(diff_dst_user_, diff_dst);
-    if (desc_.fused_relu) {
-      point(dst_, dst);
-      relu_mask_.run();
-    }
-    if (bf16_) dd_to_c_.run();
+    dd_.prepare(diff_dst, dst_, dst);
     point(src_, src);
     point(dw_, diff_weights[0]);
     if (desc_.bias) point(db_, diff_weights[1]);
@@ -123,16 +106,17 @@ class InnerProductOp final : public DnnlOp {
 
  private:
   bool bf16_;
-  memory src_, dst_, w_, b_, diff_dst_user_, diff_dst_, diff_src_, dw_, db_;
-  memory src_c_, w_c_, diff_dst_c_;  // what the primitives read (bf16 copies in bf16 mode)
-  Step fwd_, relu_mask_, bwd_d_, bwd_w_, src_to_c_, w_to_c_, dd_to_c_;
+  memory src_, dst_, w_, b_, diff_src_, dw_, db_;
+  memory src_c_, w_c_;  // what the primitives read (bf16 copies in bf16 mode)
+  DiffDst dd_;
+  Step fwd_, bwd_d_, bwd_w_, src_to_c_, w_to_c_;
 };
 
 // ---------------------------------------------------------------------------------------------
 // ReLU (negative slope 0), backward from dst (dst > 0 exactly where src > 0); in place works.
-class ReluOp final : public DnnlOp {
+class ReluOp final : public FwdBwdOp {
  public:
-  explicit ReluOp(const OpDesc& d) : DnnlOp(d) {}
+  explicit ReluOp(const OpDesc& d) : FwdBwdOp(d) {}
 
   Status init() {
     const memory::desc md = act_md(desc_.src, desc_.layout);
@@ -140,35 +124,19 @@ class ReluOp final : public DnnlOp {
     dnnl::eltwise_forward::primitive_desc fpd({prop_kind::forward_training, alg, md, 0.f, 0.f},
                                               base_attr(), cpu_engine(), true);
     if (std::string why = why_not(fpd, name() + ": forward"); !why.empty()) return unavailable(why);
-    src_ = user_mem(md);
-    dst_ = user_mem(md);
-    diff_dst_ = user_mem(md);
-    diff_src_ = user_mem(md);
+    user_tensors(md, md);
     EASEL_ASSIGN_OR_RETURN(bwd_, make_relu_mask(md, dst_, diff_dst_, diff_src_, name()));
     fwd_ = make_step<dnnl::eltwise_forward>(fpd, {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}});
-    impl_ = std::string("dnnl:") + fpd.impl_info_str();
-    bind_scratch({&fwd_, &bwd_});
+    finish(fpd.impl_info_str());
     return {};
-  }
-
-  void forward(const float* src, float* dst, std::span<const float* const>, bool) override {
-    point(src_, src);
-    point(dst_, dst);
-    fwd_.run();
   }
 
   void backward(const float*, const float* dst, const float* diff_dst, float* diff_src,
                 std::span<const float* const>, std::span<float* const>) override {
     if (diff_src == nullptr) return;
     point(dst_, dst);
-    point(diff_dst_, diff_dst);
-    point(diff_src_, diff_src);
-    bwd_.run();
+    run_backward(diff_dst, diff_src);
   }
-
- private:
-  memory src_, dst_, diff_dst_, diff_src_;
-  Step fwd_, bwd_;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -10,6 +10,20 @@ namespace easel::dnnl_detail {
 
 namespace {
 
+// What the pooling ops share: their backward primitive, bound at init.
+class PoolingOp : public FwdBwdOp {
+ protected:
+  using FwdBwdOp::FwdBwdOp;
+  // bwd_ from bpd on diff_dst_ and diff_src_ (made by the caller), then the impl and the
+  // scratchpad.
+  void finish_backward(const dnnl::pooling_forward::primitive_desc& fpd,
+                       const dnnl::pooling_backward::primitive_desc& bpd) {
+    bwd_ = make_step<dnnl::pooling_backward>(
+        bpd, {{DNNL_ARG_DIFF_DST, diff_dst_}, {DNNL_ARG_DIFF_SRC, diff_src_}});
+    finish(std::string(fpd.impl_info_str()) + "/bwd=" + bpd.impl_info_str());
+  }
+};
+
 // Max and average pooling with Caffe's ceil-mode output size, expressed as extra padding on the
 // bottom/right; in floor mode (ceil_mode false) the bottom/right padding is the top/left one
 // (oneDNN's output size rounds down too, and no window reaches past in + pad). Max pooling:
@@ -21,9 +35,9 @@ namespace {
 // [-pad, in + pad). That is oneDNN's exclude_padding when pad is 0, and its include_padding when no
 // window reaches past in + pad (the ceil-mode extra padding is at most pad); other shapes are
 // refused (the reference runs).
-class PoolOp final : public DnnlOp {
+class PoolOp final : public PoolingOp {
  public:
-  explicit PoolOp(const OpDesc& d) : DnnlOp(d) {}
+  explicit PoolOp(const OpDesc& d) : PoolingOp(d) {}
 
   Status init() {
     const OpDesc& d = desc_;
@@ -59,9 +73,7 @@ class PoolOp final : public DnnlOp {
     fwd_ = make_step<dnnl::pooling_forward>(fpd, {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}});
     if (alg == algorithm::pooling_max) {
       tiled_ = pick_tiled(d);
-      impl_ =
-          std::string("dnnl:") + fpd.impl_info_str() + "/bwd=own:argmax" + (tiled_ ? "-tiled" : "");
-      bind_scratch({&fwd_});
+      finish(std::string(fpd.impl_info_str()) + "/bwd=own:argmax" + (tiled_ ? "-tiled" : ""));
       return {};
     }
     dnnl::pooling_backward::primitive_desc bpd({alg, src_md, dst_md, strides, kernel, pad_l, pad_r},
@@ -71,17 +83,8 @@ class PoolOp final : public DnnlOp {
 
     diff_dst_ = user_mem(dst_md);
     diff_src_ = user_mem(src_md);
-    bwd_ = make_step<dnnl::pooling_backward>(
-        bpd, {{DNNL_ARG_DIFF_DST, diff_dst_}, {DNNL_ARG_DIFF_SRC, diff_src_}});
-    impl_ = std::string("dnnl:") + fpd.impl_info_str() + "/bwd=" + bpd.impl_info_str();
-    bind_scratch({&fwd_, &bwd_});
+    finish_backward(fpd, bpd);
     return {};
-  }
-
-  void forward(const float* src, float* dst, std::span<const float* const>, bool) override {
-    point(src_, src);
-    point(dst_, dst);
-    fwd_.run();
   }
 
   void backward(const float* src, const float* dst, const float* diff_dst, float* diff_src,
@@ -91,9 +94,7 @@ class PoolOp final : public DnnlOp {
       max_backward(src, dst, diff_dst, diff_src);
       return;
     }
-    point(diff_dst_, diff_dst);
-    point(diff_src_, diff_src);
-    bwd_.run();
+    run_backward(diff_dst, diff_src);
   }
 
  private:
@@ -234,17 +235,15 @@ class PoolOp final : public DnnlOp {
       }
   }
 
-  memory src_, dst_, diff_dst_, diff_src_;
-  Step fwd_, bwd_;
   TiledFn tiled_ = nullptr;
 };
 
 // ---------------------------------------------------------------------------------------------
 // Global average pooling: oneDNN's average pooling with one H x W window (no padding, so
 // exclude_padding divides by H*W).
-class GlobalAvgPoolOp final : public DnnlOp {
+class GlobalAvgPoolOp final : public PoolingOp {
  public:
-  explicit GlobalAvgPoolOp(const OpDesc& d) : DnnlOp(d) {}
+  explicit GlobalAvgPoolOp(const OpDesc& d) : PoolingOp(d) {}
 
   Status init() {
     const OpDesc& d = desc_;
@@ -259,35 +258,17 @@ class GlobalAvgPoolOp final : public DnnlOp {
                                                base_attr(), cpu_engine(), fpd, true);
     if (std::string why = why_not(bpd, name() + ": backward"); !why.empty())
       return unavailable(why);
-    src_ = user_mem(src_md);
-    dst_ = user_mem(dst_md);
-    diff_dst_ = user_mem(dst_md);
-    diff_src_ = user_mem(src_md);
+    user_tensors(src_md, dst_md);
     fwd_ = make_step<dnnl::pooling_forward>(fpd, {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}});
-    bwd_ = make_step<dnnl::pooling_backward>(
-        bpd, {{DNNL_ARG_DIFF_DST, diff_dst_}, {DNNL_ARG_DIFF_SRC, diff_src_}});
-    impl_ = std::string("dnnl:") + fpd.impl_info_str() + "/bwd=" + bpd.impl_info_str();
-    bind_scratch({&fwd_, &bwd_});
+    finish_backward(fpd, bpd);
     return {};
-  }
-
-  void forward(const float* src, float* dst, std::span<const float* const>, bool) override {
-    point(src_, src);
-    point(dst_, dst);
-    fwd_.run();
   }
 
   void backward(const float*, const float*, const float* diff_dst, float* diff_src,
                 std::span<const float* const>, std::span<float* const>) override {
     if (diff_src == nullptr) return;
-    point(diff_dst_, diff_dst);
-    point(diff_src_, diff_src);
-    bwd_.run();
+    run_backward(diff_dst, diff_src);
   }
-
- private:
-  memory src_, dst_, diff_dst_, diff_src_;
-  Step fwd_, bwd_;
 };
 
 }  // namespace

@@ -21,45 +21,44 @@ inline float relu_masked(float diff, float dst, bool fused_relu) {
   return fused_relu && !(dst > 0.f) ? 0.f : diff;
 }
 
+// f(n, c, oh, ow) for every element of the dst shape o, in (n, c, oh, ow) order; the images
+// in parallel (each on one thread) when parallel is set.
+template <typename F>
+void for_each_output(const Shape4& o, bool parallel, F f) {
+#pragma omp parallel for if (parallel)
+  for (int64_t n = 0; n < o.n; ++n)
+    for (int64_t c = 0; c < o.c; ++c)
+      for (int64_t oh = 0; oh < o.h; ++oh)
+        for (int64_t ow = 0; ow < o.w; ++ow)
+          f(n, c, oh, ow);
+}
+
+// The base of the reference kernels: their impl() is "ref".
+class RefOp : public Op {
+ public:
+  std::string impl() const override { return "ref"; }
+
+ protected:
+  using Op::Op;
+};
+
 // ---------------------------------------------------------------------------------------------
 // Convolution: weights {oc, ic/group, kh, kw}, bias {oc}; cross-correlation as in Caffe.
-class RefConv final : public Op {
+class RefConv final : public RefOp {
  public:
-  explicit RefConv(const OpDesc& d) : Op(d), o_(dst_shape(d)) {}
-  std::string impl() const override { return "ref"; }
+  explicit RefConv(const OpDesc& d) : RefOp(d), o_(dst_shape(d)) {}
 
   void forward(const float* src, float* dst, std::span<const float* const> weights,
                bool /*training*/) override {
     const OpDesc& d = desc_;
-    const Shape4& s = d.src;
-    const int64_t icg = s.c / d.group, ocg = d.oc / d.group;
     const float* w = weights[0];
     const float* bias = d.bias ? weights[1] : nullptr;
-#pragma omp parallel for
-    for (int64_t n = 0; n < s.n; ++n) {
-      for (int64_t oc = 0; oc < d.oc; ++oc) {
-        const int64_t ic0 = oc / ocg * icg;  // first input channel of this group
-        for (int64_t oh = 0; oh < o_.h; ++oh) {
-          for (int64_t ow = 0; ow < o_.w; ++ow) {
-            float acc = bias ? bias[oc] : 0.f;
-            for (int64_t ic = 0; ic < icg; ++ic) {
-              for (int64_t y = 0; y < d.kh; ++y) {
-                const int64_t ih = oh * d.stride_h - d.pad_h + y;
-                if (ih < 0 || ih >= s.h) continue;
-                for (int64_t x = 0; x < d.kw; ++x) {
-                  const int64_t iw = ow * d.stride_w - d.pad_w + x;
-                  if (iw < 0 || iw >= s.w) continue;
-                  acc += w[((oc * icg + ic) * d.kh + y) * d.kw + x] *
-                         src[offset4(s, d.layout, n, ic0 + ic, ih, iw)];
-                }
-              }
-            }
-            if (d.fused_relu) acc = std::max(acc, 0.f);
-            dst[offset4(o_, d.layout, n, oc, oh, ow)] = acc;
-          }
-        }
-      }
-    }
+    for_each_output(o_, true, [&](int64_t n, int64_t oc, int64_t oh, int64_t ow) {
+      float acc = bias ? bias[oc] : 0.f;
+      for_taps(n, oc, oh, ow, [&](int64_t wi, int64_t si) { acc += w[wi] * src[si]; });
+      if (d.fused_relu) acc = std::max(acc, 0.f);
+      dst[offset4(o_, d.layout, n, oc, oh, ow)] = acc;
+    });
   }
 
   void backward(const float* src, const float* dst, const float* diff_dst, float* diff_src,
@@ -67,7 +66,7 @@ class RefConv final : public Op {
                 std::span<float* const> diff_weights) override {
     const OpDesc& d = desc_;
     const Shape4& s = d.src;
-    const int64_t icg = s.c / d.group, ocg = d.oc / d.group;
+    const int64_t icg = s.c / d.group;
     const float* w = weights[0];
     float* dw = diff_weights[0];
     float* db = d.bias ? diff_weights[1] : nullptr;
@@ -75,60 +74,46 @@ class RefConv final : public Op {
     if (db) std::fill(db, db + d.oc, 0.f);
     if (diff_src) std::fill(diff_src, diff_src + s.count(), 0.f);
 
+    const auto grad = [&](int64_t n, int64_t oc, int64_t oh, int64_t ow) {
+      const int64_t o = offset4(o_, d.layout, n, oc, oh, ow);
+      return relu_masked(diff_dst[o], dst[o], d.fused_relu);
+    };
     // Weights and bias gradients: a reduction over the batch, kept serial.
-    for (int64_t n = 0; n < s.n; ++n) {
-      for (int64_t oc = 0; oc < d.oc; ++oc) {
-        const int64_t ic0 = oc / ocg * icg;
-        for (int64_t oh = 0; oh < o_.h; ++oh) {
-          for (int64_t ow = 0; ow < o_.w; ++ow) {
-            const int64_t o = offset4(o_, d.layout, n, oc, oh, ow);
-            const float g = relu_masked(diff_dst[o], dst[o], d.fused_relu);
-            if (db) db[oc] += g;
-            for (int64_t ic = 0; ic < icg; ++ic) {
-              for (int64_t y = 0; y < d.kh; ++y) {
-                const int64_t ih = oh * d.stride_h - d.pad_h + y;
-                if (ih < 0 || ih >= s.h) continue;
-                for (int64_t x = 0; x < d.kw; ++x) {
-                  const int64_t iw = ow * d.stride_w - d.pad_w + x;
-                  if (iw < 0 || iw >= s.w) continue;
-                  dw[((oc * icg + ic) * d.kh + y) * d.kw + x] +=
-                      g * src[offset4(s, d.layout, n, ic0 + ic, ih, iw)];
-                }
-              }
-            }
-          }
-        }
-      }
-    }
+    for_each_output(o_, false, [&](int64_t n, int64_t oc, int64_t oh, int64_t ow) {
+      const float g = grad(n, oc, oh, ow);
+      if (db) db[oc] += g;
+      for_taps(n, oc, oh, ow, [&](int64_t wi, int64_t si) { dw[wi] += g * src[si]; });
+    });
     if (!diff_src) return;
-      // Data gradient: scatter every output's gradient back through the window; images apart.
-#pragma omp parallel for
-    for (int64_t n = 0; n < s.n; ++n) {
-      for (int64_t oc = 0; oc < d.oc; ++oc) {
-        const int64_t ic0 = oc / ocg * icg;
-        for (int64_t oh = 0; oh < o_.h; ++oh) {
-          for (int64_t ow = 0; ow < o_.w; ++ow) {
-            const int64_t o = offset4(o_, d.layout, n, oc, oh, ow);
-            const float g = relu_masked(diff_dst[o], dst[o], d.fused_relu);
-            for (int64_t ic = 0; ic < icg; ++ic) {
-              for (int64_t y = 0; y < d.kh; ++y) {
-                const int64_t ih = oh * d.stride_h - d.pad_h + y;
-                if (ih < 0 || ih >= s.h) continue;
-                for (int64_t x = 0; x < d.kw; ++x) {
-                  const int64_t iw = ow * d.stride_w - d.pad_w + x;
-                  if (iw < 0 || iw >= s.w) continue;
-                  diff_src[offset4(s, d.layout, n, ic0 + ic, ih, iw)] +=
-                      g * w[((oc * icg + ic) * d.kh + y) * d.kw + x];
-                }
-              }
-            }
-          }
+    // Data gradient: scatter every output's gradient back through the window; images apart.
+    for_each_output(o_, true, [&](int64_t n, int64_t oc, int64_t oh, int64_t ow) {
+      const float g = grad(n, oc, oh, ow);
+      for_taps(n, oc, oh, ow, [&](int64_t wi, int64_t si) { diff_src[si] += g * w[wi]; });
+    });
+  }
+
+ private:
+  // f(weight index, src offset) for every tap of output (n, oc, oh, ow) that lands inside the
+  // input (padding contributes nothing), in (ic, y, x) order.
+  template <typename F>
+  void for_taps(int64_t n, int64_t oc, int64_t oh, int64_t ow, F f) const {
+    const OpDesc& d = desc_;
+    const Shape4& s = d.src;
+    const int64_t icg = s.c / d.group, ocg = d.oc / d.group;
+    const int64_t ic0 = oc / ocg * icg;  // first input channel of this group
+    for (int64_t ic = 0; ic < icg; ++ic) {
+      for (int64_t y = 0; y < d.kh; ++y) {
+        const int64_t ih = oh * d.stride_h - d.pad_h + y;
+        if (ih < 0 || ih >= s.h) continue;
+        for (int64_t x = 0; x < d.kw; ++x) {
+          const int64_t iw = ow * d.stride_w - d.pad_w + x;
+          if (iw < 0 || iw >= s.w) continue;
+          f(((oc * icg + ic) * d.kh + y) * d.kw + x, offset4(s, d.layout, n, ic0 + ic, ih, iw));
         }
       }
     }
   }
 
- private:
   Shape4 o_;  // dst shape
 };
 
@@ -136,43 +121,35 @@ class RefConv final : public Op {
 // Max pooling, Caffe semantics: the window is clipped to the input (padding never wins), the
 // first maximum in scan order (h, then w) is the one remembered and the one that gets the
 // gradient.
-class RefMaxPool final : public Op {
+class RefMaxPool final : public RefOp {
  public:
   explicit RefMaxPool(const OpDesc& d)
-      : Op(d), o_(dst_shape(d)), argmax_(static_cast<size_t>(o_.count()), -1) {}
-  std::string impl() const override { return "ref"; }
+      : RefOp(d), o_(dst_shape(d)), argmax_(static_cast<size_t>(o_.count()), -1) {}
 
   void forward(const float* src, float* dst, std::span<const float* const> /*weights*/,
                bool /*training*/) override {
     const OpDesc& d = desc_;
     const Shape4& s = d.src;
-#pragma omp parallel for
-    for (int64_t n = 0; n < s.n; ++n) {
-      for (int64_t c = 0; c < s.c; ++c) {
-        for (int64_t oh = 0; oh < o_.h; ++oh) {
-          const int64_t h0 = std::max<int64_t>(oh * d.stride_h - d.pad_h, 0);
-          const int64_t h1 = std::min(oh * d.stride_h - d.pad_h + d.kh, s.h);
-          for (int64_t ow = 0; ow < o_.w; ++ow) {
-            const int64_t w0 = std::max<int64_t>(ow * d.stride_w - d.pad_w, 0);
-            const int64_t w1 = std::min(ow * d.stride_w - d.pad_w + d.kw, s.w);
-            float best = -FLT_MAX;
-            int64_t at = -1;
-            for (int64_t h = h0; h < h1; ++h) {
-              for (int64_t w = w0; w < w1; ++w) {
-                const int64_t i = offset4(s, d.layout, n, c, h, w);
-                if (at < 0 || src[i] > best) {
-                  best = src[i];
-                  at = i;
-                }
-              }
-            }
-            const int64_t o = offset4(o_, d.layout, n, c, oh, ow);
-            dst[o] = best;
-            argmax_[static_cast<size_t>(o)] = at;
+    for_each_output(o_, true, [&](int64_t n, int64_t c, int64_t oh, int64_t ow) {
+      const int64_t h0 = std::max<int64_t>(oh * d.stride_h - d.pad_h, 0);
+      const int64_t h1 = std::min(oh * d.stride_h - d.pad_h + d.kh, s.h);
+      const int64_t w0 = std::max<int64_t>(ow * d.stride_w - d.pad_w, 0);
+      const int64_t w1 = std::min(ow * d.stride_w - d.pad_w + d.kw, s.w);
+      float best = -FLT_MAX;
+      int64_t at = -1;
+      for (int64_t h = h0; h < h1; ++h) {
+        for (int64_t w = w0; w < w1; ++w) {
+          const int64_t i = offset4(s, d.layout, n, c, h, w);
+          if (at < 0 || src[i] > best) {
+            best = src[i];
+            at = i;
           }
         }
       }
-    }
+      const int64_t o = offset4(o_, d.layout, n, c, oh, ow);
+      dst[o] = best;
+      argmax_[static_cast<size_t>(o)] = at;
+    });
   }
 
   void backward(const float* /*src*/, const float* /*dst*/, const float* diff_dst, float* diff_src,
@@ -193,30 +170,22 @@ class RefMaxPool final : public Op {
 // ---------------------------------------------------------------------------------------------
 // Average pooling, Caffe semantics: the divisor is the window clipped to input + padding, so
 // padded zeros count, except where the ceil-mode remainder runs past the padding.
-class RefAvgPool final : public Op {
+class RefAvgPool final : public RefOp {
  public:
-  explicit RefAvgPool(const OpDesc& d) : Op(d), o_(dst_shape(d)) {}
-  std::string impl() const override { return "ref"; }
+  explicit RefAvgPool(const OpDesc& d) : RefOp(d), o_(dst_shape(d)) {}
 
   void forward(const float* src, float* dst, std::span<const float* const> /*weights*/,
                bool /*training*/) override {
     const OpDesc& d = desc_;
     const Shape4& s = d.src;
-#pragma omp parallel for
-    for (int64_t n = 0; n < s.n; ++n) {
-      for (int64_t c = 0; c < s.c; ++c) {
-        for (int64_t oh = 0; oh < o_.h; ++oh) {
-          for (int64_t ow = 0; ow < o_.w; ++ow) {
-            const Window win = window(oh, ow);
-            float sum = 0.f;
-            for (int64_t h = win.h0; h < win.h1; ++h)
-              for (int64_t w = win.w0; w < win.w1; ++w)
-                sum += src[offset4(s, d.layout, n, c, h, w)];
-            dst[offset4(o_, d.layout, n, c, oh, ow)] = sum / win.size;
-          }
-        }
-      }
-    }
+    for_each_output(o_, true, [&](int64_t n, int64_t c, int64_t oh, int64_t ow) {
+      const Window win = window(oh, ow);
+      float sum = 0.f;
+      for (int64_t h = win.h0; h < win.h1; ++h)
+        for (int64_t w = win.w0; w < win.w1; ++w)
+          sum += src[offset4(s, d.layout, n, c, h, w)];
+      dst[offset4(o_, d.layout, n, c, oh, ow)] = sum / win.size;
+    });
   }
 
   void backward(const float* /*src*/, const float* /*dst*/, const float* diff_dst, float* diff_src,
@@ -226,20 +195,13 @@ class RefAvgPool final : public Op {
     const OpDesc& d = desc_;
     const Shape4& s = d.src;
     std::fill(diff_src, diff_src + s.count(), 0.f);
-#pragma omp parallel for
-    for (int64_t n = 0; n < s.n; ++n) {
-      for (int64_t c = 0; c < s.c; ++c) {
-        for (int64_t oh = 0; oh < o_.h; ++oh) {
-          for (int64_t ow = 0; ow < o_.w; ++ow) {
-            const Window win = window(oh, ow);
-            const float g = diff_dst[offset4(o_, d.layout, n, c, oh, ow)] / win.size;
-            for (int64_t h = win.h0; h < win.h1; ++h)
-              for (int64_t w = win.w0; w < win.w1; ++w)
-                diff_src[offset4(s, d.layout, n, c, h, w)] += g;
-          }
-        }
-      }
-    }
+    for_each_output(o_, true, [&](int64_t n, int64_t c, int64_t oh, int64_t ow) {
+      const Window win = window(oh, ow);
+      const float g = diff_dst[offset4(o_, d.layout, n, c, oh, ow)] / win.size;
+      for (int64_t h = win.h0; h < win.h1; ++h)
+        for (int64_t w = win.w0; w < win.w1; ++w)
+          diff_src[offset4(s, d.layout, n, c, h, w)] += g;
+    });
   }
 
  private:
@@ -265,10 +227,9 @@ class RefAvgPool final : public Op {
 // ---------------------------------------------------------------------------------------------
 // Inner product: weights {oc, K} with K = C*H*W; each image's contiguous block of src is its
 // input vector, in the layout's own order. dst is [N, oc, 1, 1], the same in both layouts.
-class RefInnerProduct final : public Op {
+class RefInnerProduct final : public RefOp {
  public:
-  explicit RefInnerProduct(const OpDesc& d) : Op(d) {}
-  std::string impl() const override { return "ref"; }
+  explicit RefInnerProduct(const OpDesc& d) : RefOp(d) {}
 
   void forward(const float* src, float* dst, std::span<const float* const> weights,
                bool /*training*/) override {
@@ -327,10 +288,9 @@ class RefInnerProduct final : public Op {
 // ---------------------------------------------------------------------------------------------
 // ReLU (negative slope 0). Backward tests dst > 0, which equals Caffe's src > 0 and also works
 // when the op runs in place.
-class RefRelu final : public Op {
+class RefRelu final : public RefOp {
  public:
-  explicit RefRelu(const OpDesc& d) : Op(d) {}
-  std::string impl() const override { return "ref"; }
+  explicit RefRelu(const OpDesc& d) : RefOp(d) {}
 
   void forward(const float* src, float* dst, std::span<const float* const> /*weights*/,
                bool /*training*/) override {
@@ -356,10 +316,9 @@ class RefRelu final : public Op {
 //   scale[i] = k + alpha/m * sum_{j in W(i)} src[j]^2,  dst[i] = src[i] * scale[i]^-beta
 //   diff_src[i] = diff_dst[i] * scale[i]^-beta
 //               - 2 alpha beta / m * src[i] * sum_{j in W(i)} diff_dst[j] dst[j] / scale[j]
-class RefLrn final : public Op {
+class RefLrn final : public RefOp {
  public:
-  explicit RefLrn(const OpDesc& d) : Op(d), scale_(static_cast<size_t>(d.src.count())) {}
-  std::string impl() const override { return "ref"; }
+  explicit RefLrn(const OpDesc& d) : RefOp(d), scale_(static_cast<size_t>(d.src.count())) {}
 
   void forward(const float* src, float* dst, std::span<const float* const> /*weights*/,
                bool /*training*/) override {
@@ -436,11 +395,10 @@ class RefLrn final : public Op {
 // identity otherwise. The mask is drawn in logical (n, c, h, w) order, so both layouts drop the
 // same elements; the generator is seeded once by desc.seed and advances every training forward,
 // and set_draw (a group's stream and step, from the trainer) seeds it from the pair.
-class RefDropout final : public Op {
+class RefDropout final : public RefOp {
  public:
   explicit RefDropout(const OpDesc& d)
-      : Op(d), rng_(d.seed), mask_(static_cast<size_t>(d.src.count()), 1.f) {}
-  std::string impl() const override { return "ref"; }
+      : RefOp(d), rng_(d.seed), mask_(static_cast<size_t>(d.src.count()), 1.f) {}
 
   void set_draw(uint64_t stream, uint64_t n) override {
     rng_.reseed(dropout_hash::key(dropout_hash::stream_seed(desc_.seed, stream), n));
@@ -490,10 +448,9 @@ class RefDropout final : public Op {
 // ---------------------------------------------------------------------------------------------
 // Global average pooling: dst[n, c] = the mean of src[n, c, :, :]; each src element gets
 // diff_dst[n, c] / (H*W). dst {N, C, 1, 1} has one memory order in both layouts.
-class RefGlobalAvgPool final : public Op {
+class RefGlobalAvgPool final : public RefOp {
  public:
-  explicit RefGlobalAvgPool(const OpDesc& d) : Op(d) {}
-  std::string impl() const override { return "ref"; }
+  explicit RefGlobalAvgPool(const OpDesc& d) : RefOp(d) {}
 
   void forward(const float* src, float* dst, std::span<const float* const> /*weights*/,
                bool /*training*/) override {

@@ -8,15 +8,16 @@
 
 #include "devices/cuda/cuda_ops.hpp"
 #include "devices/cuda/op_kernels.hpp"
+#include "devices/wrapping_op.hpp"
 
 namespace easel {
 
 namespace {
 
-class Bf16Boundary final : public Op {
+class Bf16Boundary final : public WrappingOp {
  public:
   Bf16Boundary(CudaContext& ctx, std::unique_ptr<Op> op)
-      : Op(bf16_desc(op->desc())), ctx_(ctx), op_(std::move(op)) {}
+      : WrappingOp(std::move(op), DType::bf16), ctx_(ctx) {}
 
   Status init() {
     const size_t inputs = 1 + desc_.more_src.size();
@@ -31,20 +32,6 @@ class Bf16Boundary final : public Op {
     return {};
   }
   std::string impl() const override { return op_->impl() + "+bf16-boundary"; }
-  void set_draw(uint64_t stream, uint64_t n) override { op_->set_draw(stream, n); }
-
-  void forward(const float* src, float* dst, std::span<const float* const> weights,
-               bool training) override {
-    const float* srcs[] = {src};
-    forward_n(srcs, dst, weights, training);
-  }
-  void backward(const float* src, const float* dst, const float* diff_dst, float* diff_src,
-                std::span<const float* const> weights,
-                std::span<float* const> diff_weights) override {
-    const float* srcs[] = {src};
-    float* diff_srcs[] = {diff_src};
-    backward_n(srcs, dst, diff_dst, diff_srcs, weights, diff_weights);
-  }
 
   void forward_n(std::span<const float* const> srcs, float* dst,
                  std::span<const float* const> weights, bool training) override {
@@ -69,14 +56,8 @@ class Bf16Boundary final : public Op {
   }
 
  private:
-  static OpDesc bf16_desc(OpDesc d) {
-    d.act = DType::bf16;
-    return d;
-  }
   static uint16_t* bits(float* p) { return reinterpret_cast<uint16_t*>(p); }
   static const uint16_t* bits(const float* p) { return reinterpret_cast<const uint16_t*>(p); }
-  const Shape4& src_shape(size_t i) const { return i == 0 ? desc_.src : desc_.more_src[i - 1]; }
-  int64_t dst_count() const { return dst_shape(desc_).count(); }
   std::vector<const float*> widen_srcs(std::span<const float* const> srcs) {
     std::vector<const float*> out(srcs.size());
     for (size_t i = 0; i < srcs.size(); ++i) {
@@ -88,7 +69,6 @@ class Bf16Boundary final : public Op {
   }
 
   CudaContext& ctx_;
-  std::unique_ptr<Op> op_;
   std::vector<Buffer> srcs_, diff_srcs_;  // f32 [per input]: the widened src, diff_src written
   Buffer dst_, diff_dst_;                 // f32: dst (written, then widened again), diff_dst
 };

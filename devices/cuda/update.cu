@@ -117,7 +117,9 @@ struct SgdRule {
   }
 };
 
-// v' <- mu*v - lr*(g + wd*w); v <- v'; w <- w + v'
+// v' <- mu*v - lr*(g + wd*w); v <- v'; w <- w + v' (heavy ball) or w + (1+mu)*v' - mu*v
+// (kNesterov)
+template <bool kNesterov>
 struct MomentumRule {
   float* w;
   const float* g;
@@ -130,24 +132,10 @@ struct MomentumRule {
   __device__ void store(int64_t i, In e, float lr, float wd) const {
     const float vn = sub(mul(mu, e.v), mul(lr, add(e.g, mul(wd, e.w))));
     v[i] = vn;
-    w[i] = add(e.w, vn);
-  }
-};
-
-// v' <- mu*v - lr*(g + wd*w); w <- w + (1+mu)*v' - mu*v; v <- v'
-struct NesterovRule {
-  float* w;
-  const float* g;
-  float* v;
-  float mu;
-  struct In {
-    float w, g, v;
-  };
-  __device__ In load(int64_t i) const { return {w[i], g[i], v[i]}; }
-  __device__ void store(int64_t i, In e, float lr, float wd) const {
-    const float vn = sub(mul(mu, e.v), mul(lr, add(e.g, mul(wd, e.w))));
-    v[i] = vn;
-    w[i] = sub(add(e.w, mul(add(1.f, mu), vn)), mul(mu, e.v));
+    if constexpr (kNesterov)
+      w[i] = sub(add(e.w, mul(add(1.f, mu), vn)), mul(mu, e.v));
+    else
+      w[i] = add(e.w, vn);
   }
 };
 
@@ -167,26 +155,9 @@ struct ElasticSgdRule {
   }
 };
 
-// v' <- d*v - lr*(g + wd*w); u <- w + (1+d)*v' - d*v; w <- u - alpha*(w_old - centre); v <- v'
-struct ElasticNesterovRule {
-  float* w;
-  const float* g;
-  float* v;
-  const float* centre;
-  float delta, alpha;
-  struct In {
-    float w, g, v, c;
-  };
-  __device__ In load(int64_t i) const { return {w[i], g[i], v[i], centre[i]}; }
-  __device__ void store(int64_t i, In e, float lr, float wd) const {
-    const float vn = sub(mul(delta, e.v), mul(lr, add(e.g, mul(wd, e.w))));
-    v[i] = vn;
-    const float u = sub(add(e.w, mul(add(1.f, delta), vn)), mul(delta, e.v));
-    w[i] = sub(u, mul(alpha, sub(e.w, e.c)));
-  }
-};
-
-// v' <- d*v - lr*(g + wd*w); u <- w + v'; w <- u - alpha*(w_old - centre); v <- v'
+// v' <- d*v - lr*(g + wd*w); u <- w + v' (heavy ball) or w + (1+d)*v' - d*v (kNesterov);
+// w <- u - alpha*(w_old - centre); v <- v'
+template <bool kNesterov>
 struct ElasticMomentumRule {
   float* w;
   const float* g;
@@ -200,7 +171,11 @@ struct ElasticMomentumRule {
   __device__ void store(int64_t i, In e, float lr, float wd) const {
     const float vn = sub(mul(delta, e.v), mul(lr, add(e.g, mul(wd, e.w))));
     v[i] = vn;
-    const float u = add(e.w, vn);
+    float u;
+    if constexpr (kNesterov)
+      u = sub(add(e.w, mul(add(1.f, delta), vn)), mul(delta, e.v));
+    else
+      u = add(e.w, vn);
     w[i] = sub(u, mul(alpha, sub(e.w, e.c)));
   }
 };
@@ -262,12 +237,12 @@ class CudaArenaKernels final : public ArenaKernels {
 
   void momentum_step(std::span<const Segment> segs, float* w, const float* g, float* v, float lr,
                      float mu, float wd) override {
-    launch_segments(segs, lr, wd, MomentumRule{w, g, v, mu});
+    launch_segments(segs, lr, wd, MomentumRule<false>{w, g, v, mu});
   }
 
   void nesterov_step(std::span<const Segment> segs, float* w, const float* g, float* v, float lr,
                      float mu, float wd) override {
-    launch_segments(segs, lr, wd, NesterovRule{w, g, v, mu});
+    launch_segments(segs, lr, wd, MomentumRule<true>{w, g, v, mu});
   }
 
   void elastic_sgd_step(std::span<const Segment> segs, float* w, const float* g,
@@ -291,9 +266,9 @@ class CudaArenaKernels final : public ArenaKernels {
       return;
     }
     if (nesterov) {
-      launch_segments(segs, lr, wd, ElasticNesterovRule{w, g, v, centre, delta, alpha});
+      launch_segments(segs, lr, wd, ElasticMomentumRule<true>{w, g, v, centre, delta, alpha});
     } else {
-      launch_segments(segs, lr, wd, ElasticMomentumRule{w, g, v, centre, delta, alpha});
+      launch_segments(segs, lr, wd, ElasticMomentumRule<false>{w, g, v, centre, delta, alpha});
     }
   }
 

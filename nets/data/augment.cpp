@@ -146,6 +146,38 @@ Status parse_field(std::string_view text, std::string_view field, Augment* a, Fi
   return {};
 }
 
+// The in-memory images idx[0..n) of ds into out [n, c, h, w] (nhwc or nchw), each byte v of
+// channel ch as convert(ch, v), moved by its draw (none when draws is null): flipped, and
+// cropped at (dy, dx) from the image padded by pad (the padding is byte 0); labels[i] is its
+// label.
+template <class T, class Convert>
+void gather_moved(const Dataset& ds, const int64_t* idx, int64_t n, Layout layout, T* out,
+                  int32_t* labels, const AugmentDraw* draws, int64_t pad, Convert convert) {
+  const int64_t c = ds.channels, h = ds.height, w = ds.width, hw = h * w, chw = c * hw;
+  const bool nhwc = layout == Layout::nhwc;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t k = idx[i];
+    EASEL_CHECK(k >= 0 && k < ds.count);
+    labels[i] = ds.labels[static_cast<size_t>(k)];
+    const AugmentDraw d = draws != nullptr ? draws[i] : AugmentDraw{};
+    EASEL_CHECK(d.dy >= 0 && d.dy <= 2 * pad && d.dx >= 0 && d.dx <= 2 * pad);
+    const uint8_t* src = ds.image(k);
+    T* dst = out + i * chw;
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const uint8_t* s = src + ch * hw;
+      for (int64_t y = 0; y < h; ++y) {
+        const int64_t sy = y + d.dy - pad;  // the source row; outside: padding
+        for (int64_t x = 0; x < w; ++x) {
+          const int64_t sx = (d.flip ? w - 1 - x : x) + d.dx - pad;
+          const bool inside = sy >= 0 && sy < h && sx >= 0 && sx < w;
+          dst[nhwc ? (y * w + x) * c + ch : ch * hw + y * w + x] =
+              convert(ch, inside ? s[sy * w + sx] : uint8_t{0});
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 Result<Augment> parse_augment(std::string_view text) {
@@ -236,41 +268,9 @@ void gather_batch(const Dataset& ds, const int64_t* idx, int64_t n, Layout layou
     gather_batch(ds, idx, n, layout, images, labels);  // the same bits as without augmentation
     return;
   }
-  const int64_t c = ds.channels, h = ds.height, w = ds.width, hw = h * w, chw = c * hw;
-  // Each channel's float for each byte value.
-  std::vector<float> lut(static_cast<size_t>(c * 256));
-  for (int64_t ch = 0; ch < c; ++ch) {
-    const size_t m = a.mean.size() == 1 ? 0 : static_cast<size_t>(ch);
-    for (int v = 0; v < 256; ++v) {
-      lut[static_cast<size_t>(ch * 256 + v)] =
-          a.normalizes() ? (static_cast<float>(v) / 255.f - a.mean[m]) / a.std[m]
-                         : static_cast<float>(v) * kPixelScale;
-    }
-  }
-  const bool nhwc = layout == Layout::nhwc;
-  const int64_t pad = draws != nullptr ? a.crop_pad : 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t k = idx[i];
-    EASEL_CHECK(k >= 0 && k < ds.count);
-    labels[i] = ds.labels[static_cast<size_t>(k)];
-    const AugmentDraw d = draws != nullptr ? draws[i] : AugmentDraw{};
-    EASEL_CHECK(d.dy >= 0 && d.dy <= 2 * pad && d.dx >= 0 && d.dx <= 2 * pad);
-    const uint8_t* src = ds.image(k);
-    float* dst = images + i * chw;
-    for (int64_t ch = 0; ch < c; ++ch) {
-      const float* L = lut.data() + ch * 256;
-      const uint8_t* s = src + ch * hw;
-      for (int64_t y = 0; y < h; ++y) {
-        const int64_t sy = y + d.dy - pad;  // the source row; outside: padding
-        for (int64_t x = 0; x < w; ++x) {
-          const int64_t sx = (d.flip ? w - 1 - x : x) + d.dx - pad;
-          const bool inside = sy >= 0 && sy < h && sx >= 0 && sx < w;
-          const float v = L[inside ? s[sy * w + sx] : 0];
-          dst[nhwc ? (y * w + x) * c + ch : ch * hw + y * w + x] = v;
-        }
-      }
-    }
-  }
+  const std::vector<float> lut = pixel_table(ds, a);  // each channel's float for each byte
+  gather_moved(ds, idx, n, layout, images, labels, draws, draws != nullptr ? a.crop_pad : 0,
+               [&lut](int64_t ch, uint8_t v) { return lut[static_cast<size_t>(ch * 256 + v)]; });
 }
 
 std::vector<float> pixel_table(const Dataset& ds, const Augment& a) {
@@ -279,7 +279,7 @@ std::vector<float> pixel_table(const Dataset& ds, const Augment& a) {
   std::vector<float> t(static_cast<size_t>(c * 256));
   for (int64_t ch = 0; ch < c; ++ch) {
     const size_t m = a.mean.size() == 1 ? 0 : static_cast<size_t>(ch);
-    for (int v = 0; v < 256; ++v) {  // gather_batch's two conversions, as they compute them
+    for (int v = 0; v < 256; ++v) {  // the two conversions (gather_batch reads this table)
       t[static_cast<size_t>(ch * 256 + v)] =
           a.normalizes() ? (static_cast<float>(v) / 255.f - a.mean[m]) / a.std[m]
                          : static_cast<float>(v) * kPixelScale;
@@ -295,29 +295,8 @@ void gather_batch_bytes(const Dataset& ds, const int64_t* idx, int64_t n, Layout
     gather_streamed_bytes(ds, idx, n, layout, bytes, labels, a, draws);
     return;
   }
-  const int64_t c = ds.channels, h = ds.height, w = ds.width, hw = h * w, chw = c * hw;
-  const bool nhwc = layout == Layout::nhwc;
-  const int64_t pad = draws != nullptr ? a.crop_pad : 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t k = idx[i];
-    EASEL_CHECK(k >= 0 && k < ds.count);
-    labels[i] = ds.labels[static_cast<size_t>(k)];
-    const AugmentDraw d = draws != nullptr && a.moves() ? draws[i] : AugmentDraw{};
-    EASEL_CHECK(d.dy >= 0 && d.dy <= 2 * pad && d.dx >= 0 && d.dx <= 2 * pad);
-    const uint8_t* src = ds.image(k);
-    uint8_t* dst = bytes + i * chw;
-    for (int64_t ch = 0; ch < c; ++ch) {
-      const uint8_t* s = src + ch * hw;
-      for (int64_t y = 0; y < h; ++y) {
-        const int64_t sy = y + d.dy - pad;  // the source row; outside: padding
-        for (int64_t x = 0; x < w; ++x) {
-          const int64_t sx = (d.flip ? w - 1 - x : x) + d.dx - pad;
-          const bool inside = sy >= 0 && sy < h && sx >= 0 && sx < w;
-          dst[nhwc ? (y * w + x) * c + ch : ch * hw + y * w + x] = inside ? s[sy * w + sx] : 0;
-        }
-      }
-    }
-  }
+  gather_moved(ds, idx, n, layout, bytes, labels, a.moves() ? draws : nullptr,
+               draws != nullptr ? a.crop_pad : 0, [](int64_t, uint8_t v) { return v; });
 }
 
 }  // namespace easel

@@ -2,8 +2,6 @@
 // headerless files of fixed-size records, so every file's size must be a whole number of
 // records; the sizes bound what is allocated, and the total is checked against the memory
 // available before the pixels are read straight into their final buffer.
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +13,7 @@
 
 #include "engine/limits.hpp"
 #include "nets/data/dataset.hpp"
+#include "nets/data/file_io.hpp"
 
 namespace easel {
 namespace {
@@ -38,16 +37,10 @@ class File {
   }
   // Opens path, a regular file, and reads its size.
   Status open(const std::string& path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) {
-      const int e = errno;
-      if (e == ENOENT || e == ENOTDIR) return not_found(path + ": no such file");
-      return io_error(path + ": cannot open: " + std::strerror(e));
-    }
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode))
-      return io_error(path + ": cannot open: not a regular file");
-    size_ = st.st_size;
+    int64_t size = 0;
+    EASEL_RETURN_IF_ERROR(open_for_reading(path, &fd_, &size));
+    if (size < 0) return io_error(path + ": cannot open: not a regular file");
+    size_ = size;
     return {};
   }
   // Reads up to n bytes; fewer only at the end of the file.

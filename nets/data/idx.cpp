@@ -1,8 +1,6 @@
 // IDX files (the MNIST format), gzipped or plain, read without trusting the header: every
 // dimension is checked against fixed limits, against what the file can hold and against the
 // memory available before memory for them is taken.
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -15,6 +13,7 @@
 
 #include "engine/limits.hpp"
 #include "nets/data/dataset.hpp"
+#include "nets/data/file_io.hpp"
 
 namespace easel {
 namespace {
@@ -95,16 +94,10 @@ class IdxReader {
 
 Status IdxReader::open(const std::string& path) {
   path_ = path;
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) {
-    const int e = errno;
-    if (e == ENOENT || e == ENOTDIR) return not_found(path + ": no such file");
-    return io_error(path + ": cannot open: " + std::strerror(e));
-  }
-  struct stat st {};
-  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode))
-    return io_error(path + ": not a regular file");
-  file_size_ = st.st_size;
+  int64_t size = 0;
+  EASEL_RETURN_IF_ERROR(open_for_reading(path, &fd_, &size));
+  if (size < 0) return io_error(path + ": not a regular file");
+  file_size_ = size;
   uint8_t head[2] = {0, 0};
   const ssize_t n = ::pread(fd_, head, 2, 0);
   gzip_ = n == 2 && head[0] == 0x1f && head[1] == 0x8b;  // by content, not by name

@@ -1,7 +1,8 @@
 // JPEG (libjpeg-turbo) and PNG (libpng) decoding to RGB, and the resize + centre crop of image
 // folders. Both libraries report errors by calling a handler that must not return (libjpeg's
-// default one calls exit()): ours record the message and longjmp back to the decoding
-// function, whose frame holds no object with a destructor, so the jump skips nothing.
+// default one calls exit()): ours record the message and longjmp back to the function that set
+// the jump (with_jpeg, decode_png, encode_jpeg_raw); no frame between holds an object with a
+// destructor, so the jump skips nothing.
 #include "nets/data/image_decode.hpp"
 
 // clang-format off
@@ -49,9 +50,21 @@ void jpeg_note(j_common_ptr cinfo, int level) {
     reinterpret_cast<JpegErrors*>(cinfo->err)->truncated = true;
 }
 
-// 0 on success, else 1 and the reason in why[kWhy].
-int decode_jpeg(const uint8_t* data, size_t size, int64_t min_side, int64_t max_pixels,
-                RgbImage* out, char* why) {
+// Refuses a w x h image of more than max_pixels: 1 and the reason in why[kWhy] (what: "JPEG").
+int refuse_pixels(const char* what, int64_t w, int64_t h, int64_t max_pixels, char* why) {
+  std::snprintf(why, kWhy, "a %s of %lldx%lld pixels, more than the %lld-pixel limit", what,
+                static_cast<long long>(w), static_cast<long long>(h),
+                static_cast<long long>(max_pixels));
+  return 1;
+}
+
+// Opens the JPEG in data[size], reads its header (refusing CMYK) and runs body(cinfo, err),
+// which returns 0 on success, else 1 with the reason in why[kWhy]; then destroys cinfo, and a
+// success that met the end of the file early becomes a refusal. libjpeg's errors, raised
+// anywhere in body, jump back to this frame: body must hold no object with a destructor, and
+// must not destroy cinfo itself.
+template <class Body>
+int with_jpeg(const uint8_t* data, size_t size, char* why, const Body& body) {
   jpeg_decompress_struct cinfo;
   JpegErrors err;
   std::memset(&cinfo, 0, sizeof cinfo);
@@ -67,66 +80,73 @@ int decode_jpeg(const uint8_t* data, size_t size, int64_t min_side, int64_t max_
   jpeg_create_decompress(&cinfo);
   jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
   jpeg_read_header(&cinfo, TRUE);
+  int failed = 0;
   if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
-    jpeg_destroy_decompress(&cinfo);
     std::snprintf(why, kWhy, "unsupported JPEG colour space (CMYK): convert the image to RGB");
-    return 1;
+    failed = 1;
+  } else {
+    failed = body(cinfo, static_cast<const JpegErrors&>(err));
   }
-  // A JPEG of several scans (progressive, or one scan per component) is held whole as DCT
-  // coefficients until its last scan is read: 2 bytes per sample of the full image, whatever
-  // the scale it is decoded at. Its full size is limited too (a header of 65500x65500 decoded
-  // at 1/8 asked libjpeg for 13 GB).
-  const int64_t full_w = cinfo.image_width, full_h = cinfo.image_height;
-  if (jpeg_has_multiple_scans(&cinfo) && full_w * full_h > max_pixels) {
-    jpeg_destroy_decompress(&cinfo);
-    std::snprintf(why, kWhy,
-                  "a progressive JPEG of %lldx%lld pixels, more than the %lld-pixel limit (it is "
-                  "held whole to be decoded, at any scale)",
-                  static_cast<long long>(full_w), static_cast<long long>(full_h),
-                  static_cast<long long>(max_pixels));
-    return 1;
-  }
-  cinfo.out_color_space = JCS_RGB;
-  const int64_t shorter = std::min(cinfo.image_width, cinfo.image_height);
-  unsigned denom = 1;
-  while (denom < 8 && min_side > 0 && (shorter + 2 * denom - 1) / (2 * denom) >= min_side)
-    denom *= 2;
-  cinfo.scale_num = 1;
-  cinfo.scale_denom = denom;
-  jpeg_calc_output_dimensions(&cinfo);
-  const int64_t w = cinfo.output_width, h = cinfo.output_height;
-  if (w * h > max_pixels) {
-    jpeg_destroy_decompress(&cinfo);
-    std::snprintf(why, kWhy, "a JPEG of %lldx%lld pixels, more than the %lld-pixel limit",
-                  static_cast<long long>(w), static_cast<long long>(h),
-                  static_cast<long long>(max_pixels));
-    return 1;
-  }
-  jpeg_start_decompress(&cinfo);
-  if (cinfo.output_components != 3) {  // libjpeg converts every 1- and 3-channel space to RGB
-    jpeg_destroy_decompress(&cinfo);
-    std::snprintf(why, kWhy, "JPEG decodes to %d channels, not RGB", cinfo.output_components);
-    return 1;
-  }
-  out->width = w;
-  out->height = h;
-  // Room reserved once, rows added as they are decoded, and the first row past the end of the
-  // file stops it: a short file claiming a large image touches only the rows it holds (one of
-  // 922 bytes claiming 65500x65500 decoded 8188 grey rows, 5 s under ASan, before the refusal).
-  out->rgb.clear();
-  out->rgb.reserve(static_cast<size_t>(w * h * 3));
-  while (cinfo.output_scanline < cinfo.output_height && !err.truncated) {
-    out->rgb.resize(out->rgb.size() + static_cast<size_t>(w * 3));
-    JSAMPROW row = out->rgb.data() + int64_t{cinfo.output_scanline} * w * 3;
-    jpeg_read_scanlines(&cinfo, &row, 1);
-  }
-  if (!err.truncated) jpeg_finish_decompress(&cinfo);
   jpeg_destroy_decompress(&cinfo);
-  if (err.truncated) {
+  if (!failed && err.truncated) {
     std::snprintf(why, kWhy, "truncated JPEG (libjpeg: Premature end of JPEG file)");
     return 1;
   }
-  return 0;
+  return failed;
+}
+
+// jpeg_start_decompress: 0, else 1 and the reason in why[kWhy] when the image is not RGB.
+int start_rgb(jpeg_decompress_struct& cinfo, char* why) {
+  jpeg_start_decompress(&cinfo);
+  if (cinfo.output_components == 3) return 0;  // libjpeg converts every 1- and 3-channel space
+  std::snprintf(why, kWhy, "JPEG decodes to %d channels, not RGB", cinfo.output_components);
+  return 1;
+}
+
+// 0 on success, else 1 and the reason in why[kWhy].
+int decode_jpeg(const uint8_t* data, size_t size, int64_t min_side, int64_t max_pixels,
+                RgbImage* out, char* why) {
+  return with_jpeg(data, size, why, [&](jpeg_decompress_struct& cinfo, const JpegErrors& err) {
+    // A JPEG of several scans (progressive, or one scan per component) is held whole as DCT
+    // coefficients until its last scan is read: 2 bytes per sample of the full image, whatever
+    // the scale it is decoded at. Its full size is limited too (a header of 65500x65500 decoded
+    // at 1/8 asked libjpeg for 13 GB).
+    const int64_t full_w = cinfo.image_width, full_h = cinfo.image_height;
+    if (jpeg_has_multiple_scans(&cinfo) && full_w * full_h > max_pixels) {
+      std::snprintf(why, kWhy,
+                    "a progressive JPEG of %lldx%lld pixels, more than the %lld-pixel limit (it "
+                    "is held whole to be decoded, at any scale)",
+                    static_cast<long long>(full_w), static_cast<long long>(full_h),
+                    static_cast<long long>(max_pixels));
+      return 1;
+    }
+    cinfo.out_color_space = JCS_RGB;
+    const int64_t shorter = std::min(cinfo.image_width, cinfo.image_height);
+    unsigned denom = 1;
+    while (denom < 8 && min_side > 0 && (shorter + 2 * denom - 1) / (2 * denom) >= min_side)
+      denom *= 2;
+    cinfo.scale_num = 1;
+    cinfo.scale_denom = denom;
+    jpeg_calc_output_dimensions(&cinfo);
+    const int64_t w = cinfo.output_width, h = cinfo.output_height;
+    if (w * h > max_pixels) return refuse_pixels("JPEG", w, h, max_pixels, why);
+    if (start_rgb(cinfo, why)) return 1;
+    out->width = w;
+    out->height = h;
+    // Room reserved once, rows added as they are decoded, and the first row past the end of the
+    // file stops it: a short file claiming a large image touches only the rows it holds (one of
+    // 922 bytes claiming 65500x65500 decoded 8188 grey rows, 5 s under ASan, before the
+    // refusal).
+    out->rgb.clear();
+    out->rgb.reserve(static_cast<size_t>(w * h * 3));
+    while (cinfo.output_scanline < cinfo.output_height && !err.truncated) {
+      out->rgb.resize(out->rgb.size() + static_cast<size_t>(w * 3));
+      JSAMPROW row = out->rgb.data() + int64_t{cinfo.output_scanline} * w * 3;
+      jpeg_read_scanlines(&cinfo, &row, 1);
+    }
+    if (!err.truncated) jpeg_finish_decompress(&cinfo);
+    return 0;
+  });
 }
 
 // What decode_jpeg_box leaves for the resampling (held by its caller: the decoding frame holds
@@ -137,65 +157,10 @@ struct BoxWork {
   int64_t region_w = 0, origin_x = 0, origin_y = 0;
 };
 
-// decode_jpeg for a box: 0 on success, else 1 and the reason in why[kWhy].
-int decode_jpeg_box(const uint8_t* data, size_t size, const BoxDecode& how, int64_t max_pixels,
-                    BoxWork* work, char* why) {
-  jpeg_decompress_struct cinfo;
-  JpegErrors err;
-  std::memset(&cinfo, 0, sizeof cinfo);
-  std::memset(&err, 0, sizeof err);
-  cinfo.err = jpeg_std_error(&err.mgr);
-  err.mgr.error_exit = jpeg_fail;
-  err.mgr.emit_message = jpeg_note;
-  if (setjmp(err.jump)) {
-    jpeg_destroy_decompress(&cinfo);
-    std::snprintf(why, kWhy, "corrupt JPEG (libjpeg: %s)", err.message);
-    return 1;
-  }
-  jpeg_create_decompress(&cinfo);
-  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
-  jpeg_read_header(&cinfo, TRUE);
-  if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
-    jpeg_destroy_decompress(&cinfo);
-    std::snprintf(why, kWhy, "unsupported JPEG colour space (CMYK): convert the image to RGB");
-    return 1;
-  }
-  const int64_t full_w = cinfo.image_width, full_h = cinfo.image_height;
-  if (full_w * full_h > max_pixels) {  // as decode_jpeg's, at any scale
-    jpeg_destroy_decompress(&cinfo);
-    std::snprintf(why, kWhy, "a JPEG of %lldx%lld pixels, more than the %lld-pixel limit",
-                  static_cast<long long>(full_w), static_cast<long long>(full_h),
-                  static_cast<long long>(max_pixels));
-    return 1;
-  }
-  cinfo.out_color_space = JCS_RGB;
-  const ImageBox box = how.choose(full_w, full_h);
-  unsigned denom = 1;
-  const double side = static_cast<double>(how.side);
-  while (how.dct_scaling && denom < 8 && box.w / (2 * denom) >= side && box.h / (2 * denom) >= side)
-    denom *= 2;
-  cinfo.scale_num = 1;
-  cinfo.scale_denom = denom;
-  jpeg_calc_output_dimensions(&cinfo);
-  const int64_t w = cinfo.output_width, h = cinfo.output_height;
-  const double sx = static_cast<double>(w) / static_cast<double>(full_w);
-  const double sy = static_cast<double>(h) / static_cast<double>(full_h);
-  work->tx = box_taps(w, box.x0 * sx, box.w * sx, how.side);
-  work->ty = box_taps(h, box.y0 * sy, box.h * sy, how.side);
-  // A margin of one iMCU (at most 16 pixels) around what the taps read: fancy upsampling of
-  // subsampled chroma reads the neighbouring samples, which a tighter crop would replicate from
-  // its edge instead (then the bytes would differ from the full decode's).
-  constexpr int64_t kMargin = 16;
-  const int64_t x0 = how.crop ? std::max<int64_t>(taps_begin(work->tx) - kMargin, 0) : 0;
-  const int64_t x1 = how.crop ? std::min<int64_t>(taps_end(work->tx) + kMargin, w) : w;
-  const int64_t y0 = how.crop ? std::max<int64_t>(taps_begin(work->ty) - kMargin, 0) : 0;
-  const int64_t y1 = how.crop ? std::min<int64_t>(taps_end(work->ty) + kMargin, h) : h;
-  jpeg_start_decompress(&cinfo);
-  if (cinfo.output_components != 3) {
-    jpeg_destroy_decompress(&cinfo);
-    std::snprintf(why, kWhy, "JPEG decodes to %d channels, not RGB", cinfo.output_components);
-    return 1;
-  }
+// Decodes the rows [y0, y1) and columns [x0, x1) (widened to iMCUs) of a started decode into
+// work's region.
+void read_region(jpeg_decompress_struct& cinfo, const JpegErrors& err, int64_t x0, int64_t x1,
+                 int64_t y0, int64_t y1, BoxWork* work) {
   JDIMENSION xoff = static_cast<JDIMENSION>(x0), cw = static_cast<JDIMENSION>(x1 - x0);
   if (cw < cinfo.output_width) jpeg_crop_scanline(&cinfo, &xoff, &cw);  // widened to iMCUs
   work->origin_x = xoff;
@@ -207,12 +172,42 @@ int decode_jpeg_box(const uint8_t* data, size_t size, const BoxDecode& how, int6
     JSAMPROW row = work->region.data() + (int64_t{cinfo.output_scanline} - y0) * cw * 3;
     jpeg_read_scanlines(&cinfo, &row, 1);
   }
-  jpeg_destroy_decompress(&cinfo);  // the rows below the box are never decoded
-  if (err.truncated) {
-    std::snprintf(why, kWhy, "truncated JPEG (libjpeg: Premature end of JPEG file)");
-    return 1;
-  }
-  return 0;
+}
+
+// decode_jpeg for a box: 0 on success, else 1 and the reason in why[kWhy].
+int decode_jpeg_box(const uint8_t* data, size_t size, const BoxDecode& how, int64_t max_pixels,
+                    BoxWork* work, char* why) {
+  return with_jpeg(data, size, why, [&](jpeg_decompress_struct& cinfo, const JpegErrors& err) {
+    const int64_t full_w = cinfo.image_width, full_h = cinfo.image_height;
+    if (full_w * full_h > max_pixels)  // as decode_jpeg's, at any scale
+      return refuse_pixels("JPEG", full_w, full_h, max_pixels, why);
+    cinfo.out_color_space = JCS_RGB;
+    const ImageBox box = how.choose(full_w, full_h);
+    unsigned denom = 1;
+    const double side = static_cast<double>(how.side);
+    while (how.dct_scaling && denom < 8 && box.w / (2 * denom) >= side &&
+           box.h / (2 * denom) >= side)
+      denom *= 2;
+    cinfo.scale_num = 1;
+    cinfo.scale_denom = denom;
+    jpeg_calc_output_dimensions(&cinfo);
+    const int64_t w = cinfo.output_width, h = cinfo.output_height;
+    const double sx = static_cast<double>(w) / static_cast<double>(full_w);
+    const double sy = static_cast<double>(h) / static_cast<double>(full_h);
+    work->tx = box_taps(w, box.x0 * sx, box.w * sx, how.side);
+    work->ty = box_taps(h, box.y0 * sy, box.h * sy, how.side);
+    // A margin of one iMCU (at most 16 pixels) around what the taps read: fancy upsampling of
+    // subsampled chroma reads the neighbouring samples, which a tighter crop would replicate
+    // from its edge instead (then the bytes would differ from the full decode's).
+    constexpr int64_t kMargin = 16;
+    const int64_t x0 = how.crop ? std::max<int64_t>(taps_begin(work->tx) - kMargin, 0) : 0;
+    const int64_t x1 = how.crop ? std::min<int64_t>(taps_end(work->tx) + kMargin, w) : w;
+    const int64_t y0 = how.crop ? std::max<int64_t>(taps_begin(work->ty) - kMargin, 0) : 0;
+    const int64_t y1 = how.crop ? std::min<int64_t>(taps_end(work->ty) + kMargin, h) : h;
+    if (start_rgb(cinfo, why)) return 1;
+    read_region(cinfo, err, x0, x1, y0, y1, work);
+    return 0;  // the rows below the box are never decoded
+  });
 }
 
 // ---- PNG ----
@@ -263,10 +258,7 @@ int decode_png(const uint8_t* data, size_t size, int64_t max_pixels, RgbImage* o
   const int depth = png_get_bit_depth(png, info), type = png_get_color_type(png, info);
   if (w * h > max_pixels) {
     png_destroy_read_struct(&png, &info, nullptr);
-    std::snprintf(why, kWhy, "a PNG of %lldx%lld pixels, more than the %lld-pixel limit",
-                  static_cast<long long>(w), static_cast<long long>(h),
-                  static_cast<long long>(max_pixels));
-    return 1;
+    return refuse_pixels("PNG", w, h, max_pixels, why);
   }
   // What the header claims must fit in the file: deflate inflates at most 1032:1 (as
   // nets/data/idx.cpp takes for gzip), so a short file claiming a large image is refused before

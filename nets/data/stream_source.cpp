@@ -190,6 +190,22 @@ void scale_shift(const Augment& a, float* scale, float* shift) {
   }
 }
 
+// Sample i of a batch: entry idx[i] (or what load_or_skip takes in its place) decoded into
+// bytes [3, side, side], its label into labels[i]; returns whether its draw flips it.
+bool load_sample(const Dataset& ds, const int64_t* idx, int64_t i, const Augment& a,
+                 const AugmentDraw* draws, uint8_t* bytes, int32_t* labels) {
+  const AugmentDraw* d = draws != nullptr ? &draws[i] : nullptr;
+  labels[i] = ds.labels[static_cast<size_t>(load_or_skip(ds, idx[i], a, d, bytes))];
+  return d != nullptr && d->flip;
+}
+
+// The thread's buffer of n bytes for one decoded sample (no fresh allocation per batch).
+uint8_t* sample_bytes(int64_t n) {
+  thread_local std::vector<uint8_t> bytes;
+  bytes.resize(static_cast<size_t>(n));
+  return bytes.data();
+}
+
 }  // namespace
 
 std::vector<float> streamed_pixel_table(const Augment& a) {
@@ -208,19 +224,16 @@ void gather_streamed_bytes(const Dataset& ds, const int64_t* idx, int64_t n, Lay
                            uint8_t* out, int32_t* labels, const Augment& a,
                            const AugmentDraw* draws) {
   const int64_t side = ds.height, hw = side * side, chw = 3 * hw;
-  thread_local std::vector<uint8_t> bytes;
-  bytes.resize(static_cast<size_t>(chw));
+  uint8_t* bytes = sample_bytes(chw);
   const bool nhwc = layout == Layout::nhwc;
   for (int64_t i = 0; i < n; ++i) {
-    const AugmentDraw* d = draws != nullptr ? &draws[i] : nullptr;
-    labels[i] = ds.labels[static_cast<size_t>(load_or_skip(ds, idx[i], a, d, bytes.data()))];
-    const bool flip = d != nullptr && d->flip;
+    const bool flip = load_sample(ds, idx, i, a, draws, bytes, labels);
     uint8_t* dst = out + i * chw;
     for (int64_t c = 0; c < 3; ++c)
       for (int64_t y = 0; y < side; ++y)
         for (int64_t x = 0; x < side; ++x)
           dst[nhwc ? (y * side + x) * 3 + c : c * hw + y * side + x] =
-              bytes[static_cast<size_t>(c * hw + y * side + (flip ? side - 1 - x : x))];
+              bytes[c * hw + y * side + (flip ? side - 1 - x : x)];
   }
 }
 
@@ -231,15 +244,12 @@ void gather_streamed(const Dataset& ds, const int64_t* idx, int64_t n, Layout la
   scale_shift(a, scale, shift);
   thread_local std::vector<float> rows;
   rows.resize(static_cast<size_t>(3 * side));
-  thread_local std::vector<uint8_t> bytes;
-  bytes.resize(static_cast<size_t>(chw));
+  uint8_t* bytes = sample_bytes(chw);
   const bool nhwc = layout == Layout::nhwc;
   for (int64_t i = 0; i < n; ++i) {
-    const AugmentDraw* d = draws != nullptr ? &draws[i] : nullptr;
-    labels[i] = ds.labels[static_cast<size_t>(load_or_skip(ds, idx[i], a, d, bytes.data()))];
-    const bool flip = d != nullptr && d->flip;
+    const bool flip = load_sample(ds, idx, i, a, draws, bytes, labels);
     float* __restrict dst = images + i * chw;
-    const uint8_t* __restrict src = bytes.data();
+    const uint8_t* __restrict src = bytes;
     for (int64_t y = 0; y < side; ++y) {
       for (int64_t c = 0; c < 3; ++c) {
         const uint8_t* __restrict s = src + c * hw + y * side;

@@ -122,17 +122,30 @@ Result<std::unique_ptr<Algorithm>> build_run(Run& run, std::vector<Inputs>& inpu
   return algo;
 }
 
+// What a timed run stands on: the plan of `groups` groups of `threads` threads each on topo (as
+// cfg allows oversubscription) and the CPU device of cfg's kernels.
+struct BenchBase {
+  GroupPlan plan;
+  std::unique_ptr<Device> device;
+};
+Result<BenchBase> bench_base(const Topology& topo, const BenchConfig& cfg, int groups,
+                             int threads) {
+  PlanRequest req;
+  req.groups = GroupCount::of(groups);
+  req.threads_per_group = threads;
+  req.oversubscribe = cfg.oversubscribe;
+  EASEL_ASSIGN_OR_RETURN(GroupPlan plan, make_plan(topo, req));
+  EASEL_ASSIGN_OR_RETURN(ImplChoice impl, parse_impl_choice(cfg.impl));
+  return BenchBase{std::move(plan), make_cpu_device(impl)};
+}
+
 }  // namespace
 
 Result<StepResult> time_steps(const Topology& topo, const BenchConfig& cfg, const NetSpec& spec,
                               int64_t batch, GroupLayout gl) {
-  PlanRequest req;
-  req.groups = GroupCount::of(gl.groups);
-  req.threads_per_group = gl.threads;
-  req.oversubscribe = cfg.oversubscribe;
-  EASEL_ASSIGN_OR_RETURN(GroupPlan plan, make_plan(topo, req));
-  EASEL_ASSIGN_OR_RETURN(ImplChoice impl, parse_impl_choice(cfg.impl));
-  std::unique_ptr<Device> device = make_cpu_device(impl);
+  EASEL_ASSIGN_OR_RETURN(BenchBase base, bench_base(topo, cfg, gl.groups, gl.threads));
+  const GroupPlan& plan = base.plan;
+  const std::unique_ptr<Device>& device = base.device;
 
   // The workers outlive the run (run_together wants them in a vector of their own).
   std::vector<std::unique_ptr<WorkerThread>> workers;
@@ -197,13 +210,9 @@ Result<StepResult> time_steps(const Topology& topo, const BenchConfig& cfg, cons
 
 Result<std::vector<double>> time_corun(const Topology& topo, const BenchConfig& cfg,
                                        const NetSpec& spec, int64_t batch, int groups, int rounds) {
-  PlanRequest req;
-  req.groups = GroupCount::of(groups);
-  req.threads_per_group = 1;
-  req.oversubscribe = cfg.oversubscribe;
-  EASEL_ASSIGN_OR_RETURN(GroupPlan plan, make_plan(topo, req));
-  EASEL_ASSIGN_OR_RETURN(ImplChoice impl, parse_impl_choice(cfg.impl));
-  std::unique_ptr<Device> device = make_cpu_device(impl);
+  EASEL_ASSIGN_OR_RETURN(BenchBase base, bench_base(topo, cfg, groups, 1));
+  const GroupPlan& plan = base.plan;
+  const std::unique_ptr<Device>& device = base.device;
   std::vector<std::unique_ptr<WorkerThread>> workers;
   Run run;
   std::vector<Inputs> inputs(plan.groups.size());
