@@ -303,6 +303,44 @@ Status check_group_count(const Algorithm& algo, int p) {
   return {};
 }
 
+namespace {
+
+// EASEL_FAULT's fault (engine/fault.hpp), its target checked against the run's ranks and groups.
+Status plan_fault(TrainRun& t) {
+  EASEL_ASSIGN_OR_RETURN(t.fault, injected_fault());
+  if (!t.fault) return {};
+  const bool rank = t.fault->rank_target;
+  const int has = rank ? t.ranks : t.p;
+  if (t.fault->target < has) return {};
+  return invalid_argument("EASEL_FAULT: " + std::string(rank ? "rank " : "group ") +
+                          std::to_string(t.fault->target) + ": the run has " + std::to_string(has) +
+                          (rank ? " rank(s)" : " group(s)"));
+}
+
+// The plan's end, once its groups, net and data are known: the run's length and parameters,
+// the rest of the plan resolved (resolve_plan), its memory fit, refused here, after the data and
+// before any group's arena (run/fit.hpp), and the described machine's threads.
+Status finish_plan(TrainRun& t, const Topology& topo, const DataSplit& data) {
+  const TrainConfig& cfg = t.cfg;
+  t.total =
+      cfg.iterations > 0
+          ? cfg.iterations
+          : std::max<int64_t>(
+                1, static_cast<int64_t>(std::ceil(cfg.epochs * static_cast<double>(t.per_epoch))));
+  t.eval_every = cfg.eval_every > 0 ? cfg.eval_every : t.per_epoch;
+  t.run.world = t.world;
+  t.run.rank = t.rank;
+  t.run.ranks = t.ranks;
+  t.run.params = make_params(cfg, t.total, t.p);
+  EASEL_ASSIGN_OR_RETURN(const NetCost cost, net_cost(t.spec));
+  EASEL_RETURN_IF_ERROR(resolve_plan(t, cost));
+  EASEL_RETURN_IF_ERROR(check_run_fit(cfg, topo, t.plan, data, cost, t.resolved.exchange,
+                                      t.rank == 0, &t.resolved.fit));
+  return check_described_threads(topo, t.plan, cfg);
+}
+
+}  // namespace
+
 Status plan_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices) {
   const TrainConfig& cfg = t.cfg;
   const Algorithm& algo = *t.algo;
@@ -343,13 +381,7 @@ Status plan_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices) {
   }
   t.p = t.local * t.ranks;
   EASEL_RETURN_IF_ERROR(check_group_count(algo, t.p));
-  EASEL_ASSIGN_OR_RETURN(t.fault, injected_fault());
-  if (t.fault && t.fault->target >= (t.fault->rank_target ? t.ranks : t.p))
-    return invalid_argument(
-        "EASEL_FAULT: " + std::string(t.fault->rank_target ? "rank " : "group ") +
-        std::to_string(t.fault->target) + ": the run has " +
-        std::to_string(t.fault->rank_target ? t.ranks : t.p) +
-        (t.fault->rank_target ? " rank(s)" : " group(s)"));
+  EASEL_RETURN_IF_ERROR(plan_fault(t));
 
   EASEL_ASSIGN_OR_RETURN(t.spec, build_model(cfg.net, {data.train.channels, data.train.height,
                                                        data.train.width, data.train.classes}));
@@ -369,22 +401,7 @@ Status plan_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices) {
                                                      t.cfg.placement[BufferClass::dataset]));
     data.train = std::move(part);
   }
-  t.total =
-      cfg.iterations > 0
-          ? cfg.iterations
-          : std::max<int64_t>(
-                1, static_cast<int64_t>(std::ceil(cfg.epochs * static_cast<double>(t.per_epoch))));
-  t.eval_every = cfg.eval_every > 0 ? cfg.eval_every : t.per_epoch;
-  t.run.world = t.world;
-  t.run.rank = t.rank;
-  t.run.ranks = t.ranks;
-  t.run.params = make_params(cfg, t.total, t.p);
-  EASEL_ASSIGN_OR_RETURN(const NetCost cost, net_cost(t.spec));
-  EASEL_RETURN_IF_ERROR(resolve_plan(t, cost));
-  // The memory fit (run/fit.hpp): refused here, after the data and before any group's arena.
-  EASEL_RETURN_IF_ERROR(check_run_fit(cfg, topo, t.plan, data, cost, t.resolved.exchange,
-                                      t.rank == 0, &t.resolved.fit));
-  return check_described_threads(topo, t.plan, cfg);
+  return finish_plan(t, topo, data);
 }
 
 Status build_run(TrainRun& t, const Dataset& train) {

@@ -227,6 +227,16 @@ int with_settings(easel::cli::SettingValues& values, unsigned command,
   return run(*cfg);
 }
 
+// The commands that read their own arguments (early_command), listed for --help and completion.
+void add_own_parsers(CLI::App& app) {
+  app.add_subcommand("sweep",
+                     "run train over the product of lists of its flags, resumable; "
+                     "`easel sweep report DIR` tabulates and plots it (easel sweep --help)");
+  app.add_subcommand("launch",
+                     "mpirun -np N easel train, relaunched from its checkpoint when a rank dies "
+                     "(easel launch --help)");
+}
+
 }  // namespace
 
 int easel_main(int argc, char** argv) {
@@ -260,12 +270,7 @@ int easel_main(int argc, char** argv) {
                  "flops_per_image, input, classes) and algorithms");
   bench::BenchFlags bench_flags;
   CLI::App* bench = cli::add_bench_flags(app, bench_flags);
-  app.add_subcommand("sweep",
-                     "run train over the product of lists of its flags, resumable; "
-                     "`easel sweep report DIR` tabulates and plots it (easel sweep --help)");
-  app.add_subcommand("launch",
-                     "mpirun -np N easel train, relaunched from its checkpoint when a rank dies "
-                     "(easel launch --help)");
+  add_own_parsers(app);
   // The commands that run themselves (each -1 when it was not the one parsed); completion last,
   // as its script covers every command added before it.
   const std::vector<std::function<int()>> self_run = {
