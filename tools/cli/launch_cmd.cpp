@@ -111,7 +111,9 @@ std::vector<std::string> resume_flags(const LaunchArgs& l) {
     const size_t eq = a.find('=');
     const std::string name = a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     const Setting* s = find_setting(name);
-    const bool has_value = eq == std::string::npos && (!s || s->field.type != SettingType::boolean);
+    const bool bare = s ? s->field.type == SettingType::boolean
+                        : name == "overwrite" || name == "explain" || name == "json";
+    const bool has_value = eq == std::string::npos && !bare;
     if (s && s->may_change() && name != "resume" && name != "out") {
       out.push_back(a);
       if (has_value && i + 1 < l.train.size()) out.push_back(l.train[i + 1]);
