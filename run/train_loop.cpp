@@ -150,9 +150,10 @@ void checkpoint(TrainRun& t, const TrainSummary& sum, int64_t done, double wall_
 }
 
 // Whether the run writes checkpoints: rank 0's observer says, and across ranks every rank
-// learns it (each takes part in every checkpoint).
+// learns it (each takes part in every checkpoint). Simulated with injected compute
+// (tools/simulate --compute model) no value is computed, so none is kept.
 bool wants_checkpoints(const TrainRun& t) {
-  int32_t want = t.report->wants_checkpoints() ? 1 : 0;
+  int32_t want = t.report->wants_checkpoints() && !values_ignored() ? 1 : 0;
   if (t.world) t.world->broadcast_bytes(&want, sizeof want, 0);
   return want != 0;
 }
