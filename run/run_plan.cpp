@@ -27,6 +27,9 @@ SyncExchange exchange_for(SyncExchangePath path) {
 
 Status resolve_plan(TrainRun& t, const NetCost& cost) {
   RunPlan& r = t.resolved;
+  r.params = cost.params;
+  r.arena_floats = cost.arena_floats;
+  r.net_state = cost.state_floats > 0;
   r.resident = resident_for(t);
   if (takes_sync_exchange(t.algo->name())) {
     EASEL_ASSIGN_OR_RETURN(r.exchange,
@@ -47,23 +50,14 @@ Status resolve_plan(TrainRun& t, const NetCost& cost) {
 
 Result<RunPlan> explain_run(const TrainConfig& cfg, DataSplit& data,
                             const DeviceRegistry& devices) {
-  if (data.train.count == 0 || data.test.count == 0)
-    return invalid_argument("--data: the training and test sets must not be empty");
   TrainObserver none;
   TrainRun t(cfg, &none);
-  EASEL_ASSIGN_OR_RETURN(t.algo, make_algorithm(cfg.algo));
-  EASEL_ASSIGN_OR_RETURN(t.dev_req, bind_device(cfg.device, devices));
-  // Planned and resolved as train() does (refused the same).
-  EASEL_RETURN_IF_ERROR(plan_run(t, data, devices));
-  EASEL_ASSIGN_OR_RETURN(const NetCost cost, net_cost(t.spec));
+  EASEL_RETURN_IF_ERROR(plan_new_run(t, data, devices));  // as train() plans it
 
   RunPlan r = t.resolved;
   r.algorithm = t.algo->name();
   if (const AlgoEntry* e = find_algo(r.algorithm)) r.algorithm_summary = e->summary;
   r.net = t.spec.name;
-  r.params = cost.params;
-  r.arena_floats = cost.arena_floats;
-  r.net_state = cost.state_floats > 0;
   r.data = cfg.data;
   r.train_images = t.train_count;
   r.test_images = data.test.count;

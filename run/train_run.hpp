@@ -74,6 +74,14 @@ struct TrainRun {
 
 // ---- building the run (run_builder.cpp) ----
 
+// cfg's algorithm and device into t, then plan_run: everything a run decides before it
+// allocates, refused as train() refuses it (train(), --explain and --time-exchange call it).
+Status plan_new_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices);
+// train()'s setup: plan_new_run, build_run, init_weights, the trace (cfg.trace), restore_from
+// `resume` (when given) and prepare_algorithm, each refusal agreed across MPI ranks.
+Status set_up_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices,
+                  const Checkpoint* resume);
+
 // P groups (over all ranks) for `algo`, or why not (names --groups).
 Status check_group_count(const Algorithm& algo, int p);
 

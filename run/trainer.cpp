@@ -57,29 +57,35 @@ Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo,
   return plan;
 }
 
+Status plan_new_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices) {
+  EASEL_ASSIGN_OR_RETURN(t.algo, make_algorithm(t.cfg.algo));
+  EASEL_ASSIGN_OR_RETURN(t.dev_req, bind_device(t.cfg.device, devices));
+  if (data.train.count == 0 || data.test.count == 0)
+    return invalid_argument("--data: the training and test sets must not be empty");
+  return plan_run(t, data, devices);
+}
+
+Status set_up_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices,
+                  const Checkpoint* resume) {
+  // Across MPI ranks each step's refusal is agreed before the next collective (the weights'
+  // broadcast, the trace's clock, the plan's gather), so that the ranks end together.
+  Status st = plan_new_run(t, data, devices);
+  if (st.ok()) st = build_run(t, data.train);
+  EASEL_RETURN_IF_ERROR(agreed_outcome(t, st));
+  st = init_weights(t);
+  if (!t.cfg.trace.empty()) start_trace(t);
+  if (st.ok() && resume) st = restore_from(t, *resume);
+  if (st.ok()) st = prepare_algorithm(t, resume);
+  return agreed_outcome(t, st);
+}
+
 Result<TrainSummary> train(const TrainConfig& cfg, DataSplit& data, TrainObserver* obs,
                            const DeviceRegistry& devices, const Checkpoint* resume) {
   TrainObserver null_observer;
   if (!obs) obs = &null_observer;
   const double t_setup = now_seconds();
-  EASEL_ASSIGN_OR_RETURN(std::unique_ptr<Algorithm> algo, make_algorithm(cfg.algo));
-  EASEL_ASSIGN_OR_RETURN(DeviceRequest dev_req, bind_device(cfg.device, devices));
-  if (data.train.count == 0 || data.test.count == 0)
-    return invalid_argument("--data: the training and test sets must not be empty");
-
   TrainRun t(cfg, obs);
-  t.algo = std::move(algo);
-  t.dev_req = std::move(dev_req);
-  // Across MPI ranks each step's refusal is agreed before the next collective (the weights'
-  // broadcast, the trace's clock, the plan's gather), so that the ranks end together.
-  Status st = plan_run(t, data, devices);
-  if (st.ok()) st = build_run(t, data.train);
-  EASEL_RETURN_IF_ERROR(agreed_outcome(t, st));
-  st = init_weights(t);
-  if (!cfg.trace.empty()) start_trace(t);
-  if (st.ok() && resume) st = restore_from(t, *resume);
-  if (st.ok()) st = prepare_algorithm(t, resume);
-  EASEL_RETURN_IF_ERROR(agreed_outcome(t, st));
+  EASEL_RETURN_IF_ERROR(set_up_run(t, data, devices, resume));
 
   TrainSummary sum;
   describe_run(t, sum.info);

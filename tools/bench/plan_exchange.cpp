@@ -37,17 +37,15 @@ double sum_of(const Run& run, double GroupTimes::*field) {
 Result<PlanExchangeTime> time_plan_exchange(const TrainConfig& cfg, DataSplit& data,
                                             const DeviceRegistry& devices, int rounds) {
   if (rounds < 1) return invalid_argument("--time-exchange: give a number of rounds >= 1");
-  TrainObserver none;
-  TrainRun t(cfg, &none);
-  EASEL_ASSIGN_OR_RETURN(t.algo, make_algorithm(cfg.algo));
-  if (t.algo->max_groups() == 1)
-    return invalid_argument("--time-exchange: " + t.algo->name() +
+  EASEL_ASSIGN_OR_RETURN(const std::unique_ptr<Algorithm> algo, make_algorithm(cfg.algo));
+  if (algo->max_groups() == 1)
+    return invalid_argument("--time-exchange: " + algo->name() +
                             " runs one group and exchanges nothing");
-  EASEL_ASSIGN_OR_RETURN(t.dev_req, bind_device(cfg.device, devices));
-  EASEL_RETURN_IF_ERROR(plan_run(t, data, devices));
-  EASEL_RETURN_IF_ERROR(build_run(t, data.train));
-  EASEL_RETURN_IF_ERROR(init_weights(t));
-  EASEL_RETURN_IF_ERROR(prepare_algorithm(t, nullptr));
+  TrainConfig fresh = cfg;  // nothing written: no trace, no resume
+  fresh.trace.clear();
+  TrainObserver none;
+  TrainRun t(fresh, &none);
+  EASEL_RETURN_IF_ERROR(set_up_run(t, data, devices, nullptr));  // as train() sets it up
   for (auto& g : t.run.groups)
     g->fake_gradient = [](Group&) {};  // the round is the exchange and the update alone
 
