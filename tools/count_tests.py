@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Prints which tests skipped and why, then one line "N passed, N failed, N skipped", from Meson
+"""Prints which tests skipped and why, which failed, then one line "N passed, N failed, N skipped", from Meson
 testlog.json files.
 
 Counts: GoogleTest case counts per test program; a program that failed without reporting failed
@@ -17,6 +17,7 @@ import re
 import sys
 
 GTEST_SKIPPED_CASE = re.compile(r"^\[  SKIPPED \] ([\w/.]+)(?: \(\d+ ms\))?$")
+GTEST_FAILED_CASE = re.compile(r"^\[  FAILED  \] ([\w/.]+)(?:,| \(\d+ ms\)|$)")
 GTEST_SKIP_AT = re.compile(r"^(\S+):(\d+): Skipped$")
 TEST_MACRO = re.compile(r"^\s*(?:TYPED_)?TEST(?:_F|_P)?\(\s*(\w+),\s*(\w+)\)")
 
@@ -77,6 +78,7 @@ def main():
         sys.exit(__doc__)
     passed = failed = skipped = 0
     skips = []  # (test, reason)
+    failures = []  # (test, what failed): listed last, so a log's tail names them
     # (record, the build directory: its logs are BUILD/meson-logs/*.json)
     records = [(json.loads(l), os.path.dirname(os.path.dirname(os.path.abspath(path))))
                for path in sys.argv[1:] for l in open(path) if l.strip()]
@@ -110,6 +112,11 @@ def main():
             passed += 1
         else:
             failed += 1
+        if not ok or f:
+            cases = sorted({m.group(1) for m in map(GTEST_FAILED_CASE.match, out.splitlines())
+                            if m})
+            failures += [("%s %s" % (name, c), "failed") for c in cases] or \
+                [(name, "%s: %s" % (result, last_line(out)))]
     if skips:
         print("skipped:")
         counted = {}
@@ -117,6 +124,10 @@ def main():
             counted[skip] = counted.get(skip, 0) + 1
         for (name, why), n in counted.items():
             print("  %s: %s%s" % (name, why, " (x%d)" % n if n > 1 else ""))
+    if failures:
+        print("failed:")
+        for name, why in failures:
+            print("  %s: %s" % (name, why))
     print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
 
 
