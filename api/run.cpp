@@ -101,8 +101,8 @@ class Run::Observer final : public TrainObserver {
   bool wants_checkpoints() const override {
     return impl_.writer && impl_.files.wants_checkpoints();
   }
-  ::easel::Status on_checkpoint(const Checkpoint& ck) override {
-    return impl_.files.checkpoint(ck);
+  ::easel::Status on_checkpoint(Checkpoint ck) override {
+    return impl_.files.checkpoint(std::move(ck));
   }
 
   ::easel::Status on_init_weights(std::span<float> weights) override {

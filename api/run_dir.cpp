@@ -177,6 +177,10 @@ json summary_json(const TrainSummary& s, json config) {
       {"preempted_share", s.preempted_share},
       {"staleness_mean", s.staleness_mean},
       {"staleness_max", s.staleness_max},
+      {"checkpoints", s.checkpoints},
+      {"checkpoint_seconds", s.checkpoint_seconds},
+      {"checkpoint_interval_seconds",
+       s.checkpoint_interval_seconds > 0 ? json(s.checkpoint_interval_seconds) : json(nullptr)},
       {"placement", s.info.placement},
       {"group_times", groups},
       {"exchange_path", s.info.exchange_path.empty() ? json(nullptr) : json(s.info.exchange_path)},
@@ -251,6 +255,12 @@ void remove_stale_temporaries(const fs::path& out) {
       fs::remove(e.path(), ignored);
     }
   }
+}
+
+// A checkpoint write that failed: the run goes on, the last good checkpoint kept.
+void log_unwritten(const Status& st) {
+  log_error("train", "checkpoint not written: " + st.message() +
+                         " (the previous one, if any, is still whole)");
 }
 
 }  // namespace
@@ -373,6 +383,9 @@ Status Writer::prepare(const TrainConfig& cfg, json config, const Checkpoint* re
 }
 
 void Writer::record(const EvalRecord& r) {
+  // The last checkpoint's write has had a round: it lands before the round is logged, so that
+  // the run's files never log a step past a checkpoint still being written when it stops.
+  if (Status st = finish_checkpoint(); !st.ok()) log_unwritten(st);
   if (resume_step_ >= 0) {
     const fs::path path = out_ / "metrics.jsonl";
     int64_t last = -1;
@@ -429,20 +442,30 @@ void Writer::record(const EvalRecord& r) {
   }
 }
 
-Status Writer::checkpoint(const Checkpoint& ck) {
-  const auto t = std::chrono::steady_clock::now();
-  Status st = write_checkpoint(checkpoint_path_, ck);
-  log_debug(
-      "train",
-      "checkpoint at step " + std::to_string(ck.iterations_done) + " written in " +
-          std::to_string(
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count() * 1e3) +
-          " ms");
-  return st;
+Status Writer::checkpoint(Checkpoint ck) {
+  Status earlier = finish_checkpoint();
+  pending_ = std::async(std::launch::async, [this, path = checkpoint_path_, ck = std::move(ck)] {
+    const auto t = std::chrono::steady_clock::now();
+    Status st = write_checkpoint(path, ck);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+    checkpoint_write_seconds_ += s;  // read after the future is waited for
+    log_debug("train", "checkpoint at step " + std::to_string(ck.iterations_done) + " written in " +
+                           std::to_string(s * 1e3) + " ms");
+    return st;
+  });
+  return earlier;
+}
+
+Status Writer::finish_checkpoint() {
+  if (!pending_.valid()) return {};
+  return pending_.get();
 }
 
 Status Writer::write_summary(const TrainSummary& s) {
-  if (!write_atomic(out_ / "summary.json", summary_json(s, config_).dump(2) + "\n"))
+  if (Status st = finish_checkpoint(); !st.ok()) log_unwritten(st);
+  json j = summary_json(s, config_);
+  j["checkpoint_write_seconds"] = checkpoint_write_seconds_;
+  if (!write_atomic(out_ / "summary.json", j.dump(2) + "\n"))
     return io_error("cannot write " + (out_ / "summary.json").string());
   return {};
 }

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -61,7 +62,16 @@ class Writer {
   // One metrics.jsonl record (a resumed run's first trims the file to the checkpoint's step).
   void record(const EvalRecord& r);
   bool wants_checkpoints() const { return !checkpoint_path_.empty(); }
-  Status checkpoint(const Checkpoint& ck);
+  // Hands ck to a thread of its own that writes it (write_checkpoint: a temporary file, fsync,
+  // rename over checkpoint.bin) while training goes on, once the write before it has ended: one
+  // write in flight, at most two checkpoints in memory. The next record() waits for it (a
+  // checkpoint lands before any later step is logged). Returns the earlier write's error, if it
+  // failed (the checkpoint before it is still whole).
+  Status checkpoint(Checkpoint ck);
+  // Waits for the write in flight, if any; its error, if it failed.
+  Status finish_checkpoint();
+  // After finish_checkpoint (a failed last write is logged): summary.json, with the writes'
+  // time beside the run's.
   Status write_summary(const TrainSummary& s);
 
  private:
@@ -71,6 +81,9 @@ class Writer {
   std::string checkpoint_path_;  // empty: none
   int64_t resume_step_ = -1;     // >= 0: resumed from that step, metrics.jsonl not yet opened
   int64_t skip_through_ = -1;    // records up to this step are in metrics.jsonl already
+  double checkpoint_write_seconds_ = 0;  // the finished writes' time (off training's path)
+  // Declared last, destroyed first: its destructor waits for the write in flight.
+  std::future<Status> pending_;
 };
 
 }  // namespace easel::run_dir

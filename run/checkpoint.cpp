@@ -8,6 +8,7 @@
 #include <bit>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -569,6 +570,10 @@ void gather_checkpoint_groups(MpiComm& world, Checkpoint& mine) {
     for (GroupCheckpoint& g : one->groups)
       mine.groups.push_back(std::move(g));
   }
+}
+
+double young_daly_interval(double cost_seconds, double mtbf_seconds) {
+  return std::sqrt(2 * std::max(cost_seconds, 0.0) * std::max(mtbf_seconds, 0.0));
 }
 
 }  // namespace easel

@@ -101,6 +101,11 @@ bool regrouped(const Checkpoint& ck, const Run& run);
 Status check_resume_groups(const Checkpoint& ck, const std::string& algo, const GroupCount& groups,
                            int ranks = 1);
 
+// Young's optimal interval between checkpoints, sqrt(2 C M), for a checkpoint that takes C
+// seconds from training and a mean time between failures of M seconds (Young 1974; Daly 2006
+// shows it first-order optimal for C << M).
+double young_daly_interval(double cost_seconds, double mtbf_seconds);
+
 // Across MPI ranks, at an evaluation (every rank there): every rank's groups of its own capture
 // `mine` gathered into rank 0's, in global group order (rank r's L groups are r*L .. r*L+L-1);
 // the other ranks' `mine` keeps only its centre and counters. A collective: every rank calls it.

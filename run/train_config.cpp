@@ -319,6 +319,27 @@ constexpr SettingField kLr{SettingType::real,
                            },
                            [](const TrainConfig& c) -> std::string { return show_real(c.lr); }};
 
+// --checkpoint-every: a whole number of evaluations, or auto (0 in the config; config.json keeps
+// the text).
+constexpr SettingField kCheckpointEvery{
+    SettingType::text,
+    [](const Setting& s, std::string_view t, TrainConfig& c) -> Status {
+      if (t == "auto") {
+        c.checkpoint_every = 0;
+        return {};
+      }
+      int64_t v = 0;
+      EASEL_RETURN_IF_ERROR(read_integer(s, t, &v));
+      if (v < 1)
+        return invalid_argument("--checkpoint-every: " + std::string(t) +
+                                " must be >= 1 (evaluations between checkpoints) or auto");
+      c.checkpoint_every = v;
+      return {};
+    },
+    [](const TrainConfig& c) -> std::string {
+      return c.checkpoint_every == 0 ? "auto" : std::to_string(c.checkpoint_every);
+    }};
+
 // --tau: a whole number, or auto (the default): --algo's default_tau (config.json keeps the
 // number).
 constexpr SettingField kTau{
@@ -499,6 +520,13 @@ const Setting kSettings[] = {
    "shuffled over the whole list, as an image folder's"},
   {"checkpoint", boolean<&T::checkpoint>(), kTrain, R::changeable,
    "write checkpoint.bin to --out after every evaluation (for --resume)", "no-checkpoint"},
+  {"checkpoint-every", kCheckpointEvery, kTrain, R::changeable,
+   "evaluations between checkpoints (the last evaluation and a signal's stop always write one), "
+   "or auto: at the first evaluation past Young/Daly's interval sqrt(2 C M), C the measured "
+   "cost a checkpoint takes from training, M --mtbf; written by a background thread"},
+  {"mtbf", real<&T::mtbf_seconds>(), kTrain, R::changeable,
+   "with --checkpoint-every auto: the mean time between failures the run expects, in seconds "
+   "(e.g. 86400 for one a day)"},
   {"resume", text<&T::resume>(), kTrain, R::per_run,
    "continue the run in this directory (an earlier --out) from its checkpoint.bin, with its "
    "config.json; only the flags marked 'may change on --resume' may change"},
@@ -521,6 +549,21 @@ Status check_range(const char* flag, double v, double lo, double hi, bool lo_ope
     return invalid_argument(std::string(flag) + ": " + show_real(v) + " is out of range " +
                             (lo_open ? "(" : "[") + show_real(lo) + ", " + show_real(hi) + "]");
   }
+  return {};
+}
+
+// --checkpoint-every and --mtbf: auto needs the failure rate, and the rate only serves auto.
+Status check_checkpoint_cadence(const TrainConfig& c) {
+  if (c.checkpoint_every == 0 && !(c.mtbf_seconds > 0))
+    return invalid_argument(
+        "--checkpoint-every auto: needs --mtbf SECONDS > 0 (the mean time between failures "
+        "that the checkpoints' cost is balanced against)");
+  if (c.mtbf_seconds != 0 && c.checkpoint_every != 0)
+    return invalid_argument("--mtbf: only with --checkpoint-every auto");
+  if (c.mtbf_seconds != 0)
+    EASEL_RETURN_IF_ERROR(check_range("--mtbf", c.mtbf_seconds, 0, 1e9, true));
+  if (!c.checkpoint && (c.checkpoint_every != 1))
+    return invalid_argument("--checkpoint-every: with --no-checkpoint no checkpoint is written");
   return {};
 }
 
@@ -643,6 +686,7 @@ Status validate_config(const TrainConfig& c) {
     return invalid_argument(collective_needs_ranks(collective_entry(c.collective)));
   EASEL_RETURN_IF_ERROR(check_range("--target-accuracy", c.target_accuracy, 0, 1));
   if (c.eval_every < 0) return invalid_argument("--eval-every: must be >= 0");
+  EASEL_RETURN_IF_ERROR(check_checkpoint_cadence(c));
   if (c.eval_images < 0)
     return invalid_argument("--eval-images: " + std::to_string(c.eval_images) +
                             " must be >= 0 (0: the whole test set)");

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
+#include <utility>
 
 #include "engine/log.hpp"
 #include "engine/span_ops.hpp"
@@ -130,11 +132,17 @@ std::vector<EvalStats> evaluate_model(TrainRun& t, const Dataset& test) {
 // removed) leaves the last good checkpoint; training goes on. Across MPI ranks (at an
 // evaluation, every rank there): every rank's groups, gathered, and rank 0's centre, counters
 // and algorithm state, which every rank holds alike or rank 0 holds alone (async's centre).
-void checkpoint(TrainRun& t, const TrainSummary& sum, int64_t done, double wall_seconds,
+void checkpoint(TrainRun& t, TrainSummary& sum, int64_t done, double wall_seconds,
                 int64_t last_images, bool mid_round = false) {
+  TraceSpan span("checkpoint", "checkpoint");
+  const double c0 = now_seconds();
   Checkpoint ck = capture_run(t.run, *t.algo, t.identity);
   if (t.world) gather_checkpoint_groups(*t.world, ck);
-  if (t.rank != 0) return;
+  ++sum.checkpoints;
+  if (t.rank != 0) {
+    sum.checkpoint_seconds += now_seconds() - c0;
+    return;
+  }
   ck.mid_round = mid_round;
   ck.iterations_done = done;
   ck.total_iterations = t.total;
@@ -144,9 +152,10 @@ void checkpoint(TrainRun& t, const TrainSummary& sum, int64_t done, double wall_
   ck.best_accuracy = sum.best_accuracy;
   ck.time_to_target_seconds = sum.time_to_target_seconds.value_or(-1);
   ck.images_before_round = last_images;
-  if (Status st = t.report->on_checkpoint(ck); !st.ok())
+  if (Status st = t.report->on_checkpoint(std::move(ck)); !st.ok())
     log_error("train", "checkpoint not written: " + st.message() +
                            " (the previous one, if any, is still whole)");
+  sum.checkpoint_seconds += now_seconds() - c0;
 }
 
 // Whether the run writes checkpoints: rank 0's observer says, and across ranks every rank
@@ -180,7 +189,33 @@ struct LoopState {
   double t0 = 0;
   int64_t done = 0, last_images = 0;
   bool fresh = true;
+  int64_t evaluations_since_checkpoint = 0;
+  double last_checkpoint = 0;  // now_seconds() at the last one's end
 };
+
+// Whether the evaluation that decided `decision` writes a checkpoint (rank 0 decides, every
+// rank follows: each takes part): the run's last and a stopping one always; else every
+// --checkpoint-every evaluations, or under auto the first evaluation Young/Daly's interval or
+// more after the last checkpoint (the first evaluation's: it measures the cost).
+bool checkpoint_due(TrainRun& t, TrainSummary& sum, LoopState& s, Decision decision) {
+  int32_t due = 0;
+  if (t.rank == 0) {
+    ++s.evaluations_since_checkpoint;
+    if (decision != Decision::go_on || s.done >= t.total) {
+      due = 1;
+    } else if (t.cfg.checkpoint_every > 0) {
+      due = s.evaluations_since_checkpoint >= t.cfg.checkpoint_every;
+    } else if (sum.checkpoints == 0) {
+      due = 1;
+    } else {
+      sum.checkpoint_interval_seconds = young_daly_interval(
+          sum.checkpoint_seconds / static_cast<double>(sum.checkpoints), t.cfg.mtbf_seconds);
+      due = now_seconds() - s.last_checkpoint >= sum.checkpoint_interval_seconds;
+    }
+  }
+  if (t.world) t.world->broadcast_bytes(&due, sizeof due, 0);
+  return due != 0;
+}
 
 // The loop's state and the summary's sums as `resume` left them (checked by restore_from).
 LoopState resume_loop(const Checkpoint* resume, TrainSummary& sum) {
@@ -215,7 +250,6 @@ void stop_mid_round(TrainRun& t, TrainSummary& sum, const LoopState& s, bool che
     sum.group_times = part.group_times;
   }
   if (checkpoints) {
-    TraceSpan span("checkpoint", "checkpoint");
     checkpoint(t, sum, s.done, now_seconds() - s.t0, s.last_images, true);
   }
   sum.stopped = StopReason::interrupted;
@@ -327,9 +361,10 @@ Status run_rounds(TrainRun& t, const Dataset& test, const Checkpoint* resume, Tr
     else
       sum.eval_seconds += now_seconds() - e0;
     // A diverged round keeps the last good checkpoint.
-    if (checkpoints && decision != Decision::diverged) {
-      TraceSpan span("checkpoint", "checkpoint");
+    if (checkpoints && decision != Decision::diverged && checkpoint_due(t, sum, s, decision)) {
       checkpoint(t, sum, s.done, rec.wall_seconds, s.last_images);
+      s.evaluations_since_checkpoint = 0;
+      s.last_checkpoint = now_seconds();
     }
     if (t.world) t.world->broadcast_bytes(&decision, sizeof decision, 0);
     if (stop_as_decided(t, sum, decision, rec, s.done, flag)) break;

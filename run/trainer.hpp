@@ -80,6 +80,11 @@ struct TrainSummary {
   double preempted_seconds = 0, preempted_share = 0;  // within them (GroupTimes::preempted)
   double staleness_mean = 0;
   int64_t staleness_max = 0;
+  // Checkpoints handed to the observer by this process's run, and the time they took from
+  // training (capture, gather across ranks, hand-off; the write itself is the observer's);
+  // under --checkpoint-every auto the last Young/Daly interval (0: not auto).
+  int64_t checkpoints = 0;
+  double checkpoint_seconds = 0, checkpoint_interval_seconds = 0;
   std::vector<float> final_weights;   // the evaluated model (centre or replica), whole arena
   std::vector<float> group0_weights;  // group 0's replica, whole arena
 };
@@ -102,11 +107,16 @@ class TrainObserver {
   // images evaluated so far and in all (rank 0's share across MPI ranks).
   virtual void on_eval_progress(int64_t images, int64_t total) { (void)images, (void)total; }
   virtual void on_eval(const EvalRecord&) {}
-  // Whether the trainer hands it a checkpoint after every evaluation (the last evaluation's too,
-  // none after a diverged one; across MPI ranks rank 0's observer, with every rank's groups).
-  // An error from on_checkpoint ends the run.
+  // Whether the trainer hands it checkpoints: after every --checkpoint-every evaluations (or
+  // auto's), the last evaluation's and a signal's stop always, none after a diverged one; across
+  // MPI ranks rank 0's observer, with every rank's groups. The checkpoint is the observer's to
+  // keep (it may write it after returning); an error (an earlier write's) is logged and the run
+  // goes on, the last good checkpoint kept.
   virtual bool wants_checkpoints() const { return false; }
-  virtual Status on_checkpoint(const Checkpoint&) { return {}; }
+  virtual Status on_checkpoint(Checkpoint ck) {
+    (void)ck;
+    return {};
+  }
   // The initial weights, before they go to every replica and the centre (rank 0's, then
   // broadcast): the observer may overwrite them (an embedding program's own). An error ends
   // the run.

@@ -39,7 +39,7 @@ class Keeper : public TrainObserver {
  public:
   explicit Keeper(int64_t at) : at_(at) {}
   bool wants_checkpoints() const override { return true; }
-  Status on_checkpoint(const Checkpoint& ck) override {
+  Status on_checkpoint(Checkpoint ck) override {
     ++seen;
     if (ck.iterations_done == at_) kept = ck;
     return {};
@@ -129,7 +129,7 @@ INSTANTIATE_TEST_SUITE_P(Algorithms, ResumeEqualsUninterrupted,
 class Interrupter : public TrainObserver {
  public:
   bool wants_checkpoints() const override { return true; }
-  Status on_checkpoint(const Checkpoint& ck) override {
+  Status on_checkpoint(Checkpoint ck) override {
     last = ck;
     return {};
   }
@@ -326,7 +326,7 @@ TEST(Resume, RefusesWhatCannotGoOnAndSurvivesAFailedWrite) {
   // A checkpoint that cannot be written (disk full, --out gone) is logged; training goes on.
   struct Failing : TrainObserver {
     bool wants_checkpoints() const override { return true; }
-    Status on_checkpoint(const Checkpoint&) override {
+    Status on_checkpoint(Checkpoint) override {
       ++calls;
       return io_error("no space left");
     }
@@ -718,6 +718,70 @@ TEST(Regroup, OtherAlgorithmsRefuseWithTheReason) {
     t.plan.groups = GroupCount::of(2);  // its own layout goes on
     EXPECT_TRUE(train(t, small_data(), nullptr, {}, &*keep.kept).ok()) << algo;
   }
+}
+
+// --checkpoint-every: every K-th evaluation, and the last one always (45 iterations evaluated
+// every 5: 9 evaluations, K = 4 writes at the 4th, the 8th and the 9th); auto writes at the
+// first evaluation (its cost measured), then at the first evaluation Young/Daly's interval past
+// the last checkpoint: an MTBF of a year spaces them past the run's end (the last one alone
+// follows), one of a nanosecond writes at every evaluation.
+TEST(CheckpointCadence, EveryKthEvaluationAndTheLast) {
+  struct Steps : TrainObserver {
+    bool wants_checkpoints() const override { return true; }
+    Status on_checkpoint(Checkpoint ck) override {
+      steps.push_back(ck.iterations_done);
+      return {};
+    }
+    std::vector<int64_t> steps;
+  };
+  TrainConfig c = config("sync-easgd", 2);
+  c.eval_every = 5;
+  const auto steps_of = [&](const std::string& every, const std::string& mtbf) {
+    TrainConfig k = c;
+    EXPECT_TRUE(set_setting(k, "checkpoint-every", every).ok());
+    if (!mtbf.empty()) {
+      EXPECT_TRUE(set_setting(k, "mtbf", mtbf).ok());
+    }
+    EXPECT_TRUE(validate_config(k).ok()) << validate_config(k).to_string();
+    Steps obs;
+    auto r = train(k, small_data(), &obs);
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r.ok() ? r->checkpoints : -1, static_cast<int64_t>(obs.steps.size()));
+    if (every == "auto" && r.ok() && obs.steps.size() > 1) {
+      EXPECT_GT(r->checkpoint_interval_seconds, 0);
+    }
+    return obs.steps;
+  };
+  EXPECT_EQ(steps_of("1", ""), (std::vector<int64_t>{5, 10, 15, 20, 25, 30, 35, 40, 45}));
+  EXPECT_EQ(steps_of("4", ""), (std::vector<int64_t>{20, 40, 45}));
+  EXPECT_EQ(steps_of("auto", "3.2e7"), (std::vector<int64_t>{5, 45}));
+  EXPECT_EQ(steps_of("auto", "1e-9"), steps_of("1", ""));
+}
+
+TEST(CheckpointCadence, YoungDalyAndTheRefusals) {
+  EXPECT_DOUBLE_EQ(young_daly_interval(0.5, 3600), 60);  // sqrt(2 x 0.5 x 3600)
+  EXPECT_DOUBLE_EQ(young_daly_interval(2, 86400), std::sqrt(2 * 2 * 86400.0));
+  EXPECT_DOUBLE_EQ(young_daly_interval(0, 86400), 0);
+  const auto refusal = [](std::initializer_list<std::pair<const char*, const char*>> set) {
+    TrainConfig c = config("sgd", 1);
+    for (const auto& [k, v] : set) {
+      Status st = set_setting(c, k, v);
+      if (!st.ok()) return st.message();
+    }
+    return validate_config(c).message();
+  };
+  EXPECT_NE(refusal({{"checkpoint-every", "auto"}}).find("--checkpoint-every auto: needs --mtbf"),
+            std::string::npos);
+  EXPECT_NE(refusal({{"mtbf", "3600"}}).find("--mtbf: only with --checkpoint-every auto"),
+            std::string::npos);
+  EXPECT_NE(refusal({{"checkpoint-every", "0"}}).find("--checkpoint-every: 0 must be >= 1"),
+            std::string::npos);
+  EXPECT_NE(refusal({{"checkpoint-every", "auto"}, {"mtbf", "-5"}}).find("--checkpoint-every auto"),
+            std::string::npos);
+  EXPECT_NE(refusal({{"checkpoint-every", "2"}, {"checkpoint", "false"}})
+                .find("--checkpoint-every: with --no-checkpoint"),
+            std::string::npos);
+  EXPECT_EQ(refusal({{"checkpoint-every", "auto"}, {"mtbf", "86400"}}), "");
 }
 
 }  // namespace

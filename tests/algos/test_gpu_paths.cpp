@@ -301,7 +301,7 @@ TEST(GpuPaths, StandInRefusesWhatTheCudaDeviceRefuses) {
 TEST(GpuPaths, ResumeEqualsUninterrupted) {
   struct Keeper : TrainObserver {
     bool wants_checkpoints() const override { return true; }
-    Status on_checkpoint(const Checkpoint& ck) override {
+    Status on_checkpoint(Checkpoint ck) override {
       if (ck.iterations_done == 20) kept = ck;
       return {};
     }

@@ -279,7 +279,7 @@ TEST(Periodic, SummaryCountsExchangedBytesPerImage) {
 class Keeper : public TrainObserver {
  public:
   bool wants_checkpoints() const override { return true; }
-  Status on_checkpoint(const Checkpoint& ck) override {
+  Status on_checkpoint(Checkpoint ck) override {
     if (ck.iterations_done == 27) kept = ck;
     return {};
   }

@@ -614,6 +614,48 @@ TEST(Cli, SignalsStopWithACheckpointAndResumeExactly) {
   }
 }
 
+// --checkpoint-every K and auto from the command line: summary.json counts the checkpoints, the
+// time they took from training and the writes' own (a thread of the writer's), and auto's
+// interval; a run killed two evaluations past its last checkpoint resumes from it into the
+// numbers of the run never killed.
+TEST(Cli, CheckpointCadenceAndTheBackgroundWrite) {
+  const fs::path d = tmp_dir("cadence");
+  const std::string common =
+      "train --net mlp --data synthetic:512:1x8x8:4 --batch 16 --groups 2 --threads-per-group 1"
+      " --oversubscribe --progress none --log-level warn --algo sync-easgd --eval-every 40";
+  Out o = easel(common + " --iterations 200 --out " + (d / "every").string());
+  ASSERT_EQ(o.code, 0) << o.err;
+  auto s = nlohmann::json::parse(slurp(d / "every" / "summary.json"));
+  EXPECT_EQ(s["checkpoints"], 5);
+  EXPECT_GT(s["checkpoint_write_seconds"].get<double>(), 0);
+  EXPECT_TRUE(s["checkpoint_interval_seconds"].is_null());
+  o = easel(common + " --iterations 200 --checkpoint-every auto --mtbf 1e-9 --out " +
+            (d / "auto").string());
+  ASSERT_EQ(o.code, 0) << o.err;
+  s = nlohmann::json::parse(slurp(d / "auto" / "summary.json"));
+  EXPECT_EQ(s["checkpoints"], 5);
+  EXPECT_GT(s["checkpoint_interval_seconds"].get<double>(), 0);
+  // Every third evaluation: killed (EASEL_FAULT) at step 170, after the evaluation at 160, with
+  // the checkpoint of 120; resumed from it (metrics.jsonl trimmed to 120), the run that
+  // checkpointed at every evaluation.
+  o = easel_test::run_easel(
+      common + " --iterations 400 --checkpoint-every 3 --out " + (d / "third").string(),
+      "EASEL_FAULT=kill:group0@170 ", "cadence");
+  ASSERT_NE(o.code, 0) << "the fault did not kill the run";
+  ASSERT_EQ(metric_values(d / "third" / "metrics.jsonl").size(), 4u);
+  o = easel("train --resume " + (d / "third").string());
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(d / "third" / "summary.json"))["checkpoints"], 3);
+  o = easel(common + " --iterations 400 --out " + (d / "whole").string());
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(metric_values(d / "third" / "metrics.jsonl"),
+            metric_values(d / "whole" / "metrics.jsonl"));
+  o = easel(common + " --checkpoint-every auto --out " + (d / "refused").string());
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("--checkpoint-every auto: needs --mtbf"), std::string::npos) << o.err;
+  EXPECT_FALSE(fs::exists(d / "refused"));
+}
+
 // README's "Exit codes" rows, each (code, meaning) without its backquotes.
 std::vector<std::pair<std::string, std::string>> readme_exit_codes() {
   std::vector<std::pair<std::string, std::string>> rows;
