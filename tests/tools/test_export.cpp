@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 #include <string>
 
 #include "tests/tools/run_easel.hpp"
@@ -63,6 +64,10 @@ struct NetCase {
   std::string net, data, extra;
 };
 
+void PrintTo(const NetCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
 class ExportOnnx : public ::testing::TestWithParam<NetCase> {};
 
 TEST_P(ExportOnnx, OpenCvGivesEaselsLogits) {
@@ -89,7 +94,9 @@ INSTANTIATE_TEST_SUITE_P(
                       NetCase{"cifar10_quick", "cifar10-quick", "synthetic:256:3x32x32:10", ""},
                       NetCase{"alexnet_cifar", "alexnet-cifar", "synthetic:256:3x32x32:10", ""},
                       NetCase{"small_resnet", source("docs/nets/small-resnet.toml"),
-                              "synthetic:256:3x32x32:10", ""}),
+                              "synthetic:256:3x32x32:10", ""},
+                      NetCase{"corners", source("tests/tools/export_corners.toml"),
+                              "synthetic:256:3x15x15:10", "--lr 0.001"}),
     [](const ::testing::TestParamInfo<NetCase>& i) { return std::string(i.param.name); });
 
 // One trained mlp run shared by the refusals.
@@ -125,6 +132,19 @@ TEST_F(ExportRefusal, ARunWithoutWeights) {
       refused((*dir_ / "none").string() + " --format onnx --out " + (*dir_ / "a.onnx").string())
           .err.find("no such directory"),
       std::string::npos);
+}
+
+TEST_F(ExportRefusal, ALayerOnnxCannotExpress) {
+  const fs::path dir = tmp_dir("within");
+  std::ofstream(dir / "net.toml") << "name = \"within\"\n"
+                                     "[[layer]]\nname = \"norm1\"\ntype = \"lrn\"\n"
+                                     "region = \"within_channel\"\n"
+                                     "[[layer]]\nname = \"ip1\"\ntype = \"inner_product\"\n"
+                                     "outputs = \"classes\"\n";
+  const fs::path run = train(dir, (dir / "net.toml").string(), "synthetic:128:1x8x8:4");
+  const Out o = refused(run.string() + " --format onnx --out " + (dir / "a.onnx").string());
+  EXPECT_NE(o.err.find("layer norm1 (lrn)"), std::string::npos) << o.err;
+  EXPECT_FALSE(fs::exists(dir / "a.onnx"));
 }
 
 TEST_F(ExportRefusal, AnUnknownFormatOrWeights) {

@@ -78,6 +78,16 @@ class GraphWriter {
                                 static_cast<size_t>(count) * sizeof(float)));  // little-endian
     return name;
   }
+  // An int64 initializer (a Pad's pads).
+  std::string ints_tensor(const std::string& name, const std::vector<int64_t>& v) {
+    onnx::TensorProto* t = g_->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(static_cast<int64_t>(v.size()));
+    for (int64_t x : v)
+      t->add_int64_data(x);
+    return name;
+  }
   std::string param(const LayerView& l, size_t i) {
     const Segment& s = *l.params[i];
     return tensor(l.name + "." + s.name.substr(s.name.rfind('.') + 1), s.dims, weights_ + s.offset,
@@ -137,11 +147,26 @@ Result<std::string> write_pool(GraphWriter& w, const LayerView& l) {
     return refuse(l,
                   "its last window runs past the padding (ceil rounding), where easel divides "
                   "by the window within input + padding and ONNX's AveragePool by all of it");
-  onnx::NodeProto* n = w.node(avg ? "AveragePool" : "MaxPool", l.name, {l.inputs[0]}, l.name);
+  std::string src = l.inputs[0];
+  std::vector<int64_t> pads = {d.pad_h, d.pad_w, eh, ew};
+  if (avg && (d.pad_h > 0 || d.pad_w > 0)) {
+    // The padded zeros count in the divisor: as an explicit Pad, not count_include_pad=1,
+    // which OpenCV's importer (4.6) ignores (it counts them only in a model from PyTorch).
+    const std::string pad_name = l.name + "_pad";
+    w.node(
+        "Pad", pad_name,
+        {src, w.ints_tensor(pad_name + ".pads", {0, 0, d.pad_h, d.pad_w, 0, 0, d.pad_h, d.pad_w})},
+        pad_name);
+    src = pad_name;
+    pads = {0, 0, eh - d.pad_h, ew - d.pad_w};  // 0: the refusal above
+  }
+  onnx::NodeProto* n = w.node(avg ? "AveragePool" : "MaxPool", l.name, {src}, l.name);
   GraphWriter::ints(n, "kernel_shape", {d.kh, d.kw});
   GraphWriter::ints(n, "strides", {d.stride_h, d.stride_w});
-  GraphWriter::ints(n, "pads", {d.pad_h, d.pad_w, eh, ew});
-  if (avg) GraphWriter::integer(n, "count_include_pad", d.pad_h > 0 || d.pad_w > 0 ? 1 : 0);
+  GraphWriter::ints(n, "pads", pads);
+  // Where an average pool's trailing window runs past the input (ceil rounding, no padding),
+  // easel divides by the elements within the input, as count_include_pad=0 does.
+  if (avg) GraphWriter::integer(n, "count_include_pad", 0);
   return finish(w, l);
 }
 
