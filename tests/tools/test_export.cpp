@@ -1,8 +1,9 @@
 // `easel export --format onnx` through the program: trained runs of lenet (both layouts),
-// cifar10-quick, alexnet-cifar (LRN) and small-resnet (batch norm, residual add, concat, global
-// average pool) exported and run by consumers that are not easel (tools/onnx_check.py: the ONNX
-// checker and OpenCV's DNN module, which must give easel's logits within 1e-4); bad input
-// refused in one line, exit 2, an existing file kept.
+// cifar10-quick, alexnet-cifar (LRN), small-resnet (batch norm, residual add, concat, global
+// average pool), cifar10-full (LRN within channel) and export_corners.toml exported and run by
+// consumers that are not easel (tools/onnx_check.py: the ONNX checker and OpenCV's DNN module,
+// which must give easel's logits within 1e-4); bad input refused in one line, exit 2, an
+// existing file kept.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -95,6 +96,7 @@ INSTANTIATE_TEST_SUITE_P(
                       NetCase{"alexnet_cifar", "alexnet-cifar", "synthetic:256:3x32x32:10", ""},
                       NetCase{"small_resnet", source("docs/nets/small-resnet.toml"),
                               "synthetic:256:3x32x32:10", ""},
+                      NetCase{"cifar10_full", "cifar10-full", "synthetic:256:3x32x32:10", ""},
                       NetCase{"corners", source("tests/tools/export_corners.toml"),
                               "synthetic:256:3x15x15:10", "--lr 0.001"}),
     [](const ::testing::TestParamInfo<NetCase>& i) { return std::string(i.param.name); });
@@ -135,15 +137,16 @@ TEST_F(ExportRefusal, ARunWithoutWeights) {
 }
 
 TEST_F(ExportRefusal, ALayerOnnxCannotExpress) {
-  const fs::path dir = tmp_dir("within");
-  std::ofstream(dir / "net.toml") << "name = \"within\"\n"
-                                     "[[layer]]\nname = \"norm1\"\ntype = \"lrn\"\n"
-                                     "region = \"within_channel\"\n"
+  // A padded average pool whose ceil-rounded last window runs past the padding (8 -> 5).
+  const fs::path dir = tmp_dir("overhang");
+  std::ofstream(dir / "net.toml") << "name = \"overhang\"\n"
+                                     "[[layer]]\nname = \"pool1\"\ntype = \"avg_pool\"\n"
+                                     "kernel = 3\nstride = 2\npad = 1\n"
                                      "[[layer]]\nname = \"ip1\"\ntype = \"inner_product\"\n"
                                      "outputs = \"classes\"\n";
   const fs::path run = train(dir, (dir / "net.toml").string(), "synthetic:128:1x8x8:4");
   const Out o = refused(run.string() + " --format onnx --out " + (dir / "a.onnx").string());
-  EXPECT_NE(o.err.find("layer norm1 (lrn)"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("layer pool1 (avg_pool)"), std::string::npos) << o.err;
   EXPECT_FALSE(fs::exists(dir / "a.onnx"));
 }
 

@@ -214,11 +214,31 @@ Result<std::string> write_batch_norm(GraphWriter& w, const LayerView& l) {
   return finish(w, l);
 }
 
+// Within channel, ONNX has no op: x / (k + alpha/n^2 * sum over the zero-padded n x n window of
+// x^2)^beta as Mul, Pad, AveragePool (the padded zeros counted: the sum / n^2), Mul, Add, Pow,
+// Div.
+Result<std::string> write_lrn_within(GraphWriter& w, const LayerView& l) {
+  const OpDesc& d = *l.d;
+  const int64_t n = d.local_size, h = (n - 1) / 2;
+  const std::string& x = l.inputs[0];
+  const std::string p = l.name + "_";
+  w.node("Mul", p + "square", {x, x}, p + "square");
+  w.node("Pad", p + "pad", {p + "square", w.ints_tensor(p + "pad.pads", {0, 0, h, h, 0, 0, h, h})},
+         p + "pad");
+  onnx::NodeProto* avg = w.node("AveragePool", p + "mean", {p + "pad"}, p + "mean");
+  GraphWriter::ints(avg, "kernel_shape", {n, n});
+  const auto scalar = [&](const char* what, float v) { return w.tensor(p + what, {}, &v, 1); };
+  w.node("Mul", p + "scaled", {p + "mean", scalar("alpha", d.alpha)}, p + "scaled");
+  w.node("Add", p + "base", {p + "scaled", scalar("k", d.k)}, p + "base");
+  w.node("Pow", p + "power", {p + "base", scalar("beta", d.beta)}, p + "power");
+  w.node("Div", l.name, {x, p + "power"}, l.name);
+  return finish(w, l);
+}
+
 Result<std::string> write_lrn(GraphWriter& w, const LayerView& l) {
   EASEL_RETURN_IF_ERROR(image_input(l));
   const OpDesc& d = *l.d;
-  if (d.lrn_within_channel)
-    return refuse(l, "within-channel normalisation has no ONNX op (LRN is across channels)");
+  if (d.lrn_within_channel) return write_lrn_within(w, l);
   // Both divide alpha by the size: k + alpha/n * sum of squares.
   onnx::NodeProto* n = w.node("LRN", l.name, {l.inputs[0]}, l.name);
   GraphWriter::integer(n, "size", d.local_size);
