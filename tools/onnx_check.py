@@ -36,15 +36,22 @@ def main():
         if not os.path.isfile(f):
             print(f"onnx_check: {f}: no such file", file=sys.stderr)
             return 2
-    model = onnx.load(args.model)
-    onnx.checker.check_model(model, full_check=True)
+    try:
+        onnx.checker.check_model(onnx.load(args.model), full_check=True)
+    except Exception as e:  # onnx's ValidationError and protobuf's DecodeError
+        print(f"onnx_check: {args.model}: the ONNX checker refuses it: {e}".splitlines()[0])
+        return 1
     images = np.load(os.path.join(args.sample, "images.npy"))
     want = np.load(os.path.join(args.sample, "logits.npy"))
-    net = cv2.dnn.readNetFromONNX(args.model)
-    net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
-    net.setPreferableTarget(cv2.dnn.DNN_TARGET_CPU)
-    net.setInput(images)
-    got = net.forward().reshape(want.shape[0], -1)
+    try:
+        net = cv2.dnn.readNetFromONNX(args.model)
+        net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
+        net.setPreferableTarget(cv2.dnn.DNN_TARGET_CPU)
+        net.setInput(images)
+        got = net.forward().reshape(want.shape[0], -1)
+    except cv2.error as e:
+        print(f"onnx_check: {args.model}: OpenCV DNN fails: {' '.join(str(e).split())}")
+        return 1
     if got.shape != want.shape:
         print(f"onnx_check: OpenCV gives logits of shape {got.shape}, easel {want.shape}")
         return 1
