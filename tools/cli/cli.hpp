@@ -124,6 +124,11 @@ DataCommands add_data_commands(CLI::App& app);
 // returned runs it and returns its exit code, or -1 when it was not parsed.
 using RunsCommand = std::function<int()>;
 RunsCommand add_runs_command(CLI::App& app);
+// `easel export RUN_DIR --format onnx --out FILE` (tools/cli/export_cmd.cpp): adds the
+// subcommand; the function returned runs it and returns its exit code, or -1 when it was not
+// parsed.
+using ExportCommand = std::function<int()>;
+ExportCommand add_export_command(CLI::App& app);
 // `easel completion bash|zsh` (tools/cli/completion_cmd.cpp): adds the subcommand, whose script
 // covers every command and flag `app` has when it runs (add it last); the function returned
 // prints it and returns 0, or -1 when it was not parsed.

@@ -275,7 +275,7 @@ int easel_main(int argc, char** argv) {
   // as its script covers every command added before it.
   const std::vector<std::function<int()>> self_run = {
       cli::add_model_commands(app), cli::add_data_commands(app), cli::add_runs_command(app),
-      cli::add_completion_command(app)};
+      cli::add_export_command(app), cli::add_completion_command(app)};
 
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
     if (argc < 2 || sub->get_name() != argv[1]) continue;

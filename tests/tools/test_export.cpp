@@ -1,0 +1,190 @@
+// `easel export --format onnx` through the program: trained runs of lenet (both layouts),
+// cifar10-quick, alexnet-cifar (LRN), small-resnet (batch norm, residual add, concat, global
+// average pool), cifar10-full (LRN within channel) and export_corners.toml exported and run by
+// consumers that are not easel (tools/onnx_check.py: the ONNX checker and OpenCV's DNN module,
+// which must give easel's logits within 1e-4); bad input refused in one line, exit 2, an
+// existing file kept.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <ostream>
+#include <string>
+
+#include "tests/tools/run_easel.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using easel_test::Out;
+using easel_test::slurp;
+
+fs::path tmp_dir(const std::string& name) {
+  fs::path d =
+      fs::path(::testing::TempDir()) / ("easel_export_" + std::to_string(::getpid()) + "_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::string source(const std::string& rel) {
+  const char* root = std::getenv("EASEL_SOURCE_ROOT");
+  return std::string(root != nullptr ? root : ".") + "/" + rel;
+}
+
+// A short run of `net` on `data` into dir/run (two evaluations: the checkpoint holds trained
+// weights and moved batch norm statistics); `extra` adds flags.
+fs::path train(const fs::path& dir, const std::string& net, const std::string& data,
+               const std::string& extra = "") {
+  const fs::path run = dir / "run";
+  const Out o = easel_test::run_easel(
+      "train --net " + net + " --data " + data + " --iterations 8 --eval-every 4 --batch 16" +
+          " --groups 1 --threads-per-group 1 --progress none --log-level warn --out " +
+          run.string() + " " + extra,
+      "", "train");
+  EXPECT_EQ(o.code, 0) << o.err;
+  return run;
+}
+
+// tools/onnx_check.py on dir's export; its exit code (77: python3-onnx or -opencv missing).
+int onnx_check(const fs::path& dir, std::string* line) {
+  const std::string cmd = "/usr/bin/python3 " + source("tools/onnx_check.py") + " " +
+                          (dir / "net.onnx").string() + " " + (dir / "sample").string() + " >" +
+                          (dir / "check.txt").string() + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  *line = slurp(dir / "check.txt");
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+struct NetCase {
+  const char* name;
+  std::string net, data, extra;
+};
+
+void PrintTo(const NetCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+class ExportOnnx : public ::testing::TestWithParam<NetCase> {};
+
+TEST_P(ExportOnnx, OpenCvGivesEaselsLogits) {
+  const NetCase& c = GetParam();
+  const fs::path dir = tmp_dir(c.name);
+  const fs::path run = train(dir, c.net, c.data, c.extra);
+  const Out o = easel_test::run_easel("export " + run.string() + " --format onnx --out " +
+                                          (dir / "net.onnx").string() + " --sample " +
+                                          (dir / "sample").string() + " --sample-count 8",
+                                      "", "export");
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find("ONNX opset 13"), std::string::npos) << o.out;
+  std::string line;
+  const int rc = onnx_check(dir, &line);
+  if (rc == 77) GTEST_SKIP() << line;
+  EXPECT_EQ(rc, 0) << line;
+  std::printf("%s: %s", c.name, line.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Nets, ExportOnnx,
+    ::testing::Values(NetCase{"lenet", "lenet", "synthetic:256:1x28x28:10", ""},
+                      NetCase{"lenet_nchw", "lenet", "synthetic:256:1x28x28:10", "--layout nchw"},
+                      NetCase{"cifar10_quick", "cifar10-quick", "synthetic:256:3x32x32:10", ""},
+                      NetCase{"alexnet_cifar", "alexnet-cifar", "synthetic:256:3x32x32:10", ""},
+                      NetCase{"small_resnet", source("docs/nets/small-resnet.toml"),
+                              "synthetic:256:3x32x32:10", ""},
+                      NetCase{"cifar10_full", "cifar10-full", "synthetic:256:3x32x32:10", ""},
+                      NetCase{"corners", source("tests/tools/export_corners.toml"),
+                              "synthetic:256:3x15x15:10", "--lr 0.001"}),
+    [](const ::testing::TestParamInfo<NetCase>& i) { return std::string(i.param.name); });
+
+// One trained mlp run shared by the refusals.
+class ExportRefusal : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(tmp_dir("refusals"));
+    run_ = new fs::path(train(*dir_, "mlp", "synthetic:128:1x8x8:4", "--algo sgd"));
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    delete run_;
+  }
+  static Out refused(const std::string& args) {
+    Out o = easel_test::run_easel("export " + args, "", "refusal");
+    EXPECT_EQ(o.code, 2) << args << "\n" << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    return o;
+  }
+  static fs::path* dir_;
+  static fs::path* run_;
+};
+fs::path* ExportRefusal::dir_ = nullptr;
+fs::path* ExportRefusal::run_ = nullptr;
+
+TEST_F(ExportRefusal, ARunWithoutWeights) {
+  const fs::path run =
+      train(tmp_dir("noweights"), "mlp", "synthetic:128:1x8x8:4", "--no-checkpoint");
+  const Out o = refused(run.string() + " --format onnx --out " + (*dir_ / "a.onnx").string());
+  EXPECT_NE(o.err.find("no checkpoint.bin"), std::string::npos) << o.err;
+  EXPECT_FALSE(fs::exists(*dir_ / "a.onnx"));
+  EXPECT_NE(
+      refused((*dir_ / "none").string() + " --format onnx --out " + (*dir_ / "a.onnx").string())
+          .err.find("no such directory"),
+      std::string::npos);
+}
+
+TEST_F(ExportRefusal, ALayerOnnxCannotExpress) {
+  // A padded average pool whose ceil-rounded last window runs past the padding (8 -> 5).
+  const fs::path dir = tmp_dir("overhang");
+  std::ofstream(dir / "net.toml") << "name = \"overhang\"\n"
+                                     "[[layer]]\nname = \"pool1\"\ntype = \"avg_pool\"\n"
+                                     "kernel = 3\nstride = 2\npad = 1\n"
+                                     "[[layer]]\nname = \"ip1\"\ntype = \"inner_product\"\n"
+                                     "outputs = \"classes\"\n";
+  const fs::path run = train(dir, (dir / "net.toml").string(), "synthetic:128:1x8x8:4");
+  const Out o = refused(run.string() + " --format onnx --out " + (dir / "a.onnx").string());
+  EXPECT_NE(o.err.find("layer pool1 (avg_pool)"), std::string::npos) << o.err;
+  EXPECT_FALSE(fs::exists(dir / "a.onnx"));
+}
+
+TEST_F(ExportRefusal, AnUnknownFormatOrWeights) {
+  const std::string out = " --out " + (*dir_ / "a.onnx").string();
+  EXPECT_NE(refused(run_->string() + " --format tflite" + out).err.find("--format: 'tflite'"),
+            std::string::npos);
+  EXPECT_NE(refused(run_->string() + " --format onnx --weights best" + out).err.find("--weights"),
+            std::string::npos);
+  EXPECT_NE(refused(run_->string() + " --format onnx --weights centre" + out).err.find("no centre"),
+            std::string::npos);
+  EXPECT_FALSE(fs::exists(*dir_ / "a.onnx"));
+}
+
+TEST_F(ExportRefusal, AnUnwritableOut) {
+  std::ofstream(*dir_ / "file") << "x";
+  EXPECT_NE(
+      refused(run_->string() + " --format onnx --out " + (*dir_ / "nodir" / "a.onnx").string())
+          .err.find("--out"),
+      std::string::npos);
+  EXPECT_NE(refused(run_->string() + " --format onnx --out " + (*dir_ / "file" / "a.onnx").string())
+                .err.find("--out"),
+            std::string::npos);
+  EXPECT_NE(
+      refused(run_->string() + " --format onnx --out " + dir_->string()).err.find("directory"),
+      std::string::npos);
+}
+
+TEST_F(ExportRefusal, AnExistingOutIsKeptUnlessOverwrite) {
+  const fs::path out = *dir_ / "kept.onnx";
+  std::ofstream(out) << "mine";
+  const Out o = refused(run_->string() + " --format onnx --out " + out.string());
+  EXPECT_NE(o.err.find("--overwrite"), std::string::npos) << o.err;
+  EXPECT_EQ(slurp(out), "mine");
+  const Out w = easel_test::run_easel(
+      "export " + run_->string() + " --format onnx --overwrite --out " + out.string(), "", "ow");
+  EXPECT_EQ(w.code, 0) << w.err;
+  EXPECT_NE(slurp(out), "mine");
+}
+
+}  // namespace
