@@ -265,7 +265,7 @@ TEST_F(MpiTrain, LaunchRelaunchesAfterAKilledRank) {
                              "--bind-to none' ";
   const std::string flags =
       std::string("-- --algo sync-easgd --groups 1") + kRunFlags + " --iterations 60 --out ";
-  for (const char* fault : {"kill:rank1@30", "kill:group0@5"}) {
+  for (const char* fault : {"kill:rank1@45", "kill:group0@5"}) {
     const fs::path dir = fresh_dir();
     const Outcome o = outcome_of(
         dir, std::string("EASEL_FAULT=") + fault + " timeout 300 " + launch + flags + dir.string());
@@ -273,13 +273,19 @@ TEST_F(MpiTrain, LaunchRelaunchesAfterAKilledRank) {
     EXPECT_EQ(trajectory(o), trajectory(whole)) << fault << "\n" << o.output;
     EXPECT_EQ(o.summary.at("restarts"), 1) << fault;
     EXPECT_EQ(o.summary.at("failures")[0].at("exit"), 137) << fault;
-    EXPECT_EQ(o.summary.at("failures")[0].at("checkpoint_step"), fault[5] == 'r' ? 20 : 0);
+    // Killed at 45: the checkpoint of 20 landed by the evaluation at 40 (its record waits for
+    // it); 40's may still have been in its write.
+    const int64_t at = o.summary.at("failures")[0].at("checkpoint_step");
+    if (fault[5] == 'r')
+      EXPECT_TRUE(at == 20 || at == 40) << at;
+    else
+      EXPECT_EQ(at, 0);
     EXPECT_NE(o.output.find("easel launch: restart 1 of 3: a rank died on signal 9"),
               std::string::npos)
         << o.output;
   }
   const fs::path none = fresh_dir();
-  const Outcome last = outcome_of(none, "EASEL_FAULT=kill:rank1@30 timeout 300 " + launch +
+  const Outcome last = outcome_of(none, "EASEL_FAULT=kill:rank1@45 timeout 300 " + launch +
                                             "--max-restarts 0 " + flags + none.string());
   EXPECT_EQ(last.rc, 137) << last.output;
   EXPECT_NE(last.output.find("no restart left (--max-restarts 0)"), std::string::npos);
