@@ -25,7 +25,9 @@ using easel_test::Out;
 using easel_test::slurp;
 using nlohmann::json;
 
-constexpr const char* kData = "synthetic:512";  // 128 test images, 1x28x28, 10 classes
+// 128 test images in 10 classes; three channels, so that the net's nhwc layout (the CPU's) is
+// not the .npy's NCHW order.
+constexpr const char* kData = "synthetic:512:3x16x16:10";
 
 Out easel(const std::string& args) {
   return easel_test::run_easel(args, "", "eval");
@@ -154,8 +156,10 @@ TEST_F(EvalCli, PredictOnPngsGivesTheNpysLogits) {
   for (int64_t i = 3; i < 5; ++i) {
     easel::RgbImage img;
     img.width = test_->width, img.height = test_->height;
-    for (int64_t p = 0; p < img.width * img.height; ++p)
-      img.rgb.insert(img.rgb.end(), 3, test_->image(i)[p]);  // grey as RGB
+    const int64_t hw = img.width * img.height;
+    for (int64_t p = 0; p < hw; ++p)
+      for (int64_t c = 0; c < 3; ++c)
+        img.rgb.push_back(test_->image(i)[c * hw + p]);  // chw to hwc
     std::vector<uint8_t> bytes;
     ASSERT_TRUE(easel::encode_png(img, &bytes).ok());
     const fs::path p = dir_ / ("test" + std::to_string(i) + ".png");
@@ -169,26 +173,55 @@ TEST_F(EvalCli, PredictOnPngsGivesTheNpysLogits) {
   EXPECT_EQ(b["top"][0].size(), 3u);
 }
 
+// A one-channel net: an image file's RGB becomes grey by PIL's weights (exact for a grey image).
+TEST_F(EvalCli, PredictOnAGreyPngGivesTheNpysLogits) {
+  const fs::path grey = dir_ / "grey";
+  ASSERT_EQ(
+      easel("train --net mlp --data synthetic:64 --iterations 2 --batch 8 --out " + grey.string())
+          .code,
+      0);
+  auto data = easel::load_data("synthetic:64", easel::MemKind::dram, 1);
+  ASSERT_TRUE(data.ok());
+  const easel::Dataset& ds = data->test;
+  const int64_t idx = 0;
+  std::vector<float> x(static_cast<size_t>(ds.image_bytes()));
+  int32_t label = 0;
+  easel::gather_batch(ds, &idx, 1, easel::Layout::nchw, x.data(), &label);
+  write_bytes(dir_ / "grey.npy", easel::encode_npy({1, 1, 28, 28}, x));
+  easel::RgbImage img;
+  img.width = img.height = 28;
+  for (int64_t p = 0; p < 28 * 28; ++p)
+    img.rgb.insert(img.rgb.end(), 3, ds.image(0)[p]);
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(easel::encode_png(img, &bytes).ok());
+  write_bytes(dir_ / "grey.png", std::string(bytes.begin(), bytes.end()));
+  const Out a = easel("predict " + grey.string() + " " + (dir_ / "grey.npy").string() + " --json");
+  const Out b = easel("predict " + grey.string() + " " + (dir_ / "grey.png").string() + " --json");
+  ASSERT_EQ(a.code, 0) << a.err;
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_EQ(json::parse(a.out)["logits"], json::parse(b.out)["logits"]);
+}
+
 TEST_F(EvalCli, BadNpyFilesAreRefusedNamingTheField) {
   const fs::path good = write_test_npy(0, 2, "good.npy");
   const std::string bytes = slurp(good);
   write_bytes(dir_ / "short.npy", bytes.substr(0, bytes.size() - 4));
   expect_refusal(easel("predict " + run().string() + " " + (dir_ / "short.npy").string()),
-                 "short.npy: shape (2, 1, 28, 28) needs more than the 6268 bytes after its "
+                 "short.npy: shape (2, 3, 16, 16) needs more than the 6140 bytes after its "
                  "header");
   write_bytes(dir_ / "long.npy", bytes + "tail");
   expect_refusal(easel("predict " + run().string() + " " + (dir_ / "long.npy").string()),
-                 "long.npy: shape (2, 1, 28, 28) is 6272 bytes, the file holds 6276");
+                 "long.npy: shape (2, 3, 16, 16) is 6144 bytes, the file holds 6148");
   std::string f8 = bytes;
   f8.replace(f8.find("<f4"), 3, "<f8");
   write_bytes(dir_ / "f8.npy", f8);
   expect_refusal(easel("predict " + run().string() + " " + (dir_ / "f8.npy").string()),
                  "f8.npy: descr '<f8'");
-  write_bytes(dir_ / "shape.npy", easel::encode_npy({1, 1, 28, 27}, std::vector<float>(756)));
+  write_bytes(dir_ / "shape.npy", easel::encode_npy({1, 3, 16, 15}, std::vector<float>(720)));
   expect_refusal(easel("predict " + run().string() + " " + (dir_ / "shape.npy").string()),
-                 "shape.npy: shape (1, 1, 28, 27): the net takes N x 1 x 28 x 28");
+                 "shape.npy: shape (1, 3, 16, 15): the net takes N x 3 x 16 x 16");
   std::string huge = bytes;
-  huge.replace(huge.find("(2, 1, 28, 28)"), 14, "(9999999999999)");
+  huge.replace(huge.find("(2, 3, 16, 16)"), 14, "(9999999999999)");
   write_bytes(dir_ / "huge.npy", huge);
   expect_refusal(easel("predict " + run().string() + " " + (dir_ / "huge.npy").string()),
                  "huge.npy: shape (9999999999999,)");
@@ -210,16 +243,16 @@ TEST_F(EvalCli, BadImagesAndRunsAreRefused) {
                   bare.string())
                 .code,
             0);
-  expect_refusal(easel("eval " + bare.string()), "checkpoint.bin: no such file");
+  expect_refusal(easel("eval " + bare.string()), "no weights (it ran with --no-checkpoint)");
   expect_refusal(easel("eval " + run().string() + " --weights group:7"),
                  "--weights group:7: the run has groups 0 to 1");
 }
 
 TEST_F(EvalCli, DataOfAnotherShapeOrClassCountIsRefused) {
-  expect_refusal(easel("eval " + run().string() + " --data synthetic:64:3x32x32:10"),
-                 "--data synthetic:64:3x32x32:10: 3x32x32 images in 10 classes");
-  expect_refusal(easel("eval " + run().string() + " --data synthetic:64:1x28x28:5"),
-                 "--data synthetic:64:1x28x28:5: 1x28x28 images in 5 classes");
+  expect_refusal(easel("eval " + run().string() + " --data synthetic:64:1x16x16:10"),
+                 "--data synthetic:64:1x16x16:10: 1x16x16 images in 10 classes");
+  expect_refusal(easel("eval " + run().string() + " --data synthetic:64:3x16x16:5"),
+                 "--data synthetic:64:3x16x16:5: 3x16x16 images in 5 classes");
   expect_refusal(easel("eval " + run().string() + " --confusion m.gif"), "--confusion m.gif");
 }
 
