@@ -26,6 +26,9 @@ struct EvalFlags {
   bool json = false;
 };
 
+// Most classes whose confusion matrix the text shows.
+constexpr size_t kTextClasses = 20;
+
 struct EvalResult {
   int64_t images = 0, correct = 0, top5 = 0;
   double loss_sum = 0;
@@ -123,10 +126,15 @@ void print_result(const EvalFlags& f, const TrainedRun& run, const std::string& 
   std::printf("accuracy   %.4f (%lld correct)\n", static_cast<double>(r.correct) / n,
               static_cast<long long>(r.correct));
   if (k > 5) std::printf("top-5      %.4f\n", static_cast<double>(r.top5) / n);
-  std::printf(
-      "loss       %.4f (mean cross-entropy)\nconfusion  rows: true class, columns: "
-      "predicted\n",
-      r.loss_sum / n);
+  std::printf("loss       %.4f (mean cross-entropy)\n", r.loss_sum / n);
+  if (k > kTextClasses) {
+    std::printf("confusion  %zu x %zu: see --json or --confusion FILE.png\n", k, k);
+    return;
+  }
+  std::printf("confusion  rows: true class, columns: predicted\n      ");
+  for (size_t p = 0; p < k; ++p)
+    std::printf(" %6zu", p);
+  std::printf("\n");
   for (size_t t = 0; t < k; ++t) {
     std::printf("  %4zu", t);
     for (int64_t v : r.confusion[t])
@@ -149,8 +157,7 @@ json result_json(const EvalFlags& f, const TrainedRun& run, const std::string& s
           {"accuracy", static_cast<double>(r.correct) / n},
           {"top5_accuracy",
            r.confusion.size() > 5 ? json(static_cast<double>(r.top5) / n) : json(nullptr)},
-          {"loss", r.loss_sum / n},
-          {"confusion", r.confusion}};
+          {"loss", r.loss_sum / n}};
 }
 
 int run_eval(const EvalFlags& f) {
@@ -174,7 +181,9 @@ int run_eval(const EvalFlags& f) {
   if (!f.confusion.empty())
     if (Status st = write_confusion(f.confusion, r.confusion); !st.ok()) return fail(st);
   if (f.json)
-    std::printf("%s\n", result_json(f, *run, spec, r).dump(2).c_str());
+    std::printf(
+        "%s\n",
+        json_with_rows(result_json(f, *run, spec, r), {{"confusion", r.confusion}}).c_str());
   else
     print_result(f, *run, spec, r);
   return 0;

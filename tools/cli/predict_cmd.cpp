@@ -166,20 +166,19 @@ int run_predict(const PredictFlags& f) {
   const int64_t k = (*net)->classes();
   json out = {{"run", run->dir}, {"weights", run->weights_name}, {"step", run->step}};
   out["inputs"] = rows.names;
-  out["logits"] = json::array();
-  out["top"] = json::array();
+  json rows_logits = json::array(), top = json::array();
   for (size_t i = 0; i < rows.names.size(); ++i) {
     const float* z = logits.data() + static_cast<int64_t>(i) * k;
-    out["logits"].push_back(std::vector<float>(z, z + k));
-    out["top"].push_back(top_classes(z, k, f.top));
+    rows_logits.push_back(std::vector<float>(z, z + k));
+    top.push_back(top_classes(z, k, f.top));
   }
   if (f.json) {
-    std::printf("%s\n", out.dump(2).c_str());
+    std::printf("%s\n", json_with_rows(out, {{"logits", rows_logits}, {"top", top}}).c_str());
     return 0;
   }
   for (size_t i = 0; i < rows.names.size(); ++i) {
     std::printf("%s:", rows.names[i].c_str());
-    for (const json& t : out["top"][i])
+    for (const json& t : top[i])
       std::printf("  %lld (%.4f)", static_cast<long long>(t["class"].get<int64_t>()),
                   t["probability"].get<double>());
     std::printf("\n");

@@ -148,6 +148,19 @@ EvalStats TrainedNet::forward(const float* images, const int32_t* labels, int64_
   return s;
 }
 
+std::string json_with_rows(const json& head,
+                           const std::vector<std::pair<std::string, json>>& tables) {
+  std::string s = head.dump(2);
+  s.resize(s.size() - 2);  // "\n}"
+  for (const auto& [name, rows] : tables) {
+    s += ",\n  " + json(name).dump() + ": [";
+    for (size_t i = 0; i < rows.size(); ++i)
+      s += std::string(i ? "," : "") + "\n    " + rows[i].dump();
+    s += rows.empty() ? "]" : "\n  ]";
+  }
+  return s + "\n}";
+}
+
 void nchw_to_layout(const float* src, const Shape4& shape, Layout layout, float* dst) {
   if (layout == Layout::nchw) {
     std::copy(src, src + shape.count(), dst);

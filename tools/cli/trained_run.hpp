@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -69,6 +70,12 @@ class TrainedNet {
   Arena weights_;
   std::vector<int32_t> no_labels_;
 };
+
+// `head` as dump(2) prints it, followed by each of `tables` (a name and an array) with one
+// compact line per element: a 1000-class confusion matrix or a batch's logits stays one row a
+// line instead of one number a line. Requires `head` an object without those names.
+std::string json_with_rows(const nlohmann::json& head,
+                           const std::vector<std::pair<std::string, nlohmann::json>>& tables);
 
 // The input shape of an image as `layout` orders it: images[n, c, h, w] (NCHW) into `dst`.
 void nchw_to_layout(const float* src, const Shape4& shape, Layout layout, float* dst);
