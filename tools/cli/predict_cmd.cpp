@@ -15,6 +15,7 @@
 #include "nets/data/dataset.hpp"
 #include "nets/data/image_decode.hpp"
 #include "nets/data/npy.hpp"
+#include "nets/data/stream_source.hpp"
 #include "tools/cli/cli.hpp"
 #include "tools/cli/trained_run.hpp"
 
@@ -53,17 +54,39 @@ Result<std::vector<uint8_t>> read_file(const std::string& path) {
   return bytes;
 }
 
+// Whether the run's data was streamed (nets/data/stream_source.hpp: an image folder or shards
+// read for a random-resized crop, shards without :SIDE), whose test images are the centre of
+// the image resized to side * 256 / 224, not decoded once at the side (DIR:SIDE).
+bool streamed(const TrainConfig& cfg) {
+  if (cfg.augment.resized_crop > 0) return true;
+  if (!cfg.data.starts_with("shards:")) return false;
+  const std::string tail = cfg.data.substr(cfg.data.rfind(':') + 1);
+  return tail.empty() ||
+         !std::all_of(tail.begin(), tail.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 // An image file as the run's data holds its images: the C x H x W bytes (grey by PIL's "L"
-// weights for one channel), resized (shorter side) and centre-cropped when it is not H x W.
-Result<std::vector<uint8_t>> image_pixels(const std::string& path, const Shape4& in) {
+// weights for one channel); one that is not H x W resized and centre-cropped as the run's test
+// images are (`stream`: streamed()'s box, else nets/data/image_decode.hpp's resize_center_crop).
+Result<std::vector<uint8_t>> image_pixels(const std::string& path, const Shape4& in,
+                                          const Augment& augment, bool stream) {
   EASEL_ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes, read_file(path));
-  RgbImage img;
-  EASEL_RETURN_IF_ERROR(decode_image(bytes.data(), bytes.size(), path, 0, &img));
   if (in.c != 1 && in.c != 3)
     return invalid_argument(path + ": the net takes " + std::to_string(in.c) +
                             "-channel images; an image file gives 1 or 3 (pass a .npy)");
   const int64_t hw = in.h * in.w;
   std::vector<uint8_t> chw(static_cast<size_t>(3 * hw));
+  if (stream && in.c == 3 && in.h == in.w) {
+    BoxDecode how;
+    how.side = in.h;
+    const int64_t resize =
+        augment.resized_crop > 0 ? augment.eval_resize() : (in.h * 256 + 112) / 224;
+    how.choose = [resize, &in](int64_t w, int64_t h) { return center_box(w, h, resize, in.h); };
+    EASEL_RETURN_IF_ERROR(decode_box(bytes.data(), bytes.size(), path, how, chw.data()));
+    return chw;
+  }
+  RgbImage img;
+  EASEL_RETURN_IF_ERROR(decode_image(bytes.data(), bytes.size(), path, 0, &img));
   if (img.width == in.w && img.height == in.h) {
     for (int64_t p = 0; p < hw; ++p)
       for (int64_t c = 0; c < 3; ++c)
@@ -85,8 +108,10 @@ Result<std::vector<uint8_t>> image_pixels(const std::string& path, const Shape4&
 }
 
 // An image's pixels normalised as the run's data is (gather_batch on a set of that one image).
-Status add_image(const std::string& path, const Shape4& in, const Augment& augment, Rows* rows) {
-  EASEL_ASSIGN_OR_RETURN(const std::vector<uint8_t> pixels, image_pixels(path, in));
+Status add_image(const std::string& path, const Shape4& in, const TrainConfig& cfg, Rows* rows) {
+  const Augment& augment = cfg.augment;
+  EASEL_ASSIGN_OR_RETURN(const std::vector<uint8_t> pixels,
+                         image_pixels(path, in, augment, streamed(cfg)));
   Dataset one;
   one.count = 1, one.channels = in.c, one.height = in.h, one.width = in.w;
   EASEL_ASSIGN_OR_RETURN(one.pixels, Buffer::allocate(pixels.size(), MemKind::dram));
@@ -158,8 +183,8 @@ int run_predict(const PredictFlags& f) {
   const Shape4 in = (*net)->input_shape();
   Rows rows;
   for (const std::string& path : f.inputs) {
-    const Status st = path.ends_with(".npy") ? add_npy(path, in, &rows)
-                                             : add_image(path, in, run->cfg.augment, &rows);
+    const Status st =
+        path.ends_with(".npy") ? add_npy(path, in, &rows) : add_image(path, in, run->cfg, &rows);
     if (!st.ok()) return fail(st);
   }
   const std::vector<float> logits = run_rows(**net, rows);
