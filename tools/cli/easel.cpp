@@ -1,4 +1,4 @@
-// easel: train, topology, list, bench, model, plan. `easel --help` and `easel SUBCOMMAND --help`
+// easel: train, topology, list, bench, model, plan, eval, predict. `easel --help` and `easel SUBCOMMAND --help`
 // list every flag with its default; `easel --help` ends with the exit codes (exit_codes.hpp).
 // User errors print one line and exit with 2 (a bad request) or 1 (the run failed): cli::report.
 #include <algorithm>
