@@ -10,6 +10,8 @@
 #include <limits>
 #include <string_view>
 
+#include "engine/limits.hpp"
+
 namespace easel {
 
 namespace {
@@ -179,6 +181,12 @@ Result<NpyArray> read_npy(const std::string& path, int rank) {
     return data_error(path + ": shape " + shape_text(a.shape) + " is " +
                       std::to_string(count * sizeof(float)) + " bytes, the file holds " +
                       std::to_string(data_bytes) + " after its header");
+  // An honest but too large file: refused with the reason, never std::bad_alloc half-way.
+  const MemoryBound mem = available_memory();
+  if (data_bytes > mem.bytes)
+    return unavailable(path + ": " + std::to_string(data_bytes) +
+                       " bytes of values, more than the " + std::to_string(mem.bytes) +
+                       " bytes of memory available (" + mem.source + ")");
   a.values.resize(count);
   if (!f.read(reinterpret_cast<char*>(a.values.data()),
               static_cast<std::streamsize>(count * sizeof(float))))

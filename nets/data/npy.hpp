@@ -21,7 +21,8 @@ struct NpyArray {
 // exactly. Every check is made, the file's size compared with what the header promises,
 // before the values are allocated, so a hostile header never asks for more than the file holds.
 // Errors (data_error; not_found for a file that cannot be opened) are one line naming the file
-// and the field: "x.npy: descr '<f8': only little-endian float32 ('<f4') is read".
+// and the field: "x.npy: descr '<f8': only little-endian float32 ('<f4') is read"; unavailable
+// for values larger than the memory available (engine/limits.hpp).
 Result<NpyArray> read_npy(const std::string& path, int rank);
 
 // numpy.save's bytes (version 1.0) for float32 `values` of `shape`: what the tests write.
