@@ -10,6 +10,7 @@
 #include <limits>
 #include <string_view>
 
+#include "engine/config.hpp"  // printable
 #include "engine/limits.hpp"
 
 namespace easel {
@@ -32,7 +33,7 @@ class DictParser {
     while (!eat('}')) {
       std::string key;
       EASEL_RETURN_IF_ERROR(string(&key));
-      if (!eat(':')) return bad("no ':' after '" + key + "'");
+      if (!eat(':')) return bad("no ':' after '" + printable(key) + "'");
       if (key == "descr" && !seen[0]) {
         seen[0] = true;
         EASEL_RETURN_IF_ERROR(string(descr));
@@ -43,9 +44,10 @@ class DictParser {
         seen[2] = true;
         EASEL_RETURN_IF_ERROR(tuple(shape));
       } else {
-        return bad("key '" + key + "' unexpected (only descr, fortran_order and shape, once each)");
+        return bad("key '" + printable(key) +
+                   "' unexpected (only descr, fortran_order and shape, once each)");
       }
-      if (!eat(',') && !peek('}')) return bad("no ',' or '}' after '" + key + "'");
+      if (!eat(',') && !peek('}')) return bad("no ',' or '}' after '" + printable(key) + "'");
     }
     skip_space();
     if (pos_ != s_.size()) return bad("text after the dict");
@@ -163,7 +165,8 @@ Result<NpyArray> read_npy(const std::string& path, int rank) {
   NpyArray a;
   EASEL_RETURN_IF_ERROR(DictParser(header, path).parse(&descr, &fortran, &a.shape));
   if (descr != "<f4")
-    return data_error(path + ": descr '" + descr + "': only little-endian float32 ('<f4') is read");
+    return data_error(path + ": descr '" + printable(descr) +
+                      "': only little-endian float32 ('<f4') is read");
   if (fortran) return data_error(path + ": fortran_order True: only C order is read");
   if (static_cast<int>(a.shape.size()) != rank)
     return data_error(path + ": shape " + shape_text(a.shape) + ": " + std::to_string(rank) +
