@@ -119,6 +119,23 @@ TEST_F(EvalCli, EvalGivesTheRunsOwnTestAccuracy) {
   EXPECT_EQ(diagonal, j["correct"].get<int64_t>());
 }
 
+// The evaluated model of the other kinds: group 0's replica (msgd) and the anchor of the
+// groups' last meeting (local-sgd), each giving its run's own test accuracy.
+TEST_F(EvalCli, EvalTakesEachAlgorithmsEvaluatedModel) {
+  for (const auto& [algo, weights] : {std::pair{"msgd", "group 0"}, {"local-sgd", "anchor"}}) {
+    const fs::path d = dir_ / algo;
+    ASSERT_EQ(easel("train --net lenet --data " + std::string(kData) + " --algo " + algo +
+                    " --iterations 12 --batch 16 --out " + d.string())
+                  .code,
+              0);
+    const Out o = easel("eval " + d.string() + " --json");
+    ASSERT_EQ(o.code, 0) << o.err;
+    const json j = json::parse(o.out), s = json::parse(slurp(d / "summary.json"));
+    EXPECT_EQ(j["weights"], weights) << algo;
+    EXPECT_EQ(j["accuracy"].get<double>(), s["test_accuracy"].get<double>()) << algo;
+  }
+}
+
 TEST_F(EvalCli, EvalTextNamesTheWeightsAndWritesTheConfusionPicture) {
   const fs::path png = dir_ / "confusion.png";
   const Out o =
