@@ -273,6 +273,27 @@ TEST_F(EvalCli, DataOfAnotherShapeOrClassCountIsRefused) {
   expect_refusal(easel("eval " + run().string() + " --confusion m.gif"), "--confusion m.gif");
 }
 
+// A run without summary.json's input (killed, or older) is checked by its net alone: a net
+// whose last layer fixes 10 outputs would take 12-class data with the same weights; refused.
+TEST_F(EvalCli, DataWithMoreClassesThanTheNetScoresIsRefused) {
+  const char* src = std::getenv("EASEL_SOURCE_ROOT");
+  std::string text = slurp(std::string(src ? src : ".") + "/nets/models/mlp.toml");
+  text.replace(text.find("outputs = \"classes\""), 19, "outputs = 10");
+  const fs::path net = dir_ / "fixed.toml", d = dir_ / "fixed";
+  write_bytes(net, text);
+  ASSERT_EQ(easel("train --net " + net.string() +
+                  " --data synthetic:64 --iterations 2 --batch 8 --out " + d.string())
+                .code,
+            0);
+  json s = json::parse(slurp(d / "summary.json"));
+  s.erase("input");
+  write_bytes(d / "summary.json", s.dump());
+  expect_refusal(easel("eval " + d.string() + " --data synthetic:64:1x28x28:12"),
+                 "--data synthetic:64:1x28x28:12: " + net.string() +
+                     ": net 'mlp', layer ip2: has 10 outputs per image but the data has 12 "
+                     "classes");
+}
+
 TEST(ListNet, PrintsOneNetsLine) {
   const Out all = easel("list --json");
   const Out one = easel("list --net lenet --json");

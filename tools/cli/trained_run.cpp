@@ -120,7 +120,11 @@ Result<std::unique_ptr<TrainedNet>> TrainedNet::create(const TrainedRun& run, co
                     run.input->width != in.width || run.input->classes != in.classes))
     return invalid_argument(what + ": " + text(in) + ", but the run's net " + run.cfg.net +
                             " was trained on " + text(*run.input));
-  EASEL_ASSIGN_OR_RETURN(NetSpec spec, build_model(run.cfg.net, in));
+  // build_model refuses data that a net's fixed layer sizes cannot take (more classes than
+  // its last layer scores): said of `what`.
+  Result<NetSpec> built = build_model(run.cfg.net, in);
+  if (!built.ok()) return Status(built.status().code(), what + ": " + built.status().message());
+  NetSpec spec = std::move(built).value();
   std::unique_ptr<TrainedNet> t(new TrainedNet());
   // The CPU whatever device trained it: the arena's layout is the same on every device.
   t->device_ = make_cpu_device(run.cfg.impl, run.cfg.precision);
