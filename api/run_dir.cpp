@@ -166,6 +166,8 @@ json summary_json(const TrainSummary& s, json config) {
       {"net", s.info.net},
       {"data", s.info.data},
       {"params", s.info.params},
+      {"input", {s.info.channels, s.info.height, s.info.width}},
+      {"classes", s.info.classes},
       {"flops_per_image", s.info.flops_per_image},
       {"compute_seconds", s.compute_seconds},
       {"comm_seconds", s.comm_seconds},

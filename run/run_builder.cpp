@@ -488,6 +488,8 @@ void describe_run(TrainRun& t, RunInfo& info) {
   info.eval_every = t.eval_every;
   info.flops_per_image = g0.net->flops_per_image_train();
   info.layers = g0.net->describe();
+  info.channels = t.spec.channels, info.height = t.spec.height, info.width = t.spec.width;
+  info.classes = t.spec.classes;
   info.placement = placement_to_string(t.cfg.placement);
   // Each layer's kernel is in summary.json ("layers"); the log says it at --log-level debug, and
   // every fallback (a refusal and its reason) at info, once.

@@ -103,7 +103,7 @@ struct Summary {
 //   checkpoint.bin after every evaluation, unless the checkpoint setting is false; written
 //                  whole or not at all (a temporary renamed into place)
 //   summary.json   how the run ended ("stopped": stop_reason_name) and its figures, the
-//                  groups, the layers, and config.json's settings
+//                  groups, the layers, the net's input and classes, and config.json's settings
 // A run never replaces an earlier run's results unless the overwrite setting is true. The
 // `resume` setting (a run directory) goes on from its checkpoint in that directory: the
 // settings must be the checkpoint run's (read_run_settings gives them), except those

@@ -1,8 +1,8 @@
 // JPEG (libjpeg-turbo) and PNG (libpng) decoding to RGB, and the resize + centre crop of image
 // folders. Both libraries report errors by calling a handler that must not return (libjpeg's
 // default one calls exit()): ours record the message and longjmp back to the function that set
-// the jump (with_jpeg, decode_png, encode_jpeg_raw); no frame between holds an object with a
-// destructor, so the jump skips nothing.
+// the jump (with_jpeg, decode_png, encode_jpeg_raw, encode_png_raw); no frame between holds an
+// object with a destructor, so the jump skips nothing.
 #include "nets/data/image_decode.hpp"
 
 // clang-format off
@@ -442,6 +442,40 @@ int encode_jpeg_raw(const RgbImage& image, int quality, unsigned char** buf, uns
   return 0;
 }
 
+void png_sink(png_structp png, png_bytep src, size_t n) {
+  static_cast<std::vector<uint8_t>*>(png_get_io_ptr(png))
+      ->insert(static_cast<std::vector<uint8_t>*>(png_get_io_ptr(png))->end(), src, src + n);
+}
+
+void png_flush(png_structp) {}
+
+int encode_png_raw(const RgbImage& image, std::vector<uint8_t>* out, char* why) {
+  PngErrors err;
+  err.message[0] = '\0';
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &err, png_fail, png_ignore);
+  png_infop info = png ? png_create_info_struct(png) : nullptr;
+  if (info == nullptr) {
+    png_destroy_write_struct(&png, nullptr);
+    std::snprintf(why, kWhy, "PNG encoding failed (libpng: out of memory)");
+    return 1;
+  }
+  if (setjmp(png_jmpbuf(png))) {
+    png_destroy_write_struct(&png, &info);
+    std::snprintf(why, kWhy, "PNG encoding failed (libpng: %s)", err.message);
+    return 1;
+  }
+  png_set_write_fn(png, out, png_sink, png_flush);
+  png_set_IHDR(png, info, static_cast<png_uint_32>(image.width),
+               static_cast<png_uint_32>(image.height), 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
+               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  png_write_info(png, info);
+  for (int64_t y = 0; y < image.height; ++y)
+    png_write_row(png, image.rgb.data() + y * image.width * 3);
+  png_write_end(png, nullptr);
+  png_destroy_write_struct(&png, &info);
+  return 0;
+}
+
 }  // namespace
 
 Status encode_jpeg(const RgbImage& image, int quality, std::vector<uint8_t>* out) {
@@ -454,6 +488,15 @@ Status encode_jpeg(const RgbImage& image, int quality, std::vector<uint8_t>* out
   if (!failed) out->assign(buf, buf + size);
   std::free(buf);  // libjpeg's jpeg_mem_dest buffer
   if (failed) return internal_error(why);
+  return {};
+}
+
+Status encode_png(const RgbImage& image, std::vector<uint8_t>* out) {
+  EASEL_CHECK(image.width > 0 && image.height > 0 &&
+              image.rgb.size() == static_cast<size_t>(image.width * image.height * 3));
+  out->clear();
+  char why[kWhy] = "";
+  if (encode_png_raw(image, out, why) != 0) return internal_error(why);
   return {};
 }
 

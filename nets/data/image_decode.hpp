@@ -77,4 +77,8 @@ Status decode_box(const uint8_t* data, size_t size, const std::string& path, con
 // Requires a non-empty image.
 Status encode_jpeg(const RgbImage& image, int quality, std::vector<uint8_t>* out);
 
+// Encodes an RGB image as an 8-bit RGB PNG into *out (replacing what it held): `easel eval
+// --confusion`'s picture, and the images the tests write. Requires a non-empty image.
+Status encode_png(const RgbImage& image, std::vector<uint8_t>* out);
+
 }  // namespace easel

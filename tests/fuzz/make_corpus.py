@@ -346,6 +346,33 @@ def tar_seeds():
     }
 
 
+def npy(header, values=b"", version=b"\x01\x00"):
+    """A .npy file (numpy.lib.format) of `header`'s dict text, padded as numpy pads it."""
+    h = header.encode() + b" "
+    lead = 6 + 2 + (2 if version[0] == 1 else 4)
+    h += b" " * ((64 - (lead + len(h) + 1) % 64) % 64) + b"\n"
+    n = struct.pack("<H" if version[0] == 1 else "<I", len(h))
+    return b"\x93NUMPY" + version + n + h + values
+
+
+def npy_seeds():
+    good = "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 2, 2), }"
+    four = struct.pack("<4f", 0.0, 0.5, -1.0, 2.0)
+    return {
+        "good.npy": npy(good, four),
+        "v2.npy": npy(good, four, b"\x02\x00"),
+        "short.npy": npy(good, four[:-3]),
+        "long.npy": npy(good, four + b"x"),
+        "f8.npy": npy(good.replace("<f4", "<f8"), four + four),
+        "fortran.npy": npy(good.replace("False", "True"), four),
+        "rank3.npy": npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 2), }", four),
+        "huge.npy": npy("{'descr': '<f4', 'fortran_order': False, "
+                        "'shape': (4611686018427387904, 4, 4, 4), }", four),
+        "extra-key.npy": npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 2, 2), "
+                             "'x': 1, }", four),
+    }
+
+
 def write(sub, seeds):
     d = os.path.join(HERE, "corpus", sub)
     os.makedirs(d, exist_ok=True)
@@ -363,3 +390,4 @@ if __name__ == "__main__":
     write("cifar", cifar_seeds())
     write("image", {**png_seeds(), **jpeg_seeds()})
     write("tar", tar_seeds())
+    write("npy", npy_seeds())

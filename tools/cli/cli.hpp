@@ -102,8 +102,10 @@ struct ExplainFlags {
   int time_exchange = 0;
 };
 int run_explain(const TrainConfig& cfg, const ExplainFlags& flags);
-// `easel list [--json]`: the built-in nets (params, weight bytes, FLOPs) and the algorithms.
-int run_list(bool as_json);
+// `easel list [--json]`: the built-in nets (params, weight bytes, FLOPs) and the algorithms;
+// with `net` (--net: a built-in name or a description file) only that net's line, on the input
+// its description declares.
+int run_list(bool as_json, const std::string& net = "");
 // `easel --version` (tools/cli/version_cmd.cpp).
 int run_version();
 // `easel launch -np N ... -- TRAIN_FLAGS` (launch_cmd.cpp): the arguments after "launch".
@@ -129,6 +131,13 @@ RunsCommand add_runs_command(CLI::App& app);
 // parsed.
 using ExportCommand = std::function<int()>;
 ExportCommand add_export_command(CLI::App& app);
+// `easel eval RUN_DIR` (tools/cli/eval_cmd.cpp) and `easel predict RUN_DIR INPUT...`
+// (tools/cli/predict_cmd.cpp): each adds its subcommand; the function returned runs it and
+// returns its exit code, or -1 when it was not parsed.
+using EvalCommand = std::function<int()>;
+EvalCommand add_eval_command(CLI::App& app);
+using PredictCommand = std::function<int()>;
+PredictCommand add_predict_command(CLI::App& app);
 // `easel completion bash|zsh` (tools/cli/completion_cmd.cpp): adds the subcommand, whose script
 // covers every command and flag `app` has when it runs (add it last); the function returned
 // prints it and returns 0, or -1 when it was not parsed.

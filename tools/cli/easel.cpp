@@ -1,6 +1,7 @@
-// easel: train, topology, list, bench, model, plan. `easel --help` and `easel SUBCOMMAND --help`
-// list every flag with its default; `easel --help` ends with the exit codes (exit_codes.hpp).
-// User errors print one line and exit with 2 (a bad request) or 1 (the run failed): cli::report.
+// easel: train, topology, list, bench, model, plan, eval, predict. `easel --help` and `easel
+// SUBCOMMAND --help` list every flag with its default; `easel --help` ends with the exit codes
+// (exit_codes.hpp). User errors print one line and exit with 2 (a bad request) or 1 (the run
+// failed): cli::report.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -265,6 +266,9 @@ int easel_main(int argc, char** argv) {
                  "print the machine and the plan as one JSON object (see docs/TOPOLOGY.md)");
   CLI::App* list = app.add_subcommand("list", "list the nets and algorithms");
   bool list_json = false;
+  std::string list_net;
+  list->add_option("--net", list_net,
+                   "only this net's line: a built-in name or a description file (docs/NETS.md)");
   list->add_flag("--json", list_json,
                  "print them as one JSON object: nets (name, params, weight_bytes, "
                  "flops_per_image, input, classes) and algorithms");
@@ -274,8 +278,9 @@ int easel_main(int argc, char** argv) {
   // The commands that run themselves (each -1 when it was not the one parsed); completion last,
   // as its script covers every command added before it.
   const std::vector<std::function<int()>> self_run = {
-      cli::add_model_commands(app), cli::add_data_commands(app), cli::add_runs_command(app),
-      cli::add_export_command(app), cli::add_completion_command(app)};
+      cli::add_model_commands(app),    cli::add_data_commands(app),   cli::add_runs_command(app),
+      cli::add_eval_command(app),      cli::add_predict_command(app), cli::add_export_command(app),
+      cli::add_completion_command(app)};
 
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
     if (argc < 2 || sub->get_name() != argv[1]) continue;
@@ -301,7 +306,7 @@ int easel_main(int argc, char** argv) {
   if (bench->parsed()) return cli::run_bench(bench_flags);
   for (const auto& command : self_run)
     if (const int rc = command(); rc >= 0) return rc;
-  if (!train->parsed() && !topo->parsed()) return cli::run_list(list_json);
+  if (!train->parsed() && !topo->parsed()) return cli::run_list(list_json, list_net);
   if (train->parsed() && explain.json && !explain.explain)
     return report(invalid_argument("--json: only with --explain"), Failure::request);
   if (train->parsed() && explain.time_exchange != 0 && !explain.explain)

@@ -7,6 +7,7 @@
 
 #include "devices/cuda/cuda_device.hpp"
 #include "nets/graph.hpp"
+#include "nets/models/description.hpp"
 #include "nets/models/models.hpp"
 #include "run/fit.hpp"
 #include "run/run_plan.hpp"
@@ -294,31 +295,24 @@ int run_explain(const TrainConfig& cfg, const ExplainFlags& flags) {
   return 0;
 }
 
-int run_list(bool as_json) {
-  // Each built-in net on the input its description declares (the data's shape changes it).
-  json nets = json::array();
-  for (const auto& m : model_list()) {
-    Result<NetSpec> spec = build_model(m.name, m.input);
-    Result<NetCost> cost = spec.ok() ? net_cost(*spec) : Result<NetCost>(spec.status());
-    if (!cost.ok()) return report(cost.status(), Failure::run);
-    nets.push_back({{"name", m.name},
-                    {"description", m.description},
-                    {"params", cost->params},
-                    {"weight_bytes", (cost->params + cost->state_floats) * 4},
-                    {"flops_per_image", cost->forward_flops},
-                    {"train_flops_per_image", cost->train_flops},
-                    {"input", {m.input.channels, m.input.height, m.input.width}},
-                    {"classes", m.input.classes}});
-  }
-  json algos = json::array();
-  for (const auto& a : algo_list())
-    algos.push_back({{"name", a.name}, {"summary", a.summary}});
-  if (as_json) {
-    std::printf("%s\n", json{{"nets", nets}, {"algorithms", algos}}.dump(2).c_str());
-    return 0;
-  }
-  std::printf(
-      "nets (on the input each declares; the data's shape and classes change the counts):\n");
+namespace {
+
+// One net's row of `easel list` on `in`; errors name the net, its file and layer.
+Result<json> net_row(const std::string& name, const std::string& description,
+                     const ModelInput& in) {
+  EASEL_ASSIGN_OR_RETURN(const NetSpec spec, build_model(name, in));
+  EASEL_ASSIGN_OR_RETURN(const NetCost cost, net_cost(spec));
+  return json{{"name", name},
+              {"description", description},
+              {"params", cost.params},
+              {"weight_bytes", (cost.params + cost.state_floats) * 4},
+              {"flops_per_image", cost.forward_flops},
+              {"train_flops_per_image", cost.train_flops},
+              {"input", {in.channels, in.height, in.width}},
+              {"classes", in.classes}};
+}
+
+void print_nets(const json& nets) {
   std::printf("  %-14s %12s %10s %11s  %-15s %s\n", "name", "params", "weights", "GFLOP/img",
               "input", "description");
   for (const json& n : nets) {
@@ -332,6 +326,56 @@ int run_list(bool as_json) {
                 n["flops_per_image"].get<double>() / 1e9, input.c_str(),
                 n["description"].get<std::string>().c_str());
   }
+}
+
+// `easel list --net NET`: a built-in net or a description file, on the input it declares.
+int list_one_net(const std::string& net, bool as_json) {
+  ModelInput in;
+  std::string description;
+  if (is_net_file(net)) {
+    auto text = read_net_file(net);
+    auto header = text.ok() ? parse_net_header(*text, net) : Result<NetHeader>(text.status());
+    if (!header.ok()) return report(header.status(), Failure::request);
+    in = header->input, description = header->description;
+  } else {
+    const auto list = model_list();
+    const auto it =
+        std::find_if(list.begin(), list.end(), [&](const ModelEntry& m) { return m.name == net; });
+    if (it != list.end()) in = it->input, description = it->description;
+  }
+  auto row = net_row(net, description, in);
+  if (!row.ok())
+    return report(Status(row.status().code(), "--net: " + row.status().message()),
+                  Failure::request);
+  if (as_json) {
+    std::printf("%s\n", row->dump(2).c_str());
+    return 0;
+  }
+  print_nets(json::array({*row}));
+  return 0;
+}
+
+}  // namespace
+
+int run_list(bool as_json, const std::string& net) {
+  if (!net.empty()) return list_one_net(net, as_json);
+  // Each built-in net on the input its description declares (the data's shape changes it).
+  json nets = json::array();
+  for (const auto& m : model_list()) {
+    Result<json> row = net_row(m.name, m.description, m.input);
+    if (!row.ok()) return report(row.status(), Failure::run);
+    nets.push_back(*std::move(row));
+  }
+  json algos = json::array();
+  for (const auto& a : algo_list())
+    algos.push_back({{"name", a.name}, {"summary", a.summary}});
+  if (as_json) {
+    std::printf("%s\n", json{{"nets", nets}, {"algorithms", algos}}.dump(2).c_str());
+    return 0;
+  }
+  std::printf(
+      "nets (on the input each declares; the data's shape and classes change the counts):\n");
+  print_nets(nets);
   std::printf("  (or --net FILE: a net description, docs/NETS.md)\n");
   std::printf("algorithms:\n");
   for (const auto& a : algo_list())
