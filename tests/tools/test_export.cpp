@@ -2,18 +2,21 @@
 // cifar10-quick, alexnet-cifar (LRN), small-resnet (batch norm, residual add, concat, global
 // average pool), cifar10-full (LRN within channel) and export_corners.toml exported and run by
 // consumers that are not easel (tools/onnx_check.py: the ONNX checker and OpenCV's DNN module,
-// which must give easel's logits within 1e-4); bad input refused in one line, exit 2, an
-// existing file kept.
+// which must give easel's logits within 1e-4); a local-sgd run's export is the model easel
+// predict takes (the anchor); bad input refused in one line, exit 2, an existing file kept.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "tests/tools/run_easel.hpp"
 
@@ -37,14 +40,15 @@ std::string source(const std::string& rel) {
 }
 
 // A short run of `net` on `data` into dir/run (two evaluations: the checkpoint holds trained
-// weights and moved batch norm statistics); `extra` adds flags.
+// weights and moved batch norm statistics); one group unless `extra`, which adds flags, says.
 fs::path train(const fs::path& dir, const std::string& net, const std::string& data,
                const std::string& extra = "") {
   const fs::path run = dir / "run";
   const Out o = easel_test::run_easel(
       "train --net " + net + " --data " + data + " --iterations 8 --eval-every 4 --batch 16" +
-          " --groups 1 --threads-per-group 1 --progress none --log-level warn --out " +
-          run.string() + " " + extra,
+          (extra.find("--groups") == std::string::npos ? " --groups 1" : "") +
+          " --threads-per-group 1 --progress none --log-level warn --out " + run.string() + " " +
+          extra,
       "", "train");
   EXPECT_EQ(o.code, 0) << o.err;
   return run;
@@ -101,6 +105,45 @@ INSTANTIATE_TEST_SUITE_P(
                               "synthetic:256:3x15x15:10", "--lr 0.001"}),
     [](const ::testing::TestParamInfo<NetCase>& i) { return std::string(i.param.name); });
 
+// A .npy file's float32 values (easel's own: format 1.0, little-endian).
+std::vector<float> npy_values(const fs::path& p) {
+  const std::string b = slurp(p);
+  const size_t at = 10 + static_cast<uint8_t>(b[8]) + 256 * static_cast<size_t>(b[9]);
+  std::vector<float> v((b.size() - at) / sizeof(float));
+  std::memcpy(v.data(), b.data() + at, v.size() * sizeof(float));
+  return v;
+}
+
+// The model exported by default is the one easel eval and easel predict take: for local-sgd
+// the anchor of the groups' last meeting (step 6 of 8), not group 0's replica (2 steps on). Its
+// sample logits are predict's of the same images, bit for bit, and OpenCV's run of the ONNX model
+// gives them.
+TEST(ExportWeights, ALocalSgdRunsAnchorAsPredictTakesIt) {
+  const fs::path dir = tmp_dir("local_sgd");
+  const fs::path run =
+      train(dir, "lenet", "synthetic:256:1x28x28:10", "--algo local-sgd --groups 2 --tau 3");
+  const Out o = easel_test::run_easel("export " + run.string() + " --format onnx --out " +
+                                          (dir / "net.onnx").string() + " --sample " +
+                                          (dir / "sample").string() + " --sample-count 8",
+                                      "", "export");
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find("(anchor, step 8)"), std::string::npos) << o.out;
+  const Out p = easel_test::run_easel(
+      "predict " + run.string() + " " + (dir / "sample" / "images.npy").string() + " --json", "",
+      "predict");
+  ASSERT_EQ(p.code, 0) << p.err;
+  const nlohmann::json j = nlohmann::json::parse(p.out);
+  std::vector<float> want;
+  for (const auto& row : j["logits"])
+    for (const auto& z : row)
+      want.push_back(z.get<float>());
+  EXPECT_EQ(npy_values(dir / "sample" / "logits.npy"), want);
+  std::string line;
+  const int rc = onnx_check(dir, &line);
+  if (rc == 77) GTEST_SKIP() << line;
+  EXPECT_EQ(rc, 0) << line;
+}
+
 // One trained mlp run shared by the refusals.
 class ExportRefusal : public ::testing::Test {
  protected:
@@ -128,11 +171,11 @@ TEST_F(ExportRefusal, ARunWithoutWeights) {
   const fs::path run =
       train(tmp_dir("noweights"), "mlp", "synthetic:128:1x8x8:4", "--no-checkpoint");
   const Out o = refused(run.string() + " --format onnx --out " + (*dir_ / "a.onnx").string());
-  EXPECT_NE(o.err.find("no checkpoint.bin"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("checkpoint.bin: no such file"), std::string::npos) << o.err;
   EXPECT_FALSE(fs::exists(*dir_ / "a.onnx"));
   EXPECT_NE(
       refused((*dir_ / "none").string() + " --format onnx --out " + (*dir_ / "a.onnx").string())
-          .err.find("no such directory"),
+          .err.find("no config.json"),
       std::string::npos);
 }
 
@@ -154,7 +197,11 @@ TEST_F(ExportRefusal, AnUnknownFormatOrWeights) {
   const std::string out = " --out " + (*dir_ / "a.onnx").string();
   EXPECT_NE(refused(run_->string() + " --format tflite" + out).err.find("--format: 'tflite'"),
             std::string::npos);
-  EXPECT_NE(refused(run_->string() + " --format onnx --weights best" + out).err.find("--weights"),
+  EXPECT_NE(refused(run_->string() + " --format onnx --weights best" + out)
+                .err.find("--weights best: a run directory keeps only its latest checkpoint"),
+            std::string::npos);
+  EXPECT_NE(refused(run_->string() + " --format onnx --weights final" + out)
+                .err.find("evaluated, centre, anchor or group:G"),
             std::string::npos);
   EXPECT_NE(refused(run_->string() + " --format onnx --weights centre" + out).err.find("no centre"),
             std::string::npos);

@@ -169,10 +169,8 @@ int run_eval(const EvalFlags& f) {
   auto run = open_trained_run(f.dir, f.weights);
   if (!run.ok()) return fail(run.status());
   const std::string spec = f.data.empty() ? run->cfg.data : f.data;
-  auto data = load_data(spec, MemKind::dram, run->cfg.seed,
-                        DataOptions{run->cfg.augment.resized_crop, run->cfg.skip_bad_images});
-  if (!data.ok())
-    return fail(Status(data.status().code(), "--data " + spec + ": " + data.status().message()));
+  auto data = load_run_data(*run, spec, "--data " + spec);
+  if (!data.ok()) return fail(data.status());
   const Dataset& ds = f.split == "test" ? data->test : data->train;
   auto net =
       TrainedNet::create(*run, {ds.channels, ds.height, ds.width, ds.classes}, "--data " + spec);

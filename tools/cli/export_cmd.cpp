@@ -1,18 +1,22 @@
-// `easel export RUN_DIR --format onnx --out FILE.onnx`: a trained run's net and weights as an
-// ONNX model (tools/cli/onnx_export.hpp); --sample DIR also writes a test batch and easel's own
-// logits of it as .npy files, which tools/onnx_check.py runs the model on (docs/EXPORT.md).
+// `easel export RUN_DIR --format onnx --out FILE.onnx`: a trained run's net and weights (the
+// model `easel eval` tests: tools/cli/trained_run.hpp) as an ONNX model
+// (tools/cli/onnx_export.hpp); --sample DIR also writes a test batch and easel's own logits of
+// it as .npy files, which tools/onnx_check.py runs the model on (docs/EXPORT.md).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "devices/device.hpp"
+#include "nets/data/augment.hpp"
+#include "nets/data/npy.hpp"
 #include "tools/cli/cli.hpp"
 #include "tools/cli/onnx_export.hpp"
-#include "tools/cli/run_model.hpp"
+#include "tools/cli/trained_run.hpp"
 
 namespace easel::cli {
 
@@ -21,7 +25,7 @@ namespace fs = std::filesystem;
 namespace {
 
 struct ExportFlags {
-  std::string dir, format, out, weights = "final", sample;
+  std::string dir, format, out, weights = "evaluated", sample;
   int64_t sample_count = 16;
   bool overwrite = false, softmax = false;
 };
@@ -50,69 +54,68 @@ Status check_flags(const ExportFlags& f) {
   return {};
 }
 
-// A NumPy .npy file (format 1.0) of little-endian float32 values of shape `dims`.
-std::string npy(const std::vector<int64_t>& dims, const std::vector<float>& v) {
-  std::string shape;
-  for (int64_t d : dims)
-    shape += std::to_string(d) + ", ";
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + shape + "), }";
-  header.append(63 - (10 + header.size()) % 64, ' ');  // magic, version, length: 10 bytes
-  header += '\n';
-  std::string out = "\x93NUMPY\x01";
-  out += '\0';
-  out += static_cast<char>(header.size() & 0xff);
-  out += static_cast<char>(header.size() >> 8);
-  out += header;
-  out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
-  return out;
-}
-
 // --sample DIR: images.npy (the first test images, N x C x H x W, normalised as the run's
 // evaluation does) and logits.npy (easel's forward pass over them, N x classes).
-Status write_sample(const RunModel& m, const ExportFlags& f) {
-  const std::vector<float> nchw = eval_images(m, f.sample_count, Layout::nchw);
-  const int64_t n =
-      static_cast<int64_t>(nchw.size()) / m.spec.channels / m.spec.height / m.spec.width;
-  if (n == 0) return invalid_argument("--sample: the run's data set " + m.cfg.data + " is empty");
-  EASEL_ASSIGN_OR_RETURN(std::vector<float> logits,
-                         forward_logits(m, eval_images(m, n, m.layout), n));
+Status write_sample(TrainedNet& net, const DataSplit& data, const Augment& augment,
+                    const ExportFlags& f) {
+  const Dataset& ds = data.test.count > 0 ? data.test : data.train;
+  const int64_t n = std::min(f.sample_count, ds.count);
+  if (n == 0) return invalid_argument("--sample: the run's data set is empty");
+  std::vector<int64_t> idx(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    idx[static_cast<size_t>(i)] = i;
+  std::vector<float> nchw(static_cast<size_t>(n * ds.image_bytes()));
+  std::vector<int32_t> labels(static_cast<size_t>(n));
+  gather_batch(ds, idx.data(), n, Layout::nchw, nchw.data(), labels.data(), augment, nullptr);
   std::error_code ec;
   fs::create_directories(f.sample, ec);
   const fs::path d(f.sample);
   if (ec ||
-      !write_atomic(d / "images.npy",
-                    npy({n, m.spec.channels, m.spec.height, m.spec.width}, nchw)) ||
-      !write_atomic(d / "logits.npy", npy({n, m.spec.classes}, logits)))
+      !write_atomic(d / "images.npy", encode_npy({n, ds.channels, ds.height, ds.width}, nchw)) ||
+      !write_atomic(d / "logits.npy", encode_npy({n, net.classes()}, net.logits(nchw.data(), n))))
     return io_error("--sample: cannot write " + f.sample);
   return {};
 }
 
 int run_export(const ExportFlags& f) {
   if (Status st = check_flags(f); !st.ok()) return report(st, Failure::request);
-  auto loaded = load_run_model(f.dir, f.weights);
-  if (!loaded.ok()) return report(loaded.status(), failure_of(loaded.status()));
-  const RunModel& m = *loaded;
-  std::unique_ptr<Device> device = make_cpu_device(ImplChoice::ref);
-  auto net = Net::create(m.spec, 1, m.layout, *device, MemKind::dram);
-  if (!net.ok()) return report(net.status(), failure_of(net.status()));
+  const auto fail = [](const Status& st) { return report(st, failure_of(st)); };
+  auto run = open_trained_run(f.dir, f.weights);
+  if (!run.ok()) return fail(run.status());
+  // The sample's logits are the reference the ONNX model (fp32) is held to.
+  run->cfg.precision = Precision::fp32;
+  // The data set only where summary.json does not say the input, and for --sample.
+  std::optional<DataSplit> data;
+  if (!run->input || !f.sample.empty()) {
+    auto d = load_run_data(*run, run->cfg.data, f.dir + "/config.json: data " + run->cfg.data);
+    if (!d.ok()) return fail(d.status());
+    data = std::move(d).value();
+  }
+  ModelInput in;
+  if (run->input)
+    in = *run->input;
+  else
+    in = {data->train.channels, data->train.height, data->train.width, data->train.classes};
+  auto net = TrainedNet::create(*run, in, run->input ? f.dir + "/summary.json" : run->cfg.data);
+  if (!net.ok()) return fail(net.status());
+  const TrainedNet& t = **net;
   OnnxOptions opt;
   opt.softmax = f.softmax;
   opt.metadata = {{"easel.run_dir", fs::absolute(f.dir).string()},
-                  {"easel.step", std::to_string(m.step)},
-                  {"easel.weights", m.weights_from}};
-  auto bytes = onnx_model(m.spec, m.layout, (*net)->params(), m.weights.data(), opt);
+                  {"easel.step", std::to_string(run->step)},
+                  {"easel.weights", run->weights_name}};
+  auto bytes = onnx_model(t.spec(), t.layout(), t.params(), t.weights(), opt);
   // A build without ONNX (unavailable) refuses the request; the checker's refusal is a bug.
   if (!bytes.ok())
     return report(bytes.status(),
                   bytes.status().code() == Code::internal ? Failure::run : Failure::request);
   if (!f.sample.empty())
-    if (Status st = write_sample(m, f); !st.ok()) return report(st, failure_of(st));
+    if (Status st = write_sample(**net, *data, run->cfg.augment, f); !st.ok()) return fail(st);
   if (!write_atomic(f.out, *bytes))
     return report(io_error("--out: cannot write " + f.out), Failure::run);
   std::printf("easel export: %s (%s, step %lld) -> %s: ONNX opset 13, %lld parameters, %zu bytes\n",
-              m.spec.name.c_str(), m.weights_from.c_str(), static_cast<long long>(m.step),
-              f.out.c_str(), static_cast<long long>((*net)->params().trained_count()),
-              bytes->size());
+              t.spec().name.c_str(), run->weights_name.c_str(), static_cast<long long>(run->step),
+              f.out.c_str(), static_cast<long long>(t.params().trained_count()), bytes->size());
   return 0;
 }
 
@@ -125,9 +128,7 @@ ExportCommand add_export_command(CLI::App& app) {
   e->add_option("RUN_DIR", f->dir, "the run directory (an easel train --out)")->required();
   e->add_option("--format", f->format, "the file format: onnx")->required();
   e->add_option("--out", f->out, "the file to write")->required();
-  e->add_option("--weights", f->weights,
-                "final (the model the run's last evaluation tested), centre, replica (group 0's)")
-      ->capture_default_str();
+  e->add_option("--weights", f->weights, kWeightsHelp)->capture_default_str();
   e->add_flag("--overwrite", f->overwrite, "replace --out when it exists");
   e->add_flag("--softmax", f->softmax, "output the class probabilities (prob), not the logits");
   e->add_option("--sample", f->sample,

@@ -139,19 +139,6 @@ Status add_npy(const std::string& path, const Shape4& in, Rows* rows) {
   return {};
 }
 
-// The rows' logits [rows, classes], batch by batch in the net's layout.
-std::vector<float> run_rows(TrainedNet& net, const Rows& rows) {
-  const Shape4 in = net.input_shape();
-  const int64_t per = in.per_image(), total = static_cast<int64_t>(rows.names.size());
-  std::vector<float> batch(static_cast<size_t>(in.count())), logits;
-  for (int64_t b = 0; b < total; b += in.n) {
-    const int64_t n = std::min(in.n, total - b);
-    nchw_to_layout(rows.values.data() + b * per, {n, in.c, in.h, in.w}, net.layout(), batch.data());
-    net.forward(batch.data(), nullptr, n, &logits);
-  }
-  return logits;
-}
-
 // The `top` most probable classes of logits z[k], with softmax's probabilities.
 json top_classes(const float* z, int64_t k, int top) {
   const double most = *std::max_element(z, z + k);
@@ -187,7 +174,8 @@ int run_predict(const PredictFlags& f) {
         path.ends_with(".npy") ? add_npy(path, in, &rows) : add_image(path, in, run->cfg, &rows);
     if (!st.ok()) return fail(st);
   }
-  const std::vector<float> logits = run_rows(**net, rows);
+  const std::vector<float> logits =
+      (*net)->logits(rows.values.data(), static_cast<int64_t>(rows.names.size()));
   const int64_t k = (*net)->classes();
   json out = {{"run", run->dir}, {"weights", run->weights_name}, {"step", run->step}};
   out["inputs"] = rows.names;

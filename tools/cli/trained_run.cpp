@@ -61,6 +61,11 @@ Status choose_weights(Checkpoint& ck, const std::string& algo, const std::string
   // local-sgd's, slowmo's and diloco's state starts with the anchor (algos/periodic.cpp).
   const bool anchor = !centre && n > 0 && ck.algo.buffer.size() >= n;
   std::string pick = which;
+  if (which == "best")
+    return invalid_argument(
+        "--weights best: a run directory keeps only its latest checkpoint (checkpoint.bin), not "
+        "the best evaluation's weights; --weights evaluated is the model its last evaluation "
+        "tested");
   if (which == "evaluated") {
     pick = centre ? "centre" : anchor ? "anchor" : "group:0";
     out->weights_note = "the model the run evaluated";
@@ -110,6 +115,14 @@ Result<TrainedRun> open_trained_run(const std::string& dir, const std::string& w
   return r;
 }
 
+Result<DataSplit> load_run_data(const TrainedRun& run, const std::string& spec,
+                                const std::string& what) {
+  auto data = load_data(spec, MemKind::dram, run.cfg.seed,
+                        DataOptions{run.cfg.augment.resized_crop, run.cfg.skip_bad_images});
+  if (!data.ok()) return Status(data.status().code(), what + ": " + data.status().message());
+  return data;
+}
+
 Result<std::unique_ptr<TrainedNet>> TrainedNet::create(const TrainedRun& run, const ModelInput& in,
                                                        const std::string& what) {
   const auto text = [](const ModelInput& m) {
@@ -150,6 +163,18 @@ EvalStats TrainedNet::forward(const float* images, const int32_t* labels, int64_
   const size_t k = static_cast<size_t>(classes());
   logits->insert(logits->end(), out.begin(), out.begin() + static_cast<long>(k * n));
   return s;
+}
+
+std::vector<float> TrainedNet::logits(const float* nchw, int64_t n) {
+  const Shape4 in = input_shape();
+  const int64_t per = in.per_image();
+  std::vector<float> batch(static_cast<size_t>(in.count())), out;
+  for (int64_t b = 0; b < n; b += in.n) {
+    const int64_t m = std::min(in.n, n - b);
+    nchw_to_layout(nchw + b * per, {m, in.c, in.h, in.w}, layout(), batch.data());
+    forward(batch.data(), nullptr, m, &out);
+  }
+  return out;
 }
 
 std::string json_with_rows(const json& head,

@@ -1,6 +1,7 @@
-// A run directory's trained net, for `easel eval` and `easel predict` (tools/cli/eval_cmd.cpp):
-// its settings (config.json), one of the models its checkpoint.bin holds, and the net rebuilt
-// on the CPU to run them forward as the trainer's evaluations did.
+// A run directory's trained net, for `easel eval`, `easel predict` and `easel export`
+// (tools/cli/eval_cmd.cpp, predict_cmd.cpp, export_cmd.cpp): its settings (config.json), one of
+// the models its checkpoint.bin holds, and the net rebuilt on the CPU to run them forward as the
+// trainer's evaluations did.
 #pragma once
 
 #include <memory>
@@ -11,6 +12,7 @@
 
 #include "devices/device.hpp"
 #include "engine/arena.hpp"
+#include "nets/data/dataset.hpp"
 #include "nets/models/models.hpp"
 #include "nets/net.hpp"
 #include "run/train_config.hpp"
@@ -33,7 +35,8 @@ struct TrainedRun {
 // What --weights takes: "evaluated" (the default: the model the run's evaluations tested, which
 // summary.json's test_accuracy is of: the centre for the algorithms that keep one, the anchor of
 // the groups' last meeting for local-sgd, slowmo and diloco, else group 0's replica),
-// "centre", "anchor" or "group:G".
+// "centre", "anchor" or "group:G". "best" is refused: a run directory keeps only its latest
+// checkpoint.
 inline constexpr const char* kWeightsHelp =
     "which of the checkpoint's models: evaluated (the one the run's evaluations tested: the "
     "centre, the anchor of local-sgd/slowmo/diloco, else group 0's replica), centre, anchor or "
@@ -43,6 +46,11 @@ inline constexpr const char* kWeightsHelp =
 // is the run's final model). Errors name the file or --weights: not_found for a directory
 // that is no run's or holds no checkpoint (--no-checkpoint), data_error for a malformed file.
 Result<TrainedRun> open_trained_run(const std::string& dir, const std::string& weights);
+
+// The data set `spec` loaded as the run loaded its own (its crop side, --skip-bad-images);
+// errors start with `what`.
+Result<DataSplit> load_run_data(const TrainedRun& run, const std::string& spec,
+                                const std::string& what);
 
 // The run's net on the CPU (the run's --impl, --precision and --layout, its batch), for images
 // of `in`, running `run.weights` forward.
@@ -54,7 +62,12 @@ class TrainedNet {
   static Result<std::unique_ptr<TrainedNet>> create(const TrainedRun& run, const ModelInput& in,
                                                     const std::string& what);
   int64_t batch() const { return net_->batch(); }
+  // The run's layout: an inner product reading a C x H x W tensor holds its weights in its
+  // order (devices/op.hpp, param_shapes), which easel export reorders to ONNX's chw.
   Layout layout() const { return net_->layout(); }
+  const NetSpec& spec() const { return net_->spec(); }
+  const ArenaLayout& params() const { return net_->params(); }
+  const float* weights() const { return weights_.data(); }
   int64_t classes() const { return net_->spec().classes; }
   Shape4 input_shape() const { return net_->input_shape(); }
   // The forward pass over images[0, n) (n <= batch(), in layout(), normalised as the run's
@@ -62,6 +75,9 @@ class TrainedNet {
   // the n x classes() logits to *logits.
   EvalStats forward(const float* images, const int32_t* labels, int64_t n,
                     std::vector<float>* logits);
+  // The logits [n, classes()] of images [n, C, H, W] in NCHW (normalised as the run's data),
+  // batch by batch in layout().
+  std::vector<float> logits(const float* nchw, int64_t n);
 
  private:
   TrainedNet() = default;
