@@ -12,6 +12,7 @@
 #include "devices/device.hpp"
 #include "tools/cli/cli.hpp"
 #include "tools/cli/onnx_export.hpp"
+#include "tools/cli/pytorch_export.hpp"
 #include "tools/cli/run_model.hpp"
 
 namespace easel::cli {
@@ -29,8 +30,11 @@ struct ExportFlags {
 // Before anything is read: the format, and that --out may be written (its folder exists and is
 // writable; an existing file only with --overwrite) and --sample is a folder or can be one.
 Status check_flags(const ExportFlags& f) {
-  if (f.format != "onnx")
-    return invalid_argument("--format: '" + f.format + "' is not a format easel writes (onnx)");
+  if (f.format != "onnx" && f.format != "pytorch")
+    return invalid_argument("--format: '" + f.format +
+                            "' is not a format easel writes (onnx, pytorch)");
+  if (f.softmax && f.format != "onnx")
+    return invalid_argument("--softmax: only with --format onnx (a state_dict holds no graph)");
   const fs::path out(f.out);
   const fs::path folder = out.parent_path().empty() ? fs::path(".") : out.parent_path();
   std::error_code ec;
@@ -87,6 +91,17 @@ Status write_sample(const RunModel& m, const ExportFlags& f) {
   return {};
 }
 
+// --format pytorch: the state_dict (tools/cli/pytorch_export.hpp), then --sample.
+int export_pytorch(const RunModel& m, const ArenaLayout& params, const ExportFlags& f) {
+  auto line = write_state_dict(m.spec, m.layout, params, m.weights.data(), m.step, f.out);
+  if (!line.ok()) return report(line.status(), failure_of(line.status()));
+  if (!f.sample.empty())
+    if (Status st = write_sample(m, f); !st.ok()) return report(st, failure_of(st));
+  std::printf("easel export: %s (%s, step %lld) -> %s: %s\n", m.spec.name.c_str(),
+              m.weights_from.c_str(), static_cast<long long>(m.step), f.out.c_str(), line->c_str());
+  return 0;
+}
+
 int run_export(const ExportFlags& f) {
   if (Status st = check_flags(f); !st.ok()) return report(st, Failure::request);
   auto loaded = load_run_model(f.dir, f.weights);
@@ -95,6 +110,7 @@ int run_export(const ExportFlags& f) {
   std::unique_ptr<Device> device = make_cpu_device(ImplChoice::ref);
   auto net = Net::create(m.spec, 1, m.layout, *device, MemKind::dram);
   if (!net.ok()) return report(net.status(), failure_of(net.status()));
+  if (f.format == "pytorch") return export_pytorch(m, (*net)->params(), f);
   OnnxOptions opt;
   opt.softmax = f.softmax;
   opt.metadata = {{"easel.run_dir", fs::absolute(f.dir).string()},
@@ -121,9 +137,13 @@ int run_export(const ExportFlags& f) {
 ExportCommand add_export_command(CLI::App& app) {
   auto f = std::make_shared<ExportFlags>();
   CLI::App* e = app.add_subcommand(
-      "export", "write a trained run's net and weights as an ONNX model (docs/EXPORT.md)");
+      "export",
+      "write a trained run's net and weights as an ONNX model or a PyTorch state_dict "
+      "(docs/EXPORT.md)");
   e->add_option("RUN_DIR", f->dir, "the run directory (an easel train --out)")->required();
-  e->add_option("--format", f->format, "the file format: onnx")->required();
+  e->add_option("--format", f->format,
+                "the file format: onnx, pytorch (a state_dict for torch.load)")
+      ->required();
   e->add_option("--out", f->out, "the file to write")->required();
   e->add_option("--weights", f->weights,
                 "final (the model the run's last evaluation tested), centre, replica (group 0's)")
