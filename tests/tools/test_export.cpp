@@ -154,6 +154,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(TorchCase{"lenet", "lenet", "1,28,28", ""},
                       TorchCase{"lenet_nchw", "lenet", "1,28,28", "--layout nchw"},
                       TorchCase{"cifar10_quick", "cifar10-quick", "3,32,32", ""},
+                      TorchCase{"alexnet_cifar", "alexnet-cifar", "3,32,32", ""},
                       TorchCase{"cifar10_full", "cifar10-full", "3,32,32", ""},
                       TorchCase{"resnet18", "resnet18", "3,32,32", ""}),
     [](const ::testing::TestParamInfo<TorchCase>& i) { return std::string(i.param.name); });
