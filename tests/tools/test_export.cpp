@@ -3,7 +3,10 @@
 // average pool), cifar10-full (LRN within channel) and export_corners.toml exported and run by
 // consumers that are not easel (tools/onnx_check.py: the ONNX checker and OpenCV's DNN module,
 // which must give easel's logits within 1e-4); a local-sgd run's export is the model easel
-// predict takes (the anchor); bad input refused in one line, exit 2, an existing file kept.
+// predict takes (the anchor); `--format pytorch` of lenet (both layouts), cifar10-quick,
+// alexnet-cifar, cifar10-full and resnet18 (batch norm) loaded strictly by PyTorch
+// (tools/pytorch/check_state_dict.py, easel's logits within 1e-4); bad input refused in one
+// line, exit 2, an existing file kept.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -144,6 +147,62 @@ TEST(ExportWeights, ALocalSgdRunsAnchorAsPredictTakesIt) {
   EXPECT_EQ(rc, 0) << line;
 }
 
+// tools/pytorch/check_state_dict.py on dir's net.pt (net `net` on C,H,W `input`, 10 classes);
+// its exit code (77: python3-torch missing).
+int state_dict_check(const fs::path& dir, const std::string& net, const std::string& input,
+                     std::string* line) {
+  const std::string cmd = "/usr/bin/python3 " + source("tools/pytorch/check_state_dict.py") + " " +
+                          (dir / "net.pt").string() + " " + (dir / "sample").string() + " --net " +
+                          net + " --input " + input + " --classes 10 >" +
+                          (dir / "check.txt").string() + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  *line = slurp(dir / "check.txt");
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+struct TorchCase {
+  const char* name;
+  std::string net, input, extra;  // input: C,H,W
+};
+
+void PrintTo(const TorchCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+class ExportPytorch : public ::testing::TestWithParam<TorchCase> {};
+
+// The state_dict loads strictly into torchvision's model or the twin, which gives easel's
+// logits within 1e-4 of their scale in eval mode (batch norm on its running statistics).
+TEST_P(ExportPytorch, PyTorchGivesEaselsLogits) {
+  const TorchCase& c = GetParam();
+  const fs::path dir = tmp_dir(std::string("pt_") + c.name);
+  std::string dims = c.input;
+  std::replace(dims.begin(), dims.end(), ',', 'x');
+  const fs::path run = train(dir, c.net, "synthetic:256:" + dims + ":10", c.extra);
+  const Out o = easel_test::run_easel("export " + run.string() + " --format pytorch --out " +
+                                          (dir / "net.pt").string() + " --sample " +
+                                          (dir / "sample").string() + " --sample-count 8",
+                                      "", "export");
+  std::string line;
+  if (o.code == 2 && o.err.find("needs PyTorch") != std::string::npos) GTEST_SKIP() << o.err;
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find("state_dict"), std::string::npos) << o.out;
+  const int rc = state_dict_check(dir, c.net, c.input, &line);
+  if (rc == 77) GTEST_SKIP() << line;
+  EXPECT_EQ(rc, 0) << line;
+  std::printf("%s: %s", c.name, line.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Nets, ExportPytorch,
+    ::testing::Values(TorchCase{"lenet", "lenet", "1,28,28", ""},
+                      TorchCase{"lenet_nchw", "lenet", "1,28,28", "--layout nchw"},
+                      TorchCase{"cifar10_quick", "cifar10-quick", "3,32,32", ""},
+                      TorchCase{"alexnet_cifar", "alexnet-cifar", "3,32,32", ""},
+                      TorchCase{"cifar10_full", "cifar10-full", "3,32,32", ""},
+                      TorchCase{"resnet18", "resnet18", "3,32,32", ""}),
+    [](const ::testing::TestParamInfo<TorchCase>& i) { return std::string(i.param.name); });
+
 // One trained mlp run shared by the refusals.
 class ExportRefusal : public ::testing::Test {
  protected:
@@ -208,6 +267,17 @@ TEST_F(ExportRefusal, AnUnknownFormatOrWeights) {
   EXPECT_FALSE(fs::exists(*dir_ / "a.onnx"));
 }
 
+TEST_F(ExportRefusal, ANetWithoutAPyTorchTwin) {
+  const Out o = refused(run_->string() + " --format pytorch --out " + (*dir_ / "a.pt").string());
+  if (o.err.find("needs PyTorch") != std::string::npos) GTEST_SKIP() << o.err;
+  EXPECT_NE(o.err.find("net 'mlp' has no PyTorch twin"), std::string::npos) << o.err;
+  EXPECT_FALSE(fs::exists(*dir_ / "a.pt"));
+  EXPECT_NE(
+      refused(run_->string() + " --format pytorch --softmax --out " + (*dir_ / "a.pt").string())
+          .err.find("--softmax"),
+      std::string::npos);
+}
+
 TEST_F(ExportRefusal, AnUnwritableOut) {
   std::ofstream(*dir_ / "file") << "x";
   EXPECT_NE(
@@ -232,6 +302,12 @@ TEST_F(ExportRefusal, AnExistingOutIsKeptUnlessOverwrite) {
       "export " + run_->string() + " --format onnx --overwrite --out " + out.string(), "", "ow");
   EXPECT_EQ(w.code, 0) << w.err;
   EXPECT_NE(slurp(out), "mine");
+  const fs::path pt = *dir_ / "kept.pt";
+  std::ofstream(pt) << "mine";
+  EXPECT_NE(
+      refused(run_->string() + " --format pytorch --out " + pt.string()).err.find("--overwrite"),
+      std::string::npos);
+  EXPECT_EQ(slurp(pt), "mine");
 }
 
 }  // namespace

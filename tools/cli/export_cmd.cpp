@@ -16,6 +16,7 @@
 #include "nets/data/npy.hpp"
 #include "tools/cli/cli.hpp"
 #include "tools/cli/onnx_export.hpp"
+#include "tools/cli/pytorch_export.hpp"
 #include "tools/cli/trained_run.hpp"
 
 namespace easel::cli {
@@ -33,8 +34,11 @@ struct ExportFlags {
 // Before anything is read: the format, and that --out may be written (its folder exists and is
 // writable; an existing file only with --overwrite) and --sample is a folder or can be one.
 Status check_flags(const ExportFlags& f) {
-  if (f.format != "onnx")
-    return invalid_argument("--format: '" + f.format + "' is not a format easel writes (onnx)");
+  if (f.format != "onnx" && f.format != "pytorch")
+    return invalid_argument("--format: '" + f.format +
+                            "' is not a format easel writes (onnx, pytorch)");
+  if (f.softmax && f.format != "onnx")
+    return invalid_argument("--softmax: only with --format onnx (a state_dict holds no graph)");
   const fs::path out(f.out);
   const fs::path folder = out.parent_path().empty() ? fs::path(".") : out.parent_path();
   std::error_code ec;
@@ -77,6 +81,16 @@ Status write_sample(TrainedNet& net, const DataSplit& data, const Augment& augme
   return {};
 }
 
+// The ONNX model of the run's net and weights (a build without ONNX: unavailable).
+Result<std::string> onnx_bytes(const TrainedNet& t, const TrainedRun& run, const ExportFlags& f) {
+  OnnxOptions opt;
+  opt.softmax = f.softmax;
+  opt.metadata = {{"easel.run_dir", fs::absolute(f.dir).string()},
+                  {"easel.step", std::to_string(run.step)},
+                  {"easel.weights", run.weights_name}};
+  return onnx_model(t.spec(), t.layout(), t.params(), t.weights(), opt);
+}
+
 int run_export(const ExportFlags& f) {
   if (Status st = check_flags(f); !st.ok()) return report(st, Failure::request);
   const auto fail = [](const Status& st) { return report(st, failure_of(st)); };
@@ -99,23 +113,26 @@ int run_export(const ExportFlags& f) {
   auto net = TrainedNet::create(*run, in, run->input ? f.dir + "/summary.json" : run->cfg.data);
   if (!net.ok()) return fail(net.status());
   const TrainedNet& t = **net;
-  OnnxOptions opt;
-  opt.softmax = f.softmax;
-  opt.metadata = {{"easel.run_dir", fs::absolute(f.dir).string()},
-                  {"easel.step", std::to_string(run->step)},
-                  {"easel.weights", run->weights_name}};
-  auto bytes = onnx_model(t.spec(), t.layout(), t.params(), t.weights(), opt);
-  // A build without ONNX (unavailable) refuses the request; the checker's refusal is a bug.
-  if (!bytes.ok())
-    return report(bytes.status(),
-                  bytes.status().code() == Code::internal ? Failure::run : Failure::request);
+  std::string written;          // what the file holds, for the last line
+  if (f.format == "pytorch") {  // the state_dict (tools/cli/pytorch_export.hpp)
+    auto line = write_state_dict(t.spec(), t.layout(), t.params(), t.weights(), run->step, f.out);
+    if (!line.ok()) return fail(line.status());
+    written = *line;
+  } else {
+    auto bytes = onnx_bytes(t, *run, f);
+    if (!bytes.ok())
+      return report(bytes.status(),
+                    bytes.status().code() == Code::internal ? Failure::run : Failure::request);
+    if (!write_atomic(f.out, *bytes))
+      return report(io_error("--out: cannot write " + f.out), Failure::run);
+    written = "ONNX opset 13, " + std::to_string(t.params().trained_count()) + " parameters, " +
+              std::to_string(bytes->size()) + " bytes";
+  }
   if (!f.sample.empty())
     if (Status st = write_sample(**net, *data, run->cfg.augment, f); !st.ok()) return fail(st);
-  if (!write_atomic(f.out, *bytes))
-    return report(io_error("--out: cannot write " + f.out), Failure::run);
-  std::printf("easel export: %s (%s, step %lld) -> %s: ONNX opset 13, %lld parameters, %zu bytes\n",
-              t.spec().name.c_str(), run->weights_name.c_str(), static_cast<long long>(run->step),
-              f.out.c_str(), static_cast<long long>(t.params().trained_count()), bytes->size());
+  std::printf("easel export: %s (%s, step %lld) -> %s: %s\n", t.spec().name.c_str(),
+              run->weights_name.c_str(), static_cast<long long>(run->step), f.out.c_str(),
+              written.c_str());
   return 0;
 }
 
@@ -124,9 +141,13 @@ int run_export(const ExportFlags& f) {
 ExportCommand add_export_command(CLI::App& app) {
   auto f = std::make_shared<ExportFlags>();
   CLI::App* e = app.add_subcommand(
-      "export", "write a trained run's net and weights as an ONNX model (docs/EXPORT.md)");
+      "export",
+      "write a trained run's net and weights as an ONNX model or a PyTorch state_dict "
+      "(docs/EXPORT.md)");
   e->add_option("RUN_DIR", f->dir, "the run directory (an easel train --out)")->required();
-  e->add_option("--format", f->format, "the file format: onnx")->required();
+  e->add_option("--format", f->format,
+                "the file format: onnx, pytorch (a state_dict for torch.load)")
+      ->required();
   e->add_option("--out", f->out, "the file to write")->required();
   e->add_option("--weights", f->weights, kWeightsHelp)->capture_default_str();
   e->add_flag("--overwrite", f->overwrite, "replace --out when it exists");

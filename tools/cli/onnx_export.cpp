@@ -9,6 +9,7 @@
 #include <exception>
 
 #include "nets/graph.hpp"
+#include "tools/cli/pytorch_export.hpp"
 
 namespace easel::cli {
 
@@ -170,18 +171,6 @@ Result<std::string> write_pool(GraphWriter& w, const LayerView& l) {
   return finish(w, l);
 }
 
-// ONNX's Flatten gives an N x C x H x W tensor in chw order; easel's inner product weights
-// follow the run's layout (hwc for nhwc): the columns are put in chw order.
-std::vector<float> chw_weights(const OpDesc& d, const float* src) {
-  const int64_t c = d.src.c, hw = d.src.h * d.src.w, k = c * hw;
-  std::vector<float> out(static_cast<size_t>(d.oc * k));
-  for (int64_t o = 0; o < d.oc; ++o)
-    for (int64_t ci = 0; ci < c; ++ci)
-      for (int64_t p = 0; p < hw; ++p)
-        out[static_cast<size_t>(o * k + ci * hw + p)] = src[o * k + p * c + ci];
-  return out;
-}
-
 Result<std::string> write_inner_product(GraphWriter& w, const LayerView& l, Layout layout) {
   const OpDesc& d = *l.d;
   std::string a = l.inputs[0];
@@ -192,7 +181,8 @@ Result<std::string> write_inner_product(GraphWriter& w, const LayerView& l, Layo
   const Segment& s = *l.params[0];
   std::string weights;
   if (layout == Layout::nhwc && d.src.h * d.src.w > 1) {
-    const std::vector<float> chw = chw_weights(d, w.weights() + s.offset);
+    // ONNX's Flatten gives chw order; easel's weights follow the run's layout (hwc for nhwc).
+    const std::vector<float> chw = chw_inner_product(d, w.weights() + s.offset);
     weights = w.tensor(l.name + ".weights", s.dims, chw.data(), s.count);
   } else {
     weights = w.param(l, 0);
