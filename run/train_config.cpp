@@ -340,21 +340,6 @@ constexpr SettingField kCheckpointEvery{
       return c.checkpoint_every == 0 ? "auto" : std::to_string(c.checkpoint_every);
     }};
 
-// --mtbf: seconds, > 0 when given (0 in the config: not given).
-constexpr SettingField kMtbf{
-    SettingType::real,
-    [](const Setting& s, std::string_view t, TrainConfig& c) -> Status {
-      double v = 0;
-      EASEL_RETURN_IF_ERROR(read_real(s, t, &v));
-      if (!(v > 0) || !std::isfinite(v))
-        return invalid_argument(
-            "--mtbf: " + std::string(t) +
-            " must be a number of seconds > 0 (the mean time between failures)");
-      c.mtbf_seconds = v;
-      return {};
-    },
-    [](const TrainConfig& c) -> std::string { return show_real(c.mtbf_seconds); }};
-
 // --tau: a whole number, or auto (the default): --algo's default_tau (config.json keeps the
 // number).
 constexpr SettingField kTau{
@@ -539,7 +524,7 @@ const Setting kSettings[] = {
    "evaluations between checkpoints (the last evaluation and a signal's stop always write one), "
    "or auto: at the first evaluation past Young/Daly's interval sqrt(2 C M), C the measured "
    "cost a checkpoint takes from training, M --mtbf; written by a background thread"},
-  {"mtbf", kMtbf, kTrain, R::changeable,
+  {"mtbf", real<&T::mtbf_seconds>(), kTrain, R::changeable,
    "with --checkpoint-every auto: the mean time between failures the run expects, in seconds "
    "(e.g. 86400 for one a day)"},
   {"resume", text<&T::resume>(), kTrain, R::per_run,

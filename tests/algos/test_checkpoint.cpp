@@ -776,9 +776,9 @@ TEST(CheckpointCadence, YoungDalyAndTheRefusals) {
             std::string::npos);
   EXPECT_NE(refusal({{"checkpoint-every", "0"}}).find("--checkpoint-every: 0 must be >= 1"),
             std::string::npos);
-  EXPECT_NE(refusal({{"checkpoint-every", "auto"}, {"mtbf", "-5"}}).find("--mtbf: -5 must be"),
+  EXPECT_NE(refusal({{"checkpoint-every", "auto"}, {"mtbf", "-5"}}).find("--checkpoint-every auto"),
             std::string::npos);
-  EXPECT_NE(refusal({{"checkpoint-every", "auto"}, {"mtbf", "0"}}).find("--mtbf: 0 must be"),
+  EXPECT_NE(refusal({{"checkpoint-every", "auto"}, {"mtbf", "0"}}).find("--checkpoint-every auto"),
             std::string::npos);
   EXPECT_NE(refusal({{"checkpoint-every", "2"}, {"checkpoint", "false"}})
                 .find("--checkpoint-every: with --no-checkpoint"),
