@@ -9,7 +9,7 @@
 #include <exception>
 
 #include "nets/graph.hpp"
-#include "tools/cli/pytorch_export.hpp"
+#include "tools/cli/trained_run.hpp"
 
 namespace easel::cli {
 

@@ -10,6 +10,7 @@
 
 #include "nets/graph.hpp"
 #include "tools/cli/child.hpp"
+#include "tools/cli/trained_run.hpp"
 
 namespace easel::cli {
 
@@ -110,16 +111,6 @@ Result<std::string> run_tool(const fs::path& dir, const std::string& out) {
 }
 
 }  // namespace
-
-std::vector<float> chw_inner_product(const OpDesc& d, const float* src) {
-  const int64_t c = d.src.c, hw = d.src.h * d.src.w, k = c * hw;
-  std::vector<float> out(static_cast<size_t>(d.oc * k));
-  for (int64_t o = 0; o < d.oc; ++o)
-    for (int64_t ci = 0; ci < c; ++ci)
-      for (int64_t p = 0; p < hw; ++p)
-        out[static_cast<size_t>(o * k + ci * hw + p)] = src[o * k + p * c + ci];
-  return out;
-}
 
 Result<std::string> write_state_dict(const NetSpec& spec, Layout layout, const ArenaLayout& params,
                                      const float* weights, int64_t step, const std::string& out) {

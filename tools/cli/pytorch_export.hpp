@@ -14,10 +14,6 @@
 
 namespace easel::cli {
 
-// An inner product's weights [oc, c * h * w] read from a C x H x W input whose columns are in
-// hwc order (an nhwc run), put in chw order (what PyTorch's and ONNX's flatten give).
-std::vector<float> chw_inner_product(const OpDesc& d, const float* src);
-
 // Writes `out` (a state_dict of spec's PyTorch twin, its keys torchvision's or the twin's) from
 // `weights`, laid out as `params` in `layout`; `step` becomes batch norm's num_batches_tracked.
 // Returns the tool's one-line summary. invalid_argument (exit 2): no PyTorch twin of the net,

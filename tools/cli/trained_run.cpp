@@ -202,4 +202,14 @@ void nchw_to_layout(const float* src, const Shape4& shape, Layout layout, float*
         dst[(i * hw + p) * shape.c + c] = src[(i * shape.c + c) * hw + p];
 }
 
+std::vector<float> chw_inner_product(const OpDesc& d, const float* src) {
+  const int64_t c = d.src.c, hw = d.src.h * d.src.w, k = c * hw;
+  std::vector<float> out(static_cast<size_t>(d.oc * k));
+  for (int64_t o = 0; o < d.oc; ++o)
+    for (int64_t ci = 0; ci < c; ++ci)
+      for (int64_t p = 0; p < hw; ++p)
+        out[static_cast<size_t>(o * k + ci * hw + p)] = src[o * k + p * c + ci];
+  return out;
+}
+
 }  // namespace easel::cli

@@ -96,4 +96,8 @@ std::string json_with_rows(const nlohmann::json& head,
 // The input shape of an image as `layout` orders it: images[n, c, h, w] (NCHW) into `dst`.
 void nchw_to_layout(const float* src, const Shape4& shape, Layout layout, float* dst);
 
+// An inner product's weights [oc, c * h * w] read from a C x H x W input whose columns are in
+// hwc order (an nhwc run), put in chw order (what PyTorch's and ONNX's flatten give).
+std::vector<float> chw_inner_product(const OpDesc& d, const float* src);
+
 }  // namespace easel::cli
