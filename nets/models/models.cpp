@@ -72,6 +72,15 @@ Status check_model(std::string_view name) {
   return parse_net_description(text, path, h.input, /*check_shapes=*/false).status();
 }
 
+Result<NetHeader> read_net_header(const std::string& path) {
+  if (is_onnx_file(path)) {
+    EASEL_ASSIGN_OR_RETURN(OnnxNet onnx, import_onnx(path));
+    return parse_net_header(onnx.description, path);
+  }
+  EASEL_ASSIGN_OR_RETURN(std::string text, read_net_file(path));
+  return parse_net_header(text, path);
+}
+
 Status initial_weights(std::string_view name, const Net& net, float* weights) {
   if (!is_onnx_file(name)) return {};
   EASEL_ASSIGN_OR_RETURN(OnnxNet onnx, import_onnx(std::string(name)));

@@ -37,6 +37,11 @@ Status check_model(std::string_view name);
 // True when `name` would be read as a description file (or an ONNX file).
 bool is_net_file(std::string_view name);
 
+// The name, description and input a description file or an ONNX file declares (without
+// building it; errors name the file).
+struct NetHeader;
+Result<NetHeader> read_net_header(const std::string& path);
+
 // Overwrites the initial weights `net` (built from build_model(name)) drew with its fillers
 // where the net comes with its own: an ONNX file's initializers. Nothing for other nets.
 Status initial_weights(std::string_view name, const Net& net, float* weights);

@@ -25,6 +25,7 @@ namespace easel {
 namespace {
 
 constexpr int64_t kMaxDim = int64_t{1} << 20;           // any side, count or kernel
+constexpr int64_t kMaxSide = 65536;                     // a tensor's H and W
 constexpr int64_t kMaxFloats = int64_t{1} << 31;        // one initializer
 constexpr int64_t kMaxFileBytes = int64_t{2000} << 20;  // protobuf's own limit is 2 GiB
 
@@ -129,34 +130,36 @@ int64_t count_of(const google::protobuf::RepeatedField<int64_t>& dims) {
   return n;
 }
 
+// What is wrong with a constant's data against its shape ("": nothing). A type other than
+// float32 and int64 is refused where a node reads it.
+std::string tensor_problem(const onnx::TensorProto& t) {
+  if (t.data_location() == onnx::TensorProto::EXTERNAL)
+    return "its data is in an external file (not read)";
+  const int64_t n = count_of(t.dims());
+  if (n < 0) return "its shape is beyond 2^31 elements";
+  const bool f32 = t.data_type() == onnx::TensorProto::FLOAT;
+  if (!f32 && t.data_type() != onnx::TensorProto::INT64) return "";
+  const int64_t bytes = f32 ? 4 : 8;
+  const int64_t held = t.has_raw_data() ? static_cast<int64_t>(t.raw_data().size())
+                       : f32            ? t.float_data_size() * int64_t{4}
+                                        : t.int64_data_size() * int64_t{8};
+  if (held == n * bytes) return "";
+  return "holds " + std::to_string(held) + " bytes where its shape " +
+         dims_text({t.dims().begin(), t.dims().end()}) + " needs " + std::to_string(n * bytes);
+}
+
 Status Importer::read_initializers() {
   for (const onnx::TensorProto& t : g_.initializer()) {
-    const std::string where = "--net: " + file_ + ": initializer '" + printable(t.name()) + "': ";
-    if (t.data_location() == onnx::TensorProto::EXTERNAL)
-      return invalid_argument(where + "its data is in an external file (not read)");
-    const int64_t n = count_of(t.dims());
-    if (n < 0) return invalid_argument(where + "its shape is beyond 2^31 elements");
-    const int64_t bytes = t.data_type() == onnx::TensorProto::FLOAT   ? 4
-                          : t.data_type() == onnx::TensorProto::INT64 ? 8
-                                                                      : 0;
-    if (bytes == 0) continue;  // refused where a node reads it
-    const int64_t held = t.has_raw_data() ? static_cast<int64_t>(t.raw_data().size())
-                         : bytes == 4     ? t.float_data_size() * 4
-                                          : t.int64_data_size() * 8;
-    if (held != n * bytes)
-      return invalid_argument(where + "holds " + std::to_string(held) + " bytes where its shape " +
-                              dims_text({t.dims().begin(), t.dims().end()}) + " needs " +
-                              std::to_string(n * bytes));
+    if (std::string why = tensor_problem(t); !why.empty())
+      return invalid_argument("--net: " + file_ + ": initializer '" + printable(t.name()) +
+                              "': " + why);
     consts_[t.name()] = &t;
   }
   for (const onnx::NodeProto& n : g_.node())  // Constant nodes hold their tensor
     if (n.op_type() == "Constant" && n.output_size() == 1)
       if (const auto* a = attr(n, "value"); a && a->has_t()) {
-        const int64_t c = count_of(a->t().dims());
-        const size_t want =
-            static_cast<size_t>(c) * (a->t().data_type() == onnx::TensorProto::INT64 ? 8 : 4);
-        if (c < 0 || (a->t().has_raw_data() && a->t().raw_data().size() != want))
-          return refuse(n, "its value's data does not match its shape");
+        if (std::string why = tensor_problem(a->t()); !why.empty())
+          return refuse(n, "its value " + why);
         consts_[n.output(0)] = &a->t();
       }
   return {};
@@ -290,6 +293,8 @@ Status Importer::window(const onnx::NodeProto& n, const Tensor& x, int64_t kh, i
   out.h = side(x.h, kh, s[0], p[0]);
   out.w = side(x.w, kw, s[1], p[1]);
   if (out.h < 1 || out.w < 1) return refuse(n, "its window is larger than its padded input");
+  if (out.h > kMaxSide || out.w > kMaxSide)
+    return refuse(n, "an output side beyond " + std::to_string(kMaxSide));
   l.body += "kernel_h = " + std::to_string(kh) + "\nkernel_w = " + std::to_string(kw) +
             "\nstride_h = " + std::to_string(s[0]) + "\nstride_w = " + std::to_string(s[1]) +
             "\npad_h = " + std::to_string(p[0]) + "\npad_w = " + std::to_string(p[1]) + "\n";
@@ -300,7 +305,8 @@ Status Importer::conv(const onnx::NodeProto& n) {
   EASEL_ASSIGN_OR_RETURN(const Tensor* x, in(n, 0));
   EASEL_ASSIGN_OR_RETURN(OnnxParam w, floats(n, 1, 4));
   const int64_t group = attr_int(n, "group", 1);
-  if (group < 1 || w.dims[1] * group != x->c || w.dims[0] % group != 0)
+  if (group < 1 || group > kMaxDim || w.dims[0] > kMaxDim || w.dims[1] * group != x->c ||
+      w.dims[0] % group != 0)
     return refuse(n, "weights " + dims_text(w.dims) + " in " + std::to_string(group) +
                          " groups do not fit its input's " + std::to_string(x->c) + " channels");
   const auto k = attr_ints(n, "kernel_shape", {w.dims[2], w.dims[3]});
@@ -334,7 +340,7 @@ Status Importer::gemm(const onnx::NodeProto& n) {
   EASEL_ASSIGN_OR_RETURN(OnnxParam w, floats(n, 1, 2));
   const bool trans = !matmul && attr_int(n, "transB", 0) != 0;
   const int64_t oc = trans ? w.dims[0] : w.dims[1], k = trans ? w.dims[1] : w.dims[0];
-  if (k != x->c)
+  if (k != x->c || oc > kMaxDim)
     return refuse(n, "weights " + dims_text(w.dims) + " do not take its input's " +
                          std::to_string(x->c) + " columns");
   if (!trans) {  // easel's weights are [oc, k]
@@ -465,6 +471,7 @@ Status Importer::join(const onnx::NodeProto& n) {
     if (x->rank != 4 || x->h != out.h || x->w != out.w || (add && i && x->c != out.c))
       return refuse(n, "its inputs' shapes differ or are not N x C x H x W");
     out.c = add ? x->c : out.c + x->c;
+    if (out.c > kMaxDim) return refuse(n, "more than 2^20 channels");
     l.inputs.push_back(x->layer);
   }
   if (n.input_size() < 2) return refuse(n, "fewer than 2 inputs");
@@ -558,7 +565,8 @@ Status Importer::node(const onnx::NodeProto& n) {
     // At inference Dropout is the identity: easel's dropout layer is added for training.
     if (op == "Dropout") {
       float ratio = attr_float(n, "ratio", 0.5f);
-      if (const onnx::TensorProto* r = constant(n, 1); r && r->raw_data().size() == 4)
+      if (const onnx::TensorProto* r = constant(n, 1);
+          r && r->data_type() == onnx::TensorProto::FLOAT && r->raw_data().size() == 4)
         std::memcpy(&ratio, r->raw_data().data(), 4);
       if (!(ratio >= 0 && ratio <= 0.99f)) return refuse(n, "a ratio outside [0, 0.99]");
       add_layer(
@@ -598,6 +606,8 @@ Result<OnnxNet> Importer::run() {
   auto out = tensors_.find(g_.output(0).name());
   if (out == tensors_.end() || out->second.layer == "data" || layers_.empty())
     return invalid_argument("--net: " + file_ + ": its output is not computed by its nodes");
+  if (out->second.c > 1'000'000)
+    return invalid_argument("--net: " + file_ + ": more than 1,000,000 classes");
   // The output's layer goes last: easel's loss reads the layer listed last.
   const std::string last = out->second.layer;
   std::stable_partition(layers_.begin(), layers_.end(),
