@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -77,6 +78,10 @@ struct Case {
   Layout layout;
 };
 
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.net << (c.layout == Layout::nhwc ? " nhwc" : " nchw");
+}
+
 class OnnxTwin : public testing::TestWithParam<Case> {};
 
 TEST_P(OnnxTwin, GivesPyTorchsLogits) {
@@ -116,7 +121,9 @@ TEST_P(OnnxTwin, GivesPyTorchsLogits) {
     scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
   }
   EXPECT_LE(worst, 1e-4 * scale) << c.net << ": largest logit " << scale;
-  RecordProperty("worst", std::to_string(worst));
+  char line[64];
+  std::snprintf(line, sizeof line, "%.2e of %.2e", worst, scale);
+  RecordProperty("worst", line);
 }
 
 const Case kCases[] = {
