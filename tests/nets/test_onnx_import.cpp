@@ -39,20 +39,20 @@ class CleanUp : public testing::Environment {
 const auto* const kCleanUp = testing::AddGlobalTestEnvironment(new CleanUp);
 
 // tests/nets/onnx_twin.py NET DIR: 0, or 77 without torch.
-int twin(const std::string& net, const fs::path& dir) {
+int twin(const std::string& net, const fs::path& dir, int opset = 13) {
   const char* root = std::getenv("EASEL_SOURCE_ROOT");
   const std::string script = std::string(root ? root : ".") + "/tests/nets/onnx_twin.py";
-  const std::string cmd = "/usr/bin/python3 " + script + " " + net + " " + dir.string() + " >" +
-                          dir.string() + ".log 2>&1";
+  const std::string cmd = "/usr/bin/python3 " + script + " " + net + " " + dir.string() + " " +
+                          std::to_string(opset) + " >" + dir.string() + ".log 2>&1";
   const int rc = std::system(cmd.c_str());
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
 }
 
 // The twin's directory, exported once per test program.
-fs::path exported(const std::string& net) {
-  const fs::path dir = work_dir() / net;
+fs::path exported(const std::string& net, int opset = 13) {
+  const fs::path dir = work_dir() / (net + "_" + std::to_string(opset));
   if (!fs::exists(dir / "done")) {
-    const int rc = twin(net, dir);
+    const int rc = twin(net, dir, opset);
     if (rc == 77) return {};
     EXPECT_EQ(rc, 0) << "onnx_twin.py " << net << ": see " << dir.string() << ".log";
     std::ofstream(dir / "done") << rc;
@@ -76,17 +76,18 @@ struct Case {
   const char* net;
   ModelInput in;
   Layout layout;
+  int opset = 13;
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.net << (c.layout == Layout::nhwc ? " nhwc" : " nchw");
+  *os << c.net << (c.layout == Layout::nhwc ? " nhwc" : " nchw") << " opset " << c.opset;
 }
 
 class OnnxTwin : public testing::TestWithParam<Case> {};
 
 TEST_P(OnnxTwin, GivesPyTorchsLogits) {
   const Case& c = GetParam();
-  const fs::path dir = exported(c.net);
+  const fs::path dir = exported(c.net, c.opset);
   if (dir.empty()) GTEST_SKIP() << "python3-torch is not installed";
   const std::string path = (dir / (std::string(c.net) + ".onnx")).string();
   Result<NetSpec> spec = build_model(path, c.in);
@@ -130,11 +131,13 @@ const Case kCases[] = {
     {"lenet", {1, 28, 28, 10}, Layout::nchw},         {"lenet", {1, 28, 28, 10}, Layout::nhwc},
     {"cifar10-quick", {3, 32, 32, 10}, Layout::nhwc}, {"resnet18", {3, 32, 32, 10}, Layout::nhwc},
     {"resnet18", {3, 32, 32, 10}, Layout::nchw},      {"googlenet", {3, 32, 32, 10}, Layout::nhwc},
+    {"resnet18", {3, 32, 32, 10}, Layout::nhwc, 11},  {"lenet", {1, 28, 28, 10}, Layout::nhwc, 17},
 };
 INSTANTIATE_TEST_SUITE_P(Nets, OnnxTwin, testing::ValuesIn(kCases),
                          [](const testing::TestParamInfo<Case>& i) {
                            std::string s = std::string(i.param.net) +
-                                           (i.param.layout == Layout::nhwc ? "_nhwc" : "_nchw");
+                                           (i.param.layout == Layout::nhwc ? "_nhwc" : "_nchw") +
+                                           "_opset" + std::to_string(i.param.opset);
                            for (char& ch : s)
                              if (ch == '-') ch = '_';
                            return s;
