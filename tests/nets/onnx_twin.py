@@ -47,6 +47,18 @@ def hostile(out):
     write("huge_dim.onnx", [1 << 40, 1 << 40], 16, [1, 1, 28, 28])
     write("huge_input.onnx", [10, 784], 4 * 7840, [1, 1, 1 << 40, 28])
 
+    def graph(path, nodes, outputs):
+        g = helper.make_graph(nodes, "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
+                              [helper.make_tensor_value_info(o, TensorProto.FLOAT, [1, 1, 4, 4])
+                               for o in outputs])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+        onnx.save(m, os.path.join(out, path))
+    graph("two_outputs.onnx", [helper.make_node("Relu", ["x"], ["y"], name="r1"),
+                               helper.make_node("Relu", ["x"], ["z"], name="r2")], ["y", "z"])
+    graph("cycle.onnx", [helper.make_node("Add", ["x", "b"], ["a"], name="add"),
+                         helper.make_node("Relu", ["a"], ["b"], name="r")], ["b"])
+
 
 def main():
     if sys.argv[1] == "hostile":

@@ -176,6 +176,12 @@ TEST(OnnxImport, RefusesWhatItCannotRead) {
   EXPECT_NE(m.find("input 'x': dimension 2 is not a fixed size within easel's limits"),
             std::string::npos)
       << m;
+  m = import_error(d / "hostile/two_outputs.onnx");
+  EXPECT_NE(m.find("two_outputs.onnx: the graph has 2 outputs"), std::string::npos) << m;
+  m = import_error(d / "hostile/cycle.onnx");
+  EXPECT_NE(m.find("node 'add' (Add): input 'b' is not computed by an earlier node"),
+            std::string::npos)
+      << m;
   EXPECT_EQ(m.find('\n'), std::string::npos) << m;
 }
 
