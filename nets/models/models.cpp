@@ -47,7 +47,9 @@ Result<NetSpec> build_model(std::string_view name, const ModelInput& in) {
   if (is_onnx_file(name)) {
     const std::string path(name);
     EASEL_ASSIGN_OR_RETURN(OnnxNet onnx, import_onnx(path));
-    return parse_net_description(onnx.description, path, in);
+    EASEL_ASSIGN_OR_RETURN(NetSpec spec, parse_net_description(onnx.description, path, in));
+    EASEL_RETURN_IF_ERROR(check_onnx_fits(onnx, spec, path));
+    return spec;
   }
   if (is_net_file(name)) {
     const std::string path(name);

@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "engine/config.hpp"
+#include "nets/graph.hpp"
 
 namespace easel {
 
@@ -667,6 +668,34 @@ Result<OnnxNet> import_onnx(const std::string& path) {
     return invalid_argument("--net: " + path + ": the ONNX checker refuses it: " + printable(why));
   }
   return net;
+}
+
+Status check_onnx_fits(const OnnxNet& onnx, const NetSpec& spec, const std::string& path) {
+  EASEL_ASSIGN_OR_RETURN(NetGraph g, resolve_graph(spec));
+  EASEL_RETURN_IF_ERROR(
+      infer_shapes(g, spec, {1, spec.channels, spec.height, spec.width}, Layout::nchw).status());
+  std::map<std::string, const std::vector<OnnxParam>*> by_name;
+  for (const auto& [name, params] : onnx.params)
+    by_name[name] = &params;
+  for (const LayerSpec& l : g.layers) {
+    const std::string name = l.name.substr(0, l.name.find('+'));
+    const auto shapes = param_shapes(l.op);
+    auto it = by_name.find(name);
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      int64_t count = 1;
+      for (int64_t d : shapes[i])
+        count *= d;
+      const OnnxParam* p =
+          it == by_name.end() || i >= it->second->size() ? nullptr : &(*it->second)[i];
+      if (!p || static_cast<int64_t>(p->values.size()) != count)
+        return invalid_argument(
+            "--net: " + path + ": layer " + name + ": parameter " + std::to_string(i + 1) + " is " +
+            (p ? dims_text(p->dims) : "missing") + " in the file but " + dims_text(shapes[i]) +
+            " on the data's " + std::to_string(spec.channels) + "x" + std::to_string(spec.height) +
+            "x" + std::to_string(spec.width) + " (the file's weights fit its own input)");
+    }
+  }
+  return {};
 }
 
 Status load_onnx_weights(const OnnxNet& onnx, const Net& net, float* weights) {

@@ -42,6 +42,11 @@ bool is_onnx_file(std::string_view name);
 // unavailable: built without ONNX.
 Result<OnnxNet> import_onnx(const std::string& path);
 
+// Checks that the net built from onnx.description on the data's shape (`spec`) takes the file's
+// parameters as they are: the data's channels (and, before an inner product, its height and
+// width) must be the file's input's. Errors name the file and the layer.
+Status check_onnx_fits(const OnnxNet& onnx, const NetSpec& spec, const std::string& path);
+
 // Writes the imported parameters into `weights` (net.params().total_floats(), laid out as the
 // net's arena in its layout): the net must be built from import_onnx(path)'s description.
 Status load_onnx_weights(const OnnxNet& onnx, const Net& net, float* weights);

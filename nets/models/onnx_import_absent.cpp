@@ -14,6 +14,10 @@ Result<OnnxNet> import_onnx(const std::string& path) {
                      "libprotobuf-dev, then reconfigure: tools/setup)");
 }
 
+Status check_onnx_fits(const OnnxNet& /*onnx*/, const NetSpec& /*spec*/, const std::string& path) {
+  return unavailable("--net: " + path + ": this easel was built without ONNX");
+}
+
 Status load_onnx_weights(const OnnxNet& /*onnx*/, const Net& /*net*/, float* /*weights*/) {
   return unavailable("--net: this easel was built without ONNX");
 }

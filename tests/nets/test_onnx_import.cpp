@@ -176,6 +176,13 @@ TEST(OnnxImport, RefusesWhatItCannotRead) {
   EXPECT_NE(m.find("input 'x': dimension 2 is not a fixed size within easel's limits"),
             std::string::npos)
       << m;
+  // Data of another shape than the file's input: its weights do not fit.
+  Result<NetSpec> other = build_model((lenet / "lenet.onnx").string(), {3, 32, 32, 10});
+  m = other.ok() ? "accepted" : other.status().to_string();
+  EXPECT_NE(m.find("layer 0: parameter 1 is [20, 1, 5, 5] in the file but [20, 3, 5, 5] on the "
+                   "data's 3x32x32"),
+            std::string::npos)
+      << m;
   m = import_error(d / "hostile/two_outputs.onnx");
   EXPECT_NE(m.find("two_outputs.onnx: the graph has 2 outputs"), std::string::npos) << m;
   m = import_error(d / "hostile/cycle.onnx");
