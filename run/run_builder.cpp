@@ -246,7 +246,9 @@ Status init_weights(TrainRun& t) {
   Status reported;  // after the broadcast, which every rank reaches
   if (values) {
     g0.net->init_params(init.data(), t.cfg.seed);
-    reported = t.report->on_init_weights(init);
+    // An ONNX net's own weights replace the fillers' (rank 0's, as the rest, broadcast).
+    reported = initial_weights(t.cfg.net, *g0.net, init.data());
+    if (reported.ok()) reported = t.report->on_init_weights(init);
   }
   if (t.world) t.world_comm->broadcast(t.rank, w0, run.arena_floats(), 0);
   EASEL_RETURN_IF_ERROR(reported);

@@ -398,7 +398,8 @@ constexpr unsigned kModel = kModelCommand, kPlan = kPlanCommand;
 const Setting kSettings[] = {
   {"net", text<&T::net>(), kBoth | kModel | kPlan, R::fixed,
    "a built-in net (easel list: lenet, resnet18, ...) or a net description file (a path with a "
-   "'/' or ending in .toml; docs/NETS.md)"},
+   "'/' or ending in .toml), or an ONNX file ending in .onnx, its weights the initial ones "
+   "(docs/NETS.md)"},
   {"data", text<&T::data>(), kBoth, R::fixed,
    "fashion-mnist, mnist, synthetic[:N[:CxHxW[:classes]]], or a directory: IDX files, "
    "CIFAR-10/100 binary, or an image folder (DIR[:SIDE], default 224)"},

@@ -25,7 +25,8 @@ struct ModelEntry {
 // The built-in nets, in their list's order.
 std::span<const ModelEntry> model_list();
 
-// `name` is a built-in net, or a description file (a path with a '/' or ending in .toml).
+// `name` is a built-in net, a description file (a path with a '/' or ending in .toml) or an
+// ONNX file (ending in .onnx: nets/models/onnx_import.hpp).
 // Errors name the model and list the known ones, or name the file, layer and field.
 Result<NetSpec> build_model(std::string_view name, const ModelInput& in);
 
@@ -33,7 +34,16 @@ Result<NetSpec> build_model(std::string_view name, const ModelInput& in);
 // whole except its shapes (they depend on the data).
 Status check_model(std::string_view name);
 
-// True when `name` would be read as a description file.
+// True when `name` would be read as a description file (or an ONNX file).
 bool is_net_file(std::string_view name);
+
+// The name, description and input a description file or an ONNX file declares (without
+// building it; errors name the file).
+struct NetHeader;
+Result<NetHeader> read_net_header(const std::string& path);
+
+// Overwrites the initial weights `net` (built from build_model(name)) drew with its fillers
+// where the net comes with its own: an ONNX file's initializers. Nothing for other nets.
+Status initial_weights(std::string_view name, const Net& net, float* weights);
 
 }  // namespace easel

@@ -328,13 +328,13 @@ void print_nets(const json& nets) {
   }
 }
 
-// `easel list --net NET`: a built-in net or a description file, on the input it declares.
+// `easel list --net NET`: a built-in net, a description file or an ONNX file, on the input it
+// declares.
 int list_one_net(const std::string& net, bool as_json) {
   ModelInput in;
   std::string description;
   if (is_net_file(net)) {
-    auto text = read_net_file(net);
-    auto header = text.ok() ? parse_net_header(*text, net) : Result<NetHeader>(text.status());
+    auto header = read_net_header(net);
     if (!header.ok()) return report(header.status(), Failure::request);
     in = header->input, description = header->description;
   } else {
