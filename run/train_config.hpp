@@ -103,11 +103,11 @@ struct TrainConfig {
   // of this many samples (BatchStream); 0: the members at random, as an image folder's; -1:
   // kDefaultShuffleBuffer. Refused for any other set.
   int64_t shuffle_buffer = -1;
-  bool checkpoint = true;             // write --out/checkpoint.bin after every evaluation
+  bool checkpoint = true;  // write --out/checkpoint.bin after every evaluation
   // Evaluations between checkpoints (1: every one); 0: auto, Young/Daly's interval
   // sqrt(2 C M) from the measured blocking cost C of a checkpoint and mtbf_seconds M.
   int64_t checkpoint_every = 1;
-  double mtbf_seconds = 0;  // > 0 with checkpoint_every auto only
+  double mtbf_seconds = 0;            // > 0 with checkpoint_every auto only
   std::string resume;                 // a run's --out to continue from
   std::optional<LogLevel> log_level;  // nullopt: EASEL_LOG or info
   // A Chrome trace-event timeline of the run (engine/trace.hpp, docs/TRACE.md); empty: none.

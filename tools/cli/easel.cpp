@@ -240,6 +240,27 @@ void add_own_parsers(CLI::App& app) {
 
 }  // namespace
 
+namespace {
+
+// `easel list [--net NET] [--json]`: what the subcommand's flags set (it runs when no other
+// command was parsed).
+struct ListFlags {
+  bool json = false;
+  std::string net;
+};
+
+void add_list_command(CLI::App& app, ListFlags& f) {
+  CLI::App* list = app.add_subcommand("list", "list the nets and algorithms");
+  list->add_option("--net", f.net,
+                   "only this net's line: a built-in name, a description file (docs/NETS.md) or "
+                   "an ONNX file");
+  list->add_flag("--json", f.json,
+                 "print them as one JSON object: nets (name, params, weight_bytes, "
+                 "flops_per_image, input, classes) and algorithms");
+}
+
+}  // namespace
+
 int easel_main(int argc, char** argv) {
   using namespace easel;
   using cli::Failure;
@@ -264,14 +285,8 @@ int easel_main(int argc, char** argv) {
   bool topology_json = false;
   topo->add_flag("--json", topology_json,
                  "print the machine and the plan as one JSON object (see docs/TOPOLOGY.md)");
-  CLI::App* list = app.add_subcommand("list", "list the nets and algorithms");
-  bool list_json = false;
-  std::string list_net;
-  list->add_option("--net", list_net,
-                   "only this net's line: a built-in name or a description file (docs/NETS.md)");
-  list->add_flag("--json", list_json,
-                 "print them as one JSON object: nets (name, params, weight_bytes, "
-                 "flops_per_image, input, classes) and algorithms");
+  ListFlags list;
+  add_list_command(app, list);
   bench::BenchFlags bench_flags;
   CLI::App* bench = cli::add_bench_flags(app, bench_flags);
   add_own_parsers(app);
@@ -306,7 +321,7 @@ int easel_main(int argc, char** argv) {
   if (bench->parsed()) return cli::run_bench(bench_flags);
   for (const auto& command : self_run)
     if (const int rc = command(); rc >= 0) return rc;
-  if (!train->parsed() && !topo->parsed()) return cli::run_list(list_json, list_net);
+  if (!train->parsed() && !topo->parsed()) return cli::run_list(list.json, list.net);
   if (train->parsed() && explain.json && !explain.explain)
     return report(invalid_argument("--json: only with --explain"), Failure::request);
   if (train->parsed() && explain.time_exchange != 0 && !explain.explain)
