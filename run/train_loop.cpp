@@ -208,8 +208,18 @@ bool checkpoint_due(TrainRun& t, TrainSummary& sum, LoopState& s, Decision decis
     } else if (sum.checkpoints == 0) {
       due = 1;
     } else {
-      sum.checkpoint_interval_seconds = young_daly_interval(
-          sum.checkpoint_seconds / static_cast<double>(sum.checkpoints), t.cfg.mtbf_seconds);
+      const double cost = sum.checkpoint_seconds / static_cast<double>(sum.checkpoints);
+      if (sum.checkpoint_interval_seconds == 0) {  // said once, from the first checkpoint's cost
+        char b[240];
+        std::snprintf(b, sizeof b,
+                      "--checkpoint-every auto: a checkpoint takes %.1f ms from training; with "
+                      "--mtbf %g s Young/Daly's interval is %.1f s (a checkpoint at the first "
+                      "evaluation past it)",
+                      cost * 1e3, t.cfg.mtbf_seconds,
+                      young_daly_interval(cost, t.cfg.mtbf_seconds));
+        log_info("train", b);
+      }
+      sum.checkpoint_interval_seconds = young_daly_interval(cost, t.cfg.mtbf_seconds);
       due = now_seconds() - s.last_checkpoint >= sum.checkpoint_interval_seconds;
     }
   }
