@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "run/checkpoint.hpp"
 #include "run/train_config.hpp"
 #include "tools/cli/child.hpp"
 #include "tools/cli/cli.hpp"
@@ -124,14 +125,15 @@ std::vector<std::string> resume_flags(const LaunchArgs& l) {
 }
 
 // The last step metrics.jsonl records (the newest checkpoint's: one follows each record), or 0.
-int64_t last_step(const std::string& dir) {
-  std::ifstream f(fs::path(dir) / "metrics.jsonl");
-  int64_t step = 0;
-  for (std::string line; std::getline(f, line);) {
-    const json j = json::parse(line, nullptr, false);
-    if (j.is_object() && j.contains("step")) step = j["step"].get<int64_t>();
-  }
-  return step;
+// The step of DIR's checkpoint.bin, as a relaunch will read it (0: none, or one that does not
+// read). Not metrics.jsonl's last step: a checkpoint's background write may not have landed when
+// its job died, and the relaunch goes on from the one before.
+int64_t checkpoint_step(const std::string& dir) {
+  const fs::path p = fs::path(dir) / "checkpoint.bin";
+  std::error_code ec;
+  if (!fs::exists(p, ec)) return 0;
+  auto ck = read_checkpoint(p.string());
+  return ck.ok() ? ck->iterations_done : 0;
 }
 
 std::string cause_of(int rc) {
@@ -172,10 +174,10 @@ int launch(const LaunchArgs& l) {
     args.push_back(exe);
     args.push_back("train");
     args.insert(args.end(), flags.begin(), flags.end());
-    const int64_t before = last_step(l.dir);
+    const int64_t before = checkpoint_step(l.dir);
     rc = run_child("mpirun", args, "");
     if (final_exit(rc)) break;
-    const int64_t at = last_step(l.dir);
+    const int64_t at = checkpoint_step(l.dir);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     failures.push_back({{"cause", cause_of(rc)},
                         {"exit", rc},
