@@ -342,6 +342,8 @@ struct AlgoEntry {
 std::span<const AlgoEntry> algo_list();
 // The row named `name`; nullptr when there is none.
 const AlgoEntry* find_algo(std::string_view name);
+// The row named `name`, or the refusal that names --algo and the known algorithms.
+Result<const AlgoEntry*> algo_row(std::string_view name);
 Result<std::unique_ptr<Algorithm>> make_algorithm(const std::string& name);
 
 // The shared local step: next batch, forward, backward into g.diff, loss bookkeeping; adds its

@@ -163,14 +163,20 @@ double exchanged_bytes_per_image(const AlgoEntry& a, const Run& run, int64_t bat
          (static_cast<double>(groups) * static_cast<double>(k) * static_cast<double>(batch));
 }
 
-Result<std::unique_ptr<Algorithm>> make_algorithm(const std::string& name) {
-  if (const AlgoEntry* a = find_algo(name)) return a->make();
+Result<const AlgoEntry*> algo_row(std::string_view name) {
+  if (const AlgoEntry* a = find_algo(name)) return a;
   std::string known;
   for (const auto& a : kAlgos) {
     known += known.empty() ? "" : ", ";
     known += a.name;
   }
-  return invalid_argument("--algo: unknown algorithm '" + name + "' (known: " + known + ")");
+  return invalid_argument("--algo: unknown algorithm '" + std::string(name) + "' (known: " + known +
+                          ")");
+}
+
+Result<std::unique_ptr<Algorithm>> make_algorithm(const std::string& name) {
+  EASEL_ASSIGN_OR_RETURN(const AlgoEntry* a, algo_row(name));
+  return a->make();
 }
 
 }  // namespace easel

@@ -70,7 +70,7 @@ struct Item {
 };
 
 // The run's allocations in the order the trainer makes them.
-std::vector<Item> items_of(const FitRequest& req, int p, bool uses_centre) {
+std::vector<Item> items_of(const FitRequest& req, int p, const AlgoEntry& a, bool uses_centre) {
   const Placement& pl = req.placement;
   const uint64_t arena = static_cast<uint64_t>(req.cost.arena_floats) * sizeof(float);
   const uint64_t batches = req.prefetch ? 3 + 1 : 1 + 1;
@@ -88,10 +88,8 @@ std::vector<Item> items_of(const FitRequest& req, int p, bool uses_centre) {
       v.push_back({c, pl[c], g, g, arena});
   }
   if (uses_centre) v.push_back({C::centre, pl[C::centre], 0, -1, arena});
-  const AlgoEntry* a = find_algo(req.algo);
-  EASEL_CHECK(a != nullptr);  // compute_fit refused an unknown one
   for (const ExtraArena& x :
-       a->extra_arenas({p, req.sync_fast, req.overlap, req.adamw, req.feedback}))
+       a.extra_arenas({p, req.sync_fast, req.overlap, req.adamw, req.feedback}))
     v.push_back({x.cls, pl[x.cls], std::max(x.owner, 0), x.owner, arena});
   return v;
 }
@@ -304,13 +302,13 @@ void finish_fit(const FitRequest& req, Fit& fit) {
 }  // namespace
 
 Result<Fit> compute_fit(const FitRequest& req, const Topology& topo, const GroupPlan& plan) {
-  EASEL_ASSIGN_OR_RETURN(const std::unique_ptr<Algorithm> algo, make_algorithm(req.algo));
+  EASEL_ASSIGN_OR_RETURN(const AlgoEntry* row, algo_row(req.algo));
   Fit fit;
   fit.groups = static_cast<int>(plan.groups.size());
   fit.machine_bytes = topo.total_memory_bytes;
   for (int c = 0; c < kBufferClassCount; ++c)
     fit.classes[c].kind = req.placement.kind[c];
-  const std::vector<Item> items = items_of(req, fit.groups, algo->uses_centre());
+  const std::vector<Item> items = items_of(req, fit.groups, *row, row->make()->uses_centre());
   count_classes(items, fit);
 
   Placer placer(topo, fit);

@@ -141,8 +141,7 @@ void finish_summary(TrainRun& t, TrainSummary& sum) {
   sum.comm_share = all > 0 ? sum.comm_seconds / all : 0;
   sum.wait_share = all > 0 ? sum.wait_seconds / all : 0;
   sum.preempted_share = all > 0 ? sum.preempted_seconds / all : 0;
-  sum.exchanged_bytes_per_image =
-      exchanged_bytes_per_image(*find_algo(t.algo->name()), t.run, t.cfg.batch);
+  sum.exchanged_bytes_per_image = exchanged_bytes_per_image(*t.resolved.row, t.run, t.cfg.batch);
   const Run& run = t.run;
   if (values_ignored()) return;  // simulated, compute injected: no weights to hand back
   sum.final_weights.resize(static_cast<size_t>(run.arena_floats()));

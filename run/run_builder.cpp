@@ -365,7 +365,7 @@ Status plan_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices) {
   std::string mpi_note;
   if (t.world) share_cores_among_local_ranks(topo, *t.world, &mpi_note);
   EASEL_RETURN_IF_ERROR(agreed_outcome(t, [&]() -> Status {
-    EASEL_ASSIGN_OR_RETURN(t.plan, plan_groups(cfg, topo, devices));
+    EASEL_ASSIGN_OR_RETURN(t.plan, plan_groups(*t.algo, cfg, topo, devices));
     return {};
   }()));
   if (!mpi_note.empty()) t.plan.notes.push_back(mpi_note);

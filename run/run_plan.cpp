@@ -55,8 +55,8 @@ Result<RunPlan> explain_run(const TrainConfig& cfg, DataSplit& data,
   EASEL_RETURN_IF_ERROR(plan_new_run(t, data, devices));  // as train() plans it
 
   RunPlan r = t.resolved;
-  r.algorithm = t.algo->name();
-  if (const AlgoEntry* e = find_algo(r.algorithm)) r.algorithm_summary = e->summary;
+  r.algorithm = r.row->name;
+  r.algorithm_summary = r.row->summary;
   r.net = t.spec.name;
   r.data = cfg.data;
   r.train_images = t.train_count;

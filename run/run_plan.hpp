@@ -18,6 +18,9 @@
 namespace easel {
 
 struct RunPlan {
+  // The algorithm's row (algos/list.cpp), looked up once from --algo: the run's algorithm is
+  // made from it and the trainer reads its facts (phases, bytes exchanged) here.
+  const AlgoEntry* row = nullptr;
   std::string algorithm, algorithm_summary;
   std::string net;
   int64_t params = 0, arena_floats = 0;

@@ -28,7 +28,7 @@ void start_trace(TrainRun& t) {
   // summary.json's figure: for a bf16 or int8 exchange what its compressed ring sends.
   char bytes[32];
   std::snprintf(bytes, sizeof bytes, "%.6g",
-                exchanged_bytes_per_image(*find_algo(algo), run, t.cfg.batch));
+                exchanged_bytes_per_image(*t.resolved.row, run, t.cfg.batch));
   tr.set_arg("exchanged_bytes_per_image", bytes);
   tr.set_arg("trace-steps", std::to_string(t.cfg.trace_steps));
   tr.set_arg("trace-every", std::to_string(t.cfg.trace_every));
@@ -39,7 +39,7 @@ void start_trace(TrainRun& t) {
   // The main thread's units are rounds: kTraceSampledSteps of them whole, then sampled alike.
   t.main_track =
       tr.add_track("main: rounds, evaluation, checkpoints", 0, kTraceSampledSteps, 1, "round");
-  const PhaseNames names = find_algo(algo)->phases(run.params);
+  const PhaseNames names = t.resolved.row->phases(run.params);
   for (auto& g : run.groups) {
     TraceTrack* track = tr.add_track("group " + std::to_string(g->global_id), 1 + g->global_id);
     track->set_phase(0, &g->times.compute, "update", "compute");

@@ -708,12 +708,12 @@ Status validate_config(const TrainConfig& c) {
   const bool trace_in_out =
       c.trace.find('/') == std::string::npos && (!c.out.empty() || !c.resume.empty());
   if (!c.trace.empty() && !trace_in_out) EASEL_RETURN_IF_ERROR(check_trace_path(c.trace));
-  auto algo = make_algorithm(c.algo);
-  EASEL_RETURN_IF_ERROR(algo.status());
-  EASEL_RETURN_IF_ERROR(check_algo_options(c, *find_algo(c.algo)));
+  EASEL_ASSIGN_OR_RETURN(const AlgoEntry* row, algo_row(c.algo));
+  EASEL_RETURN_IF_ERROR(check_algo_options(c, *row));
   // A number of groups a one-group algorithm cannot take is a bad request, refused before any
   // data is read (exit 2); "auto", "numa" and cpu lists are checked once planned (trainer.cpp).
-  if (c.plan.groups.is_count()) EASEL_RETURN_IF_ERROR(check_group_count(**algo, c.plan.groups.n));
+  if (c.plan.groups.is_count())
+    EASEL_RETURN_IF_ERROR(check_group_count(*row->make(), c.plan.groups.n));
   // A net description is checked whole (but its shapes, which follow the data) before the data
   // is read.
   EASEL_RETURN_IF_ERROR(check_model(c.net));

@@ -7,9 +7,8 @@
 
 namespace easel {
 
-Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo,
+Result<GroupPlan> plan_groups(const Algorithm& algo, const TrainConfig& cfg, const Topology& topo,
                               const DeviceRegistry& devices) {
-  EASEL_ASSIGN_OR_RETURN(std::unique_ptr<Algorithm> algo, make_algorithm(cfg.algo));
   EASEL_ASSIGN_OR_RETURN(DeviceRequest dev, bind_device(cfg.device, devices));
   PlanRequest req = cfg.plan;
   if (dev.gpu) {
@@ -20,7 +19,7 @@ Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo,
       return unavailable("--device " + device_text(cfg.device) + ": " + units.status().message());
     std::vector<int> ordinals = dev.ordinals;
     if (ordinals.empty())  // every GPU; a one-group algorithm the first
-      for (int u = 0; u < *units && u < algo->max_groups(); ++u)
+      for (int u = 0; u < *units && u < algo.max_groups(); ++u)
         ordinals.push_back(u);
     for (int o : ordinals)
       if (o >= *units)
@@ -32,8 +31,8 @@ Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo,
       return invalid_argument("--groups " + req.groups.text() + ": with --device " +
                               device_text(cfg.device) + " each listed GPU is one worker group (" +
                               std::to_string(n) + " GPU(s)" +
-                              (algo->max_groups() == 1 && dev.ordinals.empty()
-                                   ? ": " + algo->name() + " runs on the first)"
+                              (algo.max_groups() == 1 && dev.ordinals.empty()
+                                   ? ": " + algo.name() + " runs on the first)"
                                    : ")"));
     req.groups = GroupCount::of(n);
     if (req.threads_per_group == 0 && req.threads == 0 && req.cpu_lists.empty())
@@ -42,23 +41,24 @@ Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo,
     EASEL_ASSIGN_OR_RETURN(GroupPlan plan, make_plan(topo, req));
     for (size_t i = 0; i < plan.groups.size(); ++i)
       plan.groups[i].gpu = ordinals[i];
-    EASEL_RETURN_IF_ERROR(check_group_count(*algo, n));
+    EASEL_RETURN_IF_ERROR(check_group_count(algo, n));
     return plan;
   }
-  if (algo->max_groups() == 1 && req.groups.is_auto() && req.cpu_lists.empty()) {
+  if (algo.max_groups() == 1 && req.groups.is_auto() && req.cpu_lists.empty()) {
     req.groups = GroupCount::of(1);
     if (req.threads_per_group == 0)
       req.threads_per_group = req.threads > 0 ? req.threads : topo.core_count();
   }
   EASEL_ASSIGN_OR_RETURN(GroupPlan plan, make_plan(topo, req));
   // Refused here too, so that `easel topology` shows no plan that `easel train` would refuse.
-  EASEL_RETURN_IF_ERROR(check_group_count(*algo, static_cast<int>(plan.groups.size())));
+  EASEL_RETURN_IF_ERROR(check_group_count(algo, static_cast<int>(plan.groups.size())));
   EASEL_RETURN_IF_ERROR(check_hbw_placement(topo, cfg.placement));  // cache mode: no hbw node
   return plan;
 }
 
 Status plan_new_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices) {
-  EASEL_ASSIGN_OR_RETURN(t.algo, make_algorithm(t.cfg.algo));
+  EASEL_ASSIGN_OR_RETURN(t.resolved.row, algo_row(t.cfg.algo));
+  t.algo = t.resolved.row->make();
   EASEL_ASSIGN_OR_RETURN(t.dev_req, bind_device(t.cfg.device, devices));
   if (data.train.count == 0 || data.test.count == 0)
     return invalid_argument("--data: the training and test sets must not be empty");

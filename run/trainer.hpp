@@ -136,11 +136,12 @@ class TrainObserver {
   virtual const std::atomic<int>* stop_flag() const { return nullptr; }
 };
 
-// The worker-group plan for cfg on topo: the user's request, except that a one-group
-// algorithm (sgd, msgd) on --groups auto gets one group of all the threads. An accelerator
+// The worker-group plan for cfg on topo, for cfg's algorithm `algo` (as made from the run's
+// row): the user's request, except that a one-group algorithm (sgd, msgd) on --groups auto
+// gets one group of all the threads. An accelerator
 // kind (--device cuda) gives each of its units one group: `devices` says which kinds there are
 // and how many units each has (tests substitute a stand-in GPU).
-Result<GroupPlan> plan_groups(const TrainConfig& cfg, const Topology& topo,
+Result<GroupPlan> plan_groups(const Algorithm& algo, const TrainConfig& cfg, const Topology& topo,
                               const DeviceRegistry& devices = {});
 
 // Trains. `cfg` has passed validate_config (run/train_config.hpp); `data` is shared read-only

@@ -94,45 +94,26 @@ class NcclComm final : public Comm {
     EASEL_CUDA_CHECK(cudaStreamSynchronize(r.stream));
   }
 
-  // Non-root ranks pass no receive buffer: NCCL uses recvbuff on the root only (its argument
-  // check skips it elsewhere), and this keeps it off whatever `dst` a non-root caller passed.
   void reduce_sum(int rank, const float* src, float* dst, int64_t n, int root) override {
-    NcclRank& r = at(rank);
-    at(root);
-    EASEL_CHECK(n >= 0);
-    if (n == 0) return;
-    EASEL_NCCL_CHECK(ncclReduce(src, rank == root ? dst : nullptr, static_cast<size_t>(n),
-                                ncclFloat, ncclSum, root, r.comm, r.stream));
-    EASEL_CUDA_CHECK(cudaStreamSynchronize(r.stream));
+    rooted("ncclReduce", rank, n, root, false, [&](const NcclRank& r, cudaStream_t s) {
+      return reduce_call(r, src, rank == root ? dst : nullptr, n, root, s);
+    });
   }
-
   void broadcast(int rank, float* buf, int64_t n, int root) override {
-    NcclRank& r = at(rank);
-    at(root);
-    EASEL_CHECK(n >= 0);
-    if (n == 0) return;
-    EASEL_NCCL_CHECK(
-        ncclBroadcast(buf, buf, static_cast<size_t>(n), ncclFloat, root, r.comm, r.stream));
-    EASEL_CUDA_CHECK(cudaStreamSynchronize(r.stream));
+    rooted("ncclBroadcast", rank, n, root, false, [&](const NcclRank& r, cudaStream_t s) {
+      return ncclBroadcast(buf, buf, static_cast<size_t>(n), ncclFloat, root, r.comm, s);
+    });
   }
-
   // Queued on the device's communication stream, not waited for (Device::synchronize_comm).
   void reduce_sum_queued(int rank, const float* src, float* dst, int64_t n, int root) override {
-    NcclRank& r = at(rank);
-    at(root);
-    EASEL_CHECK(n >= 0);
-    if (n == 0) return;
-    EASEL_NCCL_CHECK(ncclReduce(src, rank == root ? dst : nullptr, static_cast<size_t>(n),
-                                ncclFloat, ncclSum, root, r.comm, r.comm_stream));
+    rooted("ncclReduce", rank, n, root, true, [&](const NcclRank& r, cudaStream_t s) {
+      return reduce_call(r, src, rank == root ? dst : nullptr, n, root, s);
+    });
   }
-
   void broadcast_queued(int rank, float* buf, int64_t n, int root) override {
-    NcclRank& r = at(rank);
-    at(root);
-    EASEL_CHECK(n >= 0);
-    if (n == 0) return;
-    EASEL_NCCL_CHECK(
-        ncclBroadcast(buf, buf, static_cast<size_t>(n), ncclFloat, root, r.comm, r.comm_stream));
+    rooted("ncclBroadcast", rank, n, root, true, [&](const NcclRank& r, cudaStream_t s) {
+      return ncclBroadcast(buf, buf, static_cast<size_t>(n), ncclFloat, root, r.comm, s);
+    });
   }
 
   void barrier(int rank) override {
@@ -150,6 +131,26 @@ class NcclComm final : public Comm {
   }
 
  private:
+  // Non-root ranks pass no receive buffer: NCCL uses recvbuff on the root only (its argument
+  // check skips it elsewhere), and this keeps it off whatever `dst` a non-root caller passed.
+  static ncclResult_t reduce_call(const NcclRank& r, const float* src, float* dst, int64_t n,
+                                  int root, cudaStream_t s) {
+    return ncclReduce(src, dst, static_cast<size_t>(n), ncclFloat, ncclSum, root, r.comm, s);
+  }
+  // A rooted collective of rank's, `what` (NCCL's name, for its error): `call(rank, stream)` on
+  // its stream, waited for, or queued on its communication stream; nothing for n == 0.
+  template <class Call>
+  void rooted(const char* what, int rank, int64_t n, int root, bool queued, Call call) {
+    NcclRank& r = at(rank);
+    at(root);
+    EASEL_CHECK(n >= 0);
+    if (n == 0) return;
+    const cudaStream_t s = queued ? r.comm_stream : r.stream;
+    const ncclResult_t e = call(r, s);
+    if (e != ncclSuccess) cuda_fatal(nccl_error(e, what, __FILE__, __LINE__));
+    if (!queued) EASEL_CUDA_CHECK(cudaStreamSynchronize(s));
+  }
+
   NcclRank& at(int rank) {
     EASEL_CHECK(rank >= 0 && rank < size());
     return ranks_[static_cast<size_t>(rank)];

@@ -358,11 +358,14 @@ TEST(GpuPaths, RefusalsNameTheFlag) {
 TEST(GpuPaths, OneGroupAlgorithmTakesTheFirstGpu) {
   g_gpu_count = 2;
   Topology topo = detect_topology().value();
-  auto plan = plan_groups(config("msgd", "cuda"), topo, fake_backend());
+  const auto groups_of = [&](const TrainConfig& c) {
+    return plan_groups(*make_algorithm(c.algo).value(), c, topo, fake_backend());
+  };
+  auto plan = groups_of(config("msgd", "cuda"));
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   ASSERT_EQ(plan->groups.size(), 1u);
   EXPECT_EQ(plan->groups[0].gpu, 0);
-  plan = plan_groups(config("sync-easgd", "cuda"), topo, fake_backend());
+  plan = groups_of(config("sync-easgd", "cuda"));
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   EXPECT_EQ(plan->groups.size(), 2u);
 }

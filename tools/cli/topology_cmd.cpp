@@ -122,8 +122,10 @@ Result<Fit> fit_for(const TrainConfig& cfg, const Topology& topo, const GroupPla
 int run_topology(const TrainConfig& cfg, bool as_json, bool fit) {
   auto topo = detect_topology();
   if (!topo.ok()) return report(topo.status(), failure_of(topo.status()));
+  auto algo = make_algorithm(cfg.algo);
+  if (!algo.ok()) return report(algo.status(), failure_of(algo.status()));
   if (as_json) {
-    auto plan = plan_groups(cfg, topo.value());
+    auto plan = plan_groups(**algo, cfg, topo.value());
     if (!plan.ok()) return report(plan.status(), failure_of(plan.status()));
     json j = plan_json(cfg, *topo, *plan);
     if (fit) {
@@ -147,7 +149,7 @@ int run_topology(const TrainConfig& cfg, bool as_json, bool fit) {
   } else {
     std::printf("GPUs: none (%s)\n", gpus.status().message().c_str());
   }
-  auto plan = plan_groups(cfg, topo.value());
+  auto plan = plan_groups(**algo, cfg, topo.value());
   if (!plan.ok()) return report(plan.status(), failure_of(plan.status()));
   std::printf("plan for --algo %s:\n%s", cfg.algo.c_str(), plan->to_string().c_str());
   if (topo->has_hbw_node())
