@@ -16,6 +16,18 @@
 
 namespace easel_test {
 
+// A fresh, empty folder for one test: under the test temporary directory, named for the test
+// program (`tag`), this process and `name`. The programs that share a process differ by tag;
+// two runs on one machine (a CI clone beside a checkout) by process.
+inline std::filesystem::path tmp_dir(const std::string& tag, const std::string& name) {
+  namespace fs = std::filesystem;
+  const fs::path d = fs::path(::testing::TempDir()) /
+                     ("easel_" + tag + "_" + std::to_string(::getpid()) + "_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
 struct Out {
   int code = -1;
   std::string out, err;

@@ -29,12 +29,7 @@ using easel_test::wait_exit;
 using easel_test::wait_for_lines;
 
 fs::path tmp_dir(const std::string& name) {
-  // Per process: two test runs on one machine (a CI clone beside a checkout) must not share.
-  fs::path d =
-      fs::path(::testing::TempDir()) / ("easel_cli_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
+  return easel_test::tmp_dir("cli", name);
 }
 
 Out easel(const std::string& args) {

@@ -26,11 +26,7 @@ using easel_test::Out;
 using easel_test::slurp;
 
 fs::path tmp_dir(const std::string& name) {
-  fs::path d =
-      fs::path(::testing::TempDir()) / ("easel_user_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
+  return easel_test::tmp_dir("user", name);
 }
 
 Out easel(const std::string& args, const std::string& env = "") {

@@ -30,11 +30,7 @@ using easel_test::Out;
 using easel_test::slurp;
 
 fs::path tmp_dir(const std::string& name) {
-  fs::path d =
-      fs::path(::testing::TempDir()) / ("easel_export_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
+  return easel_test::tmp_dir("export", name);
 }
 
 std::string source(const std::string& rel) {

@@ -30,11 +30,7 @@ using easel_test::wait_exit;
 using nlohmann::json;
 
 fs::path tmp_dir(const std::string& name) {
-  fs::path d =
-      fs::path(::testing::TempDir()) / ("easel_sweep_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
+  return easel_test::tmp_dir("sweep", name);
 }
 
 Out easel(const std::string& args, const std::string& env = "") {

@@ -28,11 +28,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 fs::path tmp_dir(const std::string& name) {
-  fs::path d =
-      fs::path(::testing::TempDir()) / ("easel_trace_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
+  return easel_test::tmp_dir("trace", name);
 }
 
 struct Span {
