@@ -3,6 +3,7 @@
 // (include/easel/data.hpp: a quarter of the float32 images) is the only one, so that a data set
 // costs at most 1.25 times its arrays while they live, and a quarter once they are dropped.
 #include <pybind11/numpy.h>
+#include <pybind11/stl.h>
 
 #include <optional>
 #include <span>
@@ -44,7 +45,7 @@ py::array images_of(const std::string& set, py::handle obj) {
 // (4 bytes a label, small beside an image); a value int32 cannot hold is refused as out of
 // range rather than wrapped.
 std::vector<int32_t> labels_of(const std::string& set, py::handle obj, int64_t classes,
-                               py::array* borrowed) {
+                               py::object* borrowed) {
   auto a = py::array::ensure(obj);
   if (!a || a.ndim() != 1 || (a.dtype().kind() != 'i' && a.dtype().kind() != 'u'))
     refuse(set, "labels must be a 1-D numpy array of integers");
@@ -69,7 +70,7 @@ std::vector<int32_t> labels_of(const std::string& set, py::handle obj, int64_t c
 void set_arrays(api::Data& data, const std::string& set, py::handle images, py::handle labels,
                 int64_t classes) {
   const py::array im = images_of(set, images);
-  py::array borrowed;
+  py::object borrowed;  // null unless the labels are used where they are
   const std::vector<int32_t> converted = labels_of(set, labels, classes, &borrowed);
   api::ImageArrays a;
   a.count = im.shape(0);
@@ -78,9 +79,12 @@ void set_arrays(api::Data& data, const std::string& set, py::handle images, py::
   a.width = im.shape(im.ndim() - 1);
   a.classes = classes;
   a.images = {static_cast<const float*>(im.data()), static_cast<size_t>(im.size())};
-  a.labels = borrowed ? std::span<const int32_t>(static_cast<const int32_t*>(borrowed.data()),
-                                                 static_cast<size_t>(borrowed.size()))
-                      : std::span<const int32_t>(converted);
+  if (borrowed) {
+    const auto l = borrowed.cast<py::array>();
+    a.labels = {static_cast<const int32_t*>(l.data()), static_cast<size_t>(l.size())};
+  } else {
+    a.labels = converted;
+  }
   api::Status st;
   {
     py::gil_scoped_release unlocked;
