@@ -125,6 +125,8 @@ class Driver {
 
 py::dict train(const api::Config& config, api::Data* data, const py::object& out,
                const py::object& progress) {
+  if (!progress.is_none() && !PyCallable_Check(progress.ptr()))
+    throw py::type_error("progress must be callable (it is called with each evaluation's dict)");
   api::Config cfg = config;
   if (!out.is_none())
     if (api::Status st =

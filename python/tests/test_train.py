@@ -28,6 +28,8 @@ def test_same_metrics_as_the_cli(tmp_path, fashion):
     summary = easel.train(easel.Config(**RUN), out=tmp_path / "py", progress=seen.append)
     a, b = numbers(tmp_path / "cli" / "metrics.jsonl"), numbers(tmp_path / "py" / "metrics.jsonl")
     assert len(a) == 2 and a == b
+    # And the same settings, as a resumed run would read them.
+    assert (tmp_path / "cli" / "config.json").read_text() == (tmp_path / "py" / "config.json").read_text()
     # The callback saw each evaluation, with the record's numbers.
     assert [e["step"] for e in seen] == [20, 40]
     assert [repr(e["test_loss"]) for e in seen] == [r["test_loss"] for r in b]
