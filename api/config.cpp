@@ -1,5 +1,6 @@
 // Config: the train settings table (run/train_config.hpp) behind names and text.
 #include "api/convert.hpp"
+#include "engine/nearest.hpp"
 
 namespace easel::api {
 
@@ -55,6 +56,10 @@ Status Config::get(std::string_view name, std::string* value) const {
 
 Status Config::validate() const {
   return from_internal(validate_config(impl_->cfg));
+}
+
+std::string Config::nearest_name(std::string_view name) {
+  return nearest(std::string(name), setting_names());
 }
 
 bool Config::may_change_on_resume(std::string_view name) {

@@ -38,6 +38,9 @@ class Config {
 
   // The names of every setting, in `easel train --help` order.
   static std::vector<std::string> setting_names();
+  // The setting a misspelt `name` is nearest to ("lr" for "lrr"), by the rule easel train's
+  // "did you mean" uses (a few edits, case folded); "" when none is near or `name` is one.
+  static std::string nearest_name(std::string_view name);
   // Whether a resumed run (the `resume` setting) may give this setting a value of its own (the
   // run's length, its evaluations, checkpoints and data threads, and what no run directory
   // keeps: progress, log-level; `easel train --help` marks them "may change on --resume");

@@ -4,10 +4,12 @@
 # on Fashion-MNIST and checks what it printed and the weights file it saved; then builds and runs
 # it against the build tree (meson-uninstalled/easel-uninstalled.pc), as a user of an uninstalled
 # build would.
-#   install_check.sh BUILD_ROOT SOURCE_ROOT
+#   install_check.sh BUILD_ROOT SOURCE_ROOT [PYTHON]
+# With PYTHON (the one the Python module was built for), the installed module is checked too.
 set -eu
 build=$1
 src=$2
+python=${3:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "install_check: $*" >&2; [ -f "$tmp/out.txt" ] && cat "$tmp/out.txt" >&2; exit 1; }
@@ -46,6 +48,22 @@ n=$(sed -n 's/^saved \([0-9]*\) weights to centre.bin$/\1/p' out.txt)
 [ "$(head -c 8 centre.bin)" = "EASELW1" ] || fail "centre.bin has no EASELW1 header"
 size=$(wc -c < centre.bin)
 [ "$size" -eq $((16 + 4 * n)) ] || fail "centre.bin holds $size bytes, expected $((16 + 4 * n))"
+
+# The Python module (-Dpython, docs/API.md "Python"), when this build has it: installed in the
+# prefix's dist-packages, it imports from there, trains on the installed libeasel and runs the
+# installed easel program's commands.
+pymod=$(find "$tmp/root" -name '_easel*.so' | head -n 1)
+if [ -n "$pymod" ] && [ -n "$python" ]; then
+  prog=$(find "$tmp/root" -path '*/bin/easel' | head -n 1)
+  PYTHONPATH="$(dirname "$(dirname "$pymod")")" EASEL_PROGRAM="$prog" "$python" -c '
+import sys, easel
+assert easel.__file__.startswith(sys.argv[1]), easel.__file__
+s = easel.train(easel.Config(net="lenet", iterations=4, eval_every=2, eval_images=64),
+                data=easel.Data.load("synthetic:256:1x28x28:10"))
+assert s["stopped"] == "completed" and s["steps"] == 4, s
+assert "seconds_per_iteration" in easel.model(machine="knl-7250", net="lenet")
+' "$tmp/root" > "$tmp/out.txt" 2>&1 || fail "the installed Python module failed"
+fi
 
 # The build tree, uninstalled: meson-uninstalled/easel-uninstalled.pc (pkg-config picks the
 # -uninstalled file first) gives the public headers' folder and the built libeasel.

@@ -80,6 +80,11 @@ TEST(ApiConfig, SetsByNameAndNamesTheSettingInErrors) {
   EXPECT_EQ(st.code(), Code::invalid_argument);
   EXPECT_NE(st.message().find("--lr"), std::string::npos) << st.message();
   EXPECT_FALSE(Config::setting_names().empty());
+  // easel train's "did you mean": a typo's nearest setting, none for a name or a far word.
+  EXPECT_EQ(Config::nearest_name("lrr"), "lr");
+  EXPECT_EQ(Config::nearest_name("eval_every"), "eval-every");
+  EXPECT_EQ(Config::nearest_name("lr"), "");
+  EXPECT_EQ(Config::nearest_name("xyzzyq"), "");
   // A negation holds the opposite of its setting.
   ASSERT_TRUE(cfg.set("no-prefetch", "true").ok());
   ASSERT_TRUE(cfg.get("prefetch", &v).ok());

@@ -54,12 +54,8 @@ void add_setting_flags(CLI::App& app, unsigned command, SettingValues& values);
 // easel's --help layout (set on the app before its subcommands, which inherit it): CLI11's, but
 // a boolean pair shows its names and its default, not the value its second name sets.
 std::shared_ptr<CLI::Formatter> help_formatter();
-// The candidate nearest `word` by edit distance (insertions, deletions, substitutions and swaps
-// of neighbours, ignoring case) when it is near enough to be a typo of it: at most 1 edit for
-// words up to 4 characters, 2 up to 8, else 3; "" when none is (or `word` is one of them).
-std::string nearest(const std::string& word, const std::vector<std::string>& candidates);
 // " (did you mean X?)" for the candidate nearest `word` when it is near enough to be a typo
-// (nearest), else "".
+// (easel::nearest, engine/nearest.hpp), else "".
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
 // The names of the settings `command` takes (the config file's keys) and of its booleans.
 std::vector<std::string> setting_names(unsigned command, bool booleans_only = false);
