@@ -165,7 +165,7 @@ class Run {
   const Summary& summary() const { return summary_; }
   const std::vector<float>& weights() const { return weights_; }
 
-  struct Impl;  // the run as opened (api/run.cpp)
+  struct Impl;  // the run as opened (api/run_impl.cpp)
 
  private:
   class Observer;
