@@ -128,10 +128,20 @@ TEST_P(OnnxTwin, GivesPyTorchsLogits) {
 }
 
 const Case kCases[] = {
-    {"lenet", {1, 28, 28, 10}, Layout::nchw},         {"lenet", {1, 28, 28, 10}, Layout::nhwc},
-    {"cifar10-quick", {3, 32, 32, 10}, Layout::nhwc}, {"resnet18", {3, 32, 32, 10}, Layout::nhwc},
-    {"resnet18", {3, 32, 32, 10}, Layout::nchw},      {"googlenet", {3, 32, 32, 10}, Layout::nhwc},
-    {"resnet18", {3, 32, 32, 10}, Layout::nhwc, 11},  {"lenet", {1, 28, 28, 10}, Layout::nhwc, 17},
+    {"lenet", {1, 28, 28, 10}, Layout::nchw},
+    {"lenet", {1, 28, 28, 10}, Layout::nhwc},
+    {"cifar10-quick", {3, 32, 32, 10}, Layout::nhwc},
+    {"resnet18", {3, 32, 32, 10}, Layout::nhwc},
+    {"resnet18", {3, 32, 32, 10}, Layout::nchw},
+    {"googlenet", {3, 32, 32, 10}, Layout::nhwc},
+    {"resnet18", {3, 32, 32, 10}, Layout::nhwc, 11},
+    {"lenet", {1, 28, 28, 10}, Layout::nhwc, 17},
+    // nn.LocalResponseNorm: the subgraph torch writes for it (nets/models/onnx_lrn.hpp).
+    {"alexnet-cifar", {3, 32, 32, 10}, Layout::nchw, 11},
+    {"alexnet-cifar", {3, 32, 32, 10}, Layout::nhwc, 13},
+    {"alexnet-cifar", {3, 32, 32, 10}, Layout::nhwc, 17},
+    {"vgg19", {3, 32, 32, 10}, Layout::nhwc},
+    {"vgg19-224", {3, 224, 224, 10}, Layout::nhwc},
 };
 INSTANTIATE_TEST_SUITE_P(Nets, OnnxTwin, testing::ValuesIn(kCases),
                          [](const testing::TestParamInfo<Case>& i) {
@@ -140,7 +150,8 @@ INSTANTIATE_TEST_SUITE_P(Nets, OnnxTwin, testing::ValuesIn(kCases),
                                            "_opset" + std::to_string(i.param.opset);
                            for (char& ch : s)
                              if (ch == '-') ch = '_';
-                           return s;
+                           // Minutes on 2 cores: the workloads suite's nets_slow.
+                           return i.param.in.height > 100 ? s + "_Slow" : s;
                          });
 
 TEST(OnnxImport, RefusesWhatItCannotRead) {
@@ -190,6 +201,20 @@ TEST(OnnxImport, RefusesWhatItCannotRead) {
             std::string::npos)
       << m;
   EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  // PyTorch's LRN subgraph with one node changed: refused at that node, saying why.
+  m = import_error(d / "hostile/lrn_window.onnx");
+  EXPECT_NE(m.find("node '/1/AveragePool' (AveragePool): its channels are padded 2 and 2, not 1 "
+                   "and 1 for a window of 3"),
+            std::string::npos)
+      << m;
+  m = import_error(d / "hostile/lrn_sigmoid.onnx");
+  EXPECT_NE(m.find("node '/1/Sigmoid' (Sigmoid): not an op of the LRN pattern PyTorch writes "
+                   "(expected its Unsqueeze of x*x on axis 1)"),
+            std::string::npos)
+      << m;
+  m = import_error(d / "hostile/lrn_alpha.onnx");
+  EXPECT_NE(m.find("(Mul): its second input is not a float32 scalar constant"), std::string::npos)
+      << m;
 }
 
 }  // namespace
