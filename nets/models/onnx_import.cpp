@@ -211,6 +211,7 @@ Result<OnnxParam> Importer::floats(const onnx::NodeProto& n, int i, size_t rank)
   if (t->data_type() != onnx::TensorProto::FLOAT)
     return refuse(n, "initializer '" + printable(t->name()) + "' is not float32");
   OnnxParam p;
+  p.name = n.input(i);
   p.dims.assign(t->dims().begin(), t->dims().end());
   if (rank && p.dims.size() != rank)
     return refuse(n, "initializer '" + printable(t->name()) + "' has shape " + dims_text(p.dims) +

@@ -3,10 +3,11 @@
 tests/nets/test_onnx_import.cpp:  onnx_twin.py NET OUT_DIR [OPSET]
   NET: lenet, cifar10-quick, alexnet-cifar (the twins of tools/pytorch/net_equivalence.py),
        resnet18, googlenet, vgg19 (torchvision, 10 classes, 3x32x32), vgg19-224 (3x224x224),
-       sigmoid (a net with an op easel
-       lacks).
+       sigmoid (a net with an op easel lacks).
 OUT_DIR/NET.onnx, OUT_DIR/images.bin (float32 [4, C, H, W]) and OUT_DIR/logits.bin (float32
-[4, classes], the eval-mode forward pass in float64, rounded). Exit 77 without torch."""
+[4, classes], the eval-mode forward pass in float64, rounded), and (at most 100x100 images) one
+training step's gradients (gradients() below). Exit 77 without torch."""
+import copy
 import os
 import sys
 
@@ -107,6 +108,25 @@ def lrn_variants(out):
     variant("lrn_alpha.onnx", alpha)
 
 
+def gradients(model, x, out):
+    """One training step's d mean_loss / d parameter, as easel's train_step computes it (batch
+    norm on the batch's statistics; no Dropout: the eval-mode export has none), in float64 and
+    in float32 (PyTorch's own round-off): OUT/labels.bin (int32 [4]), OUT/grads/NAME.bin and
+    OUT/grads_f32/NAME.bin (float32, PyTorch's shape), NAME being the parameter's (the ONNX
+    initializer's) name."""
+    labels = torch.arange(x.shape[0], dtype=torch.int64) % 10
+    labels.int().numpy().tofile(os.path.join(out, "labels.bin"))
+    for dtype, sub in ((torch.float64, "grads"), (torch.float32, "grads_f32")):
+        m = copy.deepcopy(model).to(dtype).train()
+        for d in m.modules():
+            if isinstance(d, nn.Dropout):
+                d.eval()
+        nn.functional.cross_entropy(m(x.to(dtype)), labels).backward()
+        os.makedirs(os.path.join(out, sub), exist_ok=True)
+        for name, p in m.named_parameters():
+            p.grad.float().numpy().tofile(os.path.join(out, sub, name + ".bin"))
+
+
 def main():
     if sys.argv[1] == "hostile":
         return hostile(sys.argv[2])
@@ -128,6 +148,8 @@ def main():
     # PRESERVE: batch norm stays a node (eval mode would fold it into the convolutions).
     torch.onnx.export(model, x, os.path.join(out, name + ".onnx"), opset_version=opset,
                       training=torch.onnx.TrainingMode.PRESERVE)
+    if shape[1] <= 100:
+        gradients(model, x, out)
     with torch.no_grad():
         logits = model.double()(x.double()).float()
     x.numpy().tofile(os.path.join(out, "images.bin"))
