@@ -79,7 +79,12 @@ Result<const Ints*> LrnMatcher::ints(const onnx::NodeProto& n, int i) {
   Ints v;
   v.dims.assign(t->dims().begin(), t->dims().end());
   const size_t count = t->has_raw_data() ? t->raw_data().size() / 8 : t->int64_data_size();
-  if (count > kMaxInts) return refuse_(n, "a shape constant of more than 64 values");
+  size_t declared = 1;  // its dims' product (an If branch's Constant is not checked on reading)
+  for (int64_t d : v.dims)
+    declared *=
+        d >= 0 && d <= static_cast<int64_t>(kMaxInts) ? static_cast<size_t>(d) : kMaxInts + 1;
+  if (count > kMaxInts || declared != count)
+    return refuse_(n, "a shape constant of more than 64 values, or not of its dims' count");
   v.v.resize(count);
   for (size_t k = 0; k < count; ++k)
     if (t->has_raw_data())
@@ -102,6 +107,8 @@ Result<Ints> LrnMatcher::reshape_ints(const onnx::NodeProto& n, const Ints& a) {
   int64_t known = 1, free = -1;
   for (size_t i = 0; i < r.dims.size(); ++i) {
     if (r.dims[i] == 0 && i < a.dims.size()) r.dims[i] = a.dims[i];
+    if (r.dims[i] > static_cast<int64_t>(kMaxInts))  // more values than a shape tensor holds
+      return refuse_(n, "a shape " + text(s->v) + " of more than 64 values");
     if (r.dims[i] == -1 && free < 0)
       free = static_cast<int64_t>(i);
     else if (r.dims[i] < 0)
@@ -307,7 +314,8 @@ Status LrnMatcher::squeeze(const onnx::NodeProto& n) {
       if (b.node(i).op_type() == "Constant" && b.node(i).output_size() == 1 &&
           onnx_attr::find(b.node(i), "value"))
         branch_consts_[b.node(i).output(0)] = &onnx_attr::find(b.node(i), "value")->t();
-      else if (i != b.node_size() - 1 || b.output_size() != 1 ||
+      else if (i != b.node_size() - 1 || b.node(i).op_type() != "Squeeze" ||
+               b.node(i).output_size() != 1 || b.output_size() != 1 ||
                b.output(0).name() != b.node(i).output(0))
         return refuse_(n, "its then branch is not Constants and a Squeeze");
     EASEL_RETURN_IF_ERROR(squeeze(b.node(b.node_size() - 1)));
