@@ -1,6 +1,7 @@
 // `easel train --net FILE.onnx` and `easel list --net FILE.onnx` from the command line: PyTorch's
 // lenet twin (tests/nets/onnx_twin.py) trains on Fashion-MNIST from its own weights; a graph
-// with an op easel lacks is refused in one line, exit 2.
+// with an op easel lacks is refused in one line, exit 2; easel bench times a file's net on its
+// own input.
 #include <gtest/gtest.h>
 
 #include <filesystem>
