@@ -3,6 +3,7 @@
 #include "api/run_dir.hpp"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -246,12 +247,14 @@ Status check_settings(const Checkpoint& ck, const TrainConfig& cfg, const Settin
 // Removes the checkpoint temporaries (checkpoint.bin.tmp.PID.RANDOM) that a killed run left in
 // `out`: those of processes that are gone.
 void remove_stale_temporaries(const fs::path& out) {
-  const std::string prefix = "checkpoint.bin.tmp.";
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(out, ec)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind(prefix, 0) != 0) continue;
-    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    size_t tail = 0;
+    for (const char* prefix : {"checkpoint.bin.tmp.", "best.bin.tmp."})
+      if (name.rfind(prefix, 0) == 0) tail = std::strlen(prefix);
+    if (tail == 0) continue;
+    const long pid = std::strtol(name.c_str() + tail, nullptr, 10);
     if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
       std::error_code ignored;
       fs::remove(e.path(), ignored);
@@ -364,6 +367,8 @@ Status Writer::prepare(const TrainConfig& cfg, json config, const Checkpoint* re
   remove_stale_temporaries(out_);
   if (resume) {
     resume_step_ = resume->iterations_done;
+    // best.bin holds the best of the evaluations before it (ck.best_accuracy), when it is there.
+    if (fs::exists(out_ / "best.bin", ec)) best_accuracy_ = resume->best_accuracy;
     if (fs::exists(out_ / "metrics.jsonl", ec) &&
         !std::ofstream(out_ / "metrics.jsonl", std::ios::app))
       return io_error("--resume: cannot append to " + (out_ / "metrics.jsonl").string());
@@ -376,6 +381,7 @@ Status Writer::prepare(const TrainConfig& cfg, json config, const Checkpoint* re
     return {};
   }
   fs::remove(out_ / "checkpoint.bin", ec);
+  fs::remove(out_ / "best.bin", ec);
   fs::remove(out_ / "summary.json", ec);
   metrics_.open(out_ / "metrics.jsonl", std::ios::trunc);
   if (!metrics_) return io_error("--out: cannot write " + (out_ / "metrics.jsonl").string());
@@ -438,23 +444,50 @@ void Writer::record(const EvalRecord& r) {
             {"staleness_mean", r.staleness_mean},
             {"staleness_max", r.staleness_max},
             {"groups", groups}};
+  last_step_ = r.step;
+  last_accuracy_ = r.test_accuracy;
   if (r.step > skip_through_) {
     metrics_ << j.dump() << "\n";
     metrics_.flush();
   }
 }
 
+namespace {
+
+// best.bin as the checkpoint just written: a second name of its file (a hard link, no bytes
+// copied; a copy where the file system has none), put in place by a rename.
+Status keep_as_best(const fs::path& checkpoint, const fs::path& best) {
+  const fs::path tmp = best.string() + ".tmp." + std::to_string(::getpid());
+  std::error_code ec;
+  fs::remove(tmp, ec);
+  fs::create_hard_link(checkpoint, tmp, ec);
+  if (ec) fs::copy_file(checkpoint, tmp, fs::copy_options::overwrite_existing, ec);
+  if (!ec) fs::rename(tmp, best, ec);
+  if (!ec) return {};
+  fs::remove(tmp, ec);
+  return io_error("cannot write " + best.string() + " (the best evaluation's weights)");
+}
+
+}  // namespace
+
 Status Writer::checkpoint(Checkpoint ck) {
   Status earlier = finish_checkpoint();
-  pending_ = std::async(std::launch::async, [this, path = checkpoint_path_, ck = std::move(ck)] {
-    const auto t = std::chrono::steady_clock::now();
-    Status st = write_checkpoint(path, ck);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-    checkpoint_write_seconds_ += s;  // read after the future is waited for
-    log_debug("train", "checkpoint at step " + std::to_string(ck.iterations_done) + " written in " +
-                           std::to_string(s * 1e3) + " ms");
-    return st;
-  });
+  // The checkpoint of an evaluation better than every one before: also best.bin.
+  const bool best =
+      !ck.mid_round && ck.iterations_done == last_step_ && last_accuracy_ > best_accuracy_;
+  if (best) best_accuracy_ = last_accuracy_;
+  pending_ =
+      std::async(std::launch::async, [this, path = checkpoint_path_, ck = std::move(ck), best] {
+        const auto t = std::chrono::steady_clock::now();
+        Status st = write_checkpoint(path, ck);
+        if (st.ok() && best) st = keep_as_best(path, out_ / "best.bin");
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+        checkpoint_write_seconds_ += s;  // read after the future is waited for
+        log_debug("train", "checkpoint at step " + std::to_string(ck.iterations_done) +
+                               " written in " + std::to_string(s * 1e3) + " ms");
+        return st;
+      });
   return earlier;
 }
 

@@ -1,6 +1,6 @@
 // The run directory of a Run with an `out` setting (include/easel/run.hpp describes its files):
 // the checks before a run (the directory, a resumed run's checkpoint and settings) and the
-// writer of config.json, metrics.jsonl, checkpoint.bin and summary.json. Internal to api/
+// writer of config.json, metrics.jsonl, checkpoint.bin, best.bin and summary.json. Internal to api/
 // (never installed); under MPI only rank 0 writes.
 #pragma once
 
@@ -65,8 +65,10 @@ class Writer {
   // Hands ck to a thread of its own that writes it (write_checkpoint: a temporary file, fsync,
   // rename over checkpoint.bin) while training goes on, once the write before it has ended: one
   // write in flight, at most two checkpoints in memory. The next record() waits for it (a
-  // checkpoint lands before any later step is logged). Returns the earlier write's error, if it
-  // failed (the checkpoint before it is still whole).
+  // checkpoint lands before any later step is logged). The checkpoint of an evaluation whose
+  // test accuracy beats every earlier one's (the record() just before it, at its step) is kept
+  // as best.bin too, after checkpoint.bin is whole (keep_as_best: a second name of its file).
+  // Returns the earlier write's error, if it failed (the checkpoint before it is still whole).
   Status checkpoint(Checkpoint ck);
   // Waits for the write in flight, if any; its error, if it failed.
   Status finish_checkpoint();
@@ -82,6 +84,9 @@ class Writer {
   int64_t resume_step_ = -1;     // >= 0: resumed from that step, metrics.jsonl not yet opened
   int64_t skip_through_ = -1;    // records up to this step are in metrics.jsonl already
   double checkpoint_write_seconds_ = 0;  // the finished writes' time (off training's path)
+  int64_t last_step_ = -1;               // the latest record()'s step and test accuracy
+  double last_accuracy_ = 0;
+  double best_accuracy_ = -1;  // best.bin's evaluation's; -1: none yet
   // Declared last, destroyed first: its destructor waits for the write in flight.
   std::future<Status> pending_;
 };

@@ -102,6 +102,8 @@ struct Summary {
 //                  times and steps, staleness)
 //   checkpoint.bin after every evaluation, unless the checkpoint setting is false; written
 //                  whole or not at all (a temporary renamed into place)
+//   best.bin       the checkpoint of the evaluation of the best test accuracy so far (a
+//                  second name of that checkpoint.bin; `easel eval --weights best`)
 //   summary.json   how the run ended ("stopped": stop_reason_name) and its figures, the
 //                  groups, the layers, the net's input and classes, and config.json's settings
 // A run never replaces an earlier run's results unless the overwrite setting is true. The

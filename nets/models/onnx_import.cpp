@@ -20,6 +20,8 @@
 
 #include "engine/config.hpp"
 #include "nets/graph.hpp"
+#include "nets/models/onnx_attr.hpp"
+#include "nets/models/onnx_lrn.hpp"
 
 namespace easel {
 
@@ -69,6 +71,8 @@ class Importer {
   Status batch_norm(const onnx::NodeProto& n);
   Status pool(const onnx::NodeProto& n);
   Status lrn(const onnx::NodeProto& n);
+  void add_lrn(const onnx::NodeProto& out, std::string name, const Tensor& x, const TorchLrn& p);
+  Result<int> torch_lrn(int first);
   Status join(const onnx::NodeProto& n);
   Status add_bias(const onnx::NodeProto& n, const onnx::TensorProto& b, const Tensor& x);
   Status reshape(const onnx::NodeProto& n);
@@ -86,27 +90,13 @@ class Importer {
   Tensor input_;
 };
 
-// Attributes by name, each read as the type ONNX gives it.
+// Attributes by name (nets/models/onnx_attr.hpp).
 const onnx::AttributeProto* attr(const onnx::NodeProto& n, const char* name) {
-  for (const auto& a : n.attribute())
-    if (a.name() == name) return &a;
-  return nullptr;
+  return onnx_attr::find(n, name);
 }
-int64_t attr_int(const onnx::NodeProto& n, const char* name, int64_t fallback) {
-  const auto* a = attr(n, name);
-  return a ? a->i() : fallback;
-}
-float attr_float(const onnx::NodeProto& n, const char* name, float fallback) {
-  const auto* a = attr(n, name);
-  return a ? a->f() : fallback;
-}
-std::vector<int64_t> attr_ints(const onnx::NodeProto& n, const char* name,
-                               std::vector<int64_t> fallback) {
-  const auto* a = attr(n, name);
-  if (!a) return fallback;
-  return {a->ints().begin(), a->ints().end()};
-}
-
+using onnx_attr::float_of;
+using onnx_attr::int_of;
+using onnx_attr::ints_of;
 std::string number(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.9g", v);
@@ -221,6 +211,7 @@ Result<OnnxParam> Importer::floats(const onnx::NodeProto& n, int i, size_t rank)
   if (t->data_type() != onnx::TensorProto::FLOAT)
     return refuse(n, "initializer '" + printable(t->name()) + "' is not float32");
   OnnxParam p;
+  p.name = n.input(i);
   p.dims.assign(t->dims().begin(), t->dims().end());
   if (rank && p.dims.size() != rank)
     return refuse(n, "initializer '" + printable(t->name()) + "' has shape " + dims_text(p.dims) +
@@ -272,10 +263,10 @@ Status Importer::window(const onnx::NodeProto& n, const Tensor& x, int64_t kh, i
   const auto* ap = attr(n, "auto_pad");
   if (ap && ap->s() != "NOTSET" && ap->s() != "VALID")
     return refuse(n, "auto_pad " + printable(ap->s()) + " (easel takes explicit pads)");
-  for (int64_t d : attr_ints(n, "dilations", {1, 1}))
+  for (int64_t d : ints_of(n, "dilations", {1, 1}))
     if (d != 1) return refuse(n, "a dilation of " + std::to_string(d) + " (easel's is 1)");
-  const auto s = attr_ints(n, "strides", {1, 1});
-  const auto p = attr_ints(n, "pads", {0, 0, 0, 0});
+  const auto s = ints_of(n, "strides", {1, 1});
+  const auto p = ints_of(n, "pads", {0, 0, 0, 0});
   if (s.size() != 2 || p.size() != 4) return refuse(n, "not a 2-D window (strides, pads)");
   if (p[0] != p[2] || p[1] != p[3])
     return refuse(n, "asymmetric pads " + dims_text(p) + " (easel pads both sides alike)");
@@ -305,12 +296,12 @@ Status Importer::window(const onnx::NodeProto& n, const Tensor& x, int64_t kh, i
 Status Importer::conv(const onnx::NodeProto& n) {
   EASEL_ASSIGN_OR_RETURN(const Tensor* x, in(n, 0));
   EASEL_ASSIGN_OR_RETURN(OnnxParam w, floats(n, 1, 4));
-  const int64_t group = attr_int(n, "group", 1);
+  const int64_t group = int_of(n, "group", 1);
   if (group < 1 || group > kMaxDim || w.dims[0] > kMaxDim || w.dims[1] * group != x->c ||
       w.dims[0] % group != 0)
     return refuse(n, "weights " + dims_text(w.dims) + " in " + std::to_string(group) +
                          " groups do not fit its input's " + std::to_string(x->c) + " channels");
-  const auto k = attr_ints(n, "kernel_shape", {w.dims[2], w.dims[3]});
+  const auto k = ints_of(n, "kernel_shape", {w.dims[2], w.dims[3]});
   if (k.size() != 2 || k[0] != w.dims[2] || k[1] != w.dims[3])
     return refuse(n, "kernel_shape does not match its weights " + dims_text(w.dims));
   Layer l{layer_name(n, 1), "conv", "", {x->layer}, {}, false};
@@ -335,11 +326,11 @@ Status Importer::gemm(const onnx::NodeProto& n) {
   EASEL_ASSIGN_OR_RETURN(const Tensor* x, in(n, 0));
   const bool matmul = n.op_type() == "MatMul";
   if (x->rank != 2) return refuse(n, "its input is not N x K (a Flatten first)");
-  if (attr_int(n, "transA", 0) != 0 || attr_float(n, "alpha", 1) != 1.f ||
-      attr_float(n, "beta", 1) != 1.f)
+  if (int_of(n, "transA", 0) != 0 || float_of(n, "alpha", 1) != 1.f ||
+      float_of(n, "beta", 1) != 1.f)
     return refuse(n, "transA, alpha or beta other than 0, 1, 1");
   EASEL_ASSIGN_OR_RETURN(OnnxParam w, floats(n, 1, 2));
-  const bool trans = !matmul && attr_int(n, "transB", 0) != 0;
+  const bool trans = !matmul && int_of(n, "transB", 0) != 0;
   const int64_t oc = trans ? w.dims[0] : w.dims[1], k = trans ? w.dims[1] : w.dims[0];
   if (k != x->c || oc > kMaxDim)
     return refuse(n, "weights " + dims_text(w.dims) + " do not take its input's " +
@@ -375,14 +366,14 @@ Status Importer::gemm(const onnx::NodeProto& n) {
 
 Status Importer::batch_norm(const onnx::NodeProto& n) {
   EASEL_ASSIGN_OR_RETURN(const Tensor* x, in(n, 0));
-  if (attr_int(n, "training_mode", 0) != 0 || n.output_size() != 1)
+  if (int_of(n, "training_mode", 0) != 0 || n.output_size() != 1)
     return refuse(n, "training mode (running statistics as outputs): export in eval mode");
-  const float eps = attr_float(n, "epsilon", 1e-5f);
+  const float eps = float_of(n, "epsilon", 1e-5f);
   if (!(eps >= 1e-12f && eps <= 1.f)) return refuse(n, "epsilon " + number(eps) + " not in (0, 1]");
   Layer l{layer_name(n, 1),
           "batch_norm",
           "eps = " + number(eps) + "\nmomentum = " +
-              number(1.0 - static_cast<double>(attr_float(n, "momentum", 0.9f))) + "\n",
+              number(1.0 - static_cast<double>(float_of(n, "momentum", 0.9f))) + "\n",
           {x->layer},
           {},
           false};
@@ -407,16 +398,16 @@ Status Importer::pool(const onnx::NodeProto& n) {
   }
   const bool avg = n.op_type() == "AveragePool";
   if (n.output_size() != 1) return refuse(n, "it outputs indices too");
-  if (attr_int(n, "storage_order", 0) != 0) return refuse(n, "storage_order 1");
-  const auto k = attr_ints(n, "kernel_shape", {});
+  if (int_of(n, "storage_order", 0) != 0) return refuse(n, "storage_order 1");
+  const auto k = ints_of(n, "kernel_shape", {});
   if (k.size() != 2) return refuse(n, "not a 2-D kernel_shape");
   // easel's (Caffe's, PyTorch's count_include_pad) average divides by the window within input
   // and padding; without padding the two counts agree.
-  const auto p = attr_ints(n, "pads", {0, 0, 0, 0});
-  if (avg && attr_int(n, "count_include_pad", 0) == 0 &&
+  const auto p = ints_of(n, "pads", {0, 0, 0, 0});
+  if (avg && int_of(n, "count_include_pad", 0) == 0 &&
       std::any_of(p.begin(), p.end(), [](int64_t v) { return v != 0; }))
     return refuse(n, "count_include_pad 0 with padding (easel counts the padding)");
-  const bool ceil = attr_int(n, "ceil_mode", 0) != 0;
+  const bool ceil = int_of(n, "ceil_mode", 0) != 0;
   Layer l{layer_name(n, -1),
           avg ? "avg_pool" : "max_pool",
           std::string("ceil_mode = ") + (ceil ? "true" : "false") + "\n",
@@ -431,22 +422,45 @@ Status Importer::pool(const onnx::NodeProto& n) {
 
 Status Importer::lrn(const onnx::NodeProto& n) {
   EASEL_ASSIGN_OR_RETURN(const Tensor* x, in(n, 0));
-  const int64_t size = attr_int(n, "size", 0);
+  const int64_t size = int_of(n, "size", 0);
   if (x->rank != 4 || size < 1 || size > 99 || size % 2 == 0)
     return refuse(n,
                   "size " + std::to_string(size) + " (easel's is odd, 1 to 99) on N x C x H x W");
-  // Both divide alpha by the size: bias + alpha/size * the sum of squares.
-  Layer l{layer_name(n, -1),
-          "lrn",
-          "local_size = " + std::to_string(size) +
-              "\nalpha = " + number(attr_float(n, "alpha", 1e-4f)) +
-              "\nbeta = " + number(attr_float(n, "beta", 0.75f)) +
-              "\nk = " + number(attr_float(n, "bias", 1)) + "\n",
-          {x->layer},
-          {},
-          false};
-  add_layer(n, std::move(l), *x);
+  add_lrn(n, layer_name(n, -1), *x,
+          {size, float_of(n, "alpha", 1e-4f), float_of(n, "beta", 0.75f), float_of(n, "bias", 1)});
   return {};
+}
+
+// Both divide alpha by the size: k + alpha/size * the sum of squares.
+void Importer::add_lrn(const onnx::NodeProto& out, std::string name, const Tensor& x,
+                       const TorchLrn& p) {
+  add_layer(out,
+            {std::move(name),
+             "lrn",
+             "local_size = " + std::to_string(p.size) + "\nalpha = " + number(p.alpha) +
+                 "\nbeta = " + number(p.beta) + "\nk = " + number(p.k) + "\n",
+             {x.layer},
+             {},
+             false},
+            x);
+}
+
+// nodes[first] is a Mul of a tensor by itself: PyTorch's LRN (onnx_lrn.hpp) through the node
+// it returns, the last of the pattern; its layer is named as the Mul's module ("/2/Mul": "2").
+Result<int> Importer::torch_lrn(int first) {
+  const onnx::NodeProto& n = g_.node(first);
+  EASEL_ASSIGN_OR_RETURN(const Tensor* x, in(n, 0));
+  if (x->rank != 4) return refuse(n, "a square of N x C (easel's Mul is LRN's, of N x C x H x W)");
+  EASEL_ASSIGN_OR_RETURN(TorchLrn p,
+                         match_torch_lrn(g_, first, x->c, x->h, x->w, consts_,
+                                         [this](const onnx::NodeProto& m, const std::string& why) {
+                                           return refuse(m, why);
+                                         }));
+  onnx::NodeProto named;
+  const size_t slash = n.name().rfind('/');
+  named.set_name(slash == std::string::npos || slash == 0 ? n.name() : n.name().substr(0, slash));
+  add_lrn(g_.node(p.last), layer_name(named, -1), *x, p);
+  return p.last;
 }
 
 // Add of two tensors, or of a MatMul's output and a constant (its bias); Concat on channels.
@@ -459,8 +473,8 @@ Status Importer::join(const onnx::NodeProto& n) {
         return add_bias(n, *b, *x);
       }
   }
-  if (!add && attr_int(n, "axis", 0) != 1 && !(attr_int(n, "axis", 0) == -3))
-    return refuse(n, "axis " + std::to_string(attr_int(n, "axis", 0)) + " (easel joins channels)");
+  if (!add && int_of(n, "axis", 0) != 1 && !(int_of(n, "axis", 0) == -3))
+    return refuse(n, "axis " + std::to_string(int_of(n, "axis", 0)) + " (easel joins channels)");
   Layer l{layer_name(n, -1), add ? "add" : "concat", "", {}, {}, false};
   Tensor out;
   for (int i = 0; i < n.input_size(); ++i) {
@@ -501,7 +515,7 @@ Status Importer::reshape(const onnx::NodeProto& n) {
   EASEL_ASSIGN_OR_RETURN(const Tensor* x, in(n, 0));
   const int64_t k = x->c * x->h * x->w;
   if (n.op_type() == "Flatten") {
-    if (attr_int(n, "axis", 1) != 1) return refuse(n, "an axis other than 1");
+    if (int_of(n, "axis", 1) != 1) return refuse(n, "an axis other than 1");
   } else {
     const onnx::TensorProto* s = constant(n, 1);
     if (!s || s->data_type() != onnx::TensorProto::INT64 || count_of(s->dims()) != 2)
@@ -565,7 +579,7 @@ Status Importer::node(const onnx::NodeProto& n) {
     }
     // At inference Dropout is the identity: easel's dropout layer is added for training.
     if (op == "Dropout") {
-      float ratio = attr_float(n, "ratio", 0.5f);
+      float ratio = float_of(n, "ratio", 0.5f);
       if (const onnx::TensorProto* r = constant(n, 1);
           r && r->data_type() == onnx::TensorProto::FLOAT && r->raw_data().size() == 4)
         std::memcpy(&ratio, r->raw_data().data(), 4);
@@ -598,8 +612,15 @@ Status Importer::node(const onnx::NodeProto& n) {
 Result<OnnxNet> Importer::run() {
   EASEL_RETURN_IF_ERROR(read_initializers());
   EASEL_RETURN_IF_ERROR(read_input());
-  for (const onnx::NodeProto& n : g_.node())
-    EASEL_RETURN_IF_ERROR(node(n));
+  for (int i = 0; i < g_.node_size(); ++i) {
+    const onnx::NodeProto& n = g_.node(i);
+    if (n.op_type() == "Mul" && n.input_size() == 2 && n.input(0) == n.input(1) &&
+        n.domain().empty()) {
+      EASEL_ASSIGN_OR_RETURN(i, torch_lrn(i));
+    } else {
+      EASEL_RETURN_IF_ERROR(node(n));
+    }
+  }
   if (g_.output_size() != 1)
     return invalid_argument("--net: " + file_ + ": the graph has " +
                             std::to_string(g_.output_size()) +

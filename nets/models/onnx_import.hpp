@@ -19,6 +19,7 @@ namespace easel {
 // [oc, ic/g, kh, kw], bias; inner product: weights [oc, k], bias; batch norm: scale, shift,
 // running mean, running variance).
 struct OnnxParam {
+  std::string name;  // the ONNX tensor's (PyTorch's parameter name: "layer1.0.conv1.weight")
   std::vector<int64_t> dims;
   std::vector<float> values;
   // An inner product's weights whose columns are a flattened N x C x H x W tensor (chw order):

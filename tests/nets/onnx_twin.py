@@ -2,10 +2,12 @@
 """Writes a PyTorch net as torch.onnx.export does, with the batch and PyTorch's logits, for
 tests/nets/test_onnx_import.cpp:  onnx_twin.py NET OUT_DIR [OPSET]
   NET: lenet, cifar10-quick, alexnet-cifar (the twins of tools/pytorch/net_equivalence.py),
-       resnet18, googlenet (torchvision, 10 classes, 3x32x32), sigmoid (a net with an op easel
-       lacks).
+       resnet18, googlenet, vgg19 (torchvision, 10 classes, 3x32x32), vgg19-224 (3x224x224),
+       sigmoid (a net with an op easel lacks).
 OUT_DIR/NET.onnx, OUT_DIR/images.bin (float32 [4, C, H, W]) and OUT_DIR/logits.bin (float32
-[4, classes], the eval-mode forward pass in float64, rounded). Exit 77 without torch."""
+[4, classes], the eval-mode forward pass in float64, rounded), and (at most 100x100 images) one
+training step's gradients (gradients() below). Exit 77 without torch."""
+import copy
 import os
 import sys
 
@@ -25,7 +27,13 @@ def build(name):
     if name == "sigmoid":
         return nn.Sequential(nn.Conv2d(1, 4, 3), nn.Sigmoid(), nn.Flatten(),
                              nn.Linear(4 * 26 * 26, 10)), (1, 28, 28)
-    return ne.torchvision_net(name, 10), (3, 32, 32)
+    if name == "vgg19-224":  # its classifier at its own size: 7 x 7 after the features
+        return ne.torchvision_net("vgg19", 10), (3, 224, 224)
+    model = ne.torchvision_net(name, 10)
+    if name == "vgg19":  # as easel's vgg19 at 32x32: no adaptive pool (1x1 to 7x7), fc6 of 512
+        model.avgpool = nn.Identity()
+        model.classifier[0] = nn.Linear(512, 4096)
+    return model, (3, 32, 32)
 
 
 def hostile(out):
@@ -56,8 +64,67 @@ def hostile(out):
         onnx.save(m, os.path.join(out, path))
     graph("two_outputs.onnx", [helper.make_node("Relu", ["x"], ["y"], name="r1"),
                                helper.make_node("Relu", ["x"], ["z"], name="r2")], ["y", "z"])
+    lrn_variants(out)
     graph("cycle.onnx", [helper.make_node("Add", ["x", "b"], ["a"], name="add"),
                          helper.make_node("Relu", ["a"], ["b"], name="r")], ["b"])
+
+
+def lrn_variants(out):
+    """PyTorch's LRN subgraph (nets/models/onnx_lrn.hpp) with one node changed: the window of
+    its AveragePool 3 (its pads are for 5), a Sigmoid in place of its Unsqueeze, its alpha a
+    tensor of 2 values."""
+    import onnx
+    from onnx import helper, numpy_helper
+    import numpy as np
+    model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.LocalResponseNorm(5), nn.Flatten(),
+                          nn.Linear(4 * 26 * 26, 10))
+    path = os.path.join(out, "lrn.onnx")
+    torch.onnx.export(model, torch.zeros(1, 1, 28, 28), path, opset_version=13)
+    base = onnx.load(path)
+
+    def variant(name, edit):
+        m = onnx.ModelProto()
+        m.CopyFrom(base)
+        for n in m.graph.node:
+            edit(n)
+        onnx.save(m, os.path.join(out, name))
+
+    def window(n):
+        if n.op_type == "AveragePool":
+            n.attribute[[a.name for a in n.attribute].index("kernel_shape")].ints[0] = 3
+
+    def sigmoid(n):
+        if n.op_type == "Unsqueeze" and n.input[0].endswith("Mul_output_0"):
+            n.op_type, n.name = "Sigmoid", "/1/Sigmoid"
+            del n.input[1:]
+
+    alpha_name = [n.input[1] for n in base.graph.node if n.name == "/1/Mul_1"][0]
+
+    def alpha(n):
+        if n.op_type == "Constant" and n.output[0] == alpha_name:
+            n.attribute[0].t.CopyFrom(numpy_helper.from_array(np.ones(2, np.float32)))
+    variant("lrn_window.onnx", window)
+    variant("lrn_sigmoid.onnx", sigmoid)
+    variant("lrn_alpha.onnx", alpha)
+
+
+def gradients(model, x, out):
+    """One training step's d mean_loss / d parameter, as easel's train_step computes it (batch
+    norm on the batch's statistics; no Dropout: the eval-mode export has none), in float64 and
+    in float32 (PyTorch's own round-off): OUT/labels.bin (int32 [4]), OUT/grads/NAME.bin and
+    OUT/grads_f32/NAME.bin (float32, PyTorch's shape), NAME being the parameter's (the ONNX
+    initializer's) name."""
+    labels = torch.arange(x.shape[0], dtype=torch.int64) % 10
+    labels.int().numpy().tofile(os.path.join(out, "labels.bin"))
+    for dtype, sub in ((torch.float64, "grads"), (torch.float32, "grads_f32")):
+        m = copy.deepcopy(model).to(dtype).train()
+        for d in m.modules():
+            if isinstance(d, nn.Dropout):
+                d.eval()
+        nn.functional.cross_entropy(m(x.to(dtype)), labels).backward()
+        os.makedirs(os.path.join(out, sub), exist_ok=True)
+        for name, p in m.named_parameters():
+            p.grad.float().numpy().tofile(os.path.join(out, sub, name + ".bin"))
 
 
 def main():
@@ -81,6 +148,8 @@ def main():
     # PRESERVE: batch norm stays a node (eval mode would fold it into the convolutions).
     torch.onnx.export(model, x, os.path.join(out, name + ".onnx"), opset_version=opset,
                       training=torch.onnx.TrainingMode.PRESERVE)
+    if shape[1] <= 100:
+        gradients(model, x, out)
     with torch.no_grad():
         logits = model.double()(x.double()).float()
     x.numpy().tofile(os.path.join(out, "images.bin"))

@@ -119,6 +119,41 @@ TEST_F(EvalCli, EvalGivesTheRunsOwnTestAccuracy) {
   EXPECT_EQ(diagonal, j["correct"].get<int64_t>());
 }
 
+// --weights best: best.bin, the checkpoint of the evaluation of the best test accuracy (the
+// first of equals), not the last one; refused in one line where the run has none.
+TEST_F(EvalCli, WeightsBestIsTheBestEvaluations) {
+  const fs::path best_run = dir_ / "best_run";
+  ASSERT_EQ(
+      easel("train --net lenet --data " + std::string(kData) +
+            " --iterations 16 --eval-every 2 --batch 32 --groups 2 --out " + best_run.string())
+          .code,
+      0);
+  std::ifstream metrics(best_run / "metrics.jsonl");
+  int64_t best_step = -1, last_step = -1;
+  double best = -1;
+  for (std::string line; std::getline(metrics, line);) {
+    const json r = json::parse(line);
+    last_step = r["step"].get<int64_t>();
+    if (r["test_accuracy"].get<double>() > best)
+      best = r["test_accuracy"].get<double>(), best_step = last_step;
+  }
+  ASSERT_NE(best_step, last_step) << "its last evaluation is its best: the test needs another run";
+  const Out o = easel("eval " + best_run.string() + " --weights best --json");
+  ASSERT_EQ(o.code, 0) << o.err;
+  const json j = json::parse(o.out);
+  EXPECT_EQ(j["weights"], "best centre");
+  EXPECT_EQ(j["step"], best_step);
+  EXPECT_EQ(j["accuracy"].get<double>(), best);  // the run's own evaluation of that model
+  const Out last = easel("eval " + best_run.string() + " --json");
+  ASSERT_EQ(last.code, 0) << last.err;
+  EXPECT_EQ(json::parse(last.out)["step"], last_step);
+  fs::remove(best_run / "best.bin");
+  expect_refusal(easel("eval " + best_run.string() + " --weights best"),
+                 "--weights best: " + (best_run / "best.bin").string() + ": no such file");
+  expect_refusal(easel("predict " + best_run.string() + " --weights best x.npy"),
+                 "--weights best: ");
+}
+
 // The evaluated model of the other kinds: group 0's replica (msgd) and the anchor of the
 // groups' last meeting (local-sgd), each giving its run's own test accuracy.
 TEST_F(EvalCli, EvalTakesEachAlgorithmsEvaluatedModel) {

@@ -1,6 +1,7 @@
 // `easel train --net FILE.onnx` and `easel list --net FILE.onnx` from the command line: PyTorch's
 // lenet twin (tests/nets/onnx_twin.py) trains on Fashion-MNIST from its own weights; a graph
-// with an op easel lacks is refused in one line, exit 2.
+// with an op easel lacks is refused in one line, exit 2; easel bench times a file's net on its
+// own input.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -71,6 +72,22 @@ TEST(OnnxCli, LenetTrainsFromItsOwnWeights) {
       << o.err;
   EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
   EXPECT_FALSE(fs::exists(d / "run2"));
+  fs::remove_all(d);
+}
+
+// easel bench times an ONNX file's net on the file's own input (3x32x32 here, not LeNet's).
+TEST(OnnxCli, BenchTimesAnImportedNet) {
+  const fs::path d =
+      fs::path(testing::TempDir()) / ("easel_onnx_bench_" + std::to_string(getpid()));
+  fs::create_directories(d);
+  if (!twin("cifar10-quick", d / "quick")) GTEST_SKIP() << "python3-torch is not installed";
+  const std::string net = (d / "quick/cifar10-quick.onnx").string();
+  const Out o = run_easel("bench --nets " + net +
+                              " --batches 2 --layouts 1x1 --skip-ceilings --skip-layers "
+                              "--skip-exchange --warmup 0 --repeats 1 --min-time 0",
+                          "", "onnx_bench");
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find(net), std::string::npos) << o.out;
   fs::remove_all(d);
 }
 

@@ -77,10 +77,9 @@ BenchInput bench_input(const std::string& net) {
   // The input the net's description declares (a file's own [input], else LeNet's).
   for (const ModelEntry& m : model_list())
     if (m.name == net) return {m.input.channels, m.input.height, m.input.width, m.input.classes};
-  if (is_net_file(net))
-    if (Result<std::string> text = read_net_file(net); text.ok())
-      if (Result<NetHeader> h = parse_net_header(*text, net); h.ok())
-        return {h->input.channels, h->input.height, h->input.width, h->input.classes};
+  if (is_net_file(net))  // a description or an ONNX file
+    if (Result<NetHeader> h = read_net_header(net); h.ok())
+      return {h->input.channels, h->input.height, h->input.width, h->input.classes};
   return {1, 28, 28, 10};
 }
 

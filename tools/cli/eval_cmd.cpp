@@ -113,7 +113,7 @@ Status write_confusion(const std::string& path, const std::vector<std::vector<in
 
 std::string weights_text(const TrainedRun& run) {
   return run.weights_name + (run.weights_note.empty() ? "" : " (" + run.weights_note + ")") +
-         " of checkpoint.bin at step " + std::to_string(run.step);
+         " of " + run.file + " at step " + std::to_string(run.step);
 }
 
 void print_result(const EvalFlags& f, const TrainedRun& run, const std::string& spec,

@@ -2,6 +2,7 @@
 #include "tools/cli/trained_run.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -61,12 +62,7 @@ Status choose_weights(Checkpoint& ck, const std::string& algo, const std::string
   // local-sgd's, slowmo's and diloco's state starts with the anchor (algos/periodic.cpp).
   const bool anchor = !centre && n > 0 && ck.algo.buffer.size() >= n;
   std::string pick = which;
-  if (which == "best")
-    return invalid_argument(
-        "--weights best: a run directory keeps only its latest checkpoint (checkpoint.bin), not "
-        "the best evaluation's weights; --weights evaluated is the model its last evaluation "
-        "tested");
-  if (which == "evaluated") {
+  if (which == "evaluated" || which == "best") {
     pick = centre ? "centre" : anchor ? "anchor" : "group:0";
     out->weights_note = "the model the run evaluated";
   }
@@ -91,7 +87,7 @@ Status choose_weights(Checkpoint& ck, const std::string& algo, const std::string
     out->weights_name = "group " + g;
   } else {
     return invalid_argument("--weights '" + which +
-                            "': evaluated, centre, anchor or group:G expected");
+                            "': evaluated, best, centre, anchor or group:G expected");
   }
   return {};
 }
@@ -102,15 +98,28 @@ Result<TrainedRun> open_trained_run(const std::string& dir, const std::string& w
   TrainedRun r;
   r.dir = dir;
   EASEL_ASSIGN_OR_RETURN(r.cfg, read_config(dir));
-  const fs::path ck_path = fs::path(dir) / "checkpoint.bin";
+  const bool best = weights == "best";
+  const fs::path ck_path = fs::path(dir) / (best ? "best.bin" : "checkpoint.bin");
   std::error_code ec;
+  if (best && !fs::is_regular_file(ck_path, ec))
+    return invalid_argument(
+        "--weights best: " + ck_path.string() +
+        ": no such file: the run kept no best evaluation's weights (it made no evaluation, ran "
+        "with --no-checkpoint, or was trained before easel kept best.bin)");
   if (!fs::is_regular_file(ck_path, ec))
     return not_found(ck_path.string() + ": no such file: the run holds no weights" +
                      (r.cfg.checkpoint ? std::string(" (it made no evaluation)")
                                        : " (it ran with --no-checkpoint)"));
   EASEL_ASSIGN_OR_RETURN(Checkpoint ck, read_checkpoint(ck_path.string()));
+  r.file = ck_path.filename().string();
   r.step = ck.iterations_done;
   EASEL_RETURN_IF_ERROR(choose_weights(ck, r.cfg.algo, weights, &r));
+  if (best) {
+    char acc[32];
+    std::snprintf(acc, sizeof acc, "%.4f", ck.best_accuracy);
+    r.weights_name = "best " + r.weights_name;
+    r.weights_note = "the best evaluation's: test accuracy " + std::string(acc);
+  }
   r.input = summary_input(dir);
   return r;
 }

@@ -26,6 +26,7 @@ struct TrainedRun {
   // "anchor" or "group G", with why when it is the default ("the model the run evaluated").
   std::vector<float> weights;
   std::string weights_name, weights_note;
+  std::string file;  // the checkpoint read: "checkpoint.bin", or "best.bin" (--weights best)
   int64_t step = 0;  // the checkpoint's iteration
   // summary.json's "input" and "classes" (the data the run trained on); none in a run without
   // a summary or from before summaries held them.
@@ -34,17 +35,19 @@ struct TrainedRun {
 
 // What --weights takes: "evaluated" (the default: the model the run's evaluations tested, which
 // summary.json's test_accuracy is of: the centre for the algorithms that keep one, the anchor of
-// the groups' last meeting for local-sgd, slowmo and diloco, else group 0's replica),
-// "centre", "anchor" or "group:G". "best" is refused: a run directory keeps only its latest
-// checkpoint.
+// the groups' last meeting for local-sgd, slowmo and diloco, else group 0's replica), "best"
+// (that model as the evaluation of the best test accuracy left it: best.bin, the checkpoint of
+// that evaluation; with --checkpoint-every N or auto, the best of the checkpointed ones),
+// "centre", "anchor" or "group:G".
 inline constexpr const char* kWeightsHelp =
     "which of the checkpoint's models: evaluated (the one the run's evaluations tested: the "
-    "centre, the anchor of local-sgd/slowmo/diloco, else group 0's replica), centre, anchor or "
-    "group:G";
+    "centre, the anchor of local-sgd/slowmo/diloco, else group 0's replica), best (that model "
+    "at the evaluation of the best test accuracy: best.bin), centre, anchor or group:G";
 
 // Reads DIR/config.json and DIR/checkpoint.bin (written after every evaluation: the last one
-// is the run's final model). Errors name the file or --weights: not_found for a directory
-// that is no run's or holds no checkpoint (--no-checkpoint), data_error for a malformed file.
+// is the run's final model), or DIR/best.bin for --weights best (invalid_argument without it).
+// Errors name the file or --weights: not_found for a directory that is no run's or holds no
+// checkpoint (--no-checkpoint), data_error for a malformed file.
 Result<TrainedRun> open_trained_run(const std::string& dir, const std::string& weights);
 
 // The data set `spec` loaded as the run loaded its own (its crop side, --skip-bad-images);
