@@ -5,7 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
+
+#include "nets/data/npy.hpp"
 
 #include "tests/tools/run_easel.hpp"
 
@@ -25,6 +30,42 @@ bool twin(const std::string& net, const fs::path& dir) {
   const int code = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
   EXPECT_TRUE(code == 0 || code == 77) << "onnx_twin.py " << net << ": " << dir.string() << ".log";
   return code == 0;
+}
+
+// The logits row by row of `easel predict ARGS x.npy --json`.
+std::vector<std::vector<double>> predicted(const std::string& args, const fs::path& npy) {
+  const Out o = run_easel("predict " + args + " " + npy.string() + " --json", "", "onnx_predict");
+  EXPECT_EQ(o.code, 0) << o.err;
+  if (o.code != 0) return {};
+  return nlohmann::json::parse(o.out)["logits"].get<std::vector<std::vector<double>>>();
+}
+
+// `easel predict --net FILE.onnx` runs the file's own weights: the same logits as the run that
+// started from them and took one step too small to move them, on the same .npy batch; a net
+// description (no weights) and --weights with --net are refused in one line.
+void expect_file_predicts_as_the_run(const std::string& net, const fs::path& run,
+                                     const fs::path& d) {
+  std::vector<float> x(3 * 28 * 28);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>((i * 37) % 256) / 256.f;
+  const fs::path npy = d / "three.npy";
+  std::ofstream(npy, std::ios::binary) << easel::encode_npy({3, 1, 28, 28}, x);
+  const auto by_file = predicted("--net " + net, npy), by_run = predicted(run.string(), npy);
+  ASSERT_EQ(by_file.size(), 3u);
+  ASSERT_EQ(by_run.size(), 3u);
+  for (size_t r = 0; r < 3; ++r) {
+    ASSERT_EQ(by_file[r].size(), 10u);
+    for (size_t c = 0; c < 10; ++c)
+      EXPECT_NEAR(by_file[r][c], by_run[r][c], 1e-5) << "row " << r << " class " << c;
+  }
+  const char* root = std::getenv("EASEL_SOURCE_ROOT");
+  const std::string toml = std::string(root ? root : ".") + "/docs/nets/small-resnet.toml";
+  for (const std::string& bad :
+       {"--net " + toml + " x.png", "--net " + net + " --weights best x.png", "--net " + net}) {
+    const Out o = run_easel("predict " + bad, "", "onnx_predict_refused");
+    EXPECT_EQ(o.code, 2) << bad << ": " << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << bad << ": " << o.err;
+  }
 }
 
 TEST(OnnxCli, LenetTrainsFromItsOwnWeights) {
@@ -63,6 +104,7 @@ TEST(OnnxCli, LenetTrainsFromItsOwnWeights) {
   ASSERT_EQ(o.code, 0) << o.err;
   const std::string file = easel_test::slurp(net), again = easel_test::slurp(d / "again.onnx");
   EXPECT_NE(again.find(file.substr(file.size() / 2, 4096)), std::string::npos);
+  expect_file_predicts_as_the_run(net, d / "run1", d);
   o = run_easel("train --net " + (d / "sigmoid/sigmoid.onnx").string() +
                     " --data synthetic:64:1x28x28:10 --iterations 1 --out " + (d / "run2").string(),
                 "", "onnx_refused");

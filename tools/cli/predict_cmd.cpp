@@ -27,6 +27,7 @@ using nlohmann::json;
 
 struct PredictFlags {
   std::string dir, weights = "evaluated";
+  std::string net;  // --net FILE.onnx: the file's net and weights, in place of RUN_DIR
   std::vector<std::string> inputs;
   int top = 3;
   bool json = false;
@@ -157,15 +158,38 @@ json top_classes(const float* z, int64_t k, int top) {
   return out;
 }
 
-int run_predict(const PredictFlags& f) {
+// RUN_DIR's model (--weights), or with --net the file's; refused as a line for report().
+Result<TrainedRun> open_model(const PredictFlags& f) {
+  if (!f.net.empty()) {
+    if (f.weights != "evaluated")
+      return invalid_argument("--weights " + f.weights +
+                              ": takes a run directory's models, not --net's file");
+    return open_net_file(f.net);
+  }
+  if (f.inputs.empty()) return invalid_argument("INPUT: give at least one image or .npy file");
+  EASEL_ASSIGN_OR_RETURN(TrainedRun run, open_trained_run(f.dir, f.weights));
+  if (!run.input)
+    return not_found(f.dir +
+                     "/summary.json: no input shape (a run still going, killed, or from "
+                     "an older easel): use easel eval");
+  return run;
+}
+
+int run_predict(PredictFlags f) {
   const auto fail = [](const Status& st) { return report(st, failure_of(st)); };
   if (f.top < 1) return fail(invalid_argument("--top " + std::to_string(f.top) + ": at least 1"));
-  auto run = open_trained_run(f.dir, f.weights);
+  // With --net every positional is an input (CLI11 gives the first to RUN_DIR).
+  if (!f.net.empty() && !f.dir.empty()) f.inputs.insert(f.inputs.begin(), f.dir);
+  if (!f.net.empty() && f.inputs.empty())
+    return fail(invalid_argument("INPUT: give at least one image or .npy file"));
+  if (f.net.empty() && f.dir.empty())
+    return fail(
+        invalid_argument("RUN_DIR: give a run directory (easel train --out) or --net "
+                         "FILE.onnx"));
+  auto run = open_model(f);
   if (!run.ok()) return fail(run.status());
-  if (!run->input)
-    return fail(not_found(f.dir + "/summary.json: no input shape (a run still going, killed, "
-                                  "or from an older easel): use easel eval"));
-  auto net = TrainedNet::create(*run, *run->input, f.dir + "/summary.json");
+  const std::string what = f.net.empty() ? f.dir + "/summary.json" : "--net " + f.net;
+  auto net = TrainedNet::create(*run, *run->input, what);
   if (!net.ok()) return fail(net.status());
   const Shape4 in = (*net)->input_shape();
   Rows rows;
@@ -177,7 +201,9 @@ int run_predict(const PredictFlags& f) {
   const std::vector<float> logits =
       (*net)->logits(rows.values.data(), static_cast<int64_t>(rows.names.size()));
   const int64_t k = (*net)->classes();
-  json out = {{"run", run->dir}, {"weights", run->weights_name}, {"step", run->step}};
+  json out = f.net.empty()
+                 ? json{{"run", run->dir}, {"weights", run->weights_name}, {"step", run->step}}
+                 : json{{"net", f.net}, {"weights", run->weights_name}};
   out["inputs"] = rows.names;
   json rows_logits = json::array(), top = json::array();
   for (size_t i = 0; i < rows.names.size(); ++i) {
@@ -204,13 +230,15 @@ int run_predict(const PredictFlags& f) {
 PredictCommand add_predict_command(CLI::App& app) {
   auto f = std::make_shared<PredictFlags>();
   CLI::App* predict = app.add_subcommand(
-      "predict", "classify images (PNG, JPEG) or .npy batches with a trained run's model");
-  predict->add_option("RUN_DIR", f->dir, "the run directory (easel train --out)")->required();
-  predict
-      ->add_option("INPUT", f->inputs,
-                   "image files (resized and normalised as the run's data) or .npy files (N x C "
-                   "x H x W float32, already normalised)")
-      ->required();
+      "predict",
+      "classify images (PNG, JPEG) or .npy batches with a trained run's model, or with an ONNX "
+      "file's (--net)");
+  predict->add_option("RUN_DIR", f->dir, "the run directory (easel train --out); none with --net");
+  predict->add_option("INPUT", f->inputs,
+                      "image files (resized and normalised as the run's data; with --net, pixel "
+                      "/ 256) or .npy files (N x C x H x W float32, already normalised)");
+  predict->add_option("--net", f->net,
+                      "an ONNX file: its net and the weights it carries, in place of RUN_DIR");
   predict->add_option("--top", f->top, "how many classes to show per input")->capture_default_str();
   predict->add_option("--weights", f->weights, kWeightsHelp)->capture_default_str();
   predict->add_flag("--json", f->json, "print one JSON object: inputs, logits (a row each), top");

@@ -9,6 +9,7 @@
 
 #include "algos/algorithm.hpp"
 #include "api/run_dir.hpp"
+#include "nets/models/description.hpp"
 #include "run/checkpoint.hpp"
 
 namespace easel::cli {
@@ -121,6 +122,26 @@ Result<TrainedRun> open_trained_run(const std::string& dir, const std::string& w
     r.weights_note = "the best evaluation's: test accuracy " + std::string(acc);
   }
   r.input = summary_input(dir);
+  return r;
+}
+
+Result<TrainedRun> open_net_file(const std::string& path) {
+  if (!path.ends_with(".onnx"))
+    return invalid_argument("--net " + path +
+                            ": a net description carries no trained weights; give an ONNX file "
+                            "(which does) or a run directory");
+  TrainedRun r;
+  r.cfg.net = path;
+  r.file = path;
+  r.weights_name = "the file's";
+  EASEL_ASSIGN_OR_RETURN(const NetHeader header, read_net_header(path));
+  r.input = header.input;
+  EASEL_ASSIGN_OR_RETURN(const NetSpec spec, build_model(path, header.input));
+  const std::unique_ptr<Device> cpu = make_cpu_device(r.cfg.impl, r.cfg.precision);
+  EASEL_ASSIGN_OR_RETURN(const std::unique_ptr<Net> net,
+                         Net::create(spec, 1, resolve_layout(r.cfg), *cpu, MemKind::dram));
+  r.weights.assign(static_cast<size_t>(net->params().total_floats()), 0.f);
+  EASEL_RETURN_IF_ERROR(initial_weights(path, *net, r.weights.data()));
   return r;
 }
 

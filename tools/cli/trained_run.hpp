@@ -50,6 +50,12 @@ inline constexpr const char* kWeightsHelp =
 // checkpoint (--no-checkpoint), data_error for a malformed file.
 Result<TrainedRun> open_trained_run(const std::string& dir, const std::string& weights);
 
+// An ONNX file's net with the weights it carries, as a run of easel train's defaults on the
+// file's input would hold them (for `easel predict --net FILE.onnx`; no checkpoint: step 0).
+// A net description of easel's own (TOML, a built-in name) carries no weights: refused
+// (invalid_argument, naming --net).
+Result<TrainedRun> open_net_file(const std::string& path);
+
 // The data set `spec` loaded as the run loaded its own (its crop side, --skip-bad-images);
 // errors start with `what`.
 Result<DataSplit> load_run_data(const TrainedRun& run, const std::string& spec,
