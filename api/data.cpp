@@ -1,5 +1,5 @@
-// Data: arrays in memory checked and stored as the trainer's Datasets (8-bit pixels), or the
-// sets `easel train --data` loads.
+// Data: arrays in memory checked and stored as the trainer's Datasets (8-bit pixels: float
+// images copied in, 8-bit ones borrowed), or the sets `easel train --data` loads.
 #include <cmath>
 #include <limits>
 
@@ -19,7 +19,8 @@ Status bad(const char* set, const std::string& what) {
 }
 
 // The extents are positive and N*C*H*W is far from overflowing (below 2^40 values).
-Status check_extents(const char* set, const ImageArrays& a) {
+template <typename Set>
+Status check_extents(const char* set, const Set& a) {
   const struct {
     const char* name;
     int64_t v;
@@ -39,26 +40,48 @@ Status check_extents(const char* set, const ImageArrays& a) {
   return {};
 }
 
-Status check_arrays(const char* set, const ImageArrays& a) {
+// The extents, the sizes of the images (`array`: their name, `values`: their size) and of the
+// labels, and the labels' range: what either kind of set must satisfy.
+template <typename Set>
+Status check_set(const char* set, const Set& a, const char* array, size_t values) {
   if (Status st = check_extents(set, a); !st.ok()) return st;
   const int64_t n = a.count * a.channels * a.height * a.width;
   const std::string shape = std::to_string(a.count) + " x " + std::to_string(a.channels) + " x " +
                             std::to_string(a.height) + " x " + std::to_string(a.width);
-  if (static_cast<int64_t>(a.images.size()) != n)
-    return bad(set, "images holds " + std::to_string(a.images.size()) + " values, the shape " +
-                        shape + " needs " + std::to_string(n));
+  if (static_cast<int64_t>(values) != n)
+    return bad(set, std::string(array) + " holds " + std::to_string(values) +
+                        " values, the shape " + shape + " needs " + std::to_string(n));
   if (static_cast<int64_t>(a.labels.size()) != a.count)
     return bad(set, "labels holds " + std::to_string(a.labels.size()) + " values, count is " +
                         std::to_string(a.count));
-  for (size_t i = 0; i < a.images.size(); ++i)
-    if (!(a.images[i] >= 0.f && a.images[i] <= 1.f))  // NaN fails too
-      return bad(set, "images[" + std::to_string(i) + "] is " + std::to_string(a.images[i]) +
-                          ", outside [0, 1]");
   for (size_t i = 0; i < a.labels.size(); ++i)
     if (a.labels[i] < 0 || a.labels[i] >= a.classes)
       return bad(set, "labels[" + std::to_string(i) + "] is " + std::to_string(a.labels[i]) +
                           ", outside [0, " + std::to_string(a.classes) + ")");
   return {};
+}
+
+Status check_arrays(const char* set, const ImageArrays& a) {
+  if (Status st = check_set(set, a, "images", a.images.size()); !st.ok()) return st;
+  for (size_t i = 0; i < a.images.size(); ++i)
+    if (!(a.images[i] >= 0.f && a.images[i] <= 1.f))  // NaN fails too
+      return bad(set, "images[" + std::to_string(i) + "] is " + std::to_string(a.images[i]) +
+                          ", outside [0, 1]");
+  return {};
+}
+
+// A checked set's name, extents and labels; the pixels are the caller's to fill.
+template <typename Set>
+Dataset shaped(const char* set, const Set& a) {
+  Dataset out;
+  out.name = std::string("memory/") + set;
+  out.count = a.count;
+  out.channels = a.channels;
+  out.height = a.height;
+  out.width = a.width;
+  out.classes = a.classes;
+  out.labels.assign(a.labels.begin(), a.labels.end());
+  return out;
 }
 
 // The checked arrays as a Dataset: pixel = round(x * 256), at most 255 (the trainer feeds the
@@ -67,36 +90,49 @@ Status to_dataset(const char* set, const ImageArrays& a, Dataset& ds) {
   if (Status st = check_arrays(set, a); !st.ok()) return st;
   auto pixels = Buffer::allocate(a.images.size(), MemKind::dram);
   if (!pixels.ok()) return from_internal(pixels.status());
-  Dataset out;
-  out.name = std::string("memory/") + set;
-  out.count = a.count;
-  out.channels = a.channels;
-  out.height = a.height;
-  out.width = a.width;
-  out.classes = a.classes;
+  Dataset out = shaped(set, a);
   out.pixels = std::move(pixels).value();
   uint8_t* px = out.pixels.as<uint8_t>();
   for (size_t i = 0; i < a.images.size(); ++i)
     px[i] = static_cast<uint8_t>(std::min(255.f, std::nearbyint(a.images[i] / kPixelScale)));
-  out.labels.assign(a.labels.begin(), a.labels.end());
   ds = std::move(out);
+  return {};
+}
+
+// The checked bytes as a Dataset over the caller's pixels, their owner held with them. The
+// engine only reads a data set's pixels (Buffer has no read-only kind, hence the cast).
+Status to_dataset(const char* set, const ImageBytes& a, Dataset& ds) {
+  if (Status st = check_set(set, a, "pixels", a.pixels.size()); !st.ok()) return st;
+  Dataset out = shaped(set, a);
+  out.pixels = Buffer::borrow(const_cast<uint8_t*>(a.pixels.data()), a.pixels.size());
+  out.owner = a.owner;
+  ds = std::move(out);
+  return {};
+}
+
+// One set of either kind as the training (or test) set, the Data then named "memory".
+template <typename Set>
+Status set_memory(Data::Impl& impl, bool train, const Set& a) {
+  Dataset& ds = train ? impl.split.train : impl.split.test;
+  if (Status st = to_dataset(train ? "train" : "test", a, ds); !st.ok()) return st;
+  (train ? impl.has_train : impl.has_test) = true;
+  impl.name = "memory";
   return {};
 }
 
 }  // namespace
 
 Status Data::set_train(const ImageArrays& arrays) {
-  if (Status st = to_dataset("train", arrays, impl_->split.train); !st.ok()) return st;
-  impl_->has_train = true;
-  impl_->name = "memory";
-  return {};
+  return set_memory(*impl_, true, arrays);
 }
-
 Status Data::set_test(const ImageArrays& arrays) {
-  if (Status st = to_dataset("test", arrays, impl_->split.test); !st.ok()) return st;
-  impl_->has_test = true;
-  impl_->name = "memory";
-  return {};
+  return set_memory(*impl_, false, arrays);
+}
+Status Data::borrow_train(const ImageBytes& bytes) {
+  return set_memory(*impl_, true, bytes);
+}
+Status Data::borrow_test(const ImageBytes& bytes) {
+  return set_memory(*impl_, false, bytes);
 }
 
 Status Data::load(std::string_view spec, uint64_t seed) {

@@ -167,6 +167,20 @@ Status check_split(const Data::Impl& d) {
   return {};
 }
 
+// Borrowed pixels (Data::borrow_train) stay in the memory the caller took them from: a
+// --placement that puts the dataset class elsewhere cannot be honoured, and is refused rather
+// than ignored.
+Status check_borrowed_placement(const Data::Impl& d, const TrainConfig& cfg) {
+  const MemKind kind = cfg.placement[BufferClass::dataset];
+  if (kind == MemKind::dram || !(d.split.train.pixels.borrowed() || d.split.test.pixels.borrowed()))
+    return {};
+  return {Code::invalid_argument,
+          std::string("--placement: dataset=") + mem_kind_name(kind) +
+              " cannot be honoured: the data set's pixels are borrowed from the caller's 8-bit "
+              "arrays, which stay where the caller allocated them (leave the dataset class at "
+              "dram)"};
+}
+
 StopReason public_reason(::easel::StopReason r) {
   switch (r) {
     case ::easel::StopReason::completed:
@@ -277,6 +291,7 @@ Status Run::train_impl(Data* given) {
   DataSplit* data = nullptr;
   if (given) {
     if (Status st = check_split(given->impl()); !st.ok()) return st;
+    if (Status st = check_borrowed_placement(given->impl(), impl.cfg); !st.ok()) return st;
     data = &given->impl().split;
     impl.cfg.data = given->impl().name;  // what the run's info names (config.json keeps the
                                          // setting, as the checkpoint's settings do)

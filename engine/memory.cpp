@@ -465,6 +465,14 @@ Result<Buffer> Buffer::allocate(size_t bytes, MemKind kind) {
   return b;
 }
 
+Buffer Buffer::borrow(void* p, size_t bytes) {
+  Buffer b;
+  b.ptr_ = p;
+  b.bytes_ = bytes;
+  b.borrowed_ = true;
+  return b;
+}
+
 void Buffer::zero() {
   if (bytes_ == 0 || sim_shared_) return;  // SMPI's shared pages: no rank's values matter
   if (external_ && kind_ == MemKind::device) {
@@ -475,7 +483,7 @@ void Buffer::zero() {
 }
 
 void Buffer::release() {
-  if (ptr_ != nullptr) {
+  if (ptr_ != nullptr && !borrowed_) {
     if (external_) {
       g_external.load(std::memory_order_acquire)->free(ptr_, kind_);
     } else if (sim_shared_) {
@@ -496,6 +504,7 @@ void Buffer::release() {
   external_ = false;
   mapped_ = false;
   sim_shared_ = false;
+  borrowed_ = false;
   node_ = -1;
 }
 
@@ -511,6 +520,7 @@ Buffer::Buffer(Buffer&& o) noexcept
       external_(std::exchange(o.external_, false)),
       mapped_(std::exchange(o.mapped_, false)),
       sim_shared_(std::exchange(o.sim_shared_, false)),
+      borrowed_(std::exchange(o.borrowed_, false)),
       node_(std::exchange(o.node_, -1)) {}
 
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
@@ -523,6 +533,7 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
     external_ = std::exchange(o.external_, false);
     mapped_ = std::exchange(o.mapped_, false);
     sim_shared_ = std::exchange(o.sim_shared_, false);
+    borrowed_ = std::exchange(o.borrowed_, false);
     node_ = std::exchange(o.node_, -1);
   }
   return *this;

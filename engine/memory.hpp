@@ -105,6 +105,10 @@ class Buffer {
   // before a device installed ExternalMemory -> unavailable with a reason. hbw_preferred may
   // fall back to dram (kind() says).
   static Result<Buffer> allocate(size_t bytes, MemKind kind);
+  // Wraps `bytes` of host memory at `p` that the caller owns (kind() says dram: where the caller
+  // allocated it is theirs to know). Never freed here: the caller keeps it valid while this
+  // Buffer, or the one it is moved into, lives (Dataset::owner is how a data set does).
+  static Buffer borrow(void* p, size_t bytes);
   ~Buffer();
   Buffer(Buffer&& o) noexcept;
   Buffer& operator=(Buffer&& o) noexcept;
@@ -117,9 +121,10 @@ class Buffer {
     return static_cast<T*>(ptr_);
   }
   size_t bytes() const { return bytes_; }
-  MemKind kind() const { return kind_; }  // the kind actually obtained
-  int node() const { return node_; }      // the node it was bound to (NodeBinding), or -1
-  void zero();                            // all bytes <- 0, device memory too
+  MemKind kind() const { return kind_; }       // the kind actually obtained
+  int node() const { return node_; }           // the node it was bound to (NodeBinding), or -1
+  bool borrowed() const { return borrowed_; }  // from borrow(): the caller's memory
+  void zero();                                 // all bytes <- 0, device memory too
 
  private:
   void release();
@@ -130,6 +135,7 @@ class Buffer {
   bool external_ = false;    // from ExternalMemory
   bool mapped_ = false;      // mmap'd and bound to node_ (NodeBinding)
   bool sim_shared_ = false;  // SMPI's shared malloc (simulated runs with injected compute)
+  bool borrowed_ = false;    // the caller's memory (borrow): not freed
   int node_ = -1;
 };
 

@@ -19,7 +19,10 @@ struct Dataset {
   std::string name;  // "fashion-mnist/train"
   int64_t count = 0, channels = 1, height = 0, width = 0;
   int64_t classes = 10;
-  Buffer pixels;                // uint8 [count * channels * height * width]
+  Buffer pixels;  // uint8 [count * channels * height * width]
+  // Keeps borrowed pixels (Buffer::borrow: a caller's arrays, api::Data::borrow_train) valid
+  // for as long as this set holds them; null when the set owns its pixels.
+  std::shared_ptr<const void> owner;
   std::vector<int32_t> labels;  // [count], each in [0, classes)
   // Streamed (nets/data/stream_source.hpp): the images are read and decoded per batch; pixels
   // is empty and image() must not be called.

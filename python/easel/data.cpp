@@ -1,7 +1,8 @@
 // easel.Data: a training and a test set from numpy arrays, or loaded as easel train --data
-// loads them. The images are read where numpy holds them: the engine's 8-bit copy
-// (include/easel/data.hpp: a quarter of the float32 images) is the only one, so that a data set
-// costs at most 1.25 times its arrays while they live, and a quarter once they are dropped.
+// loads them. uint8 images are borrowed (include/easel/data.hpp, Data::borrow_train): the
+// engine reads them where numpy holds them, and the Data keeps the arrays alive, so a data set
+// costs its arrays alone. float32 images are read where numpy holds them into the engine's
+// 8-bit copy (a quarter of them), the only one: 1.25 times the arrays while they live.
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
@@ -23,16 +24,18 @@ namespace {
   throw py::value_error(set + " set: " + what);
 }
 
-// Images N x C x H x W (or N x H x W, one channel) as float32 in C order, borrowed: another
-// dtype or a strided view is refused rather than copied whole (the caller converts it once).
+// Images N x C x H x W (or N x H x W, one channel) as float32 or uint8 in C order, borrowed:
+// another dtype or a strided view is refused rather than copied whole (the caller converts it
+// once).
 py::array images_of(const std::string& set, py::handle obj) {
   if (!py::isinstance<py::array>(obj))
-    refuse(set, "images must be a numpy array (N x C x H x W float32), not a " +
+    refuse(set, "images must be a numpy array (N x C x H x W float32 or uint8), not a " +
                     py::str(obj.get_type().attr("__name__")).cast<std::string>());
   auto a = py::reinterpret_borrow<py::array>(obj);
-  if (!a.dtype().is(py::dtype::of<float>()))
+  if (!a.dtype().is(py::dtype::of<float>()) && !a.dtype().is(py::dtype::of<uint8_t>()))
     refuse(set, "images are " + py::str(a.dtype()).cast<std::string>() +
-                    ", not float32 (np.asarray(images, dtype=np.float32) converts them)");
+                    ", not float32 or uint8 (np.asarray(images, dtype=np.float32) converts "
+                    "them)");
   if (!(a.flags() & py::array::c_style))
     refuse(set, "images are not C-contiguous (np.ascontiguousarray(images) copies them once)");
   if (a.ndim() != 4 && a.ndim() != 3)
@@ -65,30 +68,56 @@ std::vector<int32_t> labels_of(const std::string& set, py::handle obj, int64_t c
   return out;
 }
 
-// One set into `data`: the checks and the 8-bit copy run without the GIL (numpy's arrays stay
-// referenced by this frame).
+// Whatever keeps a numpy array's memory valid, as the C++ API holds it (ImageBytes::owner): a
+// reference to the array, dropped under the GIL whichever thread lets the Data go.
+std::shared_ptr<const void> owner_of(const py::array& a) {
+  return {a.data(), [keep = new py::object(a)](const void*) {
+            py::gil_scoped_acquire locked;
+            delete keep;
+          }};
+}
+
+// The extents of images N x C x H x W (or N x H x W) into a set of either kind.
+template <typename Set>
+void shape_into(Set& s, const py::array& im, int64_t classes) {
+  s.count = im.shape(0);
+  s.channels = im.ndim() == 4 ? im.shape(1) : 1;
+  s.height = im.shape(im.ndim() - 2);
+  s.width = im.shape(im.ndim() - 1);
+  s.classes = classes;
+}
+
+// One set into `data`: float32 images copied into 8-bit pixels, uint8 ones borrowed (the Data
+// holds them); the checks and the copy run without the GIL (numpy's arrays stay referenced by
+// this frame).
 void set_arrays(api::Data& data, const std::string& set, py::handle images, py::handle labels,
                 int64_t classes) {
   const py::array im = images_of(set, images);
   py::object borrowed;  // null unless the labels are used where they are
   const std::vector<int32_t> converted = labels_of(set, labels, classes, &borrowed);
-  api::ImageArrays a;
-  a.count = im.shape(0);
-  a.channels = im.ndim() == 4 ? im.shape(1) : 1;
-  a.height = im.shape(im.ndim() - 2);
-  a.width = im.shape(im.ndim() - 1);
-  a.classes = classes;
-  a.images = {static_cast<const float*>(im.data()), static_cast<size_t>(im.size())};
+  std::span<const int32_t> label_span = converted;
   if (borrowed) {
     const auto l = borrowed.cast<py::array>();
-    a.labels = {static_cast<const int32_t*>(l.data()), static_cast<size_t>(l.size())};
-  } else {
-    a.labels = converted;
+    label_span = {static_cast<const int32_t*>(l.data()), static_cast<size_t>(l.size())};
   }
+  const bool train = set == "train";
+  const size_t n = static_cast<size_t>(im.size());
   api::Status st;
-  {
+  if (im.dtype().is(py::dtype::of<uint8_t>())) {
+    api::ImageBytes b;
+    shape_into(b, im, classes);
+    b.pixels = {static_cast<const uint8_t*>(im.data()), n};
+    b.labels = label_span;
+    b.owner = owner_of(im);
     py::gil_scoped_release unlocked;
-    st = set == "train" ? data.set_train(a) : data.set_test(a);
+    st = train ? data.borrow_train(b) : data.borrow_test(b);
+  } else {
+    api::ImageArrays a;
+    shape_into(a, im, classes);
+    a.images = {static_cast<const float*>(im.data()), n};
+    a.labels = label_span;
+    py::gil_scoped_release unlocked;
+    st = train ? data.set_train(a) : data.set_test(a);
   }
   if (!st.ok()) raise(st);
 }
@@ -119,8 +148,9 @@ void bind_data(py::module_& m) {
            }),
            py::arg("train_images"), py::arg("train_labels"), py::arg("test_images"),
            py::arg("test_labels"), py::arg("classes") = py::none(),
-           "Images N x C x H x W float32 in [0, 1] (C order; not copied), labels of any integer "
-           "dtype in [0, classes); classes: one past the largest label unless given")
+           "Images N x C x H x W (C order): float32 in [0, 1], read into 8-bit pixels, or uint8, "
+           "borrowed (the Data keeps the arrays alive; the net reads pixel / 256); labels of any "
+           "integer dtype in [0, classes); classes: one past the largest label unless given")
       .def_static(
           "load",
           [](const std::string& spec, uint64_t seed) {

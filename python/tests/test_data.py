@@ -1,5 +1,6 @@
-"""easel.Data from numpy arrays: read where numpy holds them (the engine's 8-bit copy, a
-quarter of the float32 images, is the only one), checked as the C++ API checks them."""
+"""easel.Data from numpy arrays: read where numpy holds them (float32: the engine's 8-bit copy,
+a quarter of the images, is the only one; uint8: borrowed, no copy), checked as the C++ API
+checks them. The uint8 path's runs and lifetime: test_data_bytes.py."""
 import os
 import subprocess
 import sys
@@ -17,11 +18,11 @@ def arrays(n, classes=10, seed=0):
             rng.integers(0, classes, n).astype(np.int64))
 
 
-def test_memory_beyond_the_arrays_is_the_engines_copy():
-    # In a fresh process, its peak resident size (VmHWM, reset through clear_refs) measured
-    # around Data() and around train(): 200,000 images of 1x28x28 float32 (627 MB); the engine
-    # keeps 1 byte a pixel (157 MB), and a run trains on those pixels where they are. A copy of
-    # the floats would add 627 MB to Data, a copy of the pixels 157 MB to train.
+def growth(dtype):
+    """In a fresh process, its peak resident size (VmHWM, reset through clear_refs) measured
+    around Data() and around train(), on 200,000 images of 1x28x28 (627 MB as float32, 157 MB as
+    uint8): what Data added over the caller's images' bytes, and what train added over the
+    pixels' (1 byte each)."""
     script = textwrap.dedent("""
         import numpy as np, easel
         def kb(key):
@@ -29,26 +30,38 @@ def test_memory_beyond_the_arrays_is_the_engines_copy():
         def peak_from_here():
             open("/proc/self/clear_refs", "w").write("5")
             return kb("VmRSS")
-        n = 200000
-        images = np.empty((n, 1, 28, 28), np.float32); images.fill(0.5)
+        n, dtype = 200000, np.dtype("%s")
+        images = np.empty((n, 1, 28, 28), dtype); images.fill(0.5 if dtype == np.float32 else 128)
         labels = np.zeros(n, np.int32)
-        small = np.full((100, 1, 28, 28), 0.25, np.float32)
+        small = np.full((100, 1, 28, 28), 0.25 if dtype == np.float32 else 64, dtype)
         base = peak_from_here()
         data = easel.Data(images, labels, small, np.zeros(100, np.int32), classes=10)
-        grew = kb("VmHWM") - base
+        grew = (kb("VmHWM") - base) * 1024 / images.nbytes
         del images
         base = peak_from_here()
         easel.train(easel.Config(net="lenet", groups=1, iterations=2, eval_every=2), data=data)
-        print(grew * 1024 / (n * 784 * 4), (kb("VmHWM") - base) * 1024 / (n * 784), data.train_count)
-    """)
+        print(grew, (kb("VmHWM") - base) * 1024 / (n * 784), data.train_count)
+    """ % dtype)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          env=os.environ, check=True).stdout.split()
-    data_growth, train_growth, count = float(out[0]), float(out[1]), int(out[2])
-    assert count == 200000
-    # Data adds the 8-bit copy alone (0.25 x the floats): with the arrays, 1.25 x in all, and a
-    # quarter once they are dropped.
+    assert int(out[2]) == 200000
+    return float(out[0]), float(out[1])
+
+
+def test_memory_beyond_float_arrays_is_the_engines_copy():
+    # Data adds the 8-bit copy alone (0.25 x the floats; a copy of the floats would add 1 x):
+    # with the arrays, 1.25 x in all, and a quarter once they are dropped. train adds the run's
+    # own memory (LeNet's: about 40 MB), not another copy of the pixels (1 x).
+    data_growth, train_growth = growth("float32")
     assert data_growth <= 0.30, "Data added %.2f x the float images" % data_growth
-    # train adds the run's own memory (LeNet's: about 40 MB), not another copy of the pixels.
+    assert train_growth <= 0.5, "train added %.2f x the pixels" % train_growth
+
+
+def test_memory_beyond_uint8_arrays_is_nothing():
+    # uint8 images are borrowed: Data adds under 0.1 x their bytes (a copy would add 1 x), and
+    # the arrays, kept alive by the Data, are all the data set costs.
+    data_growth, train_growth = growth("uint8")
+    assert data_growth < 0.1, "Data added %.2f x the uint8 images" % data_growth
     assert train_growth <= 0.5, "train added %.2f x the pixels" % train_growth
 
 

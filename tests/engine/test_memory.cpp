@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "easel_config.h"
 #include "engine/arena.hpp"
@@ -50,6 +52,26 @@ TEST(Memory, DramAllocatesAligned) {
   EXPECT_EQ(b->bytes(), 1000u);
   EXPECT_TRUE(aligned64(b->data()));
   touch(*b);
+}
+
+// A borrowed buffer is the caller's memory: read in place, carried by a move, never freed (a
+// free of the vector's memory here would crash or be reported under the sanitizers).
+TEST(Memory, BorrowedMemoryIsReadInPlaceAndNotFreed) {
+  std::vector<uint8_t> mine(100, 7);
+  {
+    Buffer b = Buffer::borrow(mine.data(), mine.size());
+    EXPECT_TRUE(b.borrowed());
+    EXPECT_EQ(b.kind(), MemKind::dram);
+    Buffer moved = std::move(b);
+    EXPECT_EQ(moved.as<uint8_t>(), mine.data());
+    EXPECT_EQ(moved.bytes(), 100u);
+    EXPECT_TRUE(moved.borrowed());
+    EXPECT_FALSE(b.borrowed());  // NOLINT(bugprone-use-after-move): a moved-from Buffer is empty
+    moved = std::move(Buffer::allocate(8, MemKind::dram)).value();  // releases the borrow
+    EXPECT_FALSE(moved.borrowed());
+  }
+  mine[99] = 9;  // still the vector's
+  EXPECT_EQ(mine[0], 7);
 }
 
 TEST(Memory, HbwWorksWhenNodesNamed) {
