@@ -1,9 +1,10 @@
 // easel's Python module (_easel, wrapped by easel/__init__.py): the public C++ API
 // (include/easel/, docs/API.md) and nothing else. A Config is set by name as easel train's
-// flags, with easel train's one-line messages as ValueError (config.cpp); a Data takes numpy
-// arrays without copying them, the engine's own 8-bit copy the only one (data.cpp); train()
+// flags, with easel train's one-line messages as ValueError (py_config.cpp); a Data reads
+// uint8 numpy arrays in place and copies float32 ones into the engine's 8-bit pixels, the one
+// copy it needs (py_data.cpp); train()
 // releases the GIL while the run trains, calls the progress callback after each evaluation and
-// turns Ctrl-C into Run::interrupt, as easel train turns SIGINT into it (train.cpp).
+// turns Ctrl-C into Run::interrupt, as easel train turns SIGINT into it (py_train.cpp).
 #include <pybind11/pybind11.h>
 
 #include <stdexcept>

@@ -12,8 +12,8 @@ namespace easel::python {
 // run) a RuntimeError. The message is the line easel train prints after "easel: ".
 [[noreturn]] void raise(const api::Status& st);
 
-void bind_config(pybind11::module_& m);  // config.cpp
-void bind_data(pybind11::module_& m);    // data.cpp
-void bind_train(pybind11::module_& m);   // train.cpp
+void bind_config(pybind11::module_& m);  // py_config.cpp
+void bind_data(pybind11::module_& m);    // py_data.cpp
+void bind_train(pybind11::module_& m);   // py_train.cpp
 
 }  // namespace easel::python
