@@ -163,7 +163,8 @@ double rel_error(const float* a, const std::vector<float>& b) {
 
 // One training step (batch statistics, labels 0..3) gives every parameter PyTorch's gradient
 // within docs/NETS.md's bound: rel = |easel - PyTorch f64| / |PyTorch f64| <= 1e-4 per tensor
-// (c.grad_bound where PyTorch float32 itself misses that: round-off). In nchw, or in nets whose
+// (c.grad_bound where PyTorch float32 itself misses that: round-off; below, twice PyTorch
+// float32's own rel where that is larger still). In nchw, or in nets whose
 // inner products read 1x1 maps (an nhwc net's inner product after a flatten of H x W > 1 holds
 // hwc columns).
 class OnnxGradients : public testing::TestWithParam<Case> {};
@@ -199,9 +200,13 @@ TEST_P(OnnxGradients, GivePyTorchsGradients) {
     rels.emplace_back(rel_error(diff.data() + s.offset, want), rel_error(f32.data(), want), p.name);
     torch_worst = std::max(torch_worst, std::get<1>(rels.back()));
   }
+  // Where PyTorch's own float32 strays further from float64 than the bound (the same round-off:
+  // oneDNN held to AVX2 gives vgg19's first layers 0.6-0.8% in PyTorch as in easel), easel's
+  // float32 is held to twice PyTorch's on that tensor.
   for (const auto& [rel, torch_rel, name] : rels)
-    EXPECT_LE(rel, c.grad_bound) << c.net << ": " << name << " (PyTorch float32's " << torch_rel
-                                 << ", its worst in the net " << torch_worst << ")";
+    EXPECT_LE(rel, std::max(c.grad_bound, 2 * torch_rel))
+        << c.net << ": " << name << " (PyTorch float32's " << torch_rel << ", its worst in the net "
+        << torch_worst << ")";
   const auto worst = *std::max_element(rels.begin(), rels.end());
   char line[128];
   std::snprintf(line, sizeof line, "%.2e (%s; PyTorch f32 worst %.2e)", std::get<0>(worst),
