@@ -166,7 +166,6 @@ Result<TrainedRun> open_model(const PredictFlags& f) {
                               ": takes a run directory's models, not --net's file");
     return open_net_file(f.net);
   }
-  if (f.inputs.empty()) return invalid_argument("INPUT: give at least one image or .npy file");
   EASEL_ASSIGN_OR_RETURN(TrainedRun run, open_trained_run(f.dir, f.weights));
   if (!run.input)
     return not_found(f.dir +
@@ -180,12 +179,12 @@ int run_predict(PredictFlags f) {
   if (f.top < 1) return fail(invalid_argument("--top " + std::to_string(f.top) + ": at least 1"));
   // With --net every positional is an input (CLI11 gives the first to RUN_DIR).
   if (!f.net.empty() && !f.dir.empty()) f.inputs.insert(f.inputs.begin(), f.dir);
-  if (!f.net.empty() && f.inputs.empty())
-    return fail(invalid_argument("INPUT: give at least one image or .npy file"));
   if (f.net.empty() && f.dir.empty())
     return fail(
         invalid_argument("RUN_DIR: give a run directory (easel train --out) or --net "
                          "FILE.onnx"));
+  if (f.inputs.empty())
+    return fail(invalid_argument("INPUT: give at least one image or .npy file"));
   auto run = open_model(f);
   if (!run.ok()) return fail(run.status());
   const std::string what = f.net.empty() ? f.dir + "/summary.json" : "--net " + f.net;
