@@ -53,7 +53,9 @@ Status price_clock(TrainRun& t) {
     return invalid_argument("--clock " + file +
                             ": runs in one process (across MPI ranks it is not built yet)");
   const auto refused = [&](const Status& st) {
-    return invalid_argument("--clock " + file + ": " + st.message());
+    std::string m = st.message();
+    if (m.rfind("--machine: ", 0) == 0) m.erase(0, 11);  // the file's resolution says --machine
+    return invalid_argument("--clock " + file + ": " + m);
   };
   Result<std::string> path = model::resolve_machine_path(file);
   if (!path.ok()) return refused(path.status());
