@@ -16,6 +16,7 @@
 
 #include "algos/outer_ops.hpp"
 #include "algos/schedule.hpp"
+#include "algos/step_clock.hpp"
 #include "engine/arena.hpp"
 #include "engine/comm/comm.hpp"
 #include "engine/comm/mpi_comm.hpp"
@@ -165,6 +166,10 @@ struct Run {
   // A test hook that several algorithms feed (easgd-rr, async-easgd): the group ids in the order
   // the centre served them.
   std::vector<int>* serve_log = nullptr;
+  // `easel train --clock FILE` (one process): the described machine's clock that orders the
+  // async algorithms' steps and exchanges (claim_step, clock_exchange); null otherwise. Owned
+  // by the trainer.
+  StepClock* clock = nullptr;
   // GPU groups whose weights, gradients, momentum (and the centre) live in device memory,
   // updated by the device's kernels and exchanged over NCCL (device_resident algorithms on
   // --device cuda: the paper's Sync EASGD2). False on the CPU. Set by the trainer.

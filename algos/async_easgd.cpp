@@ -75,11 +75,12 @@ class AsyncEasgd final : public Algorithm {
 
   void run_round(Run& run, Group& g, int64_t) override {
     const AlgoParams& p = run.params;
-    while (claim_step(run)) {
+    while (claim_step(run, g)) {
       const auto [step, lr] = start_step(run, g);
       if ((step + 1) % p.tau == 0 && run.rank != 0) {
         remote_exchange(run, g, lr, p.alpha_at(step));
       } else if ((step + 1) % p.tau == 0) {
+        clock_exchange(run, g, true);
         const double t0 = now_seconds();
         std::unique_lock lock(centre_mu_, std::defer_lock);
         lock_or_stall(lock, g, name());

@@ -29,10 +29,11 @@ class AsyncSgd final : public Algorithm {
 
   void run_round(Run& run, Group& g, int64_t) override {
     const AlgoParams& p = run.params;
-    while (claim_step(run)) {
+    while (claim_step(run, g)) {
       const int64_t read_version = g.centre_read_version;
       local_gradient(g);
       const float lr = static_cast<float>(p.lr.at(g.steps.load(std::memory_order_relaxed)));
+      clock_exchange(run, g, true);
       const double t0 = now_seconds();
       std::unique_lock lock(centre_mu_, std::defer_lock);
       lock_or_stall(lock, g, name());

@@ -103,10 +103,15 @@ void for_each_message(const Run& run, Fn fn) {
 void lock_or_stall(std::unique_lock<std::timed_mutex>& lock, const Group& g,
                    const std::string& algo);
 
-// Async algorithms: claims one group-step from the round's shared budget. When the run stops
+// Async algorithms: claims one group-step of g from the round's shared budget. When the run stops
 // early (stop_wanted) the budget is drained to what completes the round's group-steps to a
-// multiple of the groups (fewer than P more), so that the run's iterations stay whole.
-bool claim_step(Run& run);
+// multiple of the groups (fewer than P more), so that the run's iterations stay whole. On a
+// clock (Run::clock) g first waits for its turn (StepClock::await_turn), holds it through the
+// step it claims, and leaves the schedule when the budget is spent.
+bool claim_step(Run& run, const Group& g);
+// On a clock: g's exchange with the centre after the step claim_step gave it (locked: queued
+// at the centre). Nothing without one.
+void clock_exchange(Run& run, const Group& g, bool locked);
 
 // The start of one of group g's steps: its gradient (local_gradient), then the step being taken
 // (g's count of steps done) and that step's learning rate (run.params.lr).

@@ -17,9 +17,10 @@ class HogwildEasgd final : public Algorithm {
 
   void run_round(Run& run, Group& g, int64_t) override {
     const AlgoParams& p = run.params;
-    while (claim_step(run)) {
+    while (claim_step(run, g)) {
       const auto [step, lr] = start_step(run, g);
       if ((step + 1) % p.tau == 0) {
+        clock_exchange(run, g, false);
         ScopedTimer t(&g.times.comm);
         const int64_t v = run.centre_version.fetch_add(1, std::memory_order_relaxed);
         note_staleness(g, g.centre_read_version, v);

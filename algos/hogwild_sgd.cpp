@@ -16,9 +16,10 @@ class HogwildSgd final : public Algorithm {
 
   void run_round(Run& run, Group& g, int64_t) override {
     const AlgoParams& p = run.params;
-    while (claim_step(run)) {
+    while (claim_step(run, g)) {
       const int64_t read_version = run.centre_version.load(std::memory_order_relaxed);
       local_gradient(g);
+      clock_exchange(run, g, false);
       ScopedTimer t(&g.times.comm);
       const float lr = static_cast<float>(p.lr.at(g.steps.load(std::memory_order_relaxed)));
       scaled_gradient(run.segments(), g.diff.data(), g.weights.data(), lr, p.weight_decay);

@@ -155,14 +155,26 @@ void lock_or_stall(std::unique_lock<std::timed_mutex>& lock, const Group& g,
   }
 }
 
-bool claim_step(Run& run) {
+bool claim_step(Run& run, const Group& g) {
+  if (run.clock) run.clock->await_turn(g);
   if (stop_wanted(run)) {
     const int64_t p = run.size();
     int64_t b = run.budget.load(std::memory_order_relaxed);
     while (b >= p && !run.budget.compare_exchange_weak(b, b % p, std::memory_order_relaxed)) {
     }
   }
-  return run.budget.fetch_sub(1, std::memory_order_relaxed) > 0;
+  const bool claimed = run.budget.fetch_sub(1, std::memory_order_relaxed) > 0;
+  if (run.clock) {
+    if (claimed)
+      run.clock->step(g);
+    else
+      run.clock->leave(g);
+  }
+  return claimed;
+}
+
+void clock_exchange(Run& run, const Group& g, bool locked) {
+  if (run.clock) run.clock->exchange(g, locked);
 }
 
 StepStart start_step(const Run& run, Group& g) {

@@ -191,6 +191,9 @@ json summary_json(const TrainSummary& s, json config) {
       {"config", std::move(config)},
   };
   if (skipping) j["skipped_images"] = skipped_images();
+  // --clock: the described machine whose simulated seconds train_seconds, images_per_second,
+  // time_to_target_seconds and the groups' times are (wall_seconds stays the wall's).
+  if (!s.info.clock.empty()) j["clock"] = s.info.clock;
   return j;
 }
 
@@ -358,6 +361,7 @@ Result<DataSplit> load_train_data(const TrainConfig& cfg, const SettingTexts& te
 }
 
 Status Writer::prepare(const TrainConfig& cfg, json config, const Checkpoint* resume) {
+  clock_ = cfg.clock;
   out_ = cfg.out;
   config_ = std::move(config);
   if (cfg.checkpoint) checkpoint_path_ = (out_ / "checkpoint.bin").string();
@@ -444,6 +448,7 @@ void Writer::record(const EvalRecord& r) {
             {"staleness_mean", r.staleness_mean},
             {"staleness_max", r.staleness_max},
             {"groups", groups}};
+  if (!clock_.empty()) j["clock"] = clock_;  // train_seconds and the groups' times: simulated
   last_step_ = r.step;
   last_accuracy_ = r.test_accuracy;
   if (r.step > skip_through_) {

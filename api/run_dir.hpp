@@ -79,6 +79,7 @@ class Writer {
  private:
   std::filesystem::path out_;
   nlohmann::json config_;
+  std::string clock_;  // --clock: each record says its seconds are that machine's (simulated)
   std::ofstream metrics_;
   std::string checkpoint_path_;  // empty: none
   int64_t resume_step_ = -1;     // >= 0: resumed from that step, metrics.jsonl not yet opened

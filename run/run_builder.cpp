@@ -493,6 +493,7 @@ void describe_run(TrainRun& t, RunInfo& info) {
   info.channels = t.spec.channels, info.height = t.spec.height, info.width = t.spec.width;
   info.classes = t.spec.classes;
   info.placement = placement_to_string(t.cfg.placement);
+  info.clock = t.cfg.clock;
   // Each layer's kernel is in summary.json ("layers"); the log says it at --log-level debug, and
   // every fallback (a refusal and its reason) at info, once.
   for (const auto& l : info.layers)

@@ -1,9 +1,12 @@
 #include "run/run_plan.hpp"
 
+#include "algos/list.hpp"
 #include "algos/sync_easgd.hpp"
 #include "engine/worker.hpp"
+#include "model/machine.hpp"
 #include "nets/graph.hpp"
 #include "run/comm_list.hpp"
+#include "run/model_request.hpp"
 #include "run/train_run.hpp"
 
 namespace easel {
@@ -21,6 +24,53 @@ SyncExchange exchange_for(SyncExchangePath path) {
       break;
   }
   return SyncExchange::comm;
+}
+
+// The model's prediction `p` as the clock's prices for the algorithm's row `a`.
+ClockPrices prices_of(const model::Prediction& p, const AlgoEntry& a, const AlgoParams& params) {
+  ClockPrices c;
+  c.step_seconds = p.step_seconds;
+  c.exchange_seconds = p.exchange_seconds;
+  c.seconds_per_iteration = p.seconds_per_iteration;
+  c.compute_source = p.compute_source;
+  c.scheduled =
+      a.model.kind == ExchangeKind::locked_centre || a.model.kind == ExchangeKind::lockfree_centre;
+  c.steps_per_exchange = steps_per_exchange(a, params);
+  // The model's comm and wait per iteration are its exchange's share (overlap taken off, the
+  // barrier's or turn's wait added): charged whole at each exchange.
+  const double per = static_cast<double>(std::max<int64_t>(c.steps_per_exchange, 1));
+  c.sync_comm_seconds = p.comm_seconds * per;
+  c.sync_wait_seconds = p.wait_seconds * per;
+  return c;
+}
+
+// --clock: the described machine's prices of this run (one process), from one prediction of the
+// model for the run's net, algorithm, groups, batch and resolved tau. Refuses, naming the flag
+// and file, what the model cannot price.
+Status price_clock(TrainRun& t) {
+  const std::string& file = t.cfg.clock;
+  if (t.ranks > 1)
+    return invalid_argument("--clock " + file +
+                            ": runs in one process (across MPI ranks it is not built yet)");
+  const auto refused = [&](const Status& st) {
+    std::string m = st.message();
+    if (m.rfind("--machine: ", 0) == 0) m.erase(0, 11);  // the file's resolution says --machine
+    return invalid_argument("--clock " + file + ": " + m);
+  };
+  Result<std::string> path = model::resolve_machine_path(file);
+  if (!path.ok()) return refused(path.status());
+  Result<model::Machine> m = model::load_machine(*path);
+  if (!m.ok()) return refused(m.status());
+  Result<model::ModelRequest> req = model_request(t.cfg, t.spec, *m, t.p);
+  if (!req.ok()) return refused(req.status());
+  req->tau = t.run.params.tau;
+  Result<model::Prediction> p = model::predict(*m, *req);
+  if (!p.ok()) return refused(p.status());
+  ClockPrices c = prices_of(*p, *t.resolved.row, t.run.params);
+  c.file = file;
+  c.machine = m->name;
+  t.resolved.clock = c;
+  return {};
 }
 
 }  // namespace
@@ -45,6 +95,11 @@ Status resolve_plan(TrainRun& t, const NetCost& cost) {
   const bool fast = r.exchange && r.exchange->path != SyncExchangePath::comm;
   r.uses_collectives = t.world != nullptr || (t.algo->uses_collectives() && !fast);
   r.stall_seconds = stall_timeout_seconds();
+  if (!t.cfg.clock.empty()) {
+    EASEL_RETURN_IF_ERROR(price_clock(t));
+    t.clock = std::make_unique<SimClock>(*r.clock, t.p);
+    if (r.clock->scheduled) t.run.clock = t.clock.get();
+  }
   return {};
 }
 

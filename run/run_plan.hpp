@@ -13,6 +13,7 @@
 #include "algos/sync_easgd.hpp"
 #include "run/comm_list.hpp"
 #include "run/fit.hpp"
+#include "run/sim_clock.hpp"
 #include "run/trainer.hpp"
 
 namespace easel {
@@ -42,6 +43,8 @@ struct RunPlan {
   std::string placement;
   Fit fit;
   double stall_seconds = 0;  // a group waiting this long stops the run (EASEL_STALL_TIMEOUT)
+  // --clock: the described machine's prices of this run's step and exchange (price_clock).
+  std::optional<ClockPrices> clock;
 };
 
 // The plan of cfg's run on `data` (its shape and size; this rank's shards kept).

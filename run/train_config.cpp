@@ -538,6 +538,11 @@ const Setting kSettings[] = {
    "(Perfetto, chrome://tracing; "
    "under mpirun rank R > 0 writes FILE.rankR.json): a track per group, the centre and the main "
    "thread; at most trace-steps + 256 steps per group are kept (docs/TRACE.md)"},
+  {"clock", text<&T::clock>(), kTrain, R::fixed,
+   "train on a described machine's clock: FILE or a name of tools/machines (one process); each "
+   "step and exchange costs what `easel model` prices, async groups act in the order of their "
+   "simulated times, and metrics.jsonl and summary.json carry simulated seconds (wall time in "
+   "wall_seconds)"},
   {"trace-steps", integer<&T::trace_steps>(), kTrain, R::per_run,
    "with --trace: the first N steps of each group in full"},
   {"trace-every", integer<&T::trace_every>(), kTrain, R::per_run,

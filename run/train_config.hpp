@@ -114,6 +114,11 @@ struct TrainConfig {
   // Each group's track keeps its first trace_steps steps whole, then every trace_every-th step
   // (at most kTraceSampledSteps of them: past that the period doubles).
   std::string trace;
+  // `--clock FILE`: a machine description (tools/machines; a name or a file) whose clock the run
+  // keeps (run/sim_clock.hpp): each step and exchange costs what the model prices for it, the
+  // async algorithms' groups act in the order of their simulated times, and the records carry
+  // simulated seconds. Empty: the run's own wall clock.
+  std::string clock;
   int64_t trace_steps = 20;
   int64_t trace_every = 100;
   // Every other setting that fixes the run, as its front end writes them (easel train: the

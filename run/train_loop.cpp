@@ -22,10 +22,20 @@ int64_t steps_so_far(const Run& run) {
   return s;
 }
 
+// --clock: the round of `did` iterations after `done` on the described machine's clock, its
+// simulated seconds; every group's compute, comm and wait become the simulated ones.
+double clock_round(TrainRun& t, int64_t done, int64_t did) {
+  const double seconds = t.clock->end_round(done, did);
+  for (auto& g : t.run.groups)
+    g->times = t.clock->times(g->id);
+  return seconds;
+}
+
 // Every group runs up to k iterations of the algorithm on its own thread (fresh: the round's loss
 // sums start at zero; else they go on, after a checkpoint taken mid-round); the observer hears of
 // the progress meanwhile. Returns the iterations the round did: k, or fewer when the run stopped
-// early (Run::stop_at, the drained budget); *seconds: the round's (every rank's round is over).
+// early (Run::stop_at, the drained budget); *seconds: the round's (every rank's round is over;
+// with --clock, simulated).
 int64_t train_round(TrainRun& t, int64_t k, bool fresh, double* seconds) {
   Run& run = t.run;
   run.budget.store(k * t.local);
@@ -37,6 +47,7 @@ int64_t train_round(TrainRun& t, int64_t k, bool fresh, double* seconds) {
   const double r0 = now_seconds();
   const int64_t steps_before = steps_so_far(run);
   const int64_t batch = t.cfg.batch;
+  if (t.clock) t.clock->begin_round();
   run_on_groups(
       run,
       [&](Group& g) {
@@ -66,7 +77,9 @@ int64_t train_round(TrainRun& t, int64_t k, bool fresh, double* seconds) {
   if (stall_declared()) return 0;  // the groups stopped where they were
   const int64_t group_steps = steps_so_far(run) - steps_before;
   EASEL_CHECK_MSG(group_steps % t.local == 0, "a round's group-steps are not whole iterations");
-  return group_steps / t.local;
+  const int64_t did = group_steps / t.local;
+  if (t.clock) *seconds = clock_round(t, steps_before / t.local, did);
+  return did;
 }
 
 // The first non-finite value in group g's weights (a host arena), as "group G's SEGMENT (element

@@ -13,6 +13,7 @@
 #include "run/comm_list.hpp"
 #include "run/fit.hpp"
 #include "run/run_plan.hpp"
+#include "run/sim_clock.hpp"
 #include "run/trainer.hpp"
 
 namespace easel {
@@ -59,6 +60,9 @@ struct TrainRun {
   size_t arena_bytes = 0;                            // one replica's parameters
 
   std::vector<std::unique_ptr<Device>> devices;  // one shared, or one per accelerator group
+  // --clock: the described machine's clock (resolved.clock's prices); the async algorithms'
+  // groups take turns on it (run.clock). Null otherwise.
+  std::unique_ptr<SimClock> clock;
   Run run;
   std::vector<std::unique_ptr<WorkerThread>> workers;
   bool prepared = false;  // algo->prepare(run) was called: finish(run) is due

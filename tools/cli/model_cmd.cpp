@@ -9,6 +9,7 @@
 #include "model/model.hpp"
 #include "nets/graph.hpp"
 #include "nets/models/models.hpp"
+#include "run/model_request.hpp"
 #include "tools/bench/bench_model.hpp"
 #include "tools/cli/cli.hpp"
 
@@ -53,15 +54,6 @@ void model_defaults(SettingValues& values) {
     if (std::string_view(settings[i].name) == "groups") values[i].text = "1";
 }
 
-// --threads-per-group, or 0's derivation as `easel train` makes it on the machine: its cores
-// split evenly over the groups (of the ranks sharing it); one per group on a GPU machine, whose
-// groups are devices.
-int threads_per_group(const Machine& m, int given, int groups, int ranks_per_node) {
-  if (given > 0) return given;
-  if (m.gpu) return 1;
-  return std::max(1, m.cores / std::max(1, groups * ranks_per_node));
-}
-
 void add_net_flags(CLI::App* c, NetFlags& f, unsigned command) {
   add_setting_flags(*c, command, f.settings);
   c->add_option("--machine", f.machine,
@@ -87,10 +79,11 @@ int fail(const Status& s) {
   return report(s, Failure::request);
 }
 
-// The settings as `easel train` reads them, then the net's cost and the request's fields (its
-// layers' work with channels in vectors of `lanes`, the machine's vector_floats); errors name
-// the flag.
-Result<ModelRequest> net_request(NetFlags& f, unsigned command, TrainConfig* cfg, int lanes) {
+// The settings as `easel train` reads them, the net built for its input (--input, --classes),
+// then the request as the trainer's clock builds it (run/model_request.hpp) for `groups` groups
+// (0: --groups); errors name the flag.
+Result<ModelRequest> net_request(NetFlags& f, unsigned command, TrainConfig* cfg, const Machine& m,
+                                 int groups, int ranks_per_node) {
   EASEL_ASSIGN_OR_RETURN(*cfg, parse_settings(f.settings, command, {}, ""));
   if (f.classes < 0 || f.classes > 1000000)
     return invalid_argument("--classes: " + std::to_string(f.classes) +
@@ -111,39 +104,9 @@ Result<ModelRequest> net_request(NetFlags& f, unsigned command, TrainConfig* cfg
   auto spec = build_model(
       cfg->net, {in.channels, in.height, in.width, f.classes > 0 ? f.classes : in.classes});
   if (!spec.ok()) return spec.status();
-  EASEL_ASSIGN_OR_RETURN(NetCost cost, net_cost(*spec));
-  ModelRequest req;
-  req.net = cfg->net;
-  req.cost = cost;
-  EASEL_ASSIGN_OR_RETURN(req.layers, model::layer_work(*spec, lanes));
-  req.input_floats = in.channels * in.height * in.width;
-  req.param_layers = 0;
-  for (const LayerSpec& l : spec->layers)
-    req.param_layers += l.fillers.empty() ? 0 : 1;
-  req.algo = cfg->algo;
-  req.batch = cfg->batch;
-  req.tau = static_cast<int>(cfg->tau);
+  EASEL_ASSIGN_OR_RETURN(ModelRequest req, model_request(*cfg, *spec, m, groups, ranks_per_node));
   req.precision = f.precision;
-  req.collective = cfg->collective;
-  req.sync_centre = cfg->sync_centre == SyncCentre::master      ? "master"
-                    : cfg->sync_centre == SyncCentre::allreduce ? "allreduce"
-                                                                : "auto";
   return req;
-}
-
-// The model's one memory kind for the groups' buffers: every class in dram or every one in hbw.
-Result<std::string> model_placement(const Placement& p) {
-  const std::string text = placement_text(p);
-  if (text != "dram" && text != "hbw")
-    return invalid_argument("--placement: '" + text + "' (the model takes dram or hbw)");
-  return text;
-}
-
-// --groups for the model: a count.
-Result<int> model_groups(const GroupCount& groups) {
-  if (!groups.is_count())
-    return invalid_argument("--groups: '" + groups.text() + "' (the model takes a count)");
-  return groups.n;
 }
 
 Result<Machine> machine_of(const std::string& spec) {
@@ -190,25 +153,11 @@ int run_model(ModelFlags& f) {
   TrainConfig cfg;
   auto m = machine_of(f.machine);
   if (!m.ok()) return fail(m.status());
-  auto req = net_request(f, kModelCommand, &cfg, m->vector_floats);
+  auto req = net_request(f, kModelCommand, &cfg, *m, 0, f.ranks_per_node);
   if (!req.ok()) return fail(req.status());
-  auto groups = model_groups(cfg.plan.groups);
-  if (!groups.ok()) return fail(groups.status());
-  auto placement = model_placement(cfg.placement);
-  if (!placement.ok()) return fail(placement.status());
-  req->groups = *groups;
-  req->threads_per_group = threads_per_group(*m, static_cast<int>(cfg.plan.threads_per_group),
-                                             *groups, f.ranks_per_node);
-  req->placement = *placement;
-  req->reduce = cfg.reduce;
-  req->pack = cfg.pack;
-  req->exchange = cfg.exchange;
   req->ranks = f.ranks;
-  req->ranks_per_node = f.ranks_per_node;
   auto resident = on_off("--resident", f.resident);
   if (!resident.ok()) return fail(resident.status());
-  req->overlap = cfg.overlap;
-  req->exchange_precision = cfg.exchange_precision;
   req->resident = *resident;
   auto p = model::predict(*m, *req);
   if (!p.ok()) return fail(p.status());
@@ -249,12 +198,12 @@ int run_plan(PlanFlags& f) {
   TrainConfig cfg;
   auto m = machine_of(f.machine);
   if (!m.ok()) return fail(m.status());
-  auto req = net_request(f, kPlanCommand, &cfg, m->vector_floats);
+  // Each partition sets its groups, threads and placement (plan_partitions).
+  auto req = net_request(f, kPlanCommand, &cfg, *m, 1, 1);
   if (!req.ok()) return fail(req.status());
   if (f.iterations < 1 || f.iterations > 1000000000)
     return fail(invalid_argument("--iterations: " + std::to_string(f.iterations) +
                                  " is out of range [1, 1e9]"));
-  req->exchange_precision = cfg.exchange_precision;
   auto rows = model::plan_partitions(*m, *req, f.iterations);
   if (!rows.ok()) return fail(rows.status());
   const std::string budget =

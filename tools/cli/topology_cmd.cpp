@@ -210,6 +210,17 @@ json explain_json(const TrainConfig& cfg, const RunPlan* r) {
             {"placement", r->placement},
             {"fit", fit_json(r->fit)},
             {"stall_seconds", r->stall_seconds}};
+  if (r->clock) {
+    const ClockPrices& c = *r->clock;
+    j["clock"] = {{"file", c.file},
+                  {"machine", c.machine},
+                  {"step_seconds", c.step_seconds},
+                  {"exchange_seconds", c.exchange_seconds},
+                  {"seconds_per_iteration", c.seconds_per_iteration},
+                  {"steps_per_exchange", c.steps_per_exchange},
+                  {"scheduled", c.scheduled},
+                  {"compute_source", c.compute_source}};
+  }
   return j;
 }
 
@@ -242,6 +253,15 @@ void print_explain(const RunPlan* r) {
   std::printf("memory fit:\n%s", r->fit.to_string().c_str());
   std::printf("deadline    a group that waits %.0f s stops the run (EASEL_STALL_TIMEOUT)\n",
               r->stall_seconds);
+  if (const auto& c = r->clock)
+    std::printf(
+        "clock       %s (%s): a step %.4g s (%s), an exchange %.4g s, every %lld step(s); "
+        "%.4g s an iteration as `easel model` predicts; %s\n",
+        c->file.c_str(), c->machine.c_str(), c->step_seconds, c->compute_source.c_str(),
+        c->exchange_seconds, static_cast<long long>(c->steps_per_exchange),
+        c->seconds_per_iteration,
+        c->scheduled ? "the groups take turns by simulated time"
+                     : "the groups run as without it, each round priced");
 }
 
 // The plan's exchange timed (tools/bench/plan_exchange.hpp), on a fresh copy of the data.

@@ -183,8 +183,9 @@ class Printer {
   std::chrono::steady_clock::time_point t0_;
 };
 
-// The run's last line(s): how it stopped, where its results are.
-void print_done(const api::Summary& s, bool checkpoint) {
+// The run's last line(s): how it stopped, where its results are; `clock`: --clock's machine,
+// whose simulated seconds the training time is.
+void print_done(const api::Summary& s, bool checkpoint, const std::string& clock) {
   const std::string& out = s.directory;
   if (s.stop_reason == api::StopReason::interrupted) {
     std::printf("interrupted by %s at step %lld; %s\nresults in %s\n", signal_name(s.stop_signal),
@@ -212,6 +213,7 @@ void print_done(const api::Summary& s, bool checkpoint) {
     else
       std::printf("; target %.3f not reached", s.target_accuracy);
   }
+  if (!clock.empty()) std::printf("; training seconds simulated on %s's clock", clock.c_str());
   std::printf("\nresults in %s\n", out.c_str());
 }
 
@@ -271,7 +273,7 @@ int run_train(SettingValues& values, const std::vector<std::string>& given,
     return report(st, failure_of(st));
   const int code = exit_code(s.stop_reason, s.stop_signal);
   if (s.rank != 0) return code;  // under mpirun rank 0 reports
-  print_done(s, setting(config, "checkpoint") == "true");
+  print_done(s, setting(config, "checkpoint") == "true", setting(config, "clock"));
   return code;
 }
 
