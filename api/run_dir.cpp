@@ -194,6 +194,7 @@ json summary_json(const TrainSummary& s, json config) {
   // --clock: the described machine whose simulated seconds train_seconds, images_per_second,
   // time_to_target_seconds and the groups' times are (wall_seconds stays the wall's).
   if (!s.info.clock.empty()) j["clock"] = s.info.clock;
+  if (!s.info.clock_placement.empty()) j["clock_placement"] = s.info.clock_placement;
   return j;
 }
 
@@ -342,12 +343,13 @@ Status check_out(const TrainConfig& cfg, bool resumed) {
 Result<DataSplit> load_train_data(const TrainConfig& cfg, const SettingTexts& texts) {
   // hbw asked of a machine without it: refused naming --placement before the data set's
   // allocation would fail in memkind's words (the plan checks it again for `easel topology`).
-  if (std::any_of(std::begin(cfg.placement.kind), std::end(cfg.placement.kind),
+  const Placement placement = host_placement(cfg);
+  if (std::any_of(std::begin(placement.kind), std::end(placement.kind),
                   [](MemKind k) { return k == MemKind::hbw; })) {
     EASEL_ASSIGN_OR_RETURN(const Topology topo, detect_topology());
-    EASEL_RETURN_IF_ERROR(check_hbw_placement(topo, cfg.placement));
+    EASEL_RETURN_IF_ERROR(check_hbw_placement(topo, placement));
   }
-  MemKind dataset_kind = cfg.placement[BufferClass::dataset];
+  MemKind dataset_kind = placement[BufferClass::dataset];
   if (cfg.device.gpu) {
     if (Status s = prepare_gpu_memory(); !s.ok())
       return Status(s.code(), "--device " + device_text(cfg.device) + ": " + s.message());

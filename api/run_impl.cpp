@@ -171,7 +171,7 @@ Status check_split(const Data::Impl& d) {
 // --placement that puts the dataset class elsewhere cannot be honoured, and is refused rather
 // than ignored.
 Status check_borrowed_placement(const Data::Impl& d, const TrainConfig& cfg) {
-  const MemKind kind = cfg.placement[BufferClass::dataset];
+  const MemKind kind = host_placement(cfg)[BufferClass::dataset];
   if (kind == MemKind::dram || !(d.split.train.pixels.borrowed() || d.split.test.pixels.borrowed()))
     return {};
   return {Code::invalid_argument,

@@ -217,7 +217,7 @@ FitRequest fit_request(const TrainConfig& cfg, const NetCost& cost, const DataSp
   r.adamw = cfg.optimizer == Optimizer::adamw;
   r.feedback = cfg.exchange_precision == ExchangePrecision::int8;
   r.gpu = cfg.device.gpu;
-  r.placement = cfg.placement;
+  r.placement = host_placement(cfg);
   // A streamed set (nets/data/stream_source.hpp) holds no images, only its list.
   const auto held = [](const Dataset& d) { return d.source ? 0 : d.count * d.image_bytes(); };
   r.dataset_bytes = static_cast<uint64_t>(held(data.train) + held(data.test));

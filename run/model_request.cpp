@@ -9,12 +9,14 @@ namespace easel {
 
 namespace {
 
-// The model's one memory kind for the groups' buffers: every class in dram or every one in hbw.
+// The model's one memory kind for the groups' buffers: every class in dram or every one in hbw
+// (hbw-preferred is priced as hbw: where it does not fit, the caller says so and prices dram).
 Result<std::string> model_placement(const Placement& p) {
   const std::string text = placement_text(p);
-  if (text != "dram" && text != "hbw")
-    return invalid_argument("--placement: '" + text + "' (the model takes dram or hbw)");
-  return text;
+  if (text != "dram" && text != "hbw" && text != "hbw-preferred")
+    return invalid_argument("--placement: '" + text +
+                            "' (the model takes dram, hbw or hbw-preferred)");
+  return text == "dram" ? text : "hbw";
 }
 
 std::string sync_centre_text(SyncCentre c) {

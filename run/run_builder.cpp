@@ -76,7 +76,7 @@ Status make_devices(TrainRun& t) {
     t.devices.push_back(std::move(d));
     return {};
   }
-  const Placement& placement = t.cfg.placement;
+  const Placement placement = host_placement(t.cfg);
   if (t.world)
     return invalid_argument("--device " + device_text(cfg.device) +
                             ": GPU groups run within one process; run it without mpirun");
@@ -120,7 +120,7 @@ void choose_residence(TrainRun& t) {
 // Where a group's arenas live: as placed on the CPU; on GPUs on the device when resident, else
 // in pinned host memory.
 MemKind arena_kind_of(const TrainRun& t, BufferClass c) {
-  if (!t.dev_req.gpu) return t.cfg.placement[c];
+  if (!t.dev_req.gpu) return host_placement(t.cfg)[c];
   return t.run.resident ? MemKind::device : MemKind::pinned_host;
 }
 
@@ -172,8 +172,8 @@ Status build_groups(TrainRun& t, const Dataset& train) {
     g->device = t.devices[gpu ? static_cast<size_t>(i) : 0].get();
     Status st;
     w->run([&] {
-      st = build_group(*g, t.spec, t.cfg, resolve_layout(t.cfg), t.cfg.placement, arena_kind, train,
-                       t.local, t.p, t.data_cpus);
+      st = build_group(*g, t.spec, t.cfg, resolve_layout(t.cfg), host_placement(t.cfg), arena_kind,
+                       train, t.local, t.p, t.data_cpus);
     });
     EASEL_RETURN_IF_ERROR(st);
     t.workers.push_back(std::move(w));
@@ -400,7 +400,7 @@ Status plan_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices) {
   // shuffle buffer stay whole: each group picks its own tar files (build_group).
   if (t.ranks > 1 && shuffle_buffer_for(data.train, cfg.shuffle_buffer) == 0) {
     EASEL_ASSIGN_OR_RETURN(Dataset part, keep_shards(data.train, t.rank * t.local, t.local, t.p,
-                                                     t.cfg.placement[BufferClass::dataset]));
+                                                     host_placement(t.cfg)[BufferClass::dataset]));
     data.train = std::move(part);
   }
   return finish_plan(t, topo, data);
@@ -494,6 +494,7 @@ void describe_run(TrainRun& t, RunInfo& info) {
   info.classes = t.spec.classes;
   info.placement = placement_to_string(t.cfg.placement);
   info.clock = t.cfg.clock;
+  if (t.resolved.clock) info.clock_placement = t.resolved.clock->placement;
   // Each layer's kernel is in summary.json ("layers"); the log says it at --log-level debug, and
   // every fallback (a refusal and its reason) at info, once.
   for (const auto& l : info.layers)

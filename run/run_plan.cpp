@@ -1,7 +1,11 @@
 #include "run/run_plan.hpp"
 
+#include <cstdio>
+
 #include "algos/list.hpp"
 #include "algos/sync_easgd.hpp"
+#include "engine/log.hpp"
+#include "engine/memory.hpp"
 #include "engine/worker.hpp"
 #include "model/machine.hpp"
 #include "nets/graph.hpp"
@@ -44,6 +48,33 @@ ClockPrices prices_of(const model::Prediction& p, const AlgoEntry& a, const Algo
   return c;
 }
 
+// --placement hbw on the described CPU machine: every group's replica (model::group_bytes) and
+// the centre must fit in its high-bandwidth memory. `hbw` refuses a run that does not fit;
+// `hbw-preferred` prices it in DRAM (req.placement) and says so. Returns where it is priced,
+// with the reason when it is not where asked.
+Result<std::string> clock_placement(const TrainRun& t, const model::Machine& m,
+                                    model::ModelRequest& req) {
+  if (req.placement != "hbw" || m.gpu) return req.placement;
+  const double need =
+      t.p * model::group_bytes(req) + 4.0 * static_cast<double>(req.cost.arena_floats);
+  const double have = m.hbw.present ? m.hbw.capacity_gb * 1e9 : 0;
+  if (need <= have) return req.placement;
+  const auto gb = [](double bytes) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.1f GB", bytes / 1e9);
+    return std::string(b);
+  };
+  const std::string why = std::to_string(t.p) + " group(s) and the centre need " + gb(need) +
+                          ", its high-bandwidth memory holds " + gb(have);
+  if (placement_text(t.cfg.placement) == "hbw")
+    return invalid_argument("--placement hbw: " + why +
+                            " (--placement hbw-preferred places them in DRAM and prices that)");
+  req.placement = "dram";
+  log_warn("run",
+           "--clock " + t.cfg.clock + ": --placement hbw-preferred: " + why + ": priced in DRAM");
+  return "dram (" + why + ")";
+}
+
 // --clock: the described machine's prices of this run (one process), from one prediction of the
 // model for the run's net, algorithm, groups, batch and resolved tau. Refuses, naming the flag
 // and file, what the model cannot price.
@@ -64,11 +95,17 @@ Status price_clock(TrainRun& t) {
   Result<model::ModelRequest> req = model_request(t.cfg, t.spec, *m, t.p);
   if (!req.ok()) return refused(req.status());
   req->tau = t.run.params.tau;
+  // On a GPU machine the weights stay on the devices where the algorithm keeps them there when
+  // run on GPUs (the original EASGD's master is on the host: they cross the host link).
+  req->resident = !m->gpu || t.algo->device_resident();
+  Result<std::string> placed = clock_placement(t, *m, *req);
+  if (!placed.ok()) return refused(placed.status());
   Result<model::Prediction> p = model::predict(*m, *req);
   if (!p.ok()) return refused(p.status());
   ClockPrices c = prices_of(*p, *t.resolved.row, t.run.params);
   c.file = file;
   c.machine = m->name;
+  c.placement = *placed;
   t.resolved.clock = c;
   return {};
 }

@@ -42,6 +42,7 @@ struct ClockPrices {
   int64_t steps_per_exchange = 0;
   bool scheduled = false;      // async: the groups' steps ordered by simulated time
   std::string compute_source;  // the model's: "calibrated", "described", "layer rates"
+  std::string placement;       // where the groups' buffers are priced: "dram", "hbw", or why not
 };
 
 class SimClock final : public StepClock {

@@ -736,6 +736,10 @@ Status validate_config(const TrainConfig& c) {
   return {};
 }
 
+Placement host_placement(const TrainConfig& cfg) {
+  return cfg.clock.empty() ? cfg.placement : Placement();
+}
+
 AlgoParams make_params(const TrainConfig& c, int64_t total_iterations, int groups) {
   AlgoParams p;
   p.lr = lr_schedule(c, total_iterations);

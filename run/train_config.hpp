@@ -63,7 +63,7 @@ struct TrainConfig {
   double weight_decay = 5e-4;
   uint64_t seed = 1;
   PlanRequest plan;            // --groups, --threads-per-group, --threads, --cpus, --oversubscribe
-  Placement placement;         // everything in dram
+  Placement placement;         // everything in dram; on --clock the described machine's
   double target_accuracy = 0;  // 0: none; stop when the test accuracy reaches it
   int64_t eval_every = 0;      // iterations between evaluations; 0: once per epoch
   int64_t eval_images = 0;     // test images per evaluation, spread over the set; 0: all
@@ -193,6 +193,10 @@ Status set_setting(TrainConfig& cfg, std::string_view name, std::string_view tex
 // Checks the ranges and the rules between fields, without touching the machine or the data
 // (train() expects a config that passed it). Errors name the flag.
 Status validate_config(const TrainConfig& cfg);
+
+// Where this process puts its buffers: --placement, but on --clock, whose --placement is the
+// described machine's (the clock prices it), DRAM: this machine's memory is not what is timed.
+Placement host_placement(const TrainConfig& cfg);
 
 // The algorithms' parameters for a run of `total_iterations` on `groups` groups (P).
 // Requires a validated cfg.

@@ -52,7 +52,7 @@ Result<GroupPlan> plan_groups(const Algorithm& algo, const TrainConfig& cfg, con
   EASEL_ASSIGN_OR_RETURN(GroupPlan plan, make_plan(topo, req));
   // Refused here too, so that `easel topology` shows no plan that `easel train` would refuse.
   EASEL_RETURN_IF_ERROR(check_group_count(algo, static_cast<int>(plan.groups.size())));
-  EASEL_RETURN_IF_ERROR(check_hbw_placement(topo, cfg.placement));  // cache mode: no hbw node
+  EASEL_RETURN_IF_ERROR(check_hbw_placement(topo, host_placement(cfg)));  // cache mode: no hbw node
   return plan;
 }
 

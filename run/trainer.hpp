@@ -29,6 +29,7 @@ struct RunInfo {
   std::vector<LayerInfo> layers;
   std::string placement;
   std::string clock;  // --clock's machine description (the records' seconds are its); else empty
+  std::string clock_placement;  // --clock: where its groups' buffers are priced (ClockPrices)
   // The net's input image (the data's C x H x W) and classes: summary.json's "input", which
   // `easel predict` builds the net for without the data set.
   int64_t channels = 0, height = 0, width = 0, classes = 0;

@@ -3,6 +3,7 @@
 #include "nets/data/dataset.hpp"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cstring>
 #include <filesystem>
@@ -193,6 +194,73 @@ Result<DataSplit> load_shard_spec(const std::string& spec, MemKind kind, const D
   return split;
 }
 
+// "CxHxW" after a named set's colon: C is 1 or 3, H and W at least the set's 28 and at most 1024.
+Result<std::array<int64_t, 3>> parse_reshape(const std::string& spec, std::string_view shape) {
+  const std::vector<std::string_view> d = split(shape, 'x');
+  std::array<int64_t, 3> chw{};
+  if (d.size() != 3 || !parse_positive(d[0], &chw[0]) || !parse_positive(d[1], &chw[1]) ||
+      !parse_positive(d[2], &chw[2]) || (chw[0] != 1 && chw[0] != 3) || chw[1] < 28 ||
+      chw[2] < 28 || chw[1] > 1024 || chw[2] > 1024)
+    return invalid_argument("data set '" + spec +
+                            "': the shape after ':' must be CxHxW with C 1 or 3 and H, W in "
+                            "[28, 1024] (the images are padded, never cut), e.g. 3x32x32");
+  return chw;
+}
+
+// The grey images of `ds`, each centred on a black C x H x W canvas, its one channel repeated
+// C times (Fashion-MNIST at CIFAR's 3x32x32, for nets built on that shape).
+Status reshape_grey(Dataset* ds, const std::array<int64_t, 3>& chw, MemKind kind) {
+  const auto [c, h, w] = chw;
+  const int64_t top = (h - ds->height) / 2, left = (w - ds->width) / 2;
+  EASEL_ASSIGN_OR_RETURN(Buffer b, Buffer::allocate(ds->count * c * h * w, kind));
+  uint8_t* out = b.as<uint8_t>();
+  std::memset(out, 0, b.bytes());
+  for (int64_t i = 0; i < ds->count; ++i) {
+    const uint8_t* src = ds->image(i);
+    for (int64_t ch = 0; ch < c; ++ch) {
+      uint8_t* plane = out + (i * c + ch) * h * w;
+      for (int64_t y = 0; y < ds->height; ++y)
+        std::memcpy(plane + (top + y) * w + left, src + y * ds->width, ds->width);
+    }
+  }
+  ds->pixels = std::move(b);
+  ds->channels = c;
+  ds->height = h;
+  ds->width = w;
+  return {};
+}
+
+// fashion-mnist or mnist, optionally ":CxHxW" (reshape_grey).
+Result<DataSplit> load_named_idx(const std::string& spec, MemKind kind) {
+  const size_t colon = spec.find(':');
+  const std::string name = spec.substr(0, colon);
+  std::array<int64_t, 3> chw{};
+  if (colon != std::string::npos) {
+    EASEL_ASSIGN_OR_RETURN(chw, parse_reshape(spec, std::string_view(spec).substr(colon + 1)));
+  }
+  const bool fashion = name == "fashion-mnist";
+  const char* dir = fashion ? kFashionDir : kMnistDir;
+  if (!is_dir(dir)) {
+    if (fashion)
+      return not_found("data set '" + spec + "': " + dir +
+                       " not found: apt-get install dataset-fashion-mnist");
+    return not_found("data set '" + spec + "': " + dir +
+                     " not found (no Debian package ships MNIST): download it and pass the "
+                     "directory holding train-images-idx3-ubyte, train-labels-idx1-ubyte, "
+                     "t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte (each may be .gz)");
+  }
+  EASEL_ASSIGN_OR_RETURN(DataSplit split, load_idx_dir(dir, name, kind));
+  if (colon == std::string::npos) return split;
+  for (Dataset* ds : {&split.train, &split.test}) {
+    if (ds->channels != 1 || ds->height > chw[1] || ds->width > chw[2])
+      return invalid_argument("data set '" + spec + "': its images are " +
+                              std::to_string(ds->channels) + "x" + std::to_string(ds->height) +
+                              "x" + std::to_string(ds->width) + ", not grey within the shape");
+    EASEL_RETURN_IF_ERROR(reshape_grey(ds, chw, kind));
+  }
+  return split;
+}
+
 }  // namespace
 
 Dataset make_synthetic(int64_t count, int64_t c, int64_t h, int64_t w, int64_t classes,
@@ -253,22 +321,9 @@ Result<DataSplit> load_data(const std::string& spec, MemKind kind, uint64_t seed
 Result<DataSplit> load_data(const std::string& spec, MemKind kind, uint64_t seed,
                             const DataOptions& opt) {
   if (spec.starts_with("shards:")) return load_shard_spec(spec, kind, opt);
-  if (spec == "fashion-mnist") {
-    if (!is_dir(kFashionDir)) {
-      return not_found(std::string("data set 'fashion-mnist': ") + kFashionDir +
-                       " not found: apt-get install dataset-fashion-mnist");
-    }
-    return load_idx_dir(kFashionDir, "fashion-mnist", kind);
-  }
-  if (spec == "mnist") {
-    if (!is_dir(kMnistDir)) {
-      return not_found(std::string("data set 'mnist': ") + kMnistDir +
-                       " not found (no Debian package ships MNIST): download it and pass the "
-                       "directory holding train-images-idx3-ubyte, train-labels-idx1-ubyte, "
-                       "t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte (each may be .gz)");
-    }
-    return load_idx_dir(kMnistDir, "mnist", kind);
-  }
+  if (spec == "fashion-mnist" || spec.starts_with("fashion-mnist:") || spec == "mnist" ||
+      spec.starts_with("mnist:"))
+    return load_named_idx(spec, kind);
   if (spec == "synthetic" || spec.starts_with("synthetic:")) {
     EASEL_ASSIGN_OR_RETURN(const SyntheticSpec s, parse_synthetic(spec));
     DataSplit split;
@@ -298,7 +353,9 @@ Result<DataSplit> load_data(const std::string& spec, MemKind kind, uint64_t seed
   if (spec.find('/') != std::string::npos) {
     return not_found("data set directory '" + spec + "' does not exist");
   }
-  return invalid_argument("unknown data set '" + spec + "': expected fashion-mnist, mnist, " +
+  return invalid_argument("unknown data set '" + spec +
+                          "': expected fashion-mnist, mnist (either "
+                          "may take :CxHxW, e.g. fashion-mnist:3x32x32), " +
                           kSyntheticForm +
                           ", or a directory (IDX files, CIFAR binary batches or an image "
                           "folder; DIR:SIDE for an image folder's side)");

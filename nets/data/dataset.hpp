@@ -81,6 +81,8 @@ Result<DataSplit> load_image_folder(const std::string& dir, const std::string& n
 constexpr int64_t kDefaultImageSide = 224;
 
 // `spec`: "fashion-mnist" (/usr/share/datasets/fashion-mnist), "mnist" (/usr/share/datasets/mnist),
+// either as ":CxHxW" (C 1 or 3, H and W at least 28: each image centred on a black canvas of that
+// size, its grey repeated in every channel, e.g. "fashion-mnist:3x32x32" for CIFAR-shaped nets),
 // "synthetic[:N[:CxHxW[:classes]]]" (generated, learnable, deterministic from seed), or a
 // directory, whose format is told by what it holds (in this order):
 //   IDX:          train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz],

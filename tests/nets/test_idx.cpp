@@ -487,7 +487,9 @@ TEST(LoadData, BadSpecs) {
   for (const char* spec :
        {"synthetic:0", "synthetic:-5", "synthetic:abc", "synthetic:10:3x32", "synthetic:10:0x4x4",
         "synthetic:10:1x4x4:1", "synthetic:10:1x4x4:x", "synthetic:1:1x1x1:2:9",
-        "synthetic:", "synthetic:10:1x4x4x", "synthetic:999999999999", "no-such-data-set"}) {
+        "synthetic:", "synthetic:10:1x4x4x", "synthetic:999999999999", "no-such-data-set",
+        "fashion-mnist:3x32", "fashion-mnist:2x32x32", "fashion-mnist:3x27x32",
+        "fashion-mnist:3x32x2000", "fashion-mnist:", "mnist:3x32x32x"}) {
     auto r = load_data(spec, MemKind::dram, 1);
     ASSERT_FALSE(r.ok()) << spec;
     EXPECT_EQ(r.status().code(), Code::invalid_argument) << spec;
@@ -544,6 +546,34 @@ TEST(LoadData, RealFashionMnist) {
     // Fashion-MNIST is balanced: 6000 / 1000 images per class.
     for (int64_t c : per_class)
       EXPECT_EQ(c, ds->count / 10);
+  }
+}
+
+// fashion-mnist:3x32x32: every image centred on a black 32x32 canvas, its grey in each of the 3
+// channels, and nothing else changed (the labels, the counts, the original pixels).
+TEST(LoadData, FashionMnistAtCifarsShape) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "not installed";
+  auto grey = load_data("fashion-mnist", MemKind::dram, 1);
+  auto rgb = load_data("fashion-mnist:3x32x32", MemKind::dram, 1);
+  ASSERT_TRUE(grey.ok() && rgb.ok()) << rgb.status().to_string();
+  for (int which = 0; which < 2; ++which) {
+    const Dataset& g = which ? grey->test : grey->train;
+    const Dataset& c = which ? rgb->test : rgb->train;
+    ASSERT_EQ(c.count, g.count);
+    EXPECT_EQ(c.labels, g.labels);
+    ASSERT_EQ(c.channels * c.height * c.width, 3 * 32 * 32);
+    ASSERT_EQ(c.pixels.bytes(), static_cast<size_t>(c.count * 3 * 32 * 32));
+    for (int64_t i : {int64_t{0}, c.count / 2, c.count - 1}) {
+      for (int64_t ch = 0; ch < 3; ++ch) {
+        for (int64_t y = 0; y < 32; ++y) {
+          for (int64_t x = 0; x < 32; ++x) {
+            const bool inside = y >= 2 && y < 30 && x >= 2 && x < 30;
+            const uint8_t want = inside ? g.image(i)[(y - 2) * 28 + (x - 2)] : 0;
+            ASSERT_EQ(c.image(i)[(ch * 32 + y) * 32 + x], want) << i << " " << ch << " " << y;
+          }
+        }
+      }
+    }
   }
 }
 

@@ -83,4 +83,45 @@ TEST(ClockCli, WhatTheClockCannotPriceIsOneLine) {
   }
 }
 
+// --placement on --clock is the described machine's: hbw is priced (never allocated here, where
+// there is no high-bandwidth memory), refused when the groups do not fit in it, and with
+// hbw-preferred priced in DRAM, which the summary says.
+TEST(ClockCli, PlacementIsTheDescribedMachines) {
+  const fs::path d = easel_test::tmp_dir("clock", "placement");
+  fs::create_directories(d);
+  {  // knl-7250 with 10 kB of MCDRAM: four MLP groups do not fit
+    std::ifstream in(std::string(EASEL_MACHINES_SOURCE_DIR) + "/knl-7250.toml");
+    std::ofstream small(d / "small-hbw.toml");
+    bool hbw = false;
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("[", 0) == 0) hbw = line == "[memory.hbw]";
+      small << (hbw && line.rfind("capacity_gb", 0) == 0 ? "capacity_gb = 0.00001" : line) << "\n";
+    }
+  }
+  const std::string tiny =
+      "train --net mlp --data synthetic:512:1x8x8:4 --iterations 2 --groups 4 --oversubscribe "
+      "--progress none --log-level warn --algo async-easgd";
+  const auto summary = [&](const std::string& run) {
+    return nlohmann::json::parse(slurp(d / run / "summary.json"));
+  };
+  Out fits = easel_test::run_easel(tiny + " --clock knl-7250 --placement hbw --out " +
+                                   (d / "fits").string());
+  ASSERT_EQ(fits.code, 0) << fits.err;
+  EXPECT_EQ(summary("fits").value("clock_placement", ""), "hbw");
+  const std::string small = (d / "small-hbw.toml").string();
+  Out strict = easel_test::run_easel(tiny + " --clock " + small + " --placement hbw --out " +
+                                     (d / "strict").string());
+  EXPECT_EQ(strict.code, 2) << strict.err;
+  EXPECT_EQ(std::count(strict.err.begin(), strict.err.end(), '\n'), 1) << strict.err;
+  EXPECT_NE(strict.err.find("--placement hbw: 4 group(s) and the centre need"), std::string::npos)
+      << strict.err;
+  EXPECT_FALSE(fs::exists(d / "strict"));
+  Out preferred =
+      easel_test::run_easel(tiny + " --clock " + small + " --placement hbw-preferred --out " +
+                            (d / "preferred").string());
+  ASSERT_EQ(preferred.code, 0) << preferred.err;
+  EXPECT_EQ(summary("preferred").value("clock_placement", "").rfind("dram (4 group(s)", 0), 0u)
+      << summary("preferred").dump();
+}
+
 }  // namespace

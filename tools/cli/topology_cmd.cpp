@@ -219,7 +219,8 @@ json explain_json(const TrainConfig& cfg, const RunPlan* r) {
                   {"seconds_per_iteration", c.seconds_per_iteration},
                   {"steps_per_exchange", c.steps_per_exchange},
                   {"scheduled", c.scheduled},
-                  {"compute_source", c.compute_source}};
+                  {"compute_source", c.compute_source},
+                  {"placement", c.placement}};
   }
   return j;
 }
@@ -256,10 +257,10 @@ void print_explain(const RunPlan* r) {
   if (const auto& c = r->clock)
     std::printf(
         "clock       %s (%s): a step %.4g s (%s), an exchange %.4g s, every %lld step(s); "
-        "%.4g s an iteration as `easel model` predicts; %s\n",
+        "%.4g s an iteration as `easel model` predicts; its buffers priced in %s; %s\n",
         c->file.c_str(), c->machine.c_str(), c->step_seconds, c->compute_source.c_str(),
         c->exchange_seconds, static_cast<long long>(c->steps_per_exchange),
-        c->seconds_per_iteration,
+        c->seconds_per_iteration, c->placement.c_str(),
         c->scheduled ? "the groups take turns by simulated time"
                      : "the groups run as without it, each round priced");
 }
