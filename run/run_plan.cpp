@@ -51,10 +51,11 @@ ClockPrices prices_of(const model::Prediction& p, const AlgoEntry& a, const Algo
 // --placement hbw on the described CPU machine: every group's replica (model::group_bytes) and
 // the centre must fit in its high-bandwidth memory. `hbw` refuses a run that does not fit;
 // `hbw-preferred` prices it in DRAM (req.placement) and says so. Returns where it is priced,
-// with the reason when it is not where asked.
+// with the reason when it is not where asked (on a GPU machine: the devices' or the host's).
 Result<std::string> clock_placement(const TrainRun& t, const model::Machine& m,
                                     model::ModelRequest& req) {
-  if (req.placement != "hbw" || m.gpu) return req.placement;
+  if (m.gpu) return std::string(req.resident ? "the devices' memory" : "host memory");
+  if (req.placement != "hbw") return req.placement;
   const double need =
       t.p * model::group_bytes(req) + 4.0 * static_cast<double>(req.cost.arena_floats);
   const double have = m.hbw.present ? m.hbw.capacity_gb * 1e9 : 0;
