@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """tools/paper runs a figure on a described node's clock: fig6.4 on a budget of a few iterations
 writes a table whose rows are its two runs' summaries (simulated seconds, the clock named in
-every command), a diverged run is a row of the figure, not its failure, and bad arguments are
+every command), --report writes it again from them, a diverged run is a row of the figure, not its failure, and bad arguments are
 one line, non-zero, nothing run.
 
 usage: paper_check.py SOURCE_ROOT BUILD_ROOT
@@ -57,6 +57,11 @@ with tempfile.TemporaryDirectory() as tmp:
         check(table.count("--clock gpu8-pcie") == 2, "both commands name the clock")
         check(paper("fig6.4", "--budget", "0.02", "--out", tmp).returncode != 0,
               "a second run into the same --out is refused without --overwrite")
+        r = paper("fig6.4", "--budget", "0.02", "--out", tmp, "--report")
+        again = [l for l in r.stdout.splitlines() if l.startswith("| sync-easgd |")]
+        check(r.returncode == 0 and len(again) == 1 and row and
+              again[0].split("|")[:-2] == row[0].split("|")[:-2],
+              "--report writes the row again from the summaries (wall seconds aside): %s" % again)
 
     # A diverged run is a result: the module's runner reads its summary.
     loader = importlib.machinery.SourceFileLoader("easel_paper", TOOL)
