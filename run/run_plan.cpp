@@ -1,7 +1,12 @@
 #include "run/run_plan.hpp"
 
+#include <algorithm>
+
 #include "algos/list.hpp"
 #include "algos/sync_easgd.hpp"
+#include "engine/comm/mpi_comm.hpp"
+#include "engine/comm/smpi.hpp"
+#include "engine/comm/transport.hpp"
 #include "engine/worker.hpp"
 #include "model/machine.hpp"
 #include "nets/graph.hpp"
@@ -44,14 +49,39 @@ ClockPrices prices_of(const model::Prediction& p, const AlgoEntry& a, const Algo
   return c;
 }
 
-// --clock: the described machine's prices of this run (one process), from one prediction of the
-// model for the run's net, algorithm, groups, batch and resolved tau. Refuses, naming the flag
-// and file, what the model cannot price.
+// The groups sharing one described machine: one process's; under SMPI, the groups of the ranks
+// of this rank's simulated node (the platform's, as the collectives see it), so that one rank
+// per KNL node prices a whole node's step and 8 ranks of an 8-GPU node a GPU's each.
+int groups_on_machine(const TrainRun& t) {
+  if (t.world == nullptr) return t.p;
+  const int nodes = std::max(1, t.world->transport()->nodes());
+  return t.local * std::max(1, t.ranks / nodes);
+}
+
+// Why --clock cannot run here, or empty: across mpirun's ranks the schedule is not built; under
+// SMPI the steps are priced and the computation must take no simulated time of its own.
+std::string clock_refusal(const TrainRun& t) {
+  if (smpi::launched()) {
+    if (sim_injected_flops() > 0)
+      return "the model's step is injected already (tools/simulate --compute model)";
+    if (smpi::computation_timed())
+      return "under SMPI the computation would be timed as well as priced: run it with "
+             "--cfg=smpi/simulate-computation:no (tools/simulate --compute clock --machine FILE)";
+    return {};
+  }
+  if (t.ranks > 1)
+    return "runs in one process or under SMPI (tools/simulate --compute clock); across mpirun's "
+           "ranks it is not built yet";
+  return {};
+}
+
+// --clock: the described machine's prices of this run, from one prediction of the model for
+// the run's net, algorithm, groups (those sharing the machine), batch and resolved tau. Refuses,
+// naming the flag and file, what the model cannot price.
 Status price_clock(TrainRun& t) {
   const std::string& file = t.cfg.clock;
-  if (t.ranks > 1)
-    return invalid_argument("--clock " + file +
-                            ": runs in one process (across MPI ranks it is not built yet)");
+  if (const std::string why = clock_refusal(t); !why.empty())
+    return invalid_argument("--clock " + file + ": " + why);
   const auto refused = [&](const Status& st) {
     std::string m = st.message();
     if (m.rfind("--machine: ", 0) == 0) m.erase(0, 11);  // the file's resolution says --machine
@@ -61,7 +91,7 @@ Status price_clock(TrainRun& t) {
   if (!path.ok()) return refused(path.status());
   Result<model::Machine> m = model::load_machine(*path);
   if (!m.ok()) return refused(m.status());
-  Result<model::ModelRequest> req = model_request(t.cfg, t.spec, *m, t.p);
+  Result<model::ModelRequest> req = model_request(t.cfg, t.spec, *m, groups_on_machine(t));
   if (!req.ok()) return refused(req.status());
   req->tau = t.run.params.tau;
   Result<model::Prediction> p = model::predict(*m, *req);
@@ -97,8 +127,14 @@ Status resolve_plan(TrainRun& t, const NetCost& cost) {
   r.stall_seconds = stall_timeout_seconds();
   if (!t.cfg.clock.empty()) {
     EASEL_RETURN_IF_ERROR(price_clock(t));
-    t.clock = std::make_unique<SimClock>(*r.clock, t.p);
-    if (r.clock->scheduled) t.run.clock = t.clock.get();
+    if (smpi::launched()) {
+      // SMPI keeps the time: each step computed, then charged the model's price; the exchanges
+      // cost what the platform's links make of them. No schedule: the ranks' order is SMPI's.
+      set_sim_step_seconds(r.clock->step_seconds);
+    } else {
+      t.clock = std::make_unique<SimClock>(*r.clock, t.p);
+      if (r.clock->scheduled) t.run.clock = t.clock.get();
+    }
   }
   return {};
 }
