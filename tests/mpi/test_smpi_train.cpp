@@ -270,6 +270,29 @@ TEST(Smpi, ClockComputesAndChargesTheModelsStep) {
       << clock.output << slower.output;
 }
 
+// Issue 43's check under SMPI: 2 simulated ranks on gpu8-pcie's clock equal one process of 2
+// groups on the same clock (an ordinary build's easel, EASEL_REFERENCE_EASEL), bit for bit, which
+// equals `mpirun -np 2` (MpiTrain.SyncEasgdOnAClockEqualsMpirun, suite mpi).
+TEST(Smpi, ClockEqualsOneProcessOnTheClock) {
+  const char* ref = std::getenv("EASEL_REFERENCE_EASEL");
+  if (ref == nullptr || !fs::exists(ref))
+    GTEST_SKIP() << "EASEL_REFERENCE_EASEL (an ordinary build's easel) not set";
+  const Outcome sim = simulate(
+      "--platform " + platform("this-machine.xml") + " -np 2 --compute clock --machine gpu8-pcie",
+      "sync-easgd", 60);
+  ASSERT_EQ(sim.rc, 0) << sim.output;
+  const fs::path dir = fresh_dir();
+  std::string one_train = kTrain;
+  one_train.replace(one_train.find("--groups 1"), 10, "--groups 2");
+  const std::string cmd = std::string(ref) + " train --algo sync-easgd --iterations 60" +
+                          one_train + " --clock gpu8-pcie --out " + dir.string() + " > " +
+                          dir.string() + ".log 2>&1";
+  const Outcome one = read_results(std::system(cmd.c_str()), dir, dir.string() + ".log");
+  ASSERT_EQ(one.rc, 0) << one.output;
+  ASSERT_EQ(sim.metrics.size(), 3u);
+  EXPECT_EQ(trajectory(sim), trajectory(one));
+}
+
 // A described machine that lacks a key the model needs: easel's loader names the file and the
 // key, in one line, exit 2.
 TEST(Smpi, ClockMachineMissingAKeyIsOneLine) {
