@@ -99,6 +99,7 @@ double local_gradient(Group& g) {
       g.nonfinite_where = first_nonfinite(g.net->params().segments(), g.weights.data());
     if (g.diverged) g.diverged->store(true, std::memory_order_relaxed);
   }
+  sim_charge_step();  // simulated on a described machine's clock: its step's price, not ours
   g.times.compute += now_seconds() - t0;
   return st.loss;
 }

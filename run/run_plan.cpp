@@ -1,9 +1,13 @@
 #include "run/run_plan.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "algos/list.hpp"
 #include "algos/sync_easgd.hpp"
+#include "engine/comm/mpi_comm.hpp"
+#include "engine/comm/smpi.hpp"
+#include "engine/comm/transport.hpp"
 #include "engine/log.hpp"
 #include "engine/memory.hpp"
 #include "engine/worker.hpp"
@@ -57,7 +61,7 @@ Result<std::string> clock_placement(const TrainRun& t, const model::Machine& m,
   if (m.gpu) return std::string(req.resident ? "the devices' memory" : "host memory");
   if (req.placement != "hbw") return req.placement;
   const double need =
-      t.p * model::group_bytes(req) + 4.0 * static_cast<double>(req.cost.arena_floats);
+      req.groups * model::group_bytes(req) + 4.0 * static_cast<double>(req.cost.arena_floats);
   const double have = m.hbw.present ? m.hbw.capacity_gb * 1e9 : 0;
   if (need <= have) return req.placement;
   const auto gb = [](double bytes) {
@@ -65,7 +69,7 @@ Result<std::string> clock_placement(const TrainRun& t, const model::Machine& m,
     std::snprintf(b, sizeof b, "%.1f GB", bytes / 1e9);
     return std::string(b);
   };
-  const std::string why = std::to_string(t.p) + " group(s) and the centre need " + gb(need) +
+  const std::string why = std::to_string(req.groups) + " group(s) and the centre need " + gb(need) +
                           ", its high-bandwidth memory holds " + gb(have);
   if (placement_text(t.cfg.placement) == "hbw")
     return invalid_argument("--placement hbw: " + why +
@@ -76,14 +80,39 @@ Result<std::string> clock_placement(const TrainRun& t, const model::Machine& m,
   return "dram (" + why + ")";
 }
 
-// --clock: the described machine's prices of this run (one process), from one prediction of the
-// model for the run's net, algorithm, groups, batch and resolved tau. Refuses, naming the flag
-// and file, what the model cannot price.
+// The groups sharing one described machine: one process's; under SMPI, the groups of the ranks
+// of this rank's simulated node (the platform's, as the collectives see it), so that one rank
+// per KNL node prices a whole node's step and 8 ranks of an 8-GPU node a GPU's each.
+int groups_on_machine(const TrainRun& t) {
+  if (t.world == nullptr) return t.p;
+  const int nodes = std::max(1, t.world->transport()->nodes());
+  return t.local * std::max(1, t.ranks / nodes);
+}
+
+// Why --clock cannot run here, or empty: across mpirun's ranks the schedule is not built; under
+// SMPI the steps are priced and the computation must take no simulated time of its own.
+std::string clock_refusal(const TrainRun& t) {
+  if (smpi::launched()) {
+    if (sim_injected_flops() > 0)
+      return "the model's step is injected already (tools/simulate --compute model)";
+    if (smpi::computation_timed())
+      return "under SMPI the computation would be timed as well as priced: run it with "
+             "--cfg=smpi/simulate-computation:no (tools/simulate --compute clock --machine FILE)";
+    return {};
+  }
+  if (t.ranks > 1)
+    return "runs in one process or under SMPI (tools/simulate --compute clock); across mpirun's "
+           "ranks it is not built yet";
+  return {};
+}
+
+// --clock: the described machine's prices of this run, from one prediction of the model for
+// the run's net, algorithm, groups (those sharing the machine), batch and resolved tau. Refuses,
+// naming the flag and file, what the model cannot price.
 Status price_clock(TrainRun& t) {
   const std::string& file = t.cfg.clock;
-  if (t.ranks > 1)
-    return invalid_argument("--clock " + file +
-                            ": runs in one process (across MPI ranks it is not built yet)");
+  if (const std::string why = clock_refusal(t); !why.empty())
+    return invalid_argument("--clock " + file + ": " + why);
   const auto refused = [&](const Status& st) {
     std::string m = st.message();
     if (m.rfind("--machine: ", 0) == 0) m.erase(0, 11);  // the file's resolution says --machine
@@ -93,7 +122,7 @@ Status price_clock(TrainRun& t) {
   if (!path.ok()) return refused(path.status());
   Result<model::Machine> m = model::load_machine(*path);
   if (!m.ok()) return refused(m.status());
-  Result<model::ModelRequest> req = model_request(t.cfg, t.spec, *m, t.p);
+  Result<model::ModelRequest> req = model_request(t.cfg, t.spec, *m, groups_on_machine(t));
   if (!req.ok()) return refused(req.status());
   req->tau = t.run.params.tau;
   // On a GPU machine the weights stay on the devices where the algorithm keeps them there when
@@ -135,8 +164,14 @@ Status resolve_plan(TrainRun& t, const NetCost& cost) {
   r.stall_seconds = stall_timeout_seconds();
   if (!t.cfg.clock.empty()) {
     EASEL_RETURN_IF_ERROR(price_clock(t));
-    t.clock = std::make_unique<SimClock>(*r.clock, t.p);
-    if (r.clock->scheduled) t.run.clock = t.clock.get();
+    if (smpi::launched()) {
+      // SMPI keeps the time: each step computed, then charged the model's price; the exchanges
+      // cost what the platform's links make of them. No schedule: the ranks' order is SMPI's.
+      set_sim_step_seconds(r.clock->step_seconds);
+    } else {
+      t.clock = std::make_unique<SimClock>(*r.clock, t.p);
+      if (r.clock->scheduled) t.run.clock = t.clock.get();
+    }
   }
   return {};
 }

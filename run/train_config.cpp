@@ -542,7 +542,8 @@ const Setting kSettings[] = {
    "train on a described machine's clock: FILE or a name of tools/machines (one process); each "
    "step and exchange costs what `easel model` prices, async groups act in the order of their "
    "simulated times, and metrics.jsonl and summary.json carry simulated seconds (wall time in "
-   "wall_seconds)"},
+   "wall_seconds). Under SMPI (tools/simulate --compute clock) each step costs the model's price "
+   "and each exchange the platform's links"},
   {"trace-steps", integer<&T::trace_steps>(), kTrain, R::per_run,
    "with --trace: the first N steps of each group in full"},
   {"trace-every", integer<&T::trace_every>(), kTrain, R::per_run,

@@ -2,6 +2,7 @@
 // simulation's hooks once MPI runs (engine/comm/smpi.hpp answers for the simulator); the world
 // itself is engine/comm/mpi_world.hpp.
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,23 @@ std::unique_ptr<MpiWorld>& world_slot() {
 bool& agreed_slot() {
   static bool agreed = false;
   return agreed;
+}
+
+double& step_seconds_slot() {  // per rank: under SMPI each rank has its own globals
+  static double seconds = 0;
+  return seconds;
+}
+
+// The compute mode mpi_finish names for tools/simulate (no ':' in it: its pattern ends there).
+std::string sim_compute_mode() {
+  if (sim_injected_flops() > 0) return "model (injected)";
+  if (step_seconds_slot() > 0) {
+    char text[96];
+    std::snprintf(text, sizeof text, "clock (computed, the model's step of %g s injected)",
+                  step_seconds_slot());
+    return text;
+  }
+  return "real (timed)";
 }
 
 }  // namespace
@@ -48,8 +66,7 @@ int mpi_finish(int exit_code, bool every_rank) {
   // (a run refused at its start has none).
   if (smpi::built() && w->rank() == 0 && !every_rank)
     std::fprintf(stderr, "easel: simulated %d ranks under SMPI, compute %s: %.6f simulated s\n",
-                 w->size(), sim_injected_flops() > 0 ? "model (injected)" : "real (timed)",
-                 MPI_Wtime());
+                 w->size(), sim_compute_mode().c_str(), MPI_Wtime());
   w.reset();
   MPI_Finalize();
   return exit_code;
@@ -104,6 +121,15 @@ bool sim_inject_step() {
   if (f <= 0) return false;
   smpi::execute_flops(f);
   return true;
+}
+
+void set_sim_step_seconds(double seconds) {
+  step_seconds_slot() = seconds;
+}
+
+void sim_charge_step() {
+  if (step_seconds_slot() > 0 && world_slot() && smpi::in_rank_actor())
+    smpi::execute_seconds(step_seconds_slot());
 }
 
 double sim_clock_seconds() {

@@ -116,6 +116,12 @@ double sim_injected_flops();
 // With injected compute: advances this rank's simulated clock by one step's flops on its
 // simulated host (smpi_execute_flops) and returns true: the caller skips the real step.
 bool sim_inject_step();
+// A step computed for real and then priced (easel train --clock under SMPI, tools/simulate
+// --compute clock; the computation itself takes no simulated time there): after each step,
+// sim_charge_step advances this rank's simulated clock by `seconds` (the described machine's
+// step) on its simulated host. 0 (the default): nothing is charged. Outside SMPI a no-op.
+void set_sim_step_seconds(double seconds);
+void sim_charge_step();
 // The simulated clock (MPI_Wtime under SMPI once MPI runs), else -1.
 double sim_clock_seconds();
 

@@ -58,6 +58,10 @@ bool sim_inject_step() {
   return false;
 }
 
+void set_sim_step_seconds(double) {}
+
+void sim_charge_step() {}
+
 double sim_clock_seconds() {
   return -1;
 }

@@ -16,6 +16,7 @@
 #include <simgrid/s4u/Host.hpp>
 #include <string>
 #include <unordered_set>
+#include <xbt/config.hpp>
 
 namespace easel::smpi {
 
@@ -45,6 +46,14 @@ double step_flops() {
 
 void execute_flops(double flops) {
   smpi_execute_flops(flops);
+}
+
+void execute_seconds(double seconds) {
+  smpi_execute_flops(seconds * simgrid::s4u::this_actor::get_host()->get_speed());
+}
+
+bool computation_timed() {
+  return launched() && simgrid::config::get_value<bool>("smpi/simulate-computation");
 }
 
 bool in_rank_actor() {

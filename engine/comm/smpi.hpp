@@ -35,6 +35,15 @@ double step_flops();
 // (smpi_execute_flops). Requires built().
 void execute_flops(double flops);
 
+// Advances the calling rank's simulated clock by `seconds` of computation on its simulated host,
+// whatever the host's speed (its flops: seconds x the host's per-core speed): a described
+// machine's step (easel train --clock under tools/simulate --compute clock). Requires built().
+void execute_seconds(double seconds);
+
+// True when SMPI times the computation between MPI calls (smpi/simulate-computation, on unless
+// the run says no); false outside an SMPI build or before the simulation runs.
+bool computation_timed();
+
 // True when the calling thread is a simulated rank's own actor (a library's helper thread has no
 // simulated clock); false outside an SMPI build.
 bool in_rank_actor();

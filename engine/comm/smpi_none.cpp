@@ -26,6 +26,12 @@ double step_flops() {
 
 void execute_flops(double) {}
 
+void execute_seconds(double) {}
+
+bool computation_timed() {
+  return false;
+}
+
 bool in_rank_actor() {
   return false;
 }

@@ -192,6 +192,25 @@ TEST_F(MpiTrain, DilocoInt8EqualsOneProcess) {
   EXPECT_EQ(refused.output.find("MPI_ABORT"), std::string::npos) << refused.output;
 }
 
+// Issue 43's check: a sync algorithm's accuracies on a described machine's clock (one process of
+// 2 groups, --clock gpu8-pcie: the time simulated, every step computed) equal, bit for bit, the
+// same run's under mpirun (2 ranks of one group). Across mpirun's ranks --clock itself is
+// refused, once, naming the flag (tools/simulate --compute clock runs it under SMPI).
+TEST_F(MpiTrain, SyncEasgdOnAClockEqualsMpirun) {
+  const Outcome a = run(2, "sync-easgd", 1);
+  expect_ok(a);
+  const Outcome clocked = run(0, "sync-easgd", 2, "--clock gpu8-pcie");
+  expect_ok(clocked);
+  EXPECT_EQ(clocked.metrics.back().at("clock"), "gpu8-pcie");
+  EXPECT_EQ(trajectory(clocked), trajectory(a));
+  const Outcome refused = run(2, "sync-easgd", 1, "--clock gpu8-pcie");
+  EXPECT_EQ(refused.rc, 2) << refused.output;
+  const std::string line = "easel: --clock gpu8-pcie: runs in one process or under SMPI";
+  const size_t at = refused.output.find(line);
+  ASSERT_NE(at, std::string::npos) << refused.output;
+  EXPECT_EQ(refused.output.find(line, at + 1), std::string::npos) << refused.output;
+}
+
 TEST_F(MpiTrain, SyncEasgdPerLayerMessagesEqualOneProcess) {
   const Outcome a = run(2, "sync-easgd", 1, "--pack per-layer --momentum 0.9 --tau 2");
   expect_ok(a);

@@ -1,13 +1,14 @@
 // `easel train` on simulated clusters under SimGrid's SMPI (-Dmpi=smpi), through tools/simulate:
 // 16 ranks of each multi-process algorithm on the Cori-like KNL description, 4 ranks equal to
 // one process with 4 groups bit for bit (when EASEL_REFERENCE_EASEL names an ordinary build's
-// easel), a stalled or failing rank named, injected compute advancing the simulated clock, and
-// the wrapper's one-line refusals. The paths come from meson (EASEL_SIMULATE, EASEL_SMPI_EASEL,
-// EASEL_PLATFORMS).
+// easel), a stalled or failing rank named, injected compute advancing the simulated clock, the
+// model's step on a described machine's clock, and the wrapper's one-line refusals. The paths come
+// from meson (EASEL_SIMULATE, EASEL_SMPI_EASEL, EASEL_PLATFORMS).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -215,12 +216,106 @@ TEST(Smpi, ModelComputeOfALargeNetDoesNoRealWork) {
   EXPECT_GE(s, 20 * 3.25 * 96 / 89.6) << o.output;
 }
 
+// A copy of tools/machines/gpu8-pcie.toml with `from` replaced by `to` (empty: the line
+// removed), written beside the test's runs.
+fs::path machine_variant(const std::string& from, const std::string& to) {
+  std::string text =
+      slurp(fs::path(platform("")).parent_path().parent_path() / "machines" / "gpu8-pcie.toml");
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  const fs::path p = fresh_dir().string() + ".toml";
+  std::ofstream(p) << text;
+  return p;
+}
+
+// The step's price that `--compute clock` names in its last line, else -1.
+double clock_step(const std::string& out) {
+  std::smatch m;
+  static const std::regex re("compute clock \\(computed, the model's step of ([0-9.e+-]+) s");
+  return std::regex_search(out, m, re) ? std::stod(m[1]) : -1;
+}
+
+// --compute clock: every step computed for real, so the accuracies are --compute real's bit for
+// bit (the clock changes time only), and each step charged the model's price on the described
+// machine: with a machine of half the efficiency, the step's price grows (about doubles) and the
+// run's simulated seconds by exactly the steps' difference (the exchanges cost the same links).
+TEST(Smpi, ClockComputesAndChargesTheModelsStep) {
+  const std::string train =
+      " --groups 1 --net lenet --data synthetic:512:1x28x28:10 --batch 16 --eval-every 5 "
+      "--lr 0.01 --seed 42 --threads-per-group 1 --oversubscribe --progress none";
+  const std::string sim = "--platform " + platform("this-machine.xml") + " -np 2";
+  const int steps = 10;
+  const Outcome real = simulate(sim, "sync-easgd", steps, "", train);
+  const Outcome clock =
+      simulate(sim + " --compute clock --machine gpu8-pcie", "sync-easgd", steps, "", train);
+  const fs::path slow = machine_variant("efficiency = 0.4", "efficiency = 0.2");
+  const Outcome slower =
+      simulate(sim + " --compute clock --machine " + slow.string(), "sync-easgd", steps, "", train);
+  for (const Outcome* o : {&real, &clock, &slower}) {
+    ASSERT_EQ(o->rc, 0) << o->output;
+    ASSERT_EQ(o->metrics.size(), 2u) << o->output;
+  }
+  EXPECT_EQ(trajectory(clock), trajectory(real));
+  EXPECT_EQ(trajectory(slower), trajectory(real));
+  EXPECT_EQ(clock.metrics.back().at("clock"), "gpu8-pcie");
+  const double step = clock_step(clock.output), step2 = clock_step(slower.output);
+  ASSERT_GT(step, 0) << clock.output;
+  EXPECT_GT(step2, 1.5 * step) << slower.output;
+  EXPECT_LT(step2, 2.0 * step * 1.001) << slower.output;
+  const double t = simulated_seconds(clock.output), t2 = simulated_seconds(slower.output);
+  EXPECT_GE(t, steps * step) << clock.output;
+  // Both printed to 6 digits: 1e-6 s for a run, 6 significant digits for a step.
+  EXPECT_NEAR(t2 - t, steps * (step2 - step), 2e-6 + steps * (step + step2) * 1e-5)
+      << clock.output << slower.output;
+}
+
+// Issue 43's check under SMPI: 2 simulated ranks on gpu8-pcie's clock equal one process of 2
+// groups on the same clock (an ordinary build's easel, EASEL_REFERENCE_EASEL), bit for bit, which
+// equals `mpirun -np 2` (MpiTrain.SyncEasgdOnAClockEqualsMpirun, suite mpi).
+TEST(Smpi, ClockEqualsOneProcessOnTheClock) {
+  const char* ref = std::getenv("EASEL_REFERENCE_EASEL");
+  if (ref == nullptr || !fs::exists(ref))
+    GTEST_SKIP() << "EASEL_REFERENCE_EASEL (an ordinary build's easel) not set";
+  const Outcome sim = simulate(
+      "--platform " + platform("this-machine.xml") + " -np 2 --compute clock --machine gpu8-pcie",
+      "sync-easgd", 60);
+  ASSERT_EQ(sim.rc, 0) << sim.output;
+  const fs::path dir = fresh_dir();
+  std::string one_train = kTrain;
+  one_train.replace(one_train.find("--groups 1"), 10, "--groups 2");
+  const std::string cmd = std::string(ref) + " train --algo sync-easgd --iterations 60" +
+                          one_train + " --clock gpu8-pcie --out " + dir.string() + " > " +
+                          dir.string() + ".log 2>&1";
+  const Outcome one = read_results(std::system(cmd.c_str()), dir, dir.string() + ".log");
+  ASSERT_EQ(one.rc, 0) << one.output;
+  ASSERT_EQ(sim.metrics.size(), 3u);
+  EXPECT_EQ(trajectory(sim), trajectory(one));
+}
+
+// A described machine that lacks a key the model needs: easel's loader names the file and the
+// key, in one line, exit 2.
+TEST(Smpi, ClockMachineMissingAKeyIsOneLine) {
+  const fs::path bad = machine_variant("peak_gflops = 4370", "");
+  const Outcome o = simulate("--platform " + platform("this-machine.xml") +
+                                 " -np 2 --compute clock --machine " + bad.string(),
+                             "sync-easgd", 10);
+  EXPECT_EQ(o.rc, 2) << o.output;
+  EXPECT_EQ(std::count(o.output.begin(), o.output.end(), '\n'), 1) << o.output;
+  EXPECT_NE(o.output.find("compute.peak_gflops: missing"), std::string::npos) << o.output;
+  EXPECT_EQ(o.output.rfind("simulate: --machine ", 0), 0u) << o.output;
+}
+
 TEST(Smpi, BadFlagsAreOneLine) {
   const std::string sim = env_or("EASEL_SIMULATE", "tools/simulate");
   for (const char* flags : {"--platform PLATFORM -np 0 -- --algo sync-sgd",
                             "--platform /nonexistent.xml -np 2 -- --algo sync-sgd",
                             "--platform PLATFORM -np 100000 -- --algo sync-sgd",
-                            "--platform PLATFORM -np 2 --compute model -- --algo sync-sgd"}) {
+                            "--platform PLATFORM -np 2 --compute model -- --algo sync-sgd",
+                            "--platform PLATFORM -np 2 --compute clock -- --algo sync-sgd",
+                            "--platform PLATFORM -np 2 --machine gpu8-pcie -- --algo sync-sgd",
+                            "--platform PLATFORM -np 2 --compute clock --machine gpu8-pcie -- "
+                            "--algo sync-sgd --clock gpu8-pcie"}) {
     std::string f = flags;
     if (const auto at = f.find("PLATFORM"); at != std::string::npos)
       f.replace(at, 8, platform("this-machine.xml"));
