@@ -59,7 +59,7 @@ void note_nonfinite(Group& g, double loss) {
   if (first) g.nonfinite_where = where;
   if (g.fail_on_nonfinite)
     throw GroupFailed("its train loss is " + std::to_string(loss) + " at step " +
-                          std::to_string(g.steps.load(std::memory_order_relaxed) + 1) +
+                          std::to_string(g.steps.load(std::memory_order_relaxed)) +
                           (where.empty() ? std::string() : "; first non-finite weight: " + where),
                       true);
   if (g.diverged) g.diverged->store(true, std::memory_order_relaxed);
@@ -220,7 +220,7 @@ void check_replica(const Run& run, const Group& g, const Arena& a) {
   if (!g.fail_on_nonfinite || !any_nonfinite(a.data(), a.size())) return;
   const char* what = &a == &g.weights ? "replica" : "gradient";
   throw GroupFailed(std::string("its ") + what + " turned non-finite before its exchange at step " +
-                        std::to_string(g.steps.load(std::memory_order_relaxed) + 1) +
+                        std::to_string(g.steps.load(std::memory_order_relaxed)) +
                         "; first non-finite value: " + first_nonfinite(run.segments(), a.data()),
                     true);
 }

@@ -54,7 +54,7 @@ bool on_group_failure(TrainRun& t, Group& g, const std::string& why, bool nonfin
   if (mode == OnFailure::drop && restarts >= kMaxRestarts)
     f.why += " (after " + std::to_string(restarts) + " restarts)";
   log_warn("train", "group " + std::to_string(f.group) + " failed at step " +
-                        std::to_string(f.step + 1) + ": " + f.why + "; " + action +
+                        std::to_string(f.step) + ": " + f.why + "; " + action +
                         (mode == OnFailure::stop ? "" : ", the other groups go on"));
   {
     std::lock_guard lock(t.failures_mu);
@@ -182,7 +182,7 @@ Status after_failures(TrainRun& t, TrainSummary& sum, int64_t done, bool* stop) 
   for (GroupFailure& f : t.failures) {
     nonfinite = nonfinite || f.nonfinite;
     what += (what.empty() ? "" : "; ") + std::string("group ") + std::to_string(f.group) +
-            " at step " + std::to_string(f.step + 1) + ": " + f.why;
+            " at step " + std::to_string(f.step) + ": " + f.why;
     sum.group_failures.push_back(std::move(f));
   }
   t.failures.clear();

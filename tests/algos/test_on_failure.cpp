@@ -159,7 +159,7 @@ TEST(OnFailure, StopEndsTheRunAsBefore) {
   EXPECT_NE(r.status().message().find("a group failed (--on-failure stop ends the run"),
             std::string::npos)
       << r.status().message();
-  EXPECT_NE(r.status().message().find("group 1 at step 11: EASEL_FAULT: group 1 at step 10: threw"),
+  EXPECT_NE(r.status().message().find("group 1 at step 10: EASEL_FAULT: group 1 at step 10: threw"),
             std::string::npos)
       << r.status().message();
   Saboteur poisoned(Fault::Action::nan);  // a non-finite loss: diverged, as without the flag
