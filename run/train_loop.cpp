@@ -177,15 +177,16 @@ std::string nonfinite_weights(const TrainRun& t, const Group* first = nullptr) {
 Status after_failures(TrainRun& t, TrainSummary& sum, int64_t done, bool* stop) {
   *stop = false;
   if (t.failures.empty()) return {};
+  for (GroupFailure& f : t.failures)
+    sum.group_failures.push_back(std::move(f));
+  t.failures.clear();
   bool nonfinite = false;
-  std::string what;
-  for (GroupFailure& f : t.failures) {
+  std::string what;  // every failure of the run (no group left: each one's)
+  for (const GroupFailure& f : sum.group_failures) {
     nonfinite = nonfinite || f.nonfinite;
     what += (what.empty() ? "" : "; ") + std::string("group ") + std::to_string(f.group) +
             " at step " + std::to_string(f.step) + ": " + f.why;
-    sum.group_failures.push_back(std::move(f));
   }
-  t.failures.clear();
   const bool left = std::any_of(t.run.groups.begin(), t.run.groups.end(),
                                 [](const auto& g) { return !g->dropped; });
   if (t.run.on_failure != OnFailure::stop && left) return {};
