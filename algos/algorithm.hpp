@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +43,21 @@ enum class SyncExchange { automatic, comm, partitioned, mirrored };
 enum class SyncCentre { automatic, master, allreduce };
 // The groups' own optimiser where an algorithm lets them choose (--optimizer; AlgoEntry::adamw).
 enum class Optimizer { msgd, adamw };
+// What the run does when one group fails (--on-failure; docs/FAULTS.md): its thread throws, or
+// (drop, restart) its train loss turns non-finite. stop: the run stops (a non-finite loss as
+// diverged, exit 3; a throw as an error, exit 1); drop: the group leaves the run and the others
+// go on; restart: the group re-enters from the centre with its momentum zero and goes on.
+// automatic: drop where the algorithm survives a lost group (Algorithm::survives_group_loss),
+// else stop.
+enum class OnFailure { automatic, stop, drop, restart };
+
+// A group's own failure, thrown on its thread (a non-finite train loss under drop or restart,
+// EASEL_FAULT's throw); the trainer drops or restarts the group, or stops the run.
+struct GroupFailed : std::runtime_error {
+  GroupFailed(const std::string& what, bool non_finite)
+      : std::runtime_error(what), nonfinite(non_finite) {}
+  bool nonfinite;  // a non-finite train loss (else a throw)
+};
 
 // Hyper-parameters of the algorithms (DESIGN.md 4): eta = lr, alpha = eta * rho.
 struct AlgoParams {
@@ -131,6 +147,12 @@ struct Group {
   // Set by the trainer when the run stops early at step boundaries (single process): raised by
   // local_gradient() at the group's first non-finite loss, whose step and value it records.
   std::atomic<bool>* diverged = nullptr;
+  // Set by the trainer under --on-failure drop or restart: a non-finite train loss throws
+  // GroupFailed before the step's loss is counted or its update made (so the centre never sees
+  // it), instead of raising `diverged`.
+  bool fail_on_nonfinite = false;
+  // Set by the trainer when the group was dropped (--on-failure drop): it runs no more rounds.
+  bool dropped = false;
   int64_t nonfinite_step = -1;  // the group's first step with a non-finite loss (-1: none)
   double nonfinite_loss = 0;
   std::string nonfinite_where;  // then, the first non-finite weight the step read (first_nonfinite)
@@ -187,6 +209,16 @@ struct Run {
   std::atomic<bool> diverged{false};
   std::atomic<int64_t> stop_at{kNoStop};
   int64_t stop_lead = 2;
+  // --on-failure, resolved (never automatic); `failed` is raised by the trainer when a group fails
+  // under stop, so that the others end the round early as for a signal (async: the budget is
+  // drained). lost_steps: group-steps claimed from the round's budget by a group that failed in
+  // them (never done); the round's iterations count them (train_round).
+  OnFailure on_failure = OnFailure::stop;
+  std::atomic<bool> failed{false};
+  std::atomic<int64_t> lost_steps{0};
+  // Test seam: called by rejoin_from_centre() once a group's replica and momentum are reset,
+  // while the centre cannot move (under the algorithm's centre lock where it has one).
+  std::function<void(const Run&, const Group&)> on_rejoin;
 
   int size() const { return static_cast<int>(groups.size()); }  // groups of this process
   int total_groups() const { return size() * ranks; }           // P in every formula
@@ -257,6 +289,19 @@ class Algorithm {
   // thread. The others run on GPUs with the arenas in pinned host memory, each step uploading
   // the weights and downloading the gradient (the paper's original, non-co-designed scheme).
   virtual bool device_resident() const { return false; }
+  // Whether the run goes on when one of its groups is lost (--on-failure drop and restart; the
+  // default drop): the groups meet only at a shared centre, first come first served, with no
+  // other group waiting for one of them, and the centre is the run's state (async-easgd,
+  // async-measgd, async-sgd, async-msgd, hogwild-easgd, hogwild-sgd, in one process). The others
+  // refuse drop and restart (failure_refusal).
+  virtual bool survives_group_loss() const { return false; }
+  // --on-failure restart: g (not running; its thread, after its failure) re-enters the run from
+  // the centre: its replica the centre's copy, its momentum zero (rejoin_from_centre), under the
+  // algorithm's centre lock where it has one. survives_group_loss() algorithms only.
+  virtual void rejoin(Run& run, Group& g) {
+    (void)run, (void)g;
+    EASEL_CHECK_MSG(false, "rejoin: the algorithm does not survive a lost group");
+  }
   // Called once after the last round (and on error exits), before the run is destroyed: stops
   // helper threads (e.g. the centre's server on rank 0).
   virtual void finish(Run& run) { (void)run; }
@@ -368,7 +413,7 @@ Result<Arena> arena_on(Group& g, int64_t n, MemKind kind);
 // Whether the run asks its groups to stop (a signal, a diverged group); cheap, per step.
 inline bool stop_wanted(const Run& run) {
   return (run.interrupt != nullptr && run.interrupt->load(std::memory_order_relaxed) != 0) ||
-         run.diverged.load(std::memory_order_relaxed);
+         run.diverged.load(std::memory_order_relaxed) || run.failed.load(std::memory_order_relaxed);
 }
 // The sync algorithms' check at the boundary before each step of group g: true when g must stop
 // there (every group stops at the same step, Run::stop_at); group 0 decides it.
@@ -380,5 +425,14 @@ std::string first_nonfinite(std::span<const Segment> segs, const float* w);
 
 // Monotonic seconds.
 double now_seconds();
+
+// Algorithm::rejoin's work, the caller holding what keeps the centre still (or, lock-free
+// algorithms, `racy`: the centre read through the relaxed atomic helpers): g's weights <- the
+// centre, its momentum <- 0, its read version the centre's; then the test seam Run::on_rejoin.
+void rejoin_from_centre(Run& run, Group& g, bool racy);
+
+// Why `algo` cannot run with --on-failure `mode` (drop or restart) in this run, as one line
+// naming the flag and the algorithm; empty when it can.
+std::string failure_refusal(const Algorithm& algo, OnFailure mode, int ranks);
 
 }  // namespace easel

@@ -40,6 +40,13 @@ class AsyncEasgd final : public Algorithm {
   bool uses_centre() const override { return true; }
   bool regroupable() const override { return true; }
   bool multi_process() const override { return true; }
+  bool survives_group_loss() const override { return true; }
+
+  void rejoin(Run& run, Group& g) override {
+    std::unique_lock lock(centre_mu_, std::defer_lock);
+    lock_or_stall(lock, g, name());
+    rejoin_from_centre(run, g, false);
+  }
 
   Status prepare(Run& run) override {
     if (run.ranks == 1) return {};
@@ -77,6 +84,7 @@ class AsyncEasgd final : public Algorithm {
     const AlgoParams& p = run.params;
     while (claim_step(run, g)) {
       const auto [step, lr] = start_step(run, g);
+      if ((step + 1) % p.tau == 0) check_replica(run, g, g.weights);
       if ((step + 1) % p.tau == 0 && run.rank != 0) {
         remote_exchange(run, g, lr, p.alpha_at(step));
       } else if ((step + 1) % p.tau == 0) {

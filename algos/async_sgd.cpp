@@ -18,6 +18,13 @@ class AsyncSgd final : public Algorithm {
   explicit AsyncSgd(bool momentum) : momentum_(momentum) {}
   std::string name() const override { return momentum_ ? "async-msgd" : "async-sgd"; }
   bool uses_centre() const override { return true; }
+  bool survives_group_loss() const override { return true; }
+
+  void rejoin(Run& run, Group& g) override {
+    std::unique_lock lock(centre_mu_, std::defer_lock);
+    lock_or_stall(lock, g, name());
+    rejoin_from_centre(run, g, false);
+  }
 
   Status prepare(Run& run) override {
     if (momentum_) {
@@ -33,6 +40,8 @@ class AsyncSgd final : public Algorithm {
       const int64_t read_version = g.centre_read_version;
       local_gradient(g);
       const float lr = static_cast<float>(p.lr.at(g.steps.load(std::memory_order_relaxed)));
+      check_replica(run, g, g.weights);  // (the centre's copy, unless the step poisoned it)
+      check_replica(run, g, g.diff);
       clock_exchange(run, g, true);
       const double t0 = now_seconds();
       std::unique_lock lock(centre_mu_, std::defer_lock);

@@ -113,6 +113,12 @@ bool claim_step(Run& run, const Group& g);
 // at the centre). Nothing without one.
 void clock_exchange(Run& run, const Group& g, bool locked);
 
+// Under --on-failure drop or restart (Group::fail_on_nonfinite), before group g's exchange with
+// the centre: throws GroupFailed when `a` (g's replica, which the centre is pulled toward, or the
+// gradient the centre takes) holds a non-finite value, so that the centre never takes it (a NaN
+// behind a ReLU leaves the loss finite). One read pass over the arena; nothing otherwise.
+void check_replica(const Run& run, const Group& g, const Arena& a);
+
 // The start of one of group g's steps: its gradient (local_gradient), then the step being taken
 // (g's count of steps done) and that step's learning rate (run.params.lr).
 struct StepStart {

@@ -13,6 +13,8 @@ class HogwildEasgd final : public Algorithm {
  public:
   std::string name() const override { return "hogwild-easgd"; }
   bool uses_centre() const override { return true; }
+  bool survives_group_loss() const override { return true; }
+  void rejoin(Run& run, Group& g) override { rejoin_from_centre(run, g, true); }
   bool regroupable() const override { return true; }
 
   void run_round(Run& run, Group& g, int64_t) override {
@@ -20,6 +22,7 @@ class HogwildEasgd final : public Algorithm {
     while (claim_step(run, g)) {
       const auto [step, lr] = start_step(run, g);
       if ((step + 1) % p.tau == 0) {
+        check_replica(run, g, g.weights);
         clock_exchange(run, g, false);
         ScopedTimer t(&g.times.comm);
         const int64_t v = run.centre_version.fetch_add(1, std::memory_order_relaxed);

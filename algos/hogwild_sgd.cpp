@@ -13,12 +13,16 @@ class HogwildSgd final : public Algorithm {
  public:
   std::string name() const override { return "hogwild-sgd"; }
   bool uses_centre() const override { return true; }
+  bool survives_group_loss() const override { return true; }
+  void rejoin(Run& run, Group& g) override { rejoin_from_centre(run, g, true); }
 
   void run_round(Run& run, Group& g, int64_t) override {
     const AlgoParams& p = run.params;
     while (claim_step(run, g)) {
       const int64_t read_version = run.centre_version.load(std::memory_order_relaxed);
       local_gradient(g);
+      check_replica(run, g, g.weights);  // (the centre's copy, unless the step poisoned it)
+      check_replica(run, g, g.diff);
       clock_exchange(run, g, false);
       ScopedTimer t(&g.times.comm);
       const float lr = static_cast<float>(p.lr.at(g.steps.load(std::memory_order_relaxed)));

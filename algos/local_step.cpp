@@ -4,12 +4,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <string>
 
 #include "algos/algorithm.hpp"
 #include "algos/exchange.hpp"
 #include "engine/comm/mpi_comm.hpp"
+#include "engine/span_ops.hpp"
 #include "engine/trace.hpp"
 #include "engine/tsan.hpp"
 
@@ -40,7 +42,27 @@ void inject_fault(Group& g) {
       copy_bytes(g.weights.data(), g.weights.kind(), &nan, MemKind::dram, sizeof nan);
       break;
     }
+    case Fault::Action::raise:
+      throw GroupFailed(where + ": threw", false);
   }
+}
+
+// A non-finite train loss of group g at its current step: recorded (the first), and either the
+// run told (it stops as diverged) or, under --on-failure drop or restart, GroupFailed thrown.
+void note_nonfinite(Group& g, double loss) {
+  const bool first = g.nonfinite_step < 0;
+  if (first) g.nonfinite_step = g.steps.load(std::memory_order_relaxed);
+  if (first) g.nonfinite_loss = loss;
+  std::string where;
+  if (g.weights.kind() != MemKind::device)  // the weights this step read (not yet updated)
+    where = first_nonfinite(g.net->params().segments(), g.weights.data());
+  if (first) g.nonfinite_where = where;
+  if (g.fail_on_nonfinite)
+    throw GroupFailed("its train loss is " + std::to_string(loss) + " at step " +
+                          std::to_string(g.steps.load(std::memory_order_relaxed)) +
+                          (where.empty() ? std::string() : "; first non-finite weight: " + where),
+                      true);
+  if (g.diverged) g.diverged->store(true, std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -90,15 +112,12 @@ double local_gradient(Group& g) {
       d.synchronize();
     }
   }
+  if (!std::isfinite(st.loss) && (g.nonfinite_step < 0 || g.fail_on_nonfinite)) {
+    g.times.compute += now_seconds() - t0;
+    note_nonfinite(g, st.loss);  // may throw GroupFailed: the step's loss is not counted
+  }
   g.loss_sum += st.loss;
   g.loss_count += 1;
-  if (!std::isfinite(st.loss) && g.nonfinite_step < 0) {  // the run stops at this step
-    g.nonfinite_step = g.steps.load(std::memory_order_relaxed);
-    g.nonfinite_loss = st.loss;
-    if (g.weights.kind() != MemKind::device)  // the weights this step read (not yet updated)
-      g.nonfinite_where = first_nonfinite(g.net->params().segments(), g.weights.data());
-    if (g.diverged) g.diverged->store(true, std::memory_order_relaxed);
-  }
   sim_charge_step();  // simulated on a described machine's clock: its step's price, not ours
   g.times.compute += now_seconds() - t0;
   return st.loss;
@@ -182,6 +201,57 @@ StepStart start_step(const Run& run, Group& g) {
   local_gradient(g);
   const int64_t step = g.steps.load(std::memory_order_relaxed);
   return {step, static_cast<float>(run.params.lr.at(step))};
+}
+
+namespace {
+
+bool any_nonfinite(const float* x, int64_t n) {
+  uint32_t bad = 0;  // an exponent of all ones: inf or nan (integer ops, so that it vectorises)
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, x + i, sizeof b);
+    bad |= (b & 0x7f800000u) == 0x7f800000u ? 1u : 0u;
+  }
+  return bad != 0;
+}
+
+}  // namespace
+
+void check_replica(const Run& run, const Group& g, const Arena& a) {
+  if (!g.fail_on_nonfinite || !any_nonfinite(a.data(), a.size())) return;
+  const char* what = &a == &g.weights ? "replica" : "gradient";
+  throw GroupFailed(std::string("its ") + what + " turned non-finite before its exchange at step " +
+                        std::to_string(g.steps.load(std::memory_order_relaxed)) +
+                        "; first non-finite value: " + first_nonfinite(run.segments(), a.data()),
+                    true);
+}
+
+void rejoin_from_centre(Run& run, Group& g, bool racy) {
+  const int64_t n = run.arena_floats();
+  if (racy)
+    racy_copy_from(g.weights.data(), run.centre.data(), n);
+  else
+    span_copy(g.weights.data(), run.centre.data(), n);
+  span_zero(g.momentum.data(), n);
+  g.centre_read_version = run.centre_version.load(std::memory_order_relaxed);
+  if (run.on_rejoin) run.on_rejoin(run, g);
+}
+
+std::string failure_refusal(const Algorithm& algo, OnFailure mode, int ranks) {
+  if (mode != OnFailure::drop && mode != OnFailure::restart) return {};
+  const std::string flag =
+      std::string("--on-failure ") + (mode == OnFailure::drop ? "drop" : "restart") + ": ";
+  if (!algo.survives_group_loss())
+    return flag + algo.name() +
+           "'s groups meet in every exchange (or there is one group), so a lost group would "
+           "leave the others waiting and change every later step's arithmetic: it takes stop "
+           "only (the async centre algorithms, async-easgd, async-measgd, async-sgd, async-msgd, "
+           "hogwild-easgd and hogwild-sgd, take drop and restart)";
+  if (ranks > 1)
+    return flag +
+           "one process only: across MPI ranks a lost group's rank ends the job "
+           "(easel launch relaunches it from the last checkpoint)";
+  return {};
 }
 
 Status expect_no_state(const AlgoState& s, const std::string& algo) {

@@ -191,6 +191,11 @@ json summary_json(const TrainSummary& s, json config) {
       {"config", std::move(config)},
   };
   if (skipping) j["skipped_images"] = skipped_images();
+  json failures = json::array();
+  for (const GroupFailure& f : s.group_failures)
+    failures.push_back(
+        {{"group", f.group}, {"step", f.step}, {"action", f.action}, {"why", f.why}});
+  j["group_failures"] = std::move(failures);
   // --clock: the described machine whose simulated seconds train_seconds, images_per_second,
   // time_to_target_seconds and the groups' times are (wall_seconds stays the wall's).
   if (!s.info.clock.empty()) j["clock"] = s.info.clock;

@@ -222,6 +222,10 @@ void fill_summary(const TrainSummary& s, Summary& out) {
   out.stopped = s.stopped == ::easel::StopReason::requested;
   out.stop_signal = s.stop_signal;
   out.stop_message = s.stop_message;
+  out.group_failures.clear();
+  for (const GroupFailure& f : s.group_failures)
+    out.group_failures.push_back("group " + std::to_string(f.group) + " " + f.action + " at step " +
+                                 std::to_string(f.step) + ": " + f.why);
 }
 
 }  // namespace

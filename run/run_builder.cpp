@@ -311,12 +311,29 @@ namespace {
 Status plan_fault(TrainRun& t) {
   EASEL_ASSIGN_OR_RETURN(t.fault, injected_fault());
   if (!t.fault) return {};
+  if (t.fault->action == Fault::Action::raise && !t.algo->survives_group_loss())
+    return invalid_argument("EASEL_FAULT: throw: " + t.algo->name() +
+                            "'s groups wait for each other in its exchanges, some without a "
+                            "deadline, so one that throws would hang the others; throw is "
+                            "injected into the async centre algorithms (kill and nan into any)");
   const bool rank = t.fault->rank_target;
   const int has = rank ? t.ranks : t.p;
   if (t.fault->target < has) return {};
   return invalid_argument("EASEL_FAULT: " + std::string(rank ? "rank " : "group ") +
                           std::to_string(t.fault->target) + ": the run has " + std::to_string(has) +
                           (rank ? " rank(s)" : " group(s)"));
+}
+
+// --on-failure resolved for this run's algorithm and ranks (auto: drop where the algorithm
+// survives a lost group in one process, else stop), or the refusal of drop or restart.
+Status resolve_on_failure(TrainRun& t) {
+  OnFailure mode = t.cfg.on_failure;
+  if (mode == OnFailure::automatic)
+    mode = t.algo->survives_group_loss() && t.ranks == 1 ? OnFailure::drop : OnFailure::stop;
+  if (std::string why = failure_refusal(*t.algo, mode, t.ranks); !why.empty())
+    return invalid_argument(why);
+  t.run.on_failure = mode;
+  return {};
 }
 
 // The plan's end, once its groups, net and data are known: the run's length and parameters,
@@ -384,6 +401,7 @@ Status plan_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices) {
   t.p = t.local * t.ranks;
   EASEL_RETURN_IF_ERROR(check_group_count(algo, t.p));
   EASEL_RETURN_IF_ERROR(plan_fault(t));
+  EASEL_RETURN_IF_ERROR(resolve_on_failure(t));
 
   EASEL_ASSIGN_OR_RETURN(t.spec, build_model(cfg.net, {data.train.channels, data.train.height,
                                                        data.train.width, data.train.classes}));

@@ -152,6 +152,10 @@ constexpr Name<SyncExchange> kSyncExchanges[] = {{SyncExchange::automatic, "auto
                                                  {SyncExchange::comm, "comm"},
                                                  {SyncExchange::partitioned, "partitioned"},
                                                  {SyncExchange::mirrored, "mirrored"}};
+constexpr Name<OnFailure> kOnFailures[] = {{OnFailure::automatic, "auto"},
+                                           {OnFailure::stop, "stop"},
+                                           {OnFailure::drop, "drop"},
+                                           {OnFailure::restart, "restart"}};
 constexpr Name<Optimizer> kOptimizers[] = {{Optimizer::msgd, "msgd"}, {Optimizer::adamw, "adamw"}};
 constexpr Name<ExchangePrecision> kPrecisions[] = {{ExchangePrecision::fp32, "fp32"},
                                                    {ExchangePrecision::bf16, "bf16"},
@@ -519,6 +523,11 @@ const Setting kSettings[] = {
    "tar shards (--data shards:...): each group reads its own shards, each in order, through a "
    "shuffle buffer of N samples (WebDataset's; -1: 1000); 0: the samples read at random and "
    "shuffled over the whole list, as an image folder's"},
+  {"on-failure", choice<kOnFailures, &T::on_failure>(), kTrain, R::changeable,
+   "what a group that fails (its thread throws; with drop or restart also a non-finite train "
+   "loss) does to the run: stop (every group stops), drop (the group leaves, the others go on), "
+   "restart (it re-enters from the centre, momentum zero), or auto: drop for the async centre "
+   "algorithms in one process, stop for the others (docs/FAULTS.md)"},
   {"checkpoint", boolean<&T::checkpoint>(), kTrain, R::changeable,
    "write checkpoint.bin to --out after every evaluation (for --resume)", "no-checkpoint"},
   {"checkpoint-every", kCheckpointEvery, kTrain, R::changeable,

@@ -87,6 +87,9 @@ struct TrainConfig {
   CollectiveAlgo collective = CollectiveAlgo::automatic;
   SyncExchange exchange = SyncExchange::automatic;  // sync-easgd's exchange code (--exchange)
   SyncCentre sync_centre = SyncCentre::automatic;   // sync-easgd's centre (--sync-centre)
+  // What a group's failure does (--on-failure; algos/algorithm.hpp OnFailure): auto resolves per
+  // algorithm in the run's build (drop where it survives a lost group, else stop).
+  OnFailure on_failure = OnFailure::automatic;
   // local-sgd, slowmo, diloco (algos/periodic.hpp)
   Optimizer optimizer = Optimizer::msgd;  // the groups' own steps
   double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8;

@@ -31,6 +31,74 @@ double clock_round(TrainRun& t, int64_t done, int64_t did) {
   return seconds;
 }
 
+// A restarted group that keeps failing is dropped after this many restarts (a rate that diverges
+// everywhere would otherwise restart it at every step).
+constexpr int kMaxRestarts = 8;
+
+// Group g's failure (`why`; `nonfinite`: a non-finite train loss, else a throw), on g's thread,
+// under --on-failure (Run::on_failure): recorded for the summary; the step g failed in was
+// claimed from the round's budget and is lost (Run::lost_steps). stop: the others end the round
+// early (Run::failed); drop: g leaves the run; restart: g re-enters from the centre (dropped
+// after kMaxRestarts). A dropped group's replica is set to the centre too, so that a checkpoint
+// holds finite weights. Returns whether g goes on in this round.
+bool on_group_failure(TrainRun& t, Group& g, const std::string& why, bool nonfinite) {
+  Run& run = t.run;
+  run.lost_steps.fetch_add(1, std::memory_order_relaxed);
+  OnFailure mode = run.on_failure;
+  int& restarts = t.restarts[static_cast<size_t>(g.id)];
+  if (mode == OnFailure::restart && restarts >= kMaxRestarts) mode = OnFailure::drop;
+  const char* action = mode == OnFailure::stop   ? "stopped the run"
+                       : mode == OnFailure::drop ? "dropped"
+                                                 : "restarted";
+  GroupFailure f{g.global_id, g.steps.load(std::memory_order_relaxed), action, why, nonfinite};
+  if (mode == OnFailure::drop && restarts >= kMaxRestarts)
+    f.why += " (after " + std::to_string(restarts) + " restarts)";
+  log_warn("train", "group " + std::to_string(f.group) + " failed at step " +
+                        std::to_string(f.step) + ": " + f.why + "; " + action +
+                        (mode == OnFailure::stop ? "" : ", the other groups go on"));
+  {
+    std::lock_guard lock(t.failures_mu);
+    t.failures.push_back(f);
+  }
+  if (mode == OnFailure::stop) {
+    run.failed.store(true, std::memory_order_relaxed);
+    if (run.clock) run.clock->leave(g);
+    return false;
+  }
+  t.algo->rejoin(run, g);
+  if (mode == OnFailure::restart) {
+    ++restarts;
+    return true;  // on a clock: its next claim ends the turn it holds
+  }
+  g.dropped = true;
+  if (run.clock) run.clock->leave(g);
+  return false;
+}
+
+// One round of group g on its thread (train_round): the algorithm's run_round, its failures
+// handled by on_group_failure where the algorithm survives a lost group (the others' exceptions
+// propagate as before); a dropped group only leaves the clock's schedule.
+void run_group_round(TrainRun& t, Group& g, int64_t k) {
+  Run& run = t.run;
+  if (g.dropped) {
+    if (run.clock) run.clock->leave(g);
+    return;
+  }
+  for (;;) {
+    try {
+      t.algo->run_round(run, g, k);
+      return;
+    } catch (const Stalled&) {  // recorded (first_stall); the round is over for g
+      return;
+    } catch (const GroupFailed& e) {
+      if (!on_group_failure(t, g, e.what(), e.nonfinite)) return;
+    } catch (const std::exception& e) {
+      if (!t.algo->survives_group_loss()) throw;
+      if (!on_group_failure(t, g, std::string("threw: ") + e.what(), false)) return;
+    }
+  }
+}
+
 // Every group runs up to k iterations of the algorithm on its own thread (fresh: the round's loss
 // sums start at zero; else they go on, after a checkpoint taken mid-round); the observer hears of
 // the progress meanwhile. Returns the iterations the round did: k, or fewer when the run stopped
@@ -39,6 +107,7 @@ double clock_round(TrainRun& t, int64_t done, int64_t did) {
 int64_t train_round(TrainRun& t, int64_t k, bool fresh, double* seconds) {
   Run& run = t.run;
   run.budget.store(k * t.local);
+  run.lost_steps.store(0);
   for (auto& g : run.groups) {
     if (!fresh) break;
     g->loss_sum = 0;
@@ -55,10 +124,7 @@ int64_t train_round(TrainRun& t, int64_t k, bool fresh, double* seconds) {
                                                : t.group_tracks[static_cast<size_t>(g.id)]);
         if (TraceTrack* tr = bound_track()) tr->begin_unit(g.steps.load(std::memory_order_relaxed));
         const double q0 = thread_runqueue_seconds();
-        try {
-          t.algo->run_round(run, g, k);
-        } catch (const Stalled&) {  // recorded (first_stall); the round is over for g
-        }
+        run_group_round(t, g, k);
         g.device->synchronize();  // between rounds every buffer is settled
         const double q1 = q0 >= 0 ? thread_runqueue_seconds() : -1;
         if (q1 >= q0) g.times.preempted += q1 - q0;
@@ -75,7 +141,11 @@ int64_t train_round(TrainRun& t, int64_t k, bool fresh, double* seconds) {
   if (t.world) t.world->barrier(t.rank);  // every rank's round is over (async: none in flight)
   *seconds = now_seconds() - r0;
   if (stall_declared()) return 0;  // the groups stopped where they were
-  const int64_t group_steps = steps_so_far(run) - steps_before;
+  const bool none_left =
+      std::all_of(run.groups.begin(), run.groups.end(), [](const auto& g) { return g->dropped; });
+  if (none_left) return (steps_so_far(run) - steps_before) / t.local;  // the run stops (failures)
+  // A failed group's lost step was claimed from the budget: it counts as the round's.
+  const int64_t group_steps = steps_so_far(run) - steps_before + run.lost_steps.load();
   EASEL_CHECK_MSG(group_steps % t.local == 0, "a round's group-steps are not whole iterations");
   const int64_t did = group_steps / t.local;
   if (t.clock) *seconds = clock_round(t, steps_before / t.local, did);
@@ -97,6 +167,40 @@ std::string nonfinite_weights(const TrainRun& t, const Group* first = nullptr) {
     if (std::string w = nonfinite_in(t.run, *first); !w.empty()) return w;
   for (const auto& g : t.run.groups)
     if (std::string w = nonfinite_in(t.run, *g); !w.empty()) return w;
+  return {};
+}
+
+// The run's end after the round in which groups failed (Run::on_failure), from t.failures, now
+// moved into the summary: under stop, or when no group is left (every one dropped), *stop is
+// set and the summary says why: diverged (exit 3) when a failure was a non-finite loss, else the
+// returned error (exit 1). The run goes on (*stop false) while a group survives.
+Status after_failures(TrainRun& t, TrainSummary& sum, int64_t done, bool* stop) {
+  *stop = false;
+  if (t.failures.empty()) return {};
+  for (GroupFailure& f : t.failures)
+    sum.group_failures.push_back(std::move(f));
+  t.failures.clear();
+  bool nonfinite = false;
+  std::string what;  // every failure of the run (no group left: each one's)
+  for (const GroupFailure& f : sum.group_failures) {
+    nonfinite = nonfinite || f.nonfinite;
+    what += (what.empty() ? "" : "; ") + std::string("group ") + std::to_string(f.group) +
+            " at step " + std::to_string(f.step) + ": " + f.why;
+  }
+  const bool left = std::any_of(t.run.groups.begin(), t.run.groups.end(),
+                                [](const auto& g) { return !g->dropped; });
+  if (t.run.on_failure != OnFailure::stop && left) return {};
+  *stop = true;
+  const std::string m =
+      (t.run.on_failure == OnFailure::stop
+           ? "a group failed (--on-failure stop ends the run; drop or restart let the others "
+             "go on): "
+           : "every group failed, none is left: ") +
+      what;
+  sum.steps = done;
+  if (!nonfinite) return internal_error(m);
+  sum.stopped = StopReason::diverged;
+  sum.stop_message = m + " (lower --lr; the last good checkpoint, if any, is kept)";
   return {};
 }
 
@@ -192,8 +296,10 @@ void arm_early_stop(TrainRun& t, const std::atomic<int>* flag) {
   Run& run = t.run;
   run.interrupt = flag;
   run.stop_lead = std::max<int64_t>(2, static_cast<int64_t>(run.params.tau) + 1);
-  for (auto& g : run.groups)
+  for (auto& g : run.groups) {
     g->diverged = &run.diverged;
+    g->fail_on_nonfinite = run.on_failure != OnFailure::stop;
+  }
 }
 
 // Where the loop stands: its clock's origin, the steps done, the images at the last record and
@@ -286,6 +392,7 @@ Decision record_round(TrainRun& t, TrainSummary& sum, const std::vector<double>&
                       double round_seconds, LoopState& s, const std::atomic<int>* flag,
                       EvalRecord& rec) {
   rec = make_record(t, rows);
+  rec.step = s.done;  // the iterations (a failed group's lost steps count: --on-failure)
   rec.eval_seconds = now_seconds() - e0;
   sum.eval_seconds += rec.eval_seconds;
   rec.wall_seconds = now_seconds() - s.t0;
@@ -341,6 +448,7 @@ Status run_rounds(TrainRun& t, const Dataset& test, const Checkpoint* resume, Tr
   const bool checkpoints = wants_checkpoints(t);
   const std::atomic<int>* flag = t.rank == 0 ? t.report->stop_flag() : nullptr;
   arm_early_stop(t, flag);
+  t.restarts.assign(t.run.groups.size(), 0);
   clear_stall();
   while (s.done < t.total) {
     const int64_t k = std::min(next_evaluation(s.done, t.eval_every), t.total) - s.done;
@@ -354,6 +462,9 @@ Status run_rounds(TrainRun& t, const Dataset& test, const Checkpoint* resume, Tr
     s.fresh = true;
     sum.train_seconds += round_seconds;
     s.done += did;
+    bool failed_stop = false;
+    EASEL_RETURN_IF_ERROR(after_failures(t, sum, s.done, &failed_stop));
+    if (failed_stop) break;
     if (stall_declared()) {  // the groups are not at one step: no checkpoint of them
       sum.stopped = StopReason::stalled;
       sum.stop_message = first_stall() + "; the run stopped without a checkpoint of this round (" +

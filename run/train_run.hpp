@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,11 @@ struct TrainRun {
   // The evaluated model in host memory: across ranks rank 0's, broadcast for sharded
   // evaluation; on GPUs with resident weights, downloaded from the device.
   Arena eval_buf;
+  // --on-failure: the groups' failures since the loop last took them (the groups' threads add
+  // them, under failures_mu), and how often each local group was restarted.
+  std::mutex failures_mu;
+  std::vector<GroupFailure> failures;
+  std::vector<int> restarts;
 };
 
 // ---- building the run (run_builder.cpp) ----

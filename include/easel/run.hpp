@@ -93,6 +93,9 @@ struct Summary {
   std::string algorithm, net;
   std::string directory;  // the run directory (the out setting, or resume's); empty: none
   int rank = 0;           // this process's MPI rank: only rank 0 writes the run directory
+  // Groups that failed and that the run went on without (dropped) or restarted (the on-failure
+  // setting), one line each: "group 1 dropped at step 13: EASEL_FAULT: ... threw".
+  std::vector<std::string> group_failures;
 };
 
 // A run directory (the `out` setting; `easel train --out`):

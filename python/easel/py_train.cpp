@@ -45,6 +45,10 @@ py::dict summary_dict(const api::Summary& s) {
   d["stopped"] = api::stop_reason_name(s.stop_reason);
   d["stop_signal"] = s.stop_signal;
   d["stop_message"] = s.stop_message;
+  py::list failures;  // the groups dropped or restarted (on-failure), one line each
+  for (const std::string& f : s.group_failures)
+    failures.append(f);
+  d["group_failures"] = failures;
   d["evaluations"] = s.evaluations;
   d["test_accuracy"] = s.test_accuracy;
   d["test_loss"] = s.test_loss;

@@ -651,6 +651,56 @@ TEST(Cli, CheckpointCadenceAndTheBackgroundWrite) {
   EXPECT_FALSE(fs::exists(d / "refused"));
 }
 
+// --on-failure from the command line, with EASEL_FAULT's throw: async-easgd drops group 1 at its
+// step 10 (its default) and completes with the others, exit 0, the last line and summary.json
+// naming the group, the step and why; restart goes on with it; stop exits 1 in one line; an
+// algorithm whose groups meet refuses drop in one line, exit 2, and so does a throw injected
+// into it, nothing written.
+TEST(Cli, OnFailureDropsOrRestartsAGroupThatThrows) {
+  const fs::path d = tmp_dir("onfail");
+  const std::string common =
+      "train --net mlp --data synthetic:512:1x8x8:4 --batch 16 --groups 3 --threads-per-group 1"
+      " --oversubscribe --progress none --log-level error --iterations 40 --eval-every 20";
+  Out o = easel_test::run_easel(common + " --algo async-easgd --out " + (d / "drop").string(),
+                                "EASEL_FAULT=throw:group1@10 ", "onfail");
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find("completed with the surviving groups after 1 group failure(s); group 1 "
+                       "dropped at step 10: EASEL_FAULT: group 1 at step 10: threw"),
+            std::string::npos)
+      << o.out;
+  auto s = nlohmann::json::parse(slurp(d / "drop" / "summary.json"));
+  EXPECT_EQ(s["stopped"], "completed");
+  EXPECT_EQ(s["steps"], 40);
+  ASSERT_EQ(s["group_failures"].size(), 1u);
+  EXPECT_EQ(s["group_failures"][0]["group"], 1);
+  EXPECT_EQ(s["group_failures"][0]["step"], 10);
+  EXPECT_EQ(s["group_failures"][0]["action"], "dropped");
+  EXPECT_EQ(metric_values(d / "drop" / "metrics.jsonl").size(), 2u);  // metrics go on
+  o = easel_test::run_easel(
+      common + " --algo async-measgd --on-failure restart --out " + (d / "restart").string(),
+      "EASEL_FAULT=nan:group2@5 ", "onfail");
+  ASSERT_EQ(o.code, 0) << o.err;
+  s = nlohmann::json::parse(slurp(d / "restart" / "summary.json"));
+  ASSERT_EQ(s["group_failures"].size(), 1u);
+  EXPECT_EQ(s["group_failures"][0]["action"], "restarted");
+  o = easel_test::run_easel(
+      common + " --algo async-sgd --on-failure stop --out " + (d / "stop").string(),
+      "EASEL_FAULT=throw:group1@10 ", "onfail");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.err.find("a group failed (--on-failure stop ends the run"), std::string::npos)
+      << o.err;
+  o = easel(common + " --algo sync-easgd --on-failure drop --out " + (d / "sync").string());
+  EXPECT_EQ(o.code, 2);
+  EXPECT_EQ(o.err.rfind("easel: --on-failure drop: sync-easgd's groups meet", 0), 0u) << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  EXPECT_FALSE(fs::exists(d / "sync"));
+  o = easel_test::run_easel(common + " --algo sync-easgd --out " + (d / "sync").string(),
+                            "EASEL_FAULT=throw:group1@10 ", "onfail");
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("EASEL_FAULT: throw: sync-easgd's groups wait"), std::string::npos) << o.err;
+  EXPECT_FALSE(fs::exists(d / "sync"));
+}
+
 // README's "Exit codes" rows, each (code, meaning) without its backquotes.
 std::vector<std::pair<std::string, std::string>> readme_exit_codes() {
   std::vector<std::pair<std::string, std::string>> rows;

@@ -207,6 +207,12 @@ void print_done(const api::Summary& s, bool checkpoint, const std::string& clock
       s.test_accuracy, s.best_accuracy, s.epochs, static_cast<long long>(s.steps), s.train_seconds,
       s.eval_seconds, s.images_per_second, 100 * (1 - s.comm_share - s.wait_share),
       100 * s.comm_share, 100 * s.wait_share);
+  // The groups the run went on without, or restarted (--on-failure): it completed with the others.
+  if (!s.group_failures.empty())
+    std::printf("; completed with the surviving groups after %zu group failure(s)",
+                s.group_failures.size());
+  for (const std::string& f : s.group_failures)
+    std::printf("; %s", f.c_str());
   if (s.target_accuracy > 0) {
     if (s.time_to_target_seconds >= 0)
       std::printf("; target %.3f reached in %.1f s", s.target_accuracy, s.time_to_target_seconds);

@@ -1,0 +1,214 @@
+// A group as a failure domain inside one process (--on-failure): group X made to fail at its step
+// Y (EASEL_FAULT's throw and nan, set on the group as the trainer sets them) is dropped and the
+// others do the run's steps; restarted, it re-enters from the centre with its momentum zero;
+// with stop the run stops as before. Algorithms whose groups meet refuse drop and restart.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <optional>
+
+#include "run/trainer.hpp"
+#include "tests/algos/small_run.hpp"
+
+namespace easel {
+namespace {
+
+using test::small_config;
+using test::small_data;
+
+constexpr int kGroups = 3, kVictim = 1;
+constexpr int64_t kAt = 10, kIterations = 45;
+const char* const kSurvivors[] = {"async-easgd", "async-measgd",  "async-sgd",
+                                  "async-msgd",  "hogwild-easgd", "hogwild-sgd"};
+
+TrainConfig failing_config(const std::string& algo, OnFailure mode) {
+  TrainConfig c = small_config(algo, kGroups);
+  c.iterations = kIterations;
+  c.eval_every = 9;
+  c.on_failure = mode;
+  return c;
+}
+
+// Sets the fault on group kVictim at its step kAt, and watches every rejoin (a drop's and a
+// restart's): whether the replica was then the centre bit for bit and the momentum zero.
+struct Saboteur : TrainObserver {
+  explicit Saboteur(Fault::Action a) : action(a) {}
+  bool wants_checkpoints() const override { return true; }
+  Status on_checkpoint(Checkpoint ck) override {
+    last = std::move(ck);
+    return {};
+  }
+  void on_setup(Run& run) override {
+    run.groups[kVictim]->fault = Fault{action, false, kVictim, kAt};
+    run.on_rejoin = [this](const Run& r, const Group& g) {
+      const int64_t n = r.arena_floats();
+      std::lock_guard lock(mu);
+      rejoined.push_back(g.id);
+      // (hogwild's centre moves under the others' lock-free writes meanwhile: not compared)
+      at_centre.push_back(!locked_centre ||
+                          std::equal(g.weights.data(), g.weights.data() + n, r.centre.data()));
+      zero_momentum.push_back(
+          std::all_of(g.momentum.data(), g.momentum.data() + n, [](float v) { return v == 0; }));
+      steps_at_rejoin.push_back(g.steps.load());
+    };
+  }
+  Fault::Action action;
+  bool locked_centre = true;
+  std::optional<Checkpoint> last;
+  std::mutex mu;
+  std::vector<int> rejoined;
+  std::vector<bool> at_centre, zero_momentum;
+  std::vector<int64_t> steps_at_rejoin;
+};
+
+bool all_finite(const std::vector<float>& w) {
+  return std::all_of(w.begin(), w.end(), [](float v) { return std::isfinite(v); });
+}
+
+// The steps of each group at the run's last checkpoint (its end).
+std::vector<int64_t> group_steps(const Checkpoint& ck) {
+  std::vector<int64_t> s;
+  for (const GroupCheckpoint& g : ck.groups)
+    s.push_back(g.steps);
+  return s;
+}
+
+TEST(OnFailure, DropLetsTheOthersDoTheRunsSteps) {
+  for (const char* algo : kSurvivors) {
+    for (Fault::Action action : {Fault::Action::raise, Fault::Action::nan}) {
+      SCOPED_TRACE(std::string(algo) + (action == Fault::Action::raise ? " throw" : " nan"));
+      Saboteur obs(action);
+      obs.locked_centre = std::string(algo).rfind("hogwild", 0) != 0;
+      auto r = train(failing_config(algo, OnFailure::drop), small_data(), &obs);
+      ASSERT_TRUE(r.ok()) << r.status().to_string();
+      EXPECT_EQ(r->stopped, StopReason::completed);
+      EXPECT_EQ(r->steps, kIterations);
+      EXPECT_TRUE(all_finite(r->final_weights));  // the centre never saw the failed step
+      ASSERT_EQ(r->group_failures.size(), 1u);
+      const GroupFailure& f = r->group_failures[0];
+      EXPECT_EQ(f.group, kVictim);
+      EXPECT_EQ(f.step, kAt);
+      EXPECT_EQ(f.action, "dropped");
+      EXPECT_NE(f.why.find(action == Fault::Action::raise ? "threw" : "non-finite"),
+                std::string::npos)
+          << f.why;
+      ASSERT_TRUE(obs.last.has_value());
+      const std::vector<int64_t> s = group_steps(*obs.last);
+      EXPECT_EQ(s[kVictim], kAt);  // its steps stop there
+      // The survivors take the rest of the budget: every group-step but the one lost.
+      EXPECT_EQ(s[0] + s[2], kIterations * kGroups - kAt - 1);
+      EXPECT_TRUE(all_finite(obs.last->groups[kVictim].weights));  // set to the centre
+    }
+  }
+}
+
+TEST(OnFailure, RestartReentersFromTheCentreWithZeroMomentum) {
+  for (const char* algo : kSurvivors) {
+    SCOPED_TRACE(algo);
+    Saboteur obs(Fault::Action::nan);
+    obs.locked_centre = std::string(algo).rfind("hogwild", 0) != 0;
+    auto r = train(failing_config(algo, OnFailure::restart), small_data(), &obs);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->stopped, StopReason::completed);
+    EXPECT_TRUE(all_finite(r->final_weights));
+    ASSERT_EQ(r->group_failures.size(), 1u);
+    EXPECT_EQ(r->group_failures[0].action, "restarted");
+    EXPECT_EQ(r->group_failures[0].step, kAt);
+    ASSERT_EQ(obs.rejoined, std::vector<int>{kVictim});
+    EXPECT_TRUE(obs.at_centre[0]);
+    EXPECT_TRUE(obs.zero_momentum[0]);
+    EXPECT_EQ(obs.steps_at_rejoin[0], kAt);
+    ASSERT_TRUE(obs.last.has_value());
+    const std::vector<int64_t> s = group_steps(*obs.last);
+    EXPECT_GT(s[kVictim], kAt);  // it went on
+    EXPECT_EQ(s[0] + s[1] + s[2], kIterations * kGroups - 1);
+  }
+}
+
+// A non-zero momentum before the failure (async-measgd keeps its momentum on the groups): the
+// restart zeroes it.
+TEST(OnFailure, RestartZeroesAMomentumThatWasThere) {
+  bool had_momentum = false;
+  struct Watch : Saboteur {
+    using Saboteur::Saboteur;
+    void on_setup(easel::Run& run) override {
+      Saboteur::on_setup(run);
+      run.groups[kVictim]->before_step = [this](Group& g) {
+        if (g.steps.load() == kAt - 1)
+          *had = std::any_of(g.momentum.data(), g.momentum.data() + g.momentum.size(),
+                             [](float v) { return v != 0; });
+      };
+    }
+    bool* had = nullptr;
+  } watch(Fault::Action::raise);
+  watch.had = &had_momentum;
+  auto r = train(failing_config("async-measgd", OnFailure::restart), small_data(), &watch);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(had_momentum);
+  ASSERT_EQ(watch.zero_momentum.size(), 1u);
+  EXPECT_TRUE(watch.zero_momentum[0]);
+  EXPECT_TRUE(watch.at_centre[0]);
+}
+
+TEST(OnFailure, StopEndsTheRunAsBefore) {
+  Saboteur thrown(Fault::Action::raise);
+  auto r = train(failing_config("async-easgd", OnFailure::stop), small_data(), &thrown);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("a group failed (--on-failure stop ends the run"),
+            std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("group 1 at step 10: EASEL_FAULT: group 1 at step 10: threw"),
+            std::string::npos)
+      << r.status().message();
+  Saboteur poisoned(Fault::Action::nan);  // a non-finite loss: diverged, as without the flag
+  auto d = train(failing_config("async-easgd", OnFailure::stop), small_data(), &poisoned);
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_EQ(d->stopped, StopReason::diverged);
+  EXPECT_TRUE(d->group_failures.empty());
+  EXPECT_TRUE(poisoned.rejoined.empty());
+}
+
+TEST(OnFailure, NoGroupLeftStopsTheRun) {
+  TrainConfig c = failing_config("async-easgd", OnFailure::drop);
+  c.lr = 1e30;  // every group's loss overflows
+  auto r = train(c, small_data(), nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->stopped, StopReason::diverged);
+  EXPECT_NE(r->stop_message.find("every group failed, none is left"), std::string::npos)
+      << r->stop_message;
+  EXPECT_EQ(r->group_failures.size(), static_cast<size_t>(kGroups));
+}
+
+TEST(OnFailure, AutoDropsForTheAsyncCentreAndDropOnAClockDoesNotHang) {
+  TrainConfig c = failing_config("async-easgd", OnFailure::automatic);
+  c.clock = "gpu8-pcie";
+  Saboteur obs(Fault::Action::raise);
+  auto r = train(c, small_data(), &obs);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->stopped, StopReason::completed);
+  ASSERT_EQ(r->group_failures.size(), 1u);
+  EXPECT_EQ(r->group_failures[0].action, "dropped");
+  ASSERT_TRUE(obs.last.has_value());
+  EXPECT_EQ(group_steps(*obs.last)[kVictim], kAt);
+}
+
+TEST(OnFailure, AlgorithmsWhoseGroupsMeetRefuseDropAndRestart) {
+  for (const char* algo : {"sync-easgd", "sync-sgd", "easgd-rr", "diloco"}) {
+    for (OnFailure mode : {OnFailure::drop, OnFailure::restart}) {
+      auto r = train(failing_config(algo, mode), small_data(), nullptr);
+      ASSERT_FALSE(r.ok()) << algo;
+      EXPECT_EQ(r.status().code(), Code::invalid_argument);
+      EXPECT_EQ(r.status().message().rfind("--on-failure ", 0), 0u) << r.status().message();
+      EXPECT_NE(r.status().message().find(std::string(algo) + "'s groups meet"), std::string::npos)
+          << r.status().message();
+    }
+    // auto is stop for them: a non-finite loss stops the run as diverged.
+    auto ok = train(failing_config(algo, OnFailure::automatic), small_data(), nullptr);
+    ASSERT_TRUE(ok.ok()) << ok.status().to_string();
+  }
+}
+
+}  // namespace
+}  // namespace easel
