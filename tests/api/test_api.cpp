@@ -296,40 +296,44 @@ std::string fresh_dir(const std::string& name) {
 // (step, train loss, test accuracy) of every evaluation of a run.
 using Record = std::tuple<int64_t, double, double>;
 
+// The uninterrupted run of WritesTheRunAndResumesItExactly into `dir`: what it writes, and a
+// second run into the same directory refused before anything is written.
+std::vector<Record> whole_run(Data& d, const std::string& whole_dir) {
+  std::vector<Record> whole;
+  Config cfg = small_config(20);
+  EXPECT_TRUE(cfg.set("out", whole_dir).ok());
+  TrainRun run;
+  run.on_evaluation([&](const Evaluation& e) {
+    whole.emplace_back(e.step, e.train_loss, e.test_accuracy);
+    return true;
+  });
+  EXPECT_EQ(run.summary().stop_reason, easel::api::StopReason::none);
+  EXPECT_TRUE(run.train(cfg, d).ok());
+  EXPECT_EQ(run.summary().stop_reason, easel::api::StopReason::completed);
+  EXPECT_EQ(run.summary().directory, whole_dir);
+  for (const char* f : {"/config.json", "/metrics.jsonl", "/checkpoint.bin", "/summary.json"})
+    EXPECT_TRUE(exists(whole_dir + f)) << f;
+  EXPECT_NE(slurp(whole_dir + "/summary.json").find("\"stopped\": \"completed\""),
+            std::string::npos);
+  const std::string metrics = slurp(whole_dir + "/metrics.jsonl");
+  EXPECT_EQ(std::count(metrics.begin(), metrics.end(), '\n'), 4) << metrics;
+  // Again into the same directory: refused before anything is written.
+  TrainRun again;
+  const easel::api::Status st = again.open(cfg);
+  EXPECT_EQ(st.code(), Code::invalid_argument);
+  EXPECT_NE(st.message().find("already holds the results of a run"), std::string::npos)
+      << st.message();
+  EXPECT_EQ(slurp(whole_dir + "/metrics.jsonl"), metrics);
+  return whole;
+}
+
 // A run with a directory (`out`) writes what easel train writes; interrupt() (as a signal
 // handler calls it) stops it with a checkpoint, and a resume through read_run_settings goes on
 // to the numbers of the run that never stopped; an earlier run's results and a changed setting
 // are refused by open().
 TEST(ApiRunDirectory, WritesTheRunAndResumesItExactly) {
   Data d = memory_data();
-  std::vector<Record> whole;
-  const std::string whole_dir = fresh_dir("whole");
-  {
-    Config cfg = small_config(20);
-    ASSERT_TRUE(cfg.set("out", whole_dir).ok());
-    TrainRun run;
-    run.on_evaluation([&](const Evaluation& e) {
-      whole.emplace_back(e.step, e.train_loss, e.test_accuracy);
-      return true;
-    });
-    EXPECT_EQ(run.summary().stop_reason, easel::api::StopReason::none);
-    ASSERT_TRUE(run.train(cfg, d).ok());
-    EXPECT_EQ(run.summary().stop_reason, easel::api::StopReason::completed);
-    EXPECT_EQ(run.summary().directory, whole_dir);
-    for (const char* f : {"/config.json", "/metrics.jsonl", "/checkpoint.bin", "/summary.json"})
-      EXPECT_TRUE(exists(whole_dir + f)) << f;
-    EXPECT_NE(slurp(whole_dir + "/summary.json").find("\"stopped\": \"completed\""),
-              std::string::npos);
-    const std::string metrics = slurp(whole_dir + "/metrics.jsonl");
-    EXPECT_EQ(std::count(metrics.begin(), metrics.end(), '\n'), 4) << metrics;
-    // Again into the same directory: refused before anything is written.
-    TrainRun again;
-    const easel::api::Status st = again.open(cfg);
-    EXPECT_EQ(st.code(), Code::invalid_argument);
-    EXPECT_NE(st.message().find("already holds the results of a run"), std::string::npos)
-        << st.message();
-    EXPECT_EQ(slurp(whole_dir + "/metrics.jsonl"), metrics);
-  }
+  const std::vector<Record> whole = whole_run(d, fresh_dir("whole"));
   ASSERT_EQ(whole.size(), 4u);
 
   const std::string part_dir = fresh_dir("part");

@@ -370,28 +370,14 @@ TEST(Cli, UnwritableOutputsFailAndTouchNothingElse) {
   EXPECT_FALSE(fs::exists(d / "b.json"));
 }
 
-TEST(Cli, ResumeGoesOnFromTheCheckpoint) {
-  const fs::path d = tmp_dir("resume");
+// A config.json the run did not write: a key no flag has, a wrong type or value, a setting the
+// checkpoint fixes edited, or not a file: named in one line, nothing run.
+TEST(Cli, ResumeRefusesAnOddOrEditedConfig) {
+  const fs::path d = tmp_dir("resume-config");
   const fs::path run = d / "run";
-  const std::string tiny_algo = std::string(kTiny) + " --algo sync-easgd";
-  Out o = easel("train" + tiny_algo + " --out " + run.string());
+  Out o = easel("train" + std::string(kTiny) + " --algo sync-easgd --out " + run.string());
   ASSERT_EQ(o.code, 0) << o.err;
-  ASSERT_TRUE(fs::exists(run / "checkpoint.bin"));
-  // As if the run had been killed after logging an evaluation its checkpoint missed.
-  // As if killed while writing a line, too.
-  { std::ofstream(run / "metrics.jsonl", std::ios::app) << "{\"step\": 50}\n{\"step\": 6"; }
-  const std::string ck = slurp(run / "checkpoint.bin");
   const std::string config = slurp(run / "config.json");
-
-  o = easel("train --resume " + run.string() + " --lr 0.5");
-  EXPECT_EQ(o.code, 2);
-  EXPECT_NE(o.err.find("--lr cannot change"), std::string::npos) << o.err;
-  o = easel("train --resume " + run.string() + " --out " + (d / "other").string());
-  EXPECT_EQ(o.code, 2);
-  EXPECT_NE(o.err.find("--out"), std::string::npos) << o.err;
-  o = easel("train --resume " + (d / "nothing").string());
-  EXPECT_EQ(o.code, 2);
-  EXPECT_NE(o.err.find("config.json: no such file"), std::string::npos) << o.err;
   {  // a config.json with a key no flag has: named, nothing run
     const fs::path odd = d / "odd";
     fs::create_directories(odd);
@@ -429,6 +415,30 @@ TEST(Cli, ResumeGoesOnFromTheCheckpoint) {
     EXPECT_EQ(o.code, 2);
     EXPECT_NE(o.err.find("config.json: not a regular file"), std::string::npos) << o.err;
   }
+}
+
+TEST(Cli, ResumeGoesOnFromTheCheckpoint) {
+  const fs::path d = tmp_dir("resume");
+  const fs::path run = d / "run";
+  const std::string tiny_algo = std::string(kTiny) + " --algo sync-easgd";
+  Out o = easel("train" + tiny_algo + " --out " + run.string());
+  ASSERT_EQ(o.code, 0) << o.err;
+  ASSERT_TRUE(fs::exists(run / "checkpoint.bin"));
+  // As if the run had been killed after logging an evaluation its checkpoint missed.
+  // As if killed while writing a line, too.
+  { std::ofstream(run / "metrics.jsonl", std::ios::app) << "{\"step\": 50}\n{\"step\": 6"; }
+  const std::string ck = slurp(run / "checkpoint.bin");
+  const std::string config = slurp(run / "config.json");
+
+  o = easel("train --resume " + run.string() + " --lr 0.5");
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("--lr cannot change"), std::string::npos) << o.err;
+  o = easel("train --resume " + run.string() + " --out " + (d / "other").string());
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("--out"), std::string::npos) << o.err;
+  o = easel("train --resume " + (d / "nothing").string());
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("config.json: no such file"), std::string::npos) << o.err;
   o = easel("train --resume=");
   EXPECT_EQ(o.code, 2);
   EXPECT_NE(o.err.find("--resume: empty value"), std::string::npos) << o.err;
