@@ -64,7 +64,8 @@ class Writer {
   bool wants_checkpoints() const { return !checkpoint_path_.empty(); }
   // Hands ck to a thread of its own that writes it (write_checkpoint: a temporary file, fsync,
   // rename over checkpoint.bin) while training goes on, once the write before it has ended: one
-  // write in flight, at most two checkpoints in memory. The next record() waits for it (a
+  // write in flight (the trainer waits for it, finish_checkpoint, before its next snapshot: one
+  // checkpoint in memory). The next record() waits for it (a
   // checkpoint lands before any later step is logged). The checkpoint of an evaluation whose
   // test accuracy beats every earlier one's (the record() just before it, at its step) is kept
   // as best.bin too, after checkpoint.bin is whole (keep_as_best: a second name of its file).

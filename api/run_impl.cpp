@@ -104,6 +104,7 @@ class Run::Observer final : public TrainObserver {
   ::easel::Status on_checkpoint(Checkpoint ck) override {
     return impl_.files.checkpoint(std::move(ck));
   }
+  ::easel::Status await_checkpoint() override { return impl_.files.finish_checkpoint(); }
 
   ::easel::Status on_init_weights(std::span<float> weights) override {
     const std::vector<float>& w = run_.initial_;

@@ -96,11 +96,15 @@ memkind_t memkind_of(MemKind k) {
 }
 #endif
 
-// Plain aligned allocation (the path without memkind).
+// Plain aligned allocation (the path without memkind), counted (plain_buffer_bytes).
+std::atomic<uint64_t> g_plain_bytes{0};
 void* plain_alloc(size_t bytes) {
-  return ::operator new (bytes, std::align_val_t{kAlign}, std::nothrow);
+  void* p = ::operator new (bytes, std::align_val_t{kAlign}, std::nothrow);
+  if (p != nullptr) g_plain_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  return p;
 }
-void plain_free(void* p) {
+void plain_free(void* p, size_t bytes) {
+  g_plain_bytes.fetch_sub(bytes, std::memory_order_relaxed);
   ::operator delete (p, std::align_val_t{kAlign});
 }
 
@@ -465,6 +469,10 @@ Result<Buffer> Buffer::allocate(size_t bytes, MemKind kind) {
   return b;
 }
 
+uint64_t plain_buffer_bytes() {
+  return g_plain_bytes.load(std::memory_order_relaxed);
+}
+
 Buffer Buffer::borrow(void* p, size_t bytes) {
   Buffer b;
   b.ptr_ = p;
@@ -495,7 +503,7 @@ void Buffer::release() {
       memkind_free(memkind_of(kind_), ptr_);
 #endif
     } else {
-      plain_free(ptr_);
+      plain_free(ptr_, bytes_);
     }
   }
   ptr_ = nullptr;

@@ -139,4 +139,8 @@ class Buffer {
   int node_ = -1;
 };
 
+// The bytes Buffers now hold from the C++ heap (the path without memkind or a binding): what
+// a measure of the heap's growth (run/fit_probe.hpp) takes away to keep only other allocations.
+uint64_t plain_buffer_bytes();
+
 }  // namespace easel

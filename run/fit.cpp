@@ -29,6 +29,7 @@
 #include "engine/comm/mpi_comm.hpp"
 #include "engine/log.hpp"
 #include "nets/models/models.hpp"
+#include "run/fit_probe.hpp"
 
 namespace easel {
 
@@ -62,7 +63,7 @@ std::string id_ranges(const std::vector<int>& ids) {
 
 // One allocation of the run.
 struct Item {
-  BufferClass cls;
+  int row;  // its buffer class, or kFitKernels, kFitCopies
   MemKind kind;
   int group;  // whose nodes it goes to
   int owner;  // the group that holds it, -1 for the run's own (centre, data set)
@@ -80,17 +81,26 @@ std::vector<Item> items_of(const FitRequest& req, int p, const AlgoEntry& a, boo
                          batches * static_cast<uint64_t>(req.input_floats));
   using C = BufferClass;
   std::vector<Item> v;
-  v.push_back({C::dataset, pl[C::dataset], 0, -1, req.dataset_bytes});
+  const auto row = [](C c) { return static_cast<int>(c); };
+  v.push_back({row(C::dataset), pl[C::dataset], 0, -1, req.dataset_bytes});
+  v.push_back({kFitCopies, MemKind::dram, 0, -1, 2 * arena});
+  if (req.checkpoints) {  // capture_run's snapshot; across ranks gather_checkpoint_groups'
+    const uint64_t held = req.ranks == 1 ? static_cast<uint64_t>(p)
+                          : req.root     ? 2ull * static_cast<uint64_t>(p) * req.ranks
+                                         : 2ull * static_cast<uint64_t>(p);
+    v.push_back({kFitCheckpoint, MemKind::dram, 0, -1, ((uses_centre ? 1 : 0) + 2 * held) * arena});
+  }
   if (req.gpu) return v;  // the groups' buffers are on their GPUs (or pinned, staged)
   for (int g = 0; g < p; ++g) {
-    v.push_back({C::activations, pl[C::activations], g, g, acts});
+    v.push_back({row(C::activations), pl[C::activations], g, g, acts});
+    if (req.kernel_bytes > 0) v.push_back({kFitKernels, MemKind::dram, g, g, req.kernel_bytes});
     for (C c : {C::weights, C::grads, C::momentum})
-      v.push_back({c, pl[c], g, g, arena});
+      v.push_back({row(c), pl[c], g, g, arena});
   }
-  if (uses_centre) v.push_back({C::centre, pl[C::centre], 0, -1, arena});
+  if (uses_centre) v.push_back({row(C::centre), pl[C::centre], 0, -1, arena});
   for (const ExtraArena& x :
        a.extra_arenas({p, req.sync_fast, req.overlap, req.adamw, req.feedback}))
-    v.push_back({x.cls, pl[x.cls], std::max(x.owner, 0), x.owner, arena});
+    v.push_back({row(x.cls), pl[x.cls], std::max(x.owner, 0), x.owner, arena});
   return v;
 }
 
@@ -116,11 +126,11 @@ class Placer {
     FitNode* n = at(os);
     if (n == nullptr) return;  // nowhere known: counted against the machine only
     n->need += bytes;
-    n->bytes[static_cast<int>(it.cls)] += bytes;
+    n->bytes[it.row] += bytes;
     if (bound) {
       n->bound += bytes;
-      bound_[{os, it.cls}].bytes += bytes;
-      if (it.owner >= 0) bound_[{os, it.cls}].owners.push_back(it.owner);
+      bound_[{os, it.row}].bytes += bytes;
+      if (it.owner >= 0) bound_[{os, it.row}].owners.push_back(it.owner);
     }
     if (it.owner >= 0 && std::find(n->groups.begin(), n->groups.end(), it.owner) == n->groups.end())
       n->groups.push_back(it.owner);
@@ -135,8 +145,8 @@ class Placer {
   // The classes bound to `os`, for the refusal: "4 groups x 466.6 MB of weights + ...".
   std::string bound_text(int os) const {
     std::string s;
-    for (int c = 0; c < kBufferClassCount; ++c) {
-      const auto f = bound_.find({os, static_cast<BufferClass>(c)});
+    for (int c = 0; c < kFitRows; ++c) {
+      const auto f = bound_.find({os, c});
       if (f == bound_.end()) continue;
       std::vector<int> owners = f->second.owners;
       std::sort(owners.begin(), owners.end());
@@ -147,7 +157,7 @@ class Placer {
       else
         s += std::to_string(owners.size()) + (owners.size() == 1 ? " group x " : " groups x ") +
              fit_bytes(f->second.bytes / owners.size());
-      s += std::string(" of ") + buffer_class_name(static_cast<BufferClass>(c));
+      s += std::string(" of ") + fit_row_name(c);
     }
     return s;
   }
@@ -158,7 +168,7 @@ class Placer {
     std::vector<int> owners;
   };
   Fit& fit_;
-  std::map<std::pair<int, BufferClass>, Bound> bound_;
+  std::map<std::pair<int, int>, Bound> bound_;  // (node, row)
 };
 
 // Group g's DRAM node: its plan's, else the machine's first DRAM node, else -1.
@@ -187,6 +197,13 @@ std::string hbw_classes(const Placement& pl) {
 }
 
 }  // namespace
+
+const char* fit_row_name(int row) {
+  if (row == kFitKernels) return "kernels";
+  if (row == kFitCopies) return "copies";
+  if (row == kFitCheckpoint) return "checkpoint";
+  return buffer_class_name(static_cast<BufferClass>(row));
+}
 
 std::string fit_bytes(uint64_t bytes) {
   char b[32];
@@ -218,6 +235,7 @@ FitRequest fit_request(const TrainConfig& cfg, const NetCost& cost, const DataSp
   r.feedback = cfg.exchange_precision == ExchangePrecision::int8;
   r.gpu = cfg.device.gpu;
   r.placement = host_placement(cfg);
+  r.checkpoints = cfg.checkpoint;
   // A streamed set (nets/data/stream_source.hpp) holds no images, only its list.
   const auto held = [](const Dataset& d) { return d.source ? 0 : d.count * d.image_bytes(); };
   r.dataset_bytes = static_cast<uint64_t>(held(data.train) + held(data.test));
@@ -228,12 +246,12 @@ namespace {
 
 // Each class's total, and what one group holds of it (the table's one-group column).
 void count_classes(const std::vector<Item>& items, Fit& fit) {
-  std::map<std::pair<int, BufferClass>, std::pair<uint64_t, int>> owned;  // bytes, arenas
+  std::map<std::pair<int, int>, std::pair<uint64_t, int>> owned;  // bytes, arenas
   for (const Item& it : items) {
-    FitClass& fc = fit.classes[static_cast<int>(it.cls)];
+    FitClass& fc = fit.classes[it.row];
     fc.total += it.bytes;
     if (it.owner < 0) continue;
-    auto& o = owned[{it.owner, it.cls}];
+    auto& o = owned[{it.owner, it.row}];
     o.first += it.bytes;
     o.second += 1;
     fc.per_group = std::max(fc.per_group, o.first);
@@ -255,16 +273,15 @@ void spill_preferred(const std::vector<const Item*>& preferred, const Topology& 
     if (here > 0) placer.put(hbw, *it, here, false);
     if (here == it->bytes) continue;
     placer.put(dram, *it, it->bytes - here, false);
-    fit.classes[static_cast<int>(it->cls)].spilled += it->bytes - here;
-    spilled[hbw][static_cast<int>(it->cls)] += it->bytes - here;
+    fit.classes[it->row].spilled += it->bytes - here;
+    spilled[hbw][it->row] += it->bytes - here;
     auto& to = spilled_to[hbw];
     if (std::find(to.begin(), to.end(), dram) == to.end()) to.push_back(dram);
   }
   for (const auto& [hbw, by_class] : spilled) {
     std::string what, to;
     for (const auto& [c, bytes] : by_class)
-      what += (what.empty() ? "" : ", ") +
-              std::string(buffer_class_name(static_cast<BufferClass>(c))) + " " + fit_bytes(bytes);
+      what += (what.empty() ? "" : ", ") + std::string(fit_row_name(c)) + " " + fit_bytes(bytes);
     for (int d : spilled_to[hbw])
       to += (to.empty() ? "" : ",") + std::to_string(d);
     fit.spills.push_back("hbw-preferred: node " + std::to_string(hbw) + " (" +
@@ -287,11 +304,12 @@ void finish_fit(const FitRequest& req, Fit& fit) {
         "centre are on the devices (or pinned, staged), not counted here");
   if (fit.refusal.ok() && fit.machine_bytes > 0 && fit.need > fit.machine_bytes) {
     std::string what;
-    for (int c = 0; c < kBufferClassCount; ++c)
-      if (fit.classes[c].total > 0)
-        what += (what.empty() ? "" : ", ") +
-                std::string(buffer_class_name(static_cast<BufferClass>(c))) + " " +
-                fit_bytes(fit.classes[c].total);
+    for (int c = 0; c < kFitRows; ++c) {
+      const FitClass& fc = fit.classes[c];
+      if (fc.total > 0)
+        what +=
+            (what.empty() ? "" : ", ") + std::string(fit_row_name(c)) + " " + fit_bytes(fc.total);
+    }
     fit.refusal =
         invalid_argument(std::to_string(fit.groups) + " group(s) need " + fit_bytes(fit.need) +
                          " (" + what + "), more than this machine's " + gib(fit.machine_bytes) +
@@ -313,7 +331,7 @@ Result<Fit> compute_fit(const FitRequest& req, const Topology& topo, const Group
 
   Placer placer(topo, fit);
   std::vector<const Item*> preferred;  // hbw-preferred items with an hbw node, in order
-  bool no_hbw_spill[kBufferClassCount] = {};
+  bool no_hbw_spill[kFitRows] = {};
   for (const Item& it : items) {
     const int dram = dram_node_of(topo, plan, it.group), hbw = hbw_node_of(plan, it.group);
     switch (it.kind) {
@@ -328,8 +346,8 @@ Result<Fit> compute_fit(const FitRequest& req, const Topology& topo, const Group
           preferred.push_back(&it);
         } else {
           placer.put(dram, it, it.bytes, false);
-          fit.classes[static_cast<int>(it.cls)].spilled += it.bytes;
-          no_hbw_spill[static_cast<int>(it.cls)] = true;
+          fit.classes[it.row].spilled += it.bytes;
+          no_hbw_spill[it.row] = true;
         }
         break;
       case MemKind::device:
@@ -361,6 +379,20 @@ Result<Fit> compute_fit(const FitRequest& req, const Topology& topo, const Group
   return fit;
 }
 
+namespace {
+
+// req with one host group's kernels' bytes measured (run/fit_probe.hpp). Not for GPU groups
+// (their buffers are not counted here), nor under SMPI with injected compute, whose ranks'
+// buffers share pages and whose kernels never run.
+Result<FitRequest> with_kernels(FitRequest req, const TrainConfig& cfg, const NetSpec& spec) {
+  if (req.gpu || sim_injected_flops() > 0) return req;
+  EASEL_ASSIGN_OR_RETURN(req.kernel_bytes, kernel_bytes(spec, cfg.batch, resolve_layout(cfg),
+                                                        cfg.impl, cfg.precision));
+  return req;
+}
+
+}  // namespace
+
 Result<Fit> fit_of(const TrainConfig& cfg, const Topology& topo, const GroupPlan& plan,
                    const DataSplit& data) {
   const Dataset& d = data.train;
@@ -373,16 +405,22 @@ Result<Fit> fit_of(const TrainConfig& cfg, const Topology& topo, const GroupPlan
                                        cost.state_floats > 0, static_cast<int>(plan.groups.size()));
     if (choice.ok()) exchange = std::move(choice).value();
   }
-  return compute_fit(fit_request(cfg, cost, data, exchange), topo, plan);
+  EASEL_ASSIGN_OR_RETURN(const FitRequest req,
+                         with_kernels(fit_request(cfg, cost, data, exchange), cfg, spec));
+  return compute_fit(req, topo, plan);
 }
 
 Status check_run_fit(const TrainConfig& cfg, const Topology& topo, const GroupPlan& plan,
-                     const DataSplit& data, const NetCost& cost,
-                     const std::optional<SyncExchangeChoice>& exchange, bool report, Fit* kept) {
-  EASEL_ASSIGN_OR_RETURN(const Fit fit,
-                         compute_fit(fit_request(cfg, cost, data, exchange), topo, plan));
+                     const DataSplit& data, const NetSpec& spec, const NetCost& cost,
+                     const std::optional<SyncExchangeChoice>& exchange, int ranks, bool root,
+                     Fit* kept) {
+  EASEL_ASSIGN_OR_RETURN(FitRequest req,
+                         with_kernels(fit_request(cfg, cost, data, exchange), cfg, spec));
+  req.ranks = ranks;
+  req.root = root;
+  EASEL_ASSIGN_OR_RETURN(const Fit fit, compute_fit(req, topo, plan));
   if (kept) *kept = fit;
-  if (report) {
+  if (root) {
     for (const std::string& l : fit.summary_lines())
       log_info("train", l);
     for (size_t i = 0; i < fit.spills.size() && fit.refusal.ok(); ++i)
@@ -408,16 +446,16 @@ std::string Fit::to_string() const {
                 (std::to_string(groups) + " group(s) and the run's own").c_str());
   add();
   uint64_t one = 0;
-  for (int c = 0; c < kBufferClassCount; ++c) {
+  for (int c = 0; c < kFitRows; ++c) {
     const FitClass& fc = classes[c];
+    if (c >= kBufferClassCount && fc.total == 0) continue;
     one += fc.per_group;
     std::string per = fc.per_group == 0 ? "-" : fit_bytes(fc.per_group / std::max(fc.arenas, 1));
     if (fc.arenas > 1) per = std::to_string(fc.arenas) + " x " + per;
     std::string all = fit_bytes(fc.total);
     if (fc.spilled > 0) all += " (" + fit_bytes(fc.spilled) + " spill to DRAM)";
-    std::snprintf(line, sizeof line, "  %-12s %-14s %-18s %s\n",
-                  buffer_class_name(static_cast<BufferClass>(c)), mem_kind_name(fc.kind),
-                  per.c_str(), all.c_str());
+    std::snprintf(line, sizeof line, "  %-12s %-14s %-18s %s\n", fit_row_name(c),
+                  mem_kind_name(fc.kind), per.c_str(), all.c_str());
     add();
   }
   std::snprintf(line, sizeof line, "  %-12s %-14s %-18s %s of %s\n", "all", "",
@@ -450,9 +488,9 @@ std::string Fit::to_string() const {
 std::vector<std::string> Fit::summary_lines() const {
   std::string group, run;
   uint64_t one = 0;
-  for (int c = 0; c < kBufferClassCount; ++c) {
+  for (int c = 0; c < kFitRows; ++c) {
     const FitClass& fc = classes[c];
-    const std::string name = buffer_class_name(static_cast<BufferClass>(c));
+    const std::string name = fit_row_name(c);
     if (fc.per_group > 0) {
       one += fc.per_group;
       std::string b = fit_bytes(fc.per_group / std::max(fc.arenas, 1));

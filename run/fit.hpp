@@ -1,5 +1,6 @@
 // The memory fit, the paper's rule: P replicas of the weights, gradients, momentum and
-// activations, plus the data set, must fit in the memory kind they are placed in. Counted node
+// activations, plus the data set, must fit in the memory kind they are placed in; beside them
+// the kernels' own buffers (measured) and the run's copies of the weights. Counted node
 // by node: each group's buffers go to its own locality's DRAM or high-bandwidth node (the
 // plan's dram_node / hbw_node), so an SNC-4 KNL's groups are held to their cluster's 4 GiB of
 // MCDRAM, not to the chip's 16 GiB. `easel topology` prints it, `easel train` logs its summary
@@ -24,6 +25,19 @@
 
 namespace easel {
 
+// The fit's rows: the buffer classes, then what the run holds in the C++ heap beside them (in
+// DRAM whatever --placement says): each host group's kernels' own buffers (measured,
+// FitRequest::kernel_bytes), and the run's copies of the weights in host memory, two arenas
+// (the initial weights while the groups are built; the final and group 0's weights for the
+// summary at the end, while every group still holds its buffers), and, when the run writes
+// checkpoints, one checkpoint's snapshot (the centre, each group's weights and momentum; the
+// trainer waits for a write before its next snapshot; across ranks rank 0 gathers every rank's
+// groups, each rank's encoded beside them).
+constexpr int kFitKernels = kBufferClassCount, kFitCopies = kBufferClassCount + 1,
+              kFitCheckpoint = kBufferClassCount + 2, kFitRows = kBufferClassCount + 3;
+// "weights", ..., "kernels", "copies", "checkpoint".
+const char* fit_row_name(int row);
+
 // What the fit is computed from; fit_request() fills it from a run's settings.
 struct FitRequest {
   NetCost cost;              // the net on the data's input
@@ -40,6 +54,12 @@ struct FitRequest {
   bool gpu = false;       // GPU groups: their buffers live on the devices, not counted
   Placement placement;
   uint64_t dataset_bytes = 0;  // training and test images as held in memory
+  // Per host group: what its net's kernels allocate for themselves (run/fit_probe.hpp). 0: not
+  // measured.
+  uint64_t kernel_bytes = 0;
+  bool checkpoints = false;  // the run writes checkpoints (kFitCheckpoint)
+  int ranks = 1;             // MPI ranks, each with the plan's groups
+  bool root = true;          // this is rank 0, which gathers every rank's groups
 };
 
 // One buffer class over the run.
@@ -57,16 +77,16 @@ struct FitNode {
   int os_index = 0;
   NodeKind kind = NodeKind::dram;
   uint64_t capacity = 0;
-  uint64_t need = 0;                       // all bytes placed here, after spills
-  uint64_t bytes[kBufferClassCount] = {};  // by class
-  uint64_t bound = 0;                      // hbw bytes that may not go elsewhere
-  std::vector<int> groups;                 // groups whose own buffers land here
+  uint64_t need = 0;              // all bytes placed here, after spills
+  uint64_t bytes[kFitRows] = {};  // by row (class, kernels, copies)
+  uint64_t bound = 0;             // hbw bytes that may not go elsewhere
+  std::vector<int> groups;        // groups whose own buffers land here
   bool fits() const { return need <= capacity; }
 };
 
 struct Fit {
   int groups = 0;
-  FitClass classes[kBufferClassCount];
+  FitClass classes[kFitRows];  // by row: each class, then the kernels' and the copies
   std::vector<FitNode> nodes;  // every node of the machine, in hwloc's order
   uint64_t need = 0;           // all of it
   uint64_t machine_bytes = 0;  // the machine's memory
@@ -96,16 +116,19 @@ FitRequest fit_request(const TrainConfig& cfg, const NetCost& cost, const DataSp
 Result<Fit> compute_fit(const FitRequest& req, const Topology& topo, const GroupPlan& plan);
 
 // compute_fit for cfg's net (built on the data's shape) and data, sync-easgd's path chosen for
-// the plan's groups in one process on the host (`easel topology --net`: no run is planned).
+// the plan's groups in one process on the host (`easel topology --net`: no run is planned),
+// the kernels' bytes measured (host groups).
 Result<Fit> fit_of(const TrainConfig& cfg, const Topology& topo, const GroupPlan& plan,
                    const DataSplit& data);
 
 // The check `easel train` makes after the data is loaded and before any group's arena is
 // allocated: the fit of cfg on the plan, its summary logged (info) and its spills (warn, once)
-// when `report` (rank 0); returns the refusal (invalid_argument) or ok, and the fit in *kept.
+// when `root` (rank 0 of `ranks`, which gathers the checkpoints); returns the refusal
+// (invalid_argument) or ok, and the fit in *kept. `spec`: the run's net, whose kernels' bytes
+// are measured for host groups.
 Status check_run_fit(const TrainConfig& cfg, const Topology& topo, const GroupPlan& plan,
-                     const DataSplit& data, const NetCost& cost,
-                     const std::optional<SyncExchangeChoice>& exchange, bool report,
+                     const DataSplit& data, const NetSpec& spec, const NetCost& cost,
+                     const std::optional<SyncExchangeChoice>& exchange, int ranks, bool root,
                      Fit* kept = nullptr);
 
 // "233.3 MB", "17.3 GB" (decimal, as the paper gives sizes).

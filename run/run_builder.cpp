@@ -353,8 +353,8 @@ Status finish_plan(TrainRun& t, const Topology& topo, const DataSplit& data) {
   t.run.params = make_params(cfg, t.total, t.p);
   EASEL_ASSIGN_OR_RETURN(const NetCost cost, net_cost(t.spec));
   EASEL_RETURN_IF_ERROR(resolve_plan(t, cost));
-  EASEL_RETURN_IF_ERROR(check_run_fit(cfg, topo, t.plan, data, cost, t.resolved.exchange,
-                                      t.rank == 0, &t.resolved.fit));
+  EASEL_RETURN_IF_ERROR(check_run_fit(cfg, topo, t.plan, data, t.spec, cost, t.resolved.exchange,
+                                      t.ranks, t.rank == 0, &t.resolved.fit));
   return check_described_threads(topo, t.plan, cfg);
 }
 

@@ -245,6 +245,11 @@ std::vector<EvalStats> evaluate_model(TrainRun& t, const Dataset& test) {
                          [&](int64_t done, int64_t all) { t.report->on_eval_progress(done, all); });
 }
 
+void log_unwritten_checkpoint(const Status& st) {
+  log_error("train", "checkpoint not written: " + st.message() +
+                         " (the previous one, if any, is still whole)");
+}
+
 // Hands the observer a checkpoint after `done` iterations. A failed write (disk full, --out
 // removed) leaves the last good checkpoint; training goes on. Across MPI ranks (at an
 // evaluation, every rank there): every rank's groups, gathered, and rank 0's centre, counters
@@ -253,6 +258,7 @@ void checkpoint(TrainRun& t, TrainSummary& sum, int64_t done, double wall_second
                 int64_t last_images, bool mid_round = false) {
   TraceSpan span("checkpoint", "checkpoint");
   const double c0 = now_seconds();
+  if (Status st = t.report->await_checkpoint(); !st.ok()) log_unwritten_checkpoint(st);
   Checkpoint ck = capture_run(t.run, *t.algo, t.identity);
   if (t.world) gather_checkpoint_groups(*t.world, ck);
   ++sum.checkpoints;
@@ -269,9 +275,7 @@ void checkpoint(TrainRun& t, TrainSummary& sum, int64_t done, double wall_second
   ck.best_accuracy = sum.best_accuracy;
   ck.time_to_target_seconds = sum.time_to_target_seconds.value_or(-1);
   ck.images_before_round = last_images;
-  if (Status st = t.report->on_checkpoint(std::move(ck)); !st.ok())
-    log_error("train", "checkpoint not written: " + st.message() +
-                           " (the previous one, if any, is still whole)");
+  if (Status st = t.report->on_checkpoint(std::move(ck)); !st.ok()) log_unwritten_checkpoint(st);
   sum.checkpoint_seconds += now_seconds() - c0;
 }
 

@@ -135,6 +135,10 @@ class TrainObserver {
     (void)ck;
     return {};
   }
+  // Called before the trainer takes a checkpoint's snapshot: waits for the write of the one
+  // before, so that one checkpoint at most is in host memory (as run/fit.hpp counts it); its
+  // error, if any, as on_checkpoint's.
+  virtual Status await_checkpoint() { return {}; }
   // The initial weights, before they go to every replica and the centre (rank 0's, then
   // broadcast): the observer may overwrite them (an embedding program's own). An error ends
   // the run.

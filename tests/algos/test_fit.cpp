@@ -101,11 +101,14 @@ TEST(Fit, LeNetByHand) {
   EXPECT_EQ(f[C::centre].per_group, 0u);
   EXPECT_EQ(f[C::centre].total, 2 * arena);
   EXPECT_EQ(f[C::dataset].total, 54880000u);
-  const uint64_t group = 4 * arena + acts;  // 16,231,168
-  EXPECT_EQ(f.need, 4 * group + 2 * arena + 54880000u);
-  // Everything dram: each group on its cluster's DDR node; the centre and data set on group 0's.
+  EXPECT_EQ(f.classes[kFitCopies].total, 2 * arena);  // initial, final and group 0's weights
+  EXPECT_EQ(f.classes[kFitKernels].total, 0u);        // not measured in this request
+  const uint64_t group = 4 * arena + acts;            // 16,231,168
+  EXPECT_EQ(f.need, 4 * group + 2 * arena + 54880000u + 2 * arena);
+  // Everything dram: each group on its cluster's DDR node; the centre, the data set and the
+  // run's copies on group 0's.
   ASSERT_NE(f.node(0), nullptr);
-  EXPECT_EQ(f.node(0)->need, group + 2 * arena + 54880000u);
+  EXPECT_EQ(f.node(0)->need, group + 2 * arena + 54880000u + 2 * arena);
   for (int n = 1; n < 4; ++n)
     EXPECT_EQ(f.node(n)->need, group) << n;
   for (int n = 4; n < 8; ++n)
@@ -185,7 +188,7 @@ TEST(Fit, HbwPreferredSaysWhatSpills) {
   uint64_t in_dram = 0;
   for (int n = 0; n < 4; ++n)
     in_dram += f.node(n)->need;
-  EXPECT_EQ(spilled, in_dram);
+  EXPECT_EQ(spilled + f.classes[kFitCopies].total, in_dram);  // the copies are DRAM's own
   EXPECT_EQ(f.need, in_dram + 4 * f.node(4)->capacity);
   // The data set is allocated first: it stays in MCDRAM; the last groups' momentum spills.
   EXPECT_EQ(f[C::dataset].spilled, 0u);
@@ -238,13 +241,49 @@ TEST(Fit, MachineWithoutHbw) {
       << big->refusal.message();
 }
 
-// GPU groups: only the data set is counted on the host.
-TEST(Fit, GpuGroupsCountOnlyTheDataSet) {
+// The kernels' own buffers (measured, here given) sit in each group's DRAM node whatever the
+// placement: the C++ heap's, not memkind's. The table and the summary name them.
+TEST(Fit, KernelsGoToEachGroupsDram) {
+  FitRequest r = alexnet_request();
+  r.placement = placed("hbw");
+  r.kernel_bytes = 100'000'000;
+  const Fit f = fit_on(r, "knl-snc4-flat", "4");
+  ASSERT_TRUE(f.refusal.ok()) << f.refusal.to_string();
+  EXPECT_EQ(f.classes[kFitKernels].per_group, r.kernel_bytes);
+  EXPECT_EQ(f.classes[kFitKernels].total, 4 * r.kernel_bytes);
+  for (int n = 0; n < 4; ++n)
+    EXPECT_EQ(f.node(n)->bytes[kFitKernels], r.kernel_bytes) << n;
+  for (int n = 4; n < 8; ++n)
+    EXPECT_EQ(f.node(n)->bytes[kFitKernels], 0u) << n;
+  EXPECT_TRUE(has(f.to_string(), "  kernels      dram           100.0 MB")) << f.to_string();
+  EXPECT_TRUE(has(f.summary_lines()[0], "kernels 100.0 MB dram")) << f.summary_lines()[0];
+}
+
+// A run that writes checkpoints holds one snapshot in host memory: the centre and each group's
+// weights and momentum; across ranks rank 0 gathers every rank's groups beside their encoding.
+TEST(Fit, OneCheckpointIsCounted) {
+  FitRequest r = alexnet_request();
+  r.algo = "async-easgd";
+  r.checkpoints = true;
+  const uint64_t arena = r.cost.arena_floats * sizeof(float);
+  EXPECT_EQ(fit_on(r, "two-socket", "4").classes[kFitCheckpoint].total, (1 + 2 * 4) * arena);
+  r.ranks = 3;
+  EXPECT_EQ(fit_on(r, "two-socket", "4").classes[kFitCheckpoint].total,
+            (1 + 2 * 2 * 4 * 3) * arena);
+  r.root = false;
+  EXPECT_EQ(fit_on(r, "two-socket", "4").classes[kFitCheckpoint].total, (1 + 2 * 2 * 4) * arena);
+  r.checkpoints = false;
+  EXPECT_EQ(fit_on(r, "two-socket", "4").classes[kFitCheckpoint].total, 0u);
+}
+
+// GPU groups: only the data set and the run's copies of the weights are counted on the host.
+TEST(Fit, GpuGroupsCountOnlyTheDataSetAndTheCopies) {
   FitRequest r = alexnet_request();
   r.gpu = true;
   r.placement = Placement{};
+  r.kernel_bytes = 1000;  // a host group's: not these groups'
   const Fit f = fit_on(r, "two-socket", "2");
-  EXPECT_EQ(f.need, r.dataset_bytes);
+  EXPECT_EQ(f.need, r.dataset_bytes + 2 * r.cost.arena_floats * sizeof(float));
   EXPECT_EQ(f[C::weights].total, 0u);
   ASSERT_FALSE(f.notes.empty());
 }

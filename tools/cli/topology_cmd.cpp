@@ -68,19 +68,19 @@ json plan_json(const TrainConfig& cfg, const Topology& topo, const GroupPlan& pl
 // The memory fit (run/fit.hpp) as docs/TOPOLOGY.md "Fit" lists it.
 json fit_json(const Fit& f) {
   json classes = json::object();
-  for (int c = 0; c < kBufferClassCount; ++c) {
+  for (int c = 0; c < kFitRows; ++c) {  // the classes, then "kernels" and "copies"
     const FitClass& fc = f.classes[c];
-    classes[buffer_class_name(static_cast<BufferClass>(c))] = {{"kind", mem_kind_name(fc.kind)},
-                                                               {"arenas", fc.arenas},
-                                                               {"per_group", fc.per_group},
-                                                               {"total", fc.total},
-                                                               {"spilled", fc.spilled}};
+    classes[fit_row_name(c)] = {{"kind", mem_kind_name(fc.kind)},
+                                {"arenas", fc.arenas},
+                                {"per_group", fc.per_group},
+                                {"total", fc.total},
+                                {"spilled", fc.spilled}};
   }
   json nodes = json::array();
   for (const FitNode& n : f.nodes) {
     json by_class = json::object();
-    for (int c = 0; c < kBufferClassCount; ++c)
-      by_class[buffer_class_name(static_cast<BufferClass>(c))] = n.bytes[c];
+    for (int c = 0; c < kFitRows; ++c)
+      by_class[fit_row_name(c)] = n.bytes[c];
     nodes.push_back({{"os_index", n.os_index},
                      {"kind", node_kind_name(n.kind)},
                      {"capacity", n.capacity},
