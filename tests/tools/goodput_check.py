@@ -110,6 +110,8 @@ check(p.returncode == 0 and "R = 4.00 s (median of 3 chaos trial(s)" in p.stdout
 open(os.path.join(tmp, "bad.json"), "w").write('{"checkpoints": 1}')
 with open(os.path.join(tmp, "odd.json"), "w") as f:
     json.dump(dict(json.load(open(summary)), groups=6), f)
+with open(os.path.join(tmp, "text.json"), "w") as f:
+    json.dump(dict(json.load(open(summary)), checkpoint_seconds="0.4"), f)
 B = ["--checkpoint", "0.2", "--relaunch", "5", "--step", "0.1"]
 BAD = [
     (["--ranks", "256", "--mtbf-node", "0"] + B, "goodput: --mtbf-node: '0' is not a positive"),
@@ -119,6 +121,8 @@ BAD = [
     (["--ranks", "8"] + B, "goodput: give one of --mtbf-node and --mtbf-system"),
     (["--ranks", "8", "--mtbf-node", "24", "--summary", os.path.join(tmp, "bad.json"),
       "--relaunch", "5", "--step", "1"], "bad.json: no checkpoint_seconds, checkpoint_write_"),
+    (["--ranks", "8", "--mtbf-node", "24", "--summary", os.path.join(tmp, "text.json"),
+      "--relaunch", "5", "--step", "1"], "text.json: checkpoint_seconds is \"0.4\", not a number"),
     (["--ranks", "8", "--mtbf-node", "24", "--summary", os.path.join(tmp, "none.json"),
       "--relaunch", "5", "--step", "1"], "none.json: cannot read it as JSON"),
     (["--ranks", "8", "--mtbf-node", "24", "--summary", os.path.join(tmp, "odd.json"),
