@@ -270,7 +270,11 @@ class Algorithm {
   }
   // Runs `iterations` iterations of the run on group g's thread. Sync algorithms: every group
   // does exactly `iterations` steps and they meet in collectives. Async algorithms: the groups
-  // share run.budget (= iterations * P group-steps) first come first served.
+  // share run.budget (= iterations * P group-steps) first come first served. Where
+  // survives_group_loss() and uses_collectives() (local-sgd, slowmo, diloco) it is also called
+  // for a group that failed in the round and was not restarted (again, after its failure) and
+  // for a dropped one (each later round): the group attends the meetings as an absent member,
+  // each step it skips added to run.lost_steps.
   virtual void run_round(Run& run, Group& g, int64_t iterations) = 0;
   // The model the evaluator tests (the centre, or a replica); called between rounds. Across
   // ranks, rank 0's is the one evaluated.
@@ -290,14 +294,17 @@ class Algorithm {
   // the weights and downloading the gradient (the paper's original, non-co-designed scheme).
   virtual bool device_resident() const { return false; }
   // Whether the run goes on when one of its groups is lost (--on-failure drop and restart; the
-  // default drop): the groups meet only at a shared centre, first come first served, with no
-  // other group waiting for one of them, and the centre is the run's state (async-easgd,
-  // async-measgd, async-sgd, async-msgd, hogwild-easgd, hogwild-sgd, in one process). The others
-  // refuse drop and restart (failure_refusal).
+  // default drop in one process): the run's state is one every survivor holds or reaches and no
+  // group waits for a lost one. async-easgd, async-measgd, async-sgd, async-msgd, hogwild-easgd,
+  // hogwild-sgd: the groups meet only at the centre, first come first served; local-sgd, slowmo,
+  // diloco: every group holds the anchor, and a lost group attends the meetings as an absent
+  // member (run_round). The others refuse drop and restart (failure_refusal).
   virtual bool survives_group_loss() const { return false; }
-  // --on-failure restart: g (not running; its thread, after its failure) re-enters the run from
-  // the centre: its replica the centre's copy, its momentum zero (rejoin_from_centre), under the
-  // algorithm's centre lock where it has one. survives_group_loss() algorithms only.
+  // --on-failure drop and restart, on g's thread after its failure (g not running): its replica
+  // the run's state, its momentum zero; under restart it goes on. The centre algorithms: from
+  // the centre's copy at once (rejoin_from_centre), under the algorithm's centre lock where it
+  // has one; local-sgd, slowmo, diloco: from the anchor, re-entering at the next meeting from
+  // its average. survives_group_loss() algorithms only.
   virtual void rejoin(Run& run, Group& g) {
     (void)run, (void)g;
     EASEL_CHECK_MSG(false, "rejoin: the algorithm does not survive a lost group");

@@ -10,6 +10,7 @@
 
 #include "algos/algorithm.hpp"
 #include "algos/exchange.hpp"
+#include "algos/periodic.hpp"
 #include "engine/comm/mpi_comm.hpp"
 #include "engine/span_ops.hpp"
 #include "engine/trace.hpp"
@@ -149,7 +150,10 @@ std::string first_nonfinite(std::span<const Segment> segs, const float* w) {
 }
 
 bool stop_here(Run& run, const Group& g) {
-  const int64_t s = g.steps.load(std::memory_order_relaxed);
+  return stop_here(run, g, g.steps.load(std::memory_order_relaxed));
+}
+
+bool stop_here(Run& run, const Group& g, int64_t s) {
   int64_t at = run.stop_at.load(std::memory_order_acquire);
   if (at == kNoStop && g.id == 0 && stop_wanted(run)) {
     run.stop_at.compare_exchange_strong(at, s + run.stop_lead, std::memory_order_acq_rel);
@@ -246,7 +250,8 @@ std::string failure_refusal(const Algorithm& algo, OnFailure mode, int ranks) {
            "'s groups meet in every exchange (or there is one group), so a lost group would "
            "leave the others waiting and change every later step's arithmetic: it takes stop "
            "only (the async centre algorithms, async-easgd, async-measgd, async-sgd, async-msgd, "
-           "hogwild-easgd and hogwild-sgd, take drop and restart)";
+           "hogwild-easgd and hogwild-sgd, and local-sgd, slowmo and diloco take drop and "
+           "restart)";
   if (ranks > 1)
     return flag +
            "one process only: across MPI ranks a lost group's rank ends the job "

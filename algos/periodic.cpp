@@ -42,28 +42,43 @@ class Periodic final : public Algorithm {
       }
       copy_bytes(s.anchor.data(), MemKind::dram, g.weights.data(), g.weights.kind(),
                  static_cast<size_t>(n) * sizeof(float));
+      s.pos = s.met = s.end = g.steps.load();  // (a resumed run's groups: all at its step)
     }
     return {};
   }
 
+  // The groups stand in lockstep at PerGroup::pos. A group that failed in the round (called
+  // again: restarted, dropped or stopped) or was dropped before (its later rounds) walks on with
+  // the others (skip_step) and meets them as an absent member, so that nobody waits for it and
+  // the averages are over the groups present; a restarted one re-enters at the next meeting.
   void run_round(Run& run, Group& g, int64_t iterations) override {
-    const AlgoParams& p = run.params;
     PerGroup& s = per_[static_cast<size_t>(g.id)];
-    for (int64_t i = 0; i < iterations; ++i) {
-      if (stop_here(run, g)) break;  // every group at the same step
-      const auto [step, lr] = start_step(run, g);
-      {
-        ScopedTimer t(&g.times.compute);
-        if (p.optimizer == Optimizer::adamw)
-          adamw_step(run.segments(), g.weights.data(), g.diff.data(), g.momentum.data(),
-                     s.second.data(), lr, p.weight_decay, p.adamw, step + 1);
-        else
-          local_step(run, g, lr, p.momentum > 0 ? LocalRule::heavy_ball : LocalRule::sgd);
-      }
-      g.steps.fetch_add(1, std::memory_order_relaxed);
-      if ((step + 1) % p.tau == 0) exchange(run, g, s, lr);
+    if (!s.midround) {  // the round's first call (not one after g's failure in it)
+      s.met = s.pos;
+      s.end = s.pos + iterations;
+      if (g.dropped) s.live = false;
+    }
+    s.midround = false;
+    if (!s.live && s.met < s.pos && s.pos % run.params.tau == 0) meet(run, g, s);  // owed
+    while (s.pos < s.end && !stop_here(run, g, s.pos)) {  // every group at the same step
+      if (s.live)
+        train_step(run, g, s);
+      else
+        skip_step(run, g, s);
     }
   }
+
+  // --on-failure drop and restart, at g's failure: its replica the anchor (finite, for a
+  // checkpoint), its inner optimiser's state zero; restart re-enters at the next meeting.
+  void rejoin(Run& run, Group& g) override {
+    PerGroup& s = per_[static_cast<size_t>(g.id)];
+    copy_bytes(g.weights.data(), g.weights.kind(), s.anchor.data(), MemKind::dram,
+               static_cast<size_t>(run.arena_floats()) * sizeof(float));
+    zero_inner_state(run, g, s);
+    s.rejoining = true;  // (not once dropped: meet)
+  }
+
+  bool survives_group_loss() const override { return true; }
 
   // The anchor: the model of the groups' last meeting.
   const float* eval_weights(Run& run) override {
@@ -163,7 +178,78 @@ class Periodic final : public Algorithm {
     Arena second;    // v: AdamW's second moment (--optimizer adamw; m is Group::momentum)
     Arena residual;  // e: the error-feedback residual (int8)
     Arena send;      // what the group sends, then the groups' mean
+    // Where the group stands in the lockstep: the steps the groups have walked (its own lost
+    // ones included: Group::steps counts those it did), the round's end, its last meeting's.
+    int64_t pos = 0, end = 0, met = 0;
+    int64_t fresh_at = 0;    // pos where its inner optimiser's state was last zero (AdamW's t)
+    bool live = true;        // training; else failed: absent from the meetings
+    bool rejoining = false;  // failed under --on-failure restart: re-enters at the next meeting
+    bool midround = false;   // failed in this round: run_round is called again to go on in it
   };
+
+  // One step of a live group at s.pos: gradient, inner update, and every --tau steps the
+  // meeting (its replica checked first under drop and restart). A failure in it loses the step:
+  // the group is absent from then on (the trainer counts the step lost and says what follows).
+  void train_step(Run& run, Group& g, PerGroup& s) {
+    const AlgoParams& p = run.params;
+    const float lr = static_cast<float>(p.lr.at(s.pos));
+    try {
+      local_gradient(g);
+      {
+        ScopedTimer t(&g.times.compute);
+        if (p.optimizer == Optimizer::adamw)
+          adamw_step(run.segments(), g.weights.data(), g.diff.data(), g.momentum.data(),
+                     s.second.data(), lr, p.weight_decay, p.adamw, s.pos - s.fresh_at + 1);
+        else
+          local_step(run, g, lr, p.momentum > 0 ? LocalRule::heavy_ball : LocalRule::sgd);
+      }
+      if ((s.pos + 1) % p.tau == 0) check_replica(run, g, g.weights);
+    } catch (...) {
+      ++s.pos;
+      s.live = false;
+      s.rejoining = false;  // (rejoin sets it under restart)
+      s.midround = true;
+      throw;
+    }
+    g.steps.fetch_add(1, std::memory_order_relaxed);
+    ++s.pos;
+    if (s.pos % p.tau == 0) meet(run, g, s);
+  }
+
+  // A step an absent group does not do (a lost group-step of the round), and its meeting.
+  void skip_step(Run& run, Group& g, PerGroup& s) {
+    run.lost_steps.fetch_add(1, std::memory_order_relaxed);
+    ++s.pos;
+    if (s.pos % run.params.tau == 0) meet(run, g, s);
+  }
+
+  // The meeting at s.pos (exchange); then a restarted group re-enters from its anchor, the
+  // post-average weights every group starts from, its inner optimiser's state zero.
+  void meet(Run& run, Group& g, PerGroup& s) {
+    s.met = s.pos;
+    exchange(run, g, s, static_cast<float>(run.params.lr.at(s.pos - 1)));
+    if (s.live || !s.rejoining || g.dropped) return;
+    zero_inner_state(run, g, s);
+    s.fresh_at = s.pos;
+    s.live = true;
+    s.rejoining = false;
+    if (run.on_rejoin) run.on_rejoin(run, g);
+  }
+
+  void zero_inner_state(const Run& run, Group& g, PerGroup& s) const {
+    span_zero(g.momentum.data(), run.arena_floats());
+    if (s.second.size() > 0) span_zero(s.second.data(), run.arena_floats());
+  }
+
+  // The groups at this meeting: under --on-failure drop or restart (one process) the sum of one
+  // float of each group's presence, so that every group divides by the same count; under stop
+  // every group of the run (a failure ends the run after its round, none of it kept).
+  static float groups_present(Run& run, Group& g, bool present) {
+    if (run.on_failure == OnFailure::stop) return static_cast<float>(run.total_groups());
+    float count = present ? 1.f : 0.f;
+    timed_collective(run, g, [&] { run.comm->allreduce_sum(g.global_id, &count, 1); });
+    return count;
+  }
 
   static bool feedback(const AlgoParams& p) { return p.precision == ExchangePrecision::int8; }
 
@@ -179,7 +265,27 @@ class Periodic final : public Algorithm {
     return v;
   }
 
-  // d_i = x - w_i, rounded as sent; the mean over all groups; the outer rule; w_i <- x.
+  // The outer rule on s's anchor from d, the groups' mean pseudo-gradient.
+  void outer_step(const Run& run, PerGroup& s, const float* d, float lr) const {
+    const AlgoParams& p = run.params;
+    const int64_t n = run.arena_floats();
+    float* x = s.anchor.data();
+    switch (rule_) {
+      case OuterRule::average:
+        outer_average(x, d, n);
+        break;
+      case OuterRule::slowmo:
+        outer_slowmo(x, s.outer.data(), d, n, p.outer_lr, p.outer_momentum, lr);
+        break;
+      case OuterRule::nesterov:
+        outer_nesterov(x, s.outer.data(), d, n, p.outer_lr, p.outer_momentum);
+        break;
+    }
+  }
+
+  // d_i = x - w_i (an absent group's 0), rounded as sent; the mean over the groups present
+  // (the sum, to which an absent group adds exact zeros, over their count); the outer rule (none
+  // when no group is present); every w_i <- x.
   void exchange(Run& run, Group& g, PerGroup& s, float lr) {
     const AlgoParams& p = run.params;
     const int64_t n = run.arena_floats();
@@ -189,8 +295,11 @@ class Periodic final : public Algorithm {
     {
       ScopedTimer t(&g.times.comm);
       const float* w = g.weights.data();
-      for (int64_t j = 0; j < n; ++j)
-        d[j] = x[j] - w[j];
+      if (s.live)
+        for (int64_t j = 0; j < n; ++j)
+          d[j] = x[j] - w[j];
+      else
+        span_zero(d, n);
       if (e != nullptr)
         for (int64_t j = 0; j < n; ++j)
           d[j] += e[j];
@@ -207,18 +316,11 @@ class Periodic final : public Algorithm {
                                          e ? e + off : nullptr);
       });
     });
+    const float present = groups_present(run, g, s.live);
     ScopedTimer t(&g.times.comm);
-    span_scale(d, 1.f / static_cast<float>(run.total_groups()), n);
-    switch (rule_) {
-      case OuterRule::average:
-        outer_average(x, d, n);
-        break;
-      case OuterRule::slowmo:
-        outer_slowmo(x, s.outer.data(), d, n, p.outer_lr, p.outer_momentum, lr);
-        break;
-      case OuterRule::nesterov:
-        outer_nesterov(x, s.outer.data(), d, n, p.outer_lr, p.outer_momentum);
-        break;
+    if (present > 0) {
+      span_scale(d, 1.f / present, n);
+      outer_step(run, s, d, lr);
     }
     copy_bytes(g.weights.data(), g.weights.kind(), x, MemKind::dram,
                static_cast<size_t>(n) * sizeof(float));

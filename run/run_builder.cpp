@@ -315,7 +315,14 @@ Status plan_fault(TrainRun& t) {
     return invalid_argument("EASEL_FAULT: throw: " + t.algo->name() +
                             "'s groups wait for each other in its exchanges, some without a "
                             "deadline, so one that throws would hang the others; throw is "
-                            "injected into the async centre algorithms (kill and nan into any)");
+                            "injected into the async centre algorithms and local-sgd, slowmo "
+                            "and diloco (kill and nan into any)");
+  // (Across ranks the others learn of no failure on another rank: a periodic one would wait.)
+  if (t.fault->action == Fault::Action::raise && t.ranks > 1 && t.algo->uses_collectives())
+    return invalid_argument("EASEL_FAULT: throw: " + t.algo->name() +
+                            "'s groups meet across ranks, where a group that throws would "
+                            "leave the other ranks waiting; throw is injected in one process "
+                            "(kill and nan across ranks)");
   const bool rank = t.fault->rank_target;
   const int has = rank ? t.ranks : t.p;
   if (t.fault->target < has) return {};

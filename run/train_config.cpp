@@ -526,8 +526,9 @@ const Setting kSettings[] = {
   {"on-failure", choice<kOnFailures, &T::on_failure>(), kTrain, R::changeable,
    "what a group that fails (its thread throws; with drop or restart also a non-finite train "
    "loss) does to the run: stop (every group stops), drop (the group leaves, the others go on), "
-   "restart (it re-enters from the centre, momentum zero), or auto: drop for the async centre "
-   "algorithms in one process, stop for the others (docs/FAULTS.md)"},
+   "restart (it re-enters from the centre, or local-sgd's, slowmo's and diloco's next average, "
+   "momentum zero), or auto: drop for the async centre algorithms and local-sgd, slowmo and "
+   "diloco in one process, stop for the others (docs/FAULTS.md)"},
   {"checkpoint", boolean<&T::checkpoint>(), kTrain, R::changeable,
    "write checkpoint.bin to --out after every evaluation (for --resume)", "no-checkpoint"},
   {"checkpoint-every", kCheckpointEvery, kTrain, R::changeable,

@@ -77,13 +77,15 @@ bool on_group_failure(TrainRun& t, Group& g, const std::string& why, bool nonfin
 
 // One round of group g on its thread (train_round): the algorithm's run_round, its failures
 // handled by on_group_failure where the algorithm survives a lost group (the others' exceptions
-// propagate as before); a dropped group only leaves the clock's schedule.
+// propagate as before). A group failed and not restarted, or dropped, trains no more: where the
+// groups meet in collectives (local-sgd, slowmo, diloco) its run_round is still called, in which
+// it attends the round's meetings as an absent member that the others count out, so that nobody
+// waits for it (algos/periodic.hpp); elsewhere it only leaves the clock's schedule.
 void run_group_round(TrainRun& t, Group& g, int64_t k) {
   Run& run = t.run;
-  if (g.dropped) {
-    if (run.clock) run.clock->leave(g);
-    return;
-  }
+  const bool attends = t.algo->survives_group_loss() && t.algo->uses_collectives();
+  if (g.dropped && run.clock) run.clock->leave(g);
+  if (g.dropped && !attends) return;
   for (;;) {
     try {
       t.algo->run_round(run, g, k);
@@ -91,10 +93,10 @@ void run_group_round(TrainRun& t, Group& g, int64_t k) {
     } catch (const Stalled&) {  // recorded (first_stall); the round is over for g
       return;
     } catch (const GroupFailed& e) {
-      if (!on_group_failure(t, g, e.what(), e.nonfinite)) return;
+      if (!on_group_failure(t, g, e.what(), e.nonfinite) && !attends) return;
     } catch (const std::exception& e) {
       if (!t.algo->survives_group_loss()) throw;
-      if (!on_group_failure(t, g, std::string("threw: ") + e.what(), false)) return;
+      if (!on_group_failure(t, g, std::string("threw: ") + e.what(), false) && !attends) return;
     }
   }
 }

@@ -195,7 +195,7 @@ TEST(OnFailure, AutoDropsForTheAsyncCentreAndDropOnAClockDoesNotHang) {
 }
 
 TEST(OnFailure, AlgorithmsWhoseGroupsMeetRefuseDropAndRestart) {
-  for (const char* algo : {"sync-easgd", "sync-sgd", "easgd-rr", "diloco"}) {
+  for (const char* algo : {"sync-easgd", "sync-sgd", "easgd-rr"}) {
     for (OnFailure mode : {OnFailure::drop, OnFailure::restart}) {
       auto r = train(failing_config(algo, mode), small_data(), nullptr);
       ASSERT_FALSE(r.ok()) << algo;

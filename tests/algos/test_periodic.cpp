@@ -324,31 +324,43 @@ TEST(Periodic, ResumeEqualsUninterrupted) {
 }
 
 // A pseudo-gradient that is not finite (a group's weight turned NaN by its step, unseen by any
-// loss before the meeting) stops the run as diverged in every precision: the compressed exchange
-// puts it in every group's anchor as the fp32 allreduce does, and the run's check finds it.
+// loss before the meeting) stops the run as diverged in every precision under --on-failure stop:
+// the compressed exchange puts it in every group's anchor as the fp32 allreduce does, and the
+// run's check finds it. Under drop (the default) the replica is checked before the meeting and
+// its group dropped: the run completes with the other, its anchor finite.
 TEST(Periodic, NonFiniteExchangeStopsTheRunAsInFp32) {
-  for (const char* precision : {"fp32", "bf16", "int8"}) {
-    SCOPED_TRACE(precision);
-    TrainConfig c = test::small_config("local-sgd", 2);
-    c.iterations = 36;
-    c.eval_every = 9;
-    c.tau = 4;
-    c.momentum = 0;  // no state that would carry the NaN past the meeting on its own
-    ASSERT_TRUE(set_setting(c, "exchange-precision", precision).ok());
-    struct Poison : TrainObserver {
-      // The last group's gradient: zero (its loss is not computed), NaN at one weight at step 13.
-      void on_setup(easel::Run& run) override {
-        run.groups.back()->fake_gradient = [](Group& g) {
-          std::fill(g.diff.data(), g.diff.data() + g.diff.size(), 0.f);
-          if (g.steps.load() == 13) g.diff.data()[0] = std::nanf("");
-        };
+  for (const char* precision : {"fp32", "bf16", "int8"})
+    for (OnFailure mode : {OnFailure::stop, OnFailure::drop}) {
+      SCOPED_TRACE(std::string(precision) + (mode == OnFailure::stop ? " stop" : " drop"));
+      TrainConfig c = test::small_config("local-sgd", 2);
+      c.iterations = 36;
+      c.eval_every = 9;
+      c.tau = 4;
+      c.on_failure = mode;
+      c.momentum = 0;  // no state that would carry the NaN past the meeting on its own
+      ASSERT_TRUE(set_setting(c, "exchange-precision", precision).ok());
+      struct Poison : TrainObserver {
+        // The last group's gradient: zero (its loss is not computed), NaN at one weight at step 13.
+        void on_setup(easel::Run& run) override {
+          run.groups.back()->fake_gradient = [](Group& g) {
+            std::fill(g.diff.data(), g.diff.data() + g.diff.size(), 0.f);
+            if (g.steps.load() == 13) g.diff.data()[0] = std::nanf("");
+          };
+        }
+      } poison;
+      auto r = train(c, test::small_data(), &poison);
+      ASSERT_TRUE(r.ok()) << r.status().to_string();
+      if (mode == OnFailure::drop) {
+        EXPECT_EQ(r->stopped, StopReason::completed) << r->stop_message;
+        ASSERT_EQ(r->group_failures.size(), 1u);
+        EXPECT_EQ(r->group_failures[0].step, 15);  // its replica, before the meeting at 16
+        EXPECT_TRUE(std::all_of(r->final_weights.begin(), r->final_weights.end(),
+                                [](float v) { return std::isfinite(v); }));
+        continue;
       }
-    } poison;
-    auto r = train(c, test::small_data(), &poison);
-    ASSERT_TRUE(r.ok()) << r.status().to_string();
-    EXPECT_EQ(r->stopped, StopReason::diverged) << r->stop_message;
-    EXPECT_LE(r->steps, 18);  // the round of the meeting at 16
-  }
+      EXPECT_EQ(r->stopped, StopReason::diverged) << r->stop_message;
+      EXPECT_LE(r->steps, 18);  // the round of the meeting at 16
+    }
 }
 
 // Where an option does not apply the request is refused, naming the flag and why.

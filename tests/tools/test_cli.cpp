@@ -711,6 +711,35 @@ TEST(Cli, OnFailureDropsOrRestartsAGroupThatThrows) {
   EXPECT_FALSE(fs::exists(d / "sync"));
 }
 
+// The periodic algorithms from the command line: diloco drops group 1 that throws at its step 10
+// by default (auto) and completes, exit 0, summary.json naming it; local-sgd restarts group 0,
+// poisoned at its step 3 (it decides the lockstep's stops), and completes with every iteration.
+TEST(Cli, OnFailureDropsOrRestartsAPeriodicGroup) {
+  const fs::path d = tmp_dir("onfail-periodic");
+  const std::string common =
+      "train --net mlp --data synthetic:512:1x8x8:4 --batch 16 --groups 3 --threads-per-group 1"
+      " --oversubscribe --progress none --log-level error --iterations 40 --eval-every 20";
+  Out o = easel_test::run_easel(common + " --algo diloco --out " + (d / "drop").string(),
+                                "EASEL_FAULT=throw:group1@10 ", "onfail-periodic");
+  ASSERT_EQ(o.code, 0) << o.err;
+  auto s = nlohmann::json::parse(slurp(d / "drop" / "summary.json"));
+  EXPECT_EQ(s["stopped"], "completed");
+  EXPECT_EQ(s["steps"], 40);
+  ASSERT_EQ(s["group_failures"].size(), 1u);
+  EXPECT_EQ(s["group_failures"][0]["group"], 1);
+  EXPECT_EQ(s["group_failures"][0]["step"], 10);
+  EXPECT_EQ(s["group_failures"][0]["action"], "dropped");
+  o = easel_test::run_easel(
+      common + " --algo local-sgd --tau 4 --on-failure restart --out " + (d / "restart").string(),
+      "EASEL_FAULT=throw:group0@3 ", "onfail-periodic");
+  ASSERT_EQ(o.code, 0) << o.err;
+  s = nlohmann::json::parse(slurp(d / "restart" / "summary.json"));
+  EXPECT_EQ(s["steps"], 40);
+  ASSERT_EQ(s["group_failures"].size(), 1u);
+  EXPECT_EQ(s["group_failures"][0]["action"], "restarted");
+  EXPECT_EQ(metric_values(d / "restart" / "metrics.jsonl").size(), 2u);
+}
+
 // README's "Exit codes" rows, each (code, meaning) without its backquotes.
 std::vector<std::pair<std::string, std::string>> readme_exit_codes() {
   std::vector<std::pair<std::string, std::string>> rows;
