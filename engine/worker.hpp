@@ -67,6 +67,8 @@ double stall_timeout_seconds();
 void set_stall_timeout_seconds(double seconds);
 // Records `what` ("group 1 waited 300 s at ... for ...") if it is the first stall, and throws.
 [[noreturn]] void stalled(const std::string& what);
+// Records `what` as stalled() does, without throwing (the trainer's watch of the groups' steps).
+void declare_stall(const std::string& what);
 bool stall_declared();
 std::string first_stall();  // empty when none
 void clear_stall();         // before a run
