@@ -721,7 +721,7 @@ TEST(Cli, OnFailureDropsOrRestartsAGroupThatStalls) {
       "train --net mlp --data synthetic:512:1x8x8:4 --batch 16 --groups 3 --threads-per-group 1"
       " --oversubscribe --progress none --log-level info --iterations 40 --eval-every 20"
       " --algo async-easgd";
-  const std::string stall = "EASEL_FAULT=stall:group1@10 ";
+  const std::string stall = "EASEL_FAULT=stall:group1@3 ";  // early: a starved thread gets there
   Out o = easel_test::run_easel(common + " --stall-timeout 1 --out " + (d / "drop").string(), stall,
                                 "onstall");
   ASSERT_EQ(o.code, 0) << o.err;
@@ -744,7 +744,7 @@ TEST(Cli, OnFailureDropsOrRestartsAGroupThatStalls) {
   EXPECT_EQ(s["group_failures"][0]["action"], "restarted");
   // A thread that never comes back (hang: deaf to the flag): left behind, the run ends anyway.
   o = easel_test::run_easel(common + " --stall-timeout 1 --out " + (d / "hang").string(),
-                            "EASEL_FAULT=hang:group1@10 ", "onstall");
+                            "EASEL_FAULT=hang:group1@3 ", "onstall");
   ASSERT_EQ(o.code, 0) << o.err;
   s = nlohmann::json::parse(slurp(d / "hang" / "summary.json"));
   EXPECT_EQ(s["stopped"], "completed");
@@ -756,7 +756,7 @@ TEST(Cli, OnFailureDropsOrRestartsAGroupThatStalls) {
       common + " --on-failure stop --stall-timeout 1 --out " + (d / "stop").string(), stall,
       "onstall");
   EXPECT_EQ(o.code, 4) << o.err;
-  EXPECT_NE(o.err.find("group 1 at step 10: stalled: no step done in"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("group 1 at step 3: stalled: no step done in"), std::string::npos) << o.err;
   const char* root = std::getenv("EASEL_SOURCE_ROOT");
   const std::string knl = std::string(root ? root : ".") + "/tools/machines/knl-7250.toml";
   o = easel_test::run_easel(common + " --out " + (d / "model").string(),
