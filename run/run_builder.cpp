@@ -332,6 +332,10 @@ Status plan_fault(TrainRun& t) {
                             "deadline, so one that throws or stalls would hang the others; throw, "
                             "stall and hang are injected into the async centre algorithms (kill "
                             "and nan into any)");
+  if (stall && !t.cfg.clock.empty())
+    return invalid_argument(
+        "EASEL_FAULT: stall and hang: not on --clock (its schedule waits for the turn a stalled "
+        "group holds; a stall there is not watched yet)");
   if (stall && t.ranks > 1)
     return invalid_argument(
         "EASEL_FAULT: stall and hang: one process only (across MPI ranks a stalled rank's peers "

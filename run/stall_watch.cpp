@@ -16,9 +16,11 @@ StallWatch::StallWatch(TrainRun& t) : t_(t) {
 }
 
 void StallWatch::check() {
-  // Where the groups wait for each other, the waits name a stalled group already.
-  if (t_.world || !t_.algo->survives_group_loss()) return;
+  // Where the groups wait for each other, the waits name a stalled group already. On --clock the
+  // others wait for the turn a stalled group holds: not watched (docs/FAULTS.md).
+  if (t_.world || t_.run.clock || !t_.algo->survives_group_loss()) return;
   const double now = now_seconds(), limit = stall_timeout_seconds();
+  Group* idlest = nullptr;  // past the deadline, the longest
   for (size_t i = 0; i < since_.size(); ++i) {
     Group& g = *t_.run.groups[i];
     const int64_t s = g.steps.load(std::memory_order_relaxed);
@@ -28,10 +30,13 @@ void StallWatch::check() {
     if (!watched || s != steps_[i]) {
       steps_[i] = s;
       since_[i] = now;
-    } else if (now - since_[i] >= limit) {
-      give_up(g, now - since_[i]);
+    } else if (now - since_[i] >= limit &&
+               (!idlest || since_[i] < since_[static_cast<size_t>(idlest->id)])) {
+      idlest = &g;
     }
   }
+  // One a pass, the longest idle: the others it held up (the centre lock) go on before the next.
+  if (idlest) give_up(*idlest, now - since_[static_cast<size_t>(idlest->id)]);
 }
 
 void StallWatch::give_up(Group& g, double idle) {

@@ -15,13 +15,14 @@ class StallWatch {
  public:
   // At a round's start, before the groups run.
   explicit StallWatch(TrainRun& t);
-  // On the trainer's thread while the round runs (run_on_groups' tick). A stalled group g is
-  // given up (Group::abandoned: it throws Abandoned where it comes back, before it writes into
-  // the centre). Under --on-failure drop or restart its failure is recorded
-  // (record_group_failure: "stalled: ...") and the others go on; drop also marks it dropped.
-  // Under stop the run's stall is declared (declare_stall: exit 4) and the others end the round
-  // (Run::failed). Only for the algorithms that survive a lost group, in one process: where the
-  // groups wait for each other (and across MPI ranks) their bounded waits name a stall.
+  // On the trainer's thread while the round runs (run_on_groups' tick). The stalled group idle
+  // the longest, one a call, is given up (Group::abandoned: it throws Abandoned where it comes
+  // back, before it writes into the centre). Under --on-failure drop or restart its failure is
+  // recorded (record_group_failure: "stalled: ...") and the others go on; drop also marks it
+  // dropped. Under stop the run's stall is declared (declare_stall: exit 4) and the others end the
+  // round (Run::failed). On --clock a dropped or stopped g leaves the schedule (StepClock::leave).
+  // Only for the algorithms that survive a lost group, in one process: where the groups wait for
+  // each other (and across MPI ranks) their bounded waits name a stall.
   void check();
 
  private:
