@@ -35,7 +35,7 @@ void StallWatch::check() {
       idlest = &g;
     }
   }
-  // One a pass, the longest idle: the others it held up (the centre lock) go on before the next.
+  // One a pass, the longest idle (the first to stall); the others are looked at again after it.
   if (idlest) give_up(*idlest, now - since_[static_cast<size_t>(idlest->id)]);
 }
 
