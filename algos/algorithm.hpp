@@ -59,6 +59,12 @@ struct GroupFailed : std::runtime_error {
   bool nonfinite;  // a non-finite train loss (else a throw)
 };
 
+// Thrown on a group's thread that the trainer gave up as stalled (Group::abandoned) when it
+// comes back: before it writes into the centre or steps again. Its failure is recorded already.
+struct Abandoned : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // Hyper-parameters of the algorithms (DESIGN.md 4): eta = lr, alpha = eta * rho.
 struct AlgoParams {
   LrSchedule lr;
@@ -153,6 +159,13 @@ struct Group {
   bool fail_on_nonfinite = false;
   // Set by the trainer when the group was dropped (--on-failure drop): it runs no more rounds.
   bool dropped = false;
+  // Set by the trainer (another thread) when the group did no step within the stall deadline:
+  // from then on the group's thread throws Abandoned where it notices (claim_step, the end of
+  // local_gradient, under the centre lock: lock_or_stall), so that it never writes into the
+  // centre again unless the trainer restarts it; EASEL_FAULT's stall waits for it.
+  std::atomic<bool> abandoned{false};
+  // Set by the trainer while the group's round runs on its thread (its steps are watched).
+  std::atomic<bool> in_round{false};
   int64_t nonfinite_step = -1;  // the group's first step with a non-finite loss (-1: none)
   double nonfinite_loss = 0;
   std::string nonfinite_where;  // then, the first non-finite weight the step read (first_nonfinite)

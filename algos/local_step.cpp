@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <thread>
 
 #include "algos/algorithm.hpp"
 #include "algos/exchange.hpp"
@@ -25,6 +26,12 @@ double now_seconds() {
 }
 
 namespace {
+
+// Throws Abandoned when the trainer gave g up as stalled (Group::abandoned).
+void throw_if_abandoned(const Group& g) {
+  if (g.abandoned.load(std::memory_order_acquire))
+    throw Abandoned("group " + std::to_string(g.global_id) + " came back after it was given up");
+}
 
 // What EASEL_FAULT asks of group g now (engine/fault.hpp), once.
 void inject_fault(Group& g) {
@@ -45,6 +52,14 @@ void inject_fault(Group& g) {
     }
     case Fault::Action::raise:
       throw GroupFailed(where + ": threw", false);
+    case Fault::Action::stall:  // a hung kernel, until the trainer gives the group up
+      while (!g.abandoned.load(std::memory_order_acquire))
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      throw_if_abandoned(g);
+      break;
+    case Fault::Action::hang:  // a thread that never comes back (the process's exit ends it)
+      for (;;)
+        std::this_thread::sleep_for(std::chrono::hours(1));
   }
 }
 
@@ -113,6 +128,7 @@ double local_gradient(Group& g) {
       d.synchronize();
     }
   }
+  throw_if_abandoned(g);  // given up while it computed: neither its loss nor its update counts
   if (!std::isfinite(st.loss) && (g.nonfinite_step < 0 || g.fail_on_nonfinite)) {
     g.times.compute += now_seconds() - t0;
     note_nonfinite(g, st.loss);  // may throw GroupFailed: the step's loss is not counted
@@ -170,7 +186,11 @@ void lock_or_stall(std::unique_lock<std::timed_mutex>& lock, const Group& g,
     TsanTryLock seen(lock.mutex()->native_handle());  // try_lock_for: pthread_mutex_clocklock
     const bool locked = lock.try_lock_for(std::chrono::milliseconds(100));
     seen.done(locked);
-    if (locked) return;
+    if (locked) {
+      if (!g.abandoned.load(std::memory_order_acquire)) return;
+      lock.unlock();  // checked under the lock: a group given up never writes into the centre
+      throw_if_abandoned(g);
+    }
     throw_if_stalled();
     const double waited = now_seconds() - t0;
     if (waited >= limit)
@@ -180,6 +200,7 @@ void lock_or_stall(std::unique_lock<std::timed_mutex>& lock, const Group& g,
 }
 
 bool claim_step(Run& run, const Group& g) {
+  throw_if_abandoned(g);
   if (run.clock) run.clock->await_turn(g);
   if (stop_wanted(run)) {
     const int64_t p = run.size();

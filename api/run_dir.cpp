@@ -196,6 +196,9 @@ json summary_json(const TrainSummary& s, json config) {
     failures.push_back(
         {{"group", f.group}, {"step", f.step}, {"action", f.action}, {"why", f.why}});
   j["group_failures"] = std::move(failures);
+  j["stall_deadline"] = {{"seconds", s.info.stall_seconds},
+                         {"source", s.info.stall_source},
+                         {"why", s.info.stall_why}};
   // --clock: the described machine whose simulated seconds train_seconds, images_per_second,
   // time_to_target_seconds and the groups' times are (wall_seconds stays the wall's).
   if (!s.info.clock.empty()) j["clock"] = s.info.clock;

@@ -21,7 +21,7 @@ Result<std::optional<Fault>> parse_fault(const std::string& text) {
   if (text.empty()) return std::optional<Fault>();
   const auto bad = [&] {
     return invalid_argument("EASEL_FAULT: '" + text +
-                            "' is not ACTION:TARGET@STEP (ACTION kill, nan or throw; "
+                            "' is not ACTION:TARGET@STEP (ACTION kill, nan, throw, stall or hang; "
                             "TARGET rankR or groupG; e.g. kill:rank1@30)");
   };
   const size_t colon = text.find(':'), at = text.find('@');
@@ -34,6 +34,10 @@ Result<std::optional<Fault>> parse_fault(const std::string& text) {
     f.action = Fault::Action::nan;
   else if (action == "throw")
     f.action = Fault::Action::raise;
+  else if (action == "stall")
+    f.action = Fault::Action::stall;
+  else if (action == "hang")
+    f.action = Fault::Action::hang;
   else
     return bad();
   std::optional<int64_t> n;

@@ -1,11 +1,13 @@
 // Fault injection for tests and the chaos benchmark, one documented variable:
 // EASEL_FAULT=ACTION:TARGET@STEP (docs/FAULTS.md). ACTION: kill (SIGKILL to the process that
-// holds the target), nan (its weights turn non-finite) or throw (its thread throws GroupFailed,
-// as a failing kernel or allocation would: the algorithms whose groups can be lost only, see
-// Algorithm::survives_group_loss); TARGET: rankR (that rank's first group) or groupG (numbered
-// across the run); STEP: the target group's step count at which it happens, once. (A group that
-// throws or stalls inside sync-easgd's fast exchanges would leave the others waiting without a
-// deadline: throw is refused there, and stall is not an action yet.)
+// holds the target), nan (its weights turn non-finite), throw (its thread throws GroupFailed,
+// as a failing kernel or allocation would) or stall (its thread blocks, as a hung kernel or
+// read would, until the trainer gives it up: Group::abandoned) or hang (its thread blocks for
+// good, deaf to that: a thread that never comes back); throw, stall and hang for the
+// algorithms whose groups can be lost only, see Algorithm::survives_group_loss; TARGET: rankR
+// (that rank's first group) or groupG (numbered across the run); STEP: the target group's step
+// count at which it happens, once. (A group that throws or stalls inside sync-easgd's fast
+// exchanges would leave the others waiting without a deadline: they are refused there.)
 // Under mpirun every rank takes rank 0's value (engine/comm/run_env.hpp).
 #pragma once
 
@@ -18,7 +20,7 @@
 namespace easel {
 
 struct Fault {
-  enum class Action { kill, nan, raise };  // raise: EASEL_FAULT's throw
+  enum class Action { kill, nan, raise, stall, hang };  // raise: EASEL_FAULT's throw
   Action action = Action::kill;
   bool rank_target = true;  // rankR; else groupG
   int target = 0;

@@ -67,13 +67,17 @@ void set_stall_timeout_seconds(double seconds) {
   stall_state().timeout.store(seconds, std::memory_order_relaxed);
 }
 
-void stalled(const std::string& what) {
+void declare_stall(const std::string& what) {
   StallState& s = stall_state();
   {
     std::lock_guard lock(s.mu);
     if (s.first.empty()) s.first = what;
   }
   s.declared.store(true, std::memory_order_release);
+}
+
+void stalled(const std::string& what) {
+  declare_stall(what);
   throw Stalled(what);
 }
 

@@ -61,12 +61,14 @@ class WorkerThread {
 struct Stalled : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-// EASEL_STALL_TIMEOUT (seconds, > 0) when set and valid, else 300; set_stall_timeout_seconds
-// overrides it (tests). Read once.
+// EASEL_STALL_TIMEOUT (seconds, > 0) when set and valid, else 300, read once; the trainer sets
+// each run's deadline with set_stall_timeout_seconds (run_plan.cpp; 0: read the variable again).
 double stall_timeout_seconds();
 void set_stall_timeout_seconds(double seconds);
 // Records `what` ("group 1 waited 300 s at ... for ...") if it is the first stall, and throws.
 [[noreturn]] void stalled(const std::string& what);
+// Records `what` as stalled() does, without throwing (the trainer's watch of the groups' steps).
+void declare_stall(const std::string& what);
 bool stall_declared();
 std::string first_stall();  // empty when none
 void clear_stall();         // before a run

@@ -96,12 +96,22 @@ Status build_group(Group& g, const NetSpec& spec, const TrainConfig& cfg, Layout
 
 std::vector<EvalStats> evaluate_groups(Run& run, const Dataset& ds, const float* weights,
                                        int64_t images, const EvalTick& tick) {
-  const int p = run.total_groups();
+  int p = run.total_groups();
   std::vector<EvalStats> part(static_cast<size_t>(run.size()));
   const int64_t batch = run.groups[0]->net->batch();
+  // Group g evaluates batches first[g], first[g] + p, ...: by global id, or in one process
+  // without a group given up (run_on_groups) by its place among the others.
+  std::vector<int64_t> first(static_cast<size_t>(run.size()));
+  int live = 0;
+  for (auto& g : run.groups) {
+    int64_t& f = first[static_cast<size_t>(g->id)];
+    f = given_up(*g) ? INT64_MAX : run.ranks == 1 ? live : g->global_id;
+    live += given_up(*g) ? 0 : 1;
+  }
+  if (run.ranks == 1) p = live;
   // GPU groups evaluate a copy of `weights` (host memory) on their own device.
   for (auto& g : run.groups)
-    if (!g->device->is_host())
+    if (!g->device->is_host() && !given_up(*g))
       copy_bytes(g->eval_weights.data(), MemKind::device, weights, MemKind::dram,
                  static_cast<size_t>(run.arena_floats()) * sizeof(float));
   const int64_t count = images > 0 ? std::min(images, ds.count) : ds.count;
@@ -115,7 +125,7 @@ std::vector<EvalStats> evaluate_groups(Run& run, const Dataset& ds, const float*
   const int64_t nb = (count + batch - 1) / batch;
   int64_t mine = 0;  // this process's groups' images: batches g, g + P, ...
   for (const auto& g : run.groups)
-    for (int64_t b = g->global_id; b < nb; b += p)
+    for (int64_t b = first[static_cast<size_t>(g->id)]; b < nb; b += p)
       mine += std::min(batch, count - b * batch);
   std::atomic<int64_t> done{0};
   run_on_groups(
@@ -123,7 +133,7 @@ std::vector<EvalStats> evaluate_groups(Run& run, const Dataset& ds, const float*
       [&](Group& g) {
         std::vector<int64_t> idx(static_cast<size_t>(batch));
         EvalStats acc;
-        for (int64_t b = g.global_id; b < nb; b += p) {
+        for (int64_t b = first[static_cast<size_t>(g.id)]; b < nb; b += p) {
           const int64_t n = std::min(batch, count - b * batch);
           done.fetch_add(n, std::memory_order_relaxed);  // about to be: a tick is a glance
           if (values_ignored()) {  // simulated, compute injected: no forward pass (loss 0, acc 0)

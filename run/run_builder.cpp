@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "engine/log.hpp"
 #include "engine/span_ops.hpp"
@@ -294,7 +295,15 @@ TrainRun::~TrainRun() {
   if (prepared) algo->finish(run);
   if (tracer) write_trace(*this);  // every thread that records has stopped
   run.comm.reset();                // NCCL's communicators go before the devices' streams
-  run.groups.clear();              // nets and streams go before their threads
+  // A group given up as stalled whose thread never came back: the thread and what it may still
+  // use are left (never joined, never freed; docs/FAULTS.md, "Stalls").
+  for (auto& g : run.groups) {
+    if (!given_up(*g)) continue;
+    for (auto& w : workers)
+      if (w.get() == g->worker) (void)w.release();
+    (void)g.release();
+  }
+  run.groups.clear();  // nets and streams go before their threads
   workers.clear();
 }
 
@@ -311,18 +320,39 @@ namespace {
 Status plan_fault(TrainRun& t) {
   EASEL_ASSIGN_OR_RETURN(t.fault, injected_fault());
   if (!t.fault) return {};
-  if (t.fault->action == Fault::Action::raise && !t.algo->survives_group_loss())
-    return invalid_argument("EASEL_FAULT: throw: " + t.algo->name() +
+  const Fault::Action a = t.fault->action;
+  const bool stall = a == Fault::Action::stall || a == Fault::Action::hang;
+  const std::string what = std::string("EASEL_FAULT: ") + (a == Fault::Action::raise   ? "throw: "
+                                                           : a == Fault::Action::stall ? "stall: "
+                                                                                       : "hang: ");
+  if ((stall || a == Fault::Action::raise) && !t.algo->survives_group_loss())
+    return invalid_argument(what + t.algo->name() +
                             "'s groups wait for each other in its exchanges, some without a "
-                            "deadline, so one that throws would hang the others; throw is "
-                            "injected into the async centre algorithms and local-sgd, slowmo "
-                            "and diloco (kill and nan into any)");
+                            "deadline, so one that throws or stalls would hang the others; throw "
+                            "is injected into the async centre algorithms and local-sgd, slowmo "
+                            "and diloco, stall and hang into the async centre algorithms (kill "
+                            "and nan into any)");
+  // A periodic algorithm's average waits for every group: a stalled one is not watched there.
+  if (stall && t.algo->uses_collectives())
+    return invalid_argument(what + t.algo->name() +
+                            "'s averages wait for every group, so a stalled one would hold the "
+                            "others; stall and hang are injected into the async centre "
+                            "algorithms (throw, kill and nan into " +
+                            t.algo->name() + ")");
   // (Across ranks the others learn of no failure on another rank: a periodic one would wait.)
-  if (t.fault->action == Fault::Action::raise && t.ranks > 1 && t.algo->uses_collectives())
+  if (a == Fault::Action::raise && t.ranks > 1 && t.algo->uses_collectives())
     return invalid_argument("EASEL_FAULT: throw: " + t.algo->name() +
                             "'s groups meet across ranks, where a group that throws would "
                             "leave the other ranks waiting; throw is injected in one process "
                             "(kill and nan across ranks)");
+  if (stall && !t.cfg.clock.empty())
+    return invalid_argument(
+        "EASEL_FAULT: stall and hang: not on --clock (its schedule waits for the turn a stalled "
+        "group holds; a stall there is not watched yet)");
+  if (stall && t.ranks > 1)
+    return invalid_argument(
+        "EASEL_FAULT: stall and hang: one process only (across MPI ranks a stalled rank's peers "
+        "name it and the job stops)");
   const bool rank = t.fault->rank_target;
   const int has = rank ? t.ranks : t.p;
   if (t.fault->target < has) return {};
@@ -520,6 +550,15 @@ void describe_run(TrainRun& t, RunInfo& info) {
   info.placement = placement_to_string(t.cfg.placement);
   info.clock = t.cfg.clock;
   if (t.resolved.clock) info.clock_placement = t.resolved.clock->placement;
+  info.stall_seconds = t.resolved.stall_seconds;
+  info.stall_source = t.resolved.stall_source;
+  info.stall_why = t.resolved.stall_why;
+  if (t.rank == 0) {
+    char b[64];
+    std::snprintf(b, sizeof b, "stall deadline %.4g s (", info.stall_seconds);
+    log_info("train",
+             b + info.stall_source + (info.stall_why.empty() ? "" : ": " + info.stall_why) + ")");
+  }
   // Each layer's kernel is in summary.json ("layers"); the log says it at --log-level debug, and
   // every fallback (a refusal and its reason) at info, once.
   for (const auto& l : info.layers)

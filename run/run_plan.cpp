@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 
 #include "algos/list.hpp"
 #include "algos/sync_easgd.hpp"
@@ -140,6 +142,54 @@ Status price_clock(TrainRun& t) {
   return {};
 }
 
+// The stall deadline from the model: kStallMultiple times one step plus one exchange as the
+// model predicts them for this run on this machine's calibration (EASEL_MACHINE, else the one
+// `easel bench --calibrate` wrote), at least kStallFloorSeconds. Returns why not, or empty.
+constexpr double kStallMultiple = 10, kStallFloorSeconds = 30;
+std::string model_stall_deadline(const TrainRun& t, RunPlan& r) {
+  const std::string file = model::default_calibration_path();
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec))
+    return "no calibration of this machine (" + file + "; `easel bench --calibrate` writes it)";
+  Result<model::Machine> m = model::load_machine(file);
+  if (!m.ok()) return m.status().message();
+  Result<model::ModelRequest> req = model_request(t.cfg, t.spec, *m, groups_on_machine(t));
+  if (!req.ok()) return req.status().message();
+  req->tau = t.run.params.tau;
+  req->resident = !m->gpu || t.algo->device_resident();
+  Result<model::Prediction> p = model::predict(*m, *req);
+  if (!p.ok()) return p.status().message();
+  const double predicted = p->step_seconds + p->exchange_seconds;
+  r.stall_seconds = std::max(kStallFloorSeconds, kStallMultiple * predicted);
+  char b[200];
+  std::snprintf(b, sizeof b, "%g x the model's step and exchange, %.3g s on %s, at least %g s",
+                kStallMultiple, predicted, file.c_str(), kStallFloorSeconds);
+  r.stall_why = b;
+  return {};
+}
+
+// The run's stall deadline (RunPlan::stall_seconds and its source): --stall-timeout, else
+// EASEL_STALL_TIMEOUT, else the model's (model_stall_deadline), else 300 s; the process's
+// bounded waits take it (set_stall_timeout_seconds).
+void resolve_stall_deadline(const TrainRun& t, RunPlan& r) {
+  const char* env = std::getenv("EASEL_STALL_TIMEOUT");
+  if (t.cfg.stall_timeout > 0) {
+    r.stall_seconds = t.cfg.stall_timeout;
+    r.stall_source = "--stall-timeout";
+  } else if (env != nullptr && *env != 0) {
+    set_stall_timeout_seconds(0);  // read (and checked) again
+    resolve_stall_deadline(t, r);
+    r.stall_source = "EASEL_STALL_TIMEOUT";
+  } else if (std::string why = model_stall_deadline(t, r); why.empty()) {
+    r.stall_source = "model";
+  } else {
+    r.stall_seconds = 300;
+    r.stall_source = "default";
+    r.stall_why = "the model gave none: " + why;
+  }
+  set_stall_timeout_seconds(r.stall_seconds);
+}
+
 }  // namespace
 
 Status resolve_plan(TrainRun& t, const NetCost& cost) {
@@ -161,7 +211,7 @@ Status resolve_plan(TrainRun& t, const NetCost& cost) {
   r.comm = &choose_comm(needs);
   const bool fast = r.exchange && r.exchange->path != SyncExchangePath::comm;
   r.uses_collectives = t.world != nullptr || (t.algo->uses_collectives() && !fast);
-  r.stall_seconds = stall_timeout_seconds();
+  resolve_stall_deadline(t, r);
   if (!t.cfg.clock.empty()) {
     EASEL_RETURN_IF_ERROR(price_clock(t));
     if (smpi::launched()) {

@@ -42,7 +42,11 @@ struct RunPlan {
   bool uses_collectives = false;
   std::string placement;
   Fit fit;
-  double stall_seconds = 0;  // a group waiting this long stops the run (EASEL_STALL_TIMEOUT)
+  // The stall deadline: a group without a step, or waiting for the others, this long is stalled
+  // (docs/FAULTS.md); its source: "model" (with the prediction it came from), "--stall-timeout",
+  // "EASEL_STALL_TIMEOUT" or "default" (with why the model gave none).
+  double stall_seconds = 0;
+  std::string stall_source, stall_why;
   // --clock: the described machine's prices of this run's step and exchange (price_clock).
   std::optional<ClockPrices> clock;
 };

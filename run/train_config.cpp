@@ -538,6 +538,10 @@ const Setting kSettings[] = {
   {"mtbf", real<&T::mtbf_seconds>(), kTrain, R::changeable,
    "with --checkpoint-every auto: the mean time between failures the run expects, in seconds "
    "(e.g. 86400 for one a day)"},
+  {"stall-timeout", real<&T::stall_timeout>(), kTrain, R::changeable,
+   "seconds a group may go without a step, or wait for the others, before it is stalled "
+   "(--on-failure: stopped, dropped or restarted); default: 10x the model's step and exchange "
+   "of this machine's calibration, at least 30 s, else EASEL_STALL_TIMEOUT, else 300"},
   {"resume", text<&T::resume>(), kTrain, R::per_run,
    "continue the run in this directory (an earlier --out) from its checkpoint.bin, with its "
    "config.json; only the flags marked 'may change on --resume' may change"},
@@ -579,6 +583,8 @@ Status check_checkpoint_cadence(const TrainConfig& c) {
     return invalid_argument("--mtbf: only with --checkpoint-every auto");
   if (c.mtbf_seconds != 0)
     EASEL_RETURN_IF_ERROR(check_range("--mtbf", c.mtbf_seconds, 0, 1e9, true));
+  if (c.stall_timeout != 0)
+    EASEL_RETURN_IF_ERROR(check_range("--stall-timeout", c.stall_timeout, 0, 1e9, true));
   if (!c.checkpoint && (c.checkpoint_every != 1))
     return invalid_argument("--checkpoint-every: with --no-checkpoint no checkpoint is written");
   return {};

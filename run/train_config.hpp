@@ -110,7 +110,10 @@ struct TrainConfig {
   // Evaluations between checkpoints (1: every one); 0: auto, Young/Daly's interval
   // sqrt(2 C M) from the measured blocking cost C of a checkpoint and mtbf_seconds M.
   int64_t checkpoint_every = 1;
-  double mtbf_seconds = 0;            // > 0 with checkpoint_every auto only
+  double mtbf_seconds = 0;  // > 0 with checkpoint_every auto only
+  // --stall-timeout: the deadline (seconds) of a group's step and of every bounded wait; 0: from
+  // the performance model (run_plan.cpp, stall_deadline), else EASEL_STALL_TIMEOUT, else 300.
+  double stall_timeout = 0;
   std::string resume;                 // a run's --out to continue from
   std::optional<LogLevel> log_level;  // nullopt: EASEL_LOG or info
   // A Chrome trace-event timeline of the run (engine/trace.hpp, docs/TRACE.md); empty: none.

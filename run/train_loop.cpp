@@ -9,6 +9,7 @@
 #include "engine/log.hpp"
 #include "engine/span_ops.hpp"
 #include "run/groups.hpp"
+#include "run/stall_watch.hpp"
 #include "run/train_run.hpp"
 
 namespace easel {
@@ -35,17 +36,13 @@ double clock_round(TrainRun& t, int64_t done, int64_t did) {
 // everywhere would otherwise restart it at every step).
 constexpr int kMaxRestarts = 8;
 
-// Group g's failure (`why`; `nonfinite`: a non-finite train loss, else a throw), on g's thread,
-// under --on-failure (Run::on_failure): recorded for the summary; the step g failed in was
-// claimed from the round's budget and is lost (Run::lost_steps). stop: the others end the round
-// early (Run::failed); drop: g leaves the run; restart: g re-enters from the centre (dropped
-// after kMaxRestarts). A dropped group's replica is set to the centre too, so that a checkpoint
-// holds finite weights. Returns whether g goes on in this round.
-bool on_group_failure(TrainRun& t, Group& g, const std::string& why, bool nonfinite) {
+}  // namespace
+
+OnFailure record_group_failure(TrainRun& t, Group& g, const std::string& why, bool nonfinite) {
   Run& run = t.run;
   run.lost_steps.fetch_add(1, std::memory_order_relaxed);
   OnFailure mode = run.on_failure;
-  int& restarts = t.restarts[static_cast<size_t>(g.id)];
+  const int restarts = t.restarts[static_cast<size_t>(g.id)];
   if (mode == OnFailure::restart && restarts >= kMaxRestarts) mode = OnFailure::drop;
   const char* action = mode == OnFailure::stop   ? "stopped the run"
                        : mode == OnFailure::drop ? "dropped"
@@ -56,10 +53,20 @@ bool on_group_failure(TrainRun& t, Group& g, const std::string& why, bool nonfin
   log_warn("train", "group " + std::to_string(f.group) + " failed at step " +
                         std::to_string(f.step) + ": " + f.why + "; " + action +
                         (mode == OnFailure::stop ? "" : ", the other groups go on"));
-  {
-    std::lock_guard lock(t.failures_mu);
-    t.failures.push_back(f);
-  }
+  std::lock_guard lock(t.failures_mu);
+  t.failures.push_back(f);
+  return mode;
+}
+
+namespace {
+
+// Group g's failure (`why`; `nonfinite`: a non-finite train loss, else a throw), on g's thread,
+// recorded (record_group_failure). stop: the others end the round early (Run::failed); drop: g
+// leaves the run; restart: g re-enters from the centre. A dropped group's replica is set to the
+// centre too, so that a checkpoint holds finite weights. Returns whether g goes on in this round.
+bool on_group_failure(TrainRun& t, Group& g, const std::string& why, bool nonfinite) {
+  Run& run = t.run;
+  const OnFailure mode = record_group_failure(t, g, why, nonfinite);
   if (mode == OnFailure::stop) {
     run.failed.store(true, std::memory_order_relaxed);
     if (run.clock) run.clock->leave(g);
@@ -67,12 +74,26 @@ bool on_group_failure(TrainRun& t, Group& g, const std::string& why, bool nonfin
   }
   t.algo->rejoin(run, g);
   if (mode == OnFailure::restart) {
-    ++restarts;
+    ++t.restarts[static_cast<size_t>(g.id)];
     return true;  // on a clock: its next claim ends the turn it holds
   }
   g.dropped = true;
   if (run.clock) run.clock->leave(g);
   return false;
+}
+
+// Group g, given up as stalled (StallWatch, which recorded its failure and decided), back on its
+// thread: restarted from the centre (returns true), else it leaves the round.
+bool back_from_stall(TrainRun& t, Group& g) {
+  Run& run = t.run;
+  if (g.dropped || run.on_failure != OnFailure::restart) {
+    if (run.clock) run.clock->leave(g);
+    return false;
+  }
+  g.abandoned.store(false, std::memory_order_release);
+  t.algo->rejoin(run, g);
+  ++t.restarts[static_cast<size_t>(g.id)];
+  return true;
 }
 
 // One round of group g on its thread (train_round): the algorithm's run_round, its failures
@@ -92,6 +113,8 @@ void run_group_round(TrainRun& t, Group& g, int64_t k) {
       return;
     } catch (const Stalled&) {  // recorded (first_stall); the round is over for g
       return;
+    } catch (const Abandoned&) {
+      if (!back_from_stall(t, g)) return;
     } catch (const GroupFailed& e) {
       if (!on_group_failure(t, g, e.what(), e.nonfinite) && !attends) return;
     } catch (const std::exception& e) {
@@ -119,6 +142,7 @@ int64_t train_round(TrainRun& t, int64_t k, bool fresh, double* seconds) {
   const int64_t steps_before = steps_so_far(run);
   const int64_t batch = t.cfg.batch;
   if (t.clock) t.clock->begin_round();
+  StallWatch watch(t);
   run_on_groups(
       run,
       [&](Group& g) {
@@ -126,12 +150,15 @@ int64_t train_round(TrainRun& t, int64_t k, bool fresh, double* seconds) {
                                                : t.group_tracks[static_cast<size_t>(g.id)]);
         if (TraceTrack* tr = bound_track()) tr->begin_unit(g.steps.load(std::memory_order_relaxed));
         const double q0 = thread_runqueue_seconds();
+        g.in_round.store(true, std::memory_order_release);
         run_group_round(t, g, k);
+        g.in_round.store(false, std::memory_order_release);
         g.device->synchronize();  // between rounds every buffer is settled
         const double q1 = q0 >= 0 ? thread_runqueue_seconds() : -1;
         if (q1 >= q0) g.times.preempted += q1 - q0;
       },
       [&] {
+        watch.check();
         const int64_t s = steps_so_far(run) * t.ranks;  // the other ranks run in lockstep
         const double el = now_seconds() - r0;
         const double ips =

@@ -82,6 +82,14 @@ struct TrainRun {
   std::vector<int> restarts;
 };
 
+// ---- a group's failure (train_loop.cpp) ----
+
+// Records group g's failure (`why`; `nonfinite`: a non-finite train loss) under --on-failure:
+// logged, added to t.failures, the step it failed in counted lost (Run::lost_steps). Returns
+// what the run does with g: the run's mode, restart turned drop after g's 8th restart. Called on
+// g's thread, or on the trainer's for a stalled g (StallWatch) while g's thread does nothing.
+OnFailure record_group_failure(TrainRun& t, Group& g, const std::string& why, bool nonfinite);
+
 // ---- building the run (run_builder.cpp) ----
 
 // cfg's algorithm and device into t, then plan_run: everything a run decides before it

@@ -30,6 +30,9 @@ struct RunInfo {
   std::string placement;
   std::string clock;  // --clock's machine description (the records' seconds are its); else empty
   std::string clock_placement;  // --clock: where its groups' buffers are priced (ClockPrices)
+  // The stall deadline and its source (RunPlan::stall_seconds, stall_source, stall_why).
+  double stall_seconds = 0;
+  std::string stall_source, stall_why;
   // The net's input image (the data's C x H x W) and classes: summary.json's "input", which
   // `easel predict` builds the net for without the data set.
   int64_t channels = 0, height = 0, width = 0, classes = 0;

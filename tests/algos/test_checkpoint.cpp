@@ -408,7 +408,6 @@ TEST(Divergence, StopsAtTheStepNamingTheGroupAndTheLayer) {
 // A group that stalls (an injected sleep past the stall timeout) is named by the group that waits
 // for it, with what it waits for; the run stops as stalled with the last good checkpoint.
 TEST(Stall, AWaitingGroupNamesTheStalledOneAndTheRunStops) {
-  set_stall_timeout_seconds(0.3);
   struct Case {
     const char* algo;
     const char* says;
@@ -417,6 +416,7 @@ TEST(Stall, AWaitingGroupNamesTheStalledOneAndTheRunStops) {
        {Case{"sync-sgd", "group 1 has not reached it"},
         Case{"easgd-rr", "for its turn at the centre (easgd-rr: it is group 1's"}}) {
     TrainConfig c = config(k.algo, 2);
+    c.stall_timeout = 0.3;
     struct Sleepy : Interrupter {
       void on_setup(easel::Run& run) override {
         run.groups[1]->before_step = [](Group& g) {
@@ -436,8 +436,7 @@ TEST(Stall, AWaitingGroupNamesTheStalledOneAndTheRunStops) {
     EXPECT_EQ(obs.last->iterations_done, 9);
     EXPECT_LT(now_seconds() - t0, 10.0);
   }
-  set_stall_timeout_seconds(300);
-  // The next run starts clean.
+  // The next run starts clean (its deadline its own).
   auto ok = train(config("sync-sgd", 2), small_data(), nullptr);
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(ok->stopped, StopReason::completed);

@@ -5,10 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <mutex>
 #include <optional>
+#include <thread>
 
+#include "engine/worker.hpp"
 #include "run/trainer.hpp"
 #include "tests/algos/small_run.hpp"
 
@@ -41,7 +45,8 @@ struct Saboteur : TrainObserver {
     return {};
   }
   void on_setup(Run& run) override {
-    run.groups[kVictim]->fault = Fault{action, false, kVictim, kAt};
+    run.groups[kVictim]->fault = Fault{action, false, kVictim, at};
+    if (paced) pace(run, at);
     run.on_rejoin = [this](const Run& r, const Group& g) {
       const int64_t n = r.arena_floats();
       std::lock_guard lock(mu);
@@ -54,7 +59,20 @@ struct Saboteur : TrainObserver {
       steps_at_rejoin.push_back(g.steps.load());
     };
   }
+  // The others wait before their first step until the victim has done `steps` steps: a round
+  // of a tiny net may otherwise be over before the victim's thread is scheduled at all.
+  static void pace(Run& run, int64_t steps) {
+    const Group* victim = run.groups[kVictim].get();
+    for (auto& g : run.groups)
+      if (g->id != kVictim)
+        g->before_step = [victim, steps](Group& self) {
+          while (self.steps.load() == 0 && victim->steps.load() < steps)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        };
+  }
   Fault::Action action;
+  bool paced = false;
+  int64_t at = kAt;  // the victim's step
   bool locked_centre = true;
   std::optional<Checkpoint> last;
   std::mutex mu;
@@ -192,6 +210,137 @@ TEST(OnFailure, AutoDropsForTheAsyncCentreAndDropOnAClockDoesNotHang) {
   EXPECT_EQ(r->group_failures[0].action, "dropped");
   ASSERT_TRUE(obs.last.has_value());
   EXPECT_EQ(group_steps(*obs.last)[kVictim], kAt);
+}
+
+// EASEL_FAULT's stall (the group's thread blocks until it is given up) with a short deadline.
+TrainConfig stalling_config(const std::string& algo, OnFailure mode) {
+  TrainConfig c = failing_config(algo, mode);
+  c.stall_timeout = 0.5;
+  return c;
+}
+
+TEST(OnFailure, DropGoesOnWithoutAStalledGroup) {
+  for (const char* algo : kSurvivors) {
+    SCOPED_TRACE(algo);
+    Saboteur obs(Fault::Action::stall);
+    obs.paced = true;
+    const double t0 = now_seconds();
+    auto r = train(stalling_config(algo, OnFailure::drop), small_data(), &obs);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_LT(now_seconds() - t0, 20.0);
+    EXPECT_EQ(r->stopped, StopReason::completed);
+    EXPECT_EQ(r->steps, kIterations);
+    EXPECT_EQ(r->info.stall_seconds, 0.5);
+    EXPECT_EQ(r->info.stall_source, "--stall-timeout");
+    ASSERT_EQ(r->group_failures.size(), 1u);
+    const GroupFailure& f = r->group_failures[0];
+    EXPECT_EQ(f.group, kVictim);
+    EXPECT_EQ(f.step, kAt);
+    EXPECT_EQ(f.action, "dropped");
+    EXPECT_EQ(f.why.rfind("stalled: no step done in ", 0), 0u) << f.why;
+    ASSERT_TRUE(obs.last.has_value());
+    const std::vector<int64_t> s = group_steps(*obs.last);
+    EXPECT_EQ(s[kVictim], kAt);
+    EXPECT_EQ(s[0] + s[2], kIterations * kGroups - kAt - 1);
+    EXPECT_TRUE(obs.rejoined.empty());  // nothing of it touched the centre
+  }
+}
+
+// A stalled group that wakes by itself after it was given up (it never looks at the flag while
+// it sleeps), within the second deadline the round waits for it: it writes nothing into the centre
+// (async-easgd's serve log: its exchanges stop at its stall) and it is dropped as the deadline
+// said.
+TEST(OnFailure, AStalledGroupThatWakesLaterNeverWritesTheCentre) {
+  std::vector<int> served;
+  struct Sleepy : Saboteur {
+    using Saboteur::Saboteur;
+    void on_setup(easel::Run& run) override {
+      run.serve_log = served;
+      pace(run, kAt);
+      run.groups[kVictim]->before_step = [](Group& g) {
+        if (g.steps.load() == kAt) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      };
+    }
+    std::vector<int>* served = nullptr;
+  } obs(Fault::Action::kill);
+  obs.served = &served;
+  TrainConfig c = stalling_config("async-easgd", OnFailure::drop);
+  c.tau = 1;
+  c.stall_timeout = 1;  // given up after 1 s, back at 1.5 s, before the round would leave it (2 s)
+  auto r = train(c, small_data(), &obs);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->stopped, StopReason::completed);
+  ASSERT_EQ(r->group_failures.size(), 1u);
+  EXPECT_EQ(r->group_failures[0].action, "dropped");
+  EXPECT_EQ(std::count(served.begin(), served.end(), kVictim), kAt);  // tau 1: one a step
+  ASSERT_TRUE(obs.last.has_value());
+  EXPECT_EQ(group_steps(*obs.last)[kVictim], kAt);
+}
+
+TEST(OnFailure, RestartBringsAStalledGroupBackFromTheCentre) {
+  for (const char* algo : {"async-easgd", "async-measgd", "hogwild-sgd"}) {
+    SCOPED_TRACE(algo);
+    Saboteur obs(Fault::Action::stall);
+    obs.paced = true;
+    obs.at = 1;  // in the first round: the others drain that round's budget while it stalls
+    obs.locked_centre = std::string(algo).rfind("hogwild", 0) != 0;
+    auto r = train(stalling_config(algo, OnFailure::restart), small_data(), &obs);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->stopped, StopReason::completed);
+    ASSERT_EQ(r->group_failures.size(), 1u);
+    EXPECT_EQ(r->group_failures[0].action, "restarted");
+    EXPECT_EQ(r->group_failures[0].why.rfind("stalled: ", 0), 0u);
+    ASSERT_EQ(obs.rejoined, std::vector<int>{kVictim});
+    EXPECT_TRUE(obs.at_centre[0]);
+    EXPECT_TRUE(obs.zero_momentum[0]);
+    EXPECT_EQ(obs.steps_at_rejoin[0], 1);
+    ASSERT_TRUE(obs.last.has_value());
+    const std::vector<int64_t> s = group_steps(*obs.last);
+    // Every group-step but the stalled one is done. (Its steps after the re-entry are the
+    // scheduler's: on a loaded machine the others may take every later round's budget first.)
+    EXPECT_GE(s[kVictim], 1);
+    EXPECT_EQ(s[0] + s[1] + s[2], kIterations * kGroups - 1);
+  }
+}
+
+TEST(OnFailure, StopEndsTheRunAsStalled) {
+  Saboteur obs(Fault::Action::stall);
+  obs.paced = true;
+  auto r = train(stalling_config("async-sgd", OnFailure::stop), small_data(), &obs);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->stopped, StopReason::stalled);
+  EXPECT_NE(r->stop_message.find("group 1 at step 10: stalled: no step done in"), std::string::npos)
+      << r->stop_message;
+  EXPECT_TRUE(r->group_failures.empty());
+}
+
+// The deadline: --stall-timeout's; else 10x the model's step and exchange on this machine's
+// calibration (EASEL_MACHINE), at least 30 s; else 300 s, saying why.
+TEST(OnFailure, TheStallDeadlineComesFromTheModel) {
+  const char* root = std::getenv("EASEL_SOURCE_ROOT");
+  const std::string machine = std::string(root ? root : ".") + "/tools/machines/knl-7250.toml";
+  setenv("EASEL_MACHINE", machine.c_str(), 1);
+  auto m = train(failing_config("async-easgd", OnFailure::drop), small_data(), nullptr);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(m->info.stall_source, "model") << m->info.stall_why;
+  EXPECT_GE(m->info.stall_seconds, 30.0);
+  EXPECT_NE(m->info.stall_why.find("10 x the model's step and exchange"), std::string::npos)
+      << m->info.stall_why;
+  EXPECT_EQ(stall_timeout_seconds(), m->info.stall_seconds);  // every bounded wait's too
+  TrainConfig c = failing_config("async-easgd", OnFailure::drop);
+  c.stall_timeout = 7;
+  auto o = train(c, small_data(), nullptr);
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->info.stall_source, "--stall-timeout");
+  EXPECT_EQ(o->info.stall_seconds, 7.0);
+  setenv("EASEL_MACHINE", "/nonexistent/machine.toml", 1);
+  auto d = train(failing_config("async-easgd", OnFailure::drop), small_data(), nullptr);
+  unsetenv("EASEL_MACHINE");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->info.stall_source, "default");
+  EXPECT_EQ(d->info.stall_seconds, 300.0);
+  EXPECT_NE(d->info.stall_why.find("no calibration of this machine"), std::string::npos)
+      << d->info.stall_why;
 }
 
 TEST(OnFailure, AlgorithmsWhoseGroupsMeetRefuseDropAndRestart) {

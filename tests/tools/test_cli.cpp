@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <algorithm>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -738,6 +739,74 @@ TEST(Cli, OnFailureDropsOrRestartsAPeriodicGroup) {
   ASSERT_EQ(s["group_failures"].size(), 1u);
   EXPECT_EQ(s["group_failures"][0]["action"], "restarted");
   EXPECT_EQ(metric_values(d / "restart" / "metrics.jsonl").size(), 2u);
+}
+
+// A group stalled by EASEL_FAULT past --stall-timeout: dropped or restarted, exit 0; under stop
+// exit 4. Without --stall-timeout the deadline is the model's on EASEL_MACHINE's calibration,
+// said in the log and summary.json; without a calibration 300 s, saying why.
+TEST(Cli, OnFailureDropsOrRestartsAGroupThatStalls) {
+  const fs::path d = tmp_dir("onstall");
+  const std::string common =
+      "train --net mlp --data synthetic:512:1x8x8:4 --batch 16 --groups 3 --threads-per-group 1"
+      " --oversubscribe --progress none --log-level info --iterations 40 --eval-every 20"
+      " --algo async-easgd";
+  const std::string stall = "EASEL_FAULT=stall:group1@3 ";  // early: a starved thread gets there
+  Out o = easel_test::run_easel(common + " --stall-timeout 1 --out " + (d / "drop").string(), stall,
+                                "onstall");
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.err.find("stall deadline 1 s (--stall-timeout)"), std::string::npos) << o.err;
+  auto s = nlohmann::json::parse(slurp(d / "drop" / "summary.json"));
+  EXPECT_EQ(s["stopped"], "completed");
+  EXPECT_EQ(s["steps"], 40);
+  ASSERT_EQ(s["group_failures"].size(), 1u);
+  EXPECT_EQ(s["group_failures"][0]["group"], 1);
+  EXPECT_EQ(s["group_failures"][0]["action"], "dropped");
+  EXPECT_EQ(s["group_failures"][0]["why"].get<std::string>().rfind("stalled: ", 0), 0u);
+  EXPECT_EQ(s["stall_deadline"]["seconds"], 1.0);
+  EXPECT_EQ(s["stall_deadline"]["source"], "--stall-timeout");
+  o = easel_test::run_easel(
+      common + " --on-failure restart --stall-timeout 1 --out " + (d / "restart").string(), stall,
+      "onstall");
+  ASSERT_EQ(o.code, 0) << o.err;
+  s = nlohmann::json::parse(slurp(d / "restart" / "summary.json"));
+  ASSERT_EQ(s["group_failures"].size(), 1u);
+  EXPECT_EQ(s["group_failures"][0]["action"], "restarted");
+  // A thread that never comes back (hang: deaf to the flag): left behind, the run ends anyway.
+  o = easel_test::run_easel(common + " --stall-timeout 1 --out " + (d / "hang").string(),
+                            "EASEL_FAULT=hang:group1@3 ", "onstall");
+  ASSERT_EQ(o.code, 0) << o.err;
+  s = nlohmann::json::parse(slurp(d / "hang" / "summary.json"));
+  EXPECT_EQ(s["stopped"], "completed");
+  EXPECT_EQ(s["steps"], 40);
+  ASSERT_EQ(s["group_failures"].size(), 1u);
+  EXPECT_EQ(s["group_failures"][0]["action"], "dropped");
+  EXPECT_EQ(metric_values(d / "hang" / "metrics.jsonl").size(), 2u);  // evaluated without it
+  o = easel_test::run_easel(
+      common + " --on-failure stop --stall-timeout 1 --out " + (d / "stop").string(), stall,
+      "onstall");
+  EXPECT_EQ(o.code, 4) << o.err;
+  EXPECT_NE(o.err.find("group 1 at step 3: stalled: no step done in"), std::string::npos) << o.err;
+  const char* root = std::getenv("EASEL_SOURCE_ROOT");
+  const std::string knl = std::string(root ? root : ".") + "/tools/machines/knl-7250.toml";
+  o = easel_test::run_easel(common + " --out " + (d / "model").string(),
+                            "EASEL_MACHINE=" + knl + " ", "onstall");
+  ASSERT_EQ(o.code, 0) << o.err;
+  s = nlohmann::json::parse(slurp(d / "model" / "summary.json"));
+  EXPECT_EQ(s["stall_deadline"]["source"], "model");
+  const double model_seconds = s["stall_deadline"]["seconds"];
+  EXPECT_GE(model_seconds, 30.0);
+  char said[64];
+  std::snprintf(said, sizeof said, "stall deadline %.4g s (model: 10 x", model_seconds);
+  EXPECT_NE(o.err.find(said), std::string::npos) << o.err;
+  o = easel_test::run_easel(common + " --out " + (d / "none").string(),
+                            "EASEL_MACHINE=/nonexistent.toml ", "onstall");
+  ASSERT_EQ(o.code, 0) << o.err;
+  s = nlohmann::json::parse(slurp(d / "none" / "summary.json"));
+  EXPECT_EQ(s["stall_deadline"]["source"], "default");
+  EXPECT_EQ(s["stall_deadline"]["seconds"], 300.0);
+  EXPECT_NE(o.err.find("stall deadline 300 s (default: the model gave none: no calibration"),
+            std::string::npos)
+      << o.err;
 }
 
 // README's "Exit codes" rows, each (code, meaning) without its backquotes.

@@ -209,7 +209,9 @@ json explain_json(const TrainConfig& cfg, const RunPlan* r) {
             {"collective_why", r->uses_collectives ? or_null(collective_why) : json(nullptr)},
             {"placement", r->placement},
             {"fit", fit_json(r->fit)},
-            {"stall_seconds", r->stall_seconds}};
+            {"stall_seconds", r->stall_seconds},
+            {"stall_source", r->stall_source},
+            {"stall_why", r->stall_why}};
   if (r->clock) {
     const ClockPrices& c = *r->clock;
     j["clock"] = {{"file", c.file},
@@ -252,8 +254,9 @@ void print_explain(const RunPlan* r) {
   std::printf("comm        %s\n", comm.c_str());
   std::printf("placement   %s\n", r->placement.c_str());
   std::printf("memory fit:\n%s", r->fit.to_string().c_str());
-  std::printf("deadline    a group that waits %.0f s stops the run (EASEL_STALL_TIMEOUT)\n",
-              r->stall_seconds);
+  std::printf("deadline    a group without a step, or waiting, %.4g s is stalled (%s%s%s)\n",
+              r->stall_seconds, r->stall_source.c_str(), r->stall_why.empty() ? "" : ": ",
+              r->stall_why.c_str());
   if (const auto& c = r->clock)
     std::printf(
         "clock       %s (%s): a step %.4g s (%s), an exchange %.4g s, every %lld step(s); "
