@@ -26,7 +26,7 @@ inline constexpr ExitCodeRow kExitCodes[] = {
      "it asks what this machine's plan refuses (groups or threads past its cores, `--cpus` it "
      "lacks, replicas that do not fit its memory, a resume past its end)"},
     {"3", "training diverged (a non-finite loss; `summary.json` says where)"},
-    {"4", "a group stalled past its deadline"},
+    {"4", "a group stalled past its deadline (under `--on-failure stop`)"},
     {"128 + N", "stopped by signal N (130 SIGINT, 143 SIGTERM, 138 SIGUSR1) with a checkpoint"},
 };
 
