@@ -123,9 +123,8 @@ Status trim_metrics(const fs::path& path, int64_t step, int64_t* last_step) {
   return {};
 }
 
-json summary_json(const TrainSummary& s, json config) {
-  // --skip-bad-images: the distinct bad images a streamed set skipped.
-  const bool skipping = config.value("skip-bad-images", false);
+// summary.json's group_times: each group's times, id and cpus.
+json groups_json(const TrainSummary& s) {
   json groups = json::array();
   for (size_t i = 0; i < s.group_times.size(); ++i) {
     json g = times_json(s.group_times[i]);
@@ -133,6 +132,11 @@ json summary_json(const TrainSummary& s, json config) {
     g["cpus"] = s.info.plan.groups[i].cpus;
     groups.push_back(g);
   }
+  return groups;
+}
+
+// summary.json's layers: each layer's kernel, parameters and output shape.
+json layers_json(const TrainSummary& s) {
   json layers = json::array();
   for (const auto& l : s.info.layers)
     layers.push_back({{"name", l.name},
@@ -140,6 +144,12 @@ json summary_json(const TrainSummary& s, json config) {
                       {"impl", l.impl},
                       {"params", l.params},
                       {"dst", l.dst.to_string()}});
+  return layers;
+}
+
+json summary_json(const TrainSummary& s, json config) {
+  // --skip-bad-images: the distinct bad images a streamed set skipped.
+  const bool skipping = config.value("skip-bad-images", false);
   json j = {
       {"stopped", stop_reason_name(s.stopped)},
       // A run that measured none (interrupted before its first evaluation) claims no accuracy.
@@ -185,9 +195,9 @@ json summary_json(const TrainSummary& s, json config) {
       {"checkpoint_interval_seconds",
        s.checkpoint_interval_seconds > 0 ? json(s.checkpoint_interval_seconds) : json(nullptr)},
       {"placement", s.info.placement},
-      {"group_times", groups},
+      {"group_times", groups_json(s)},
       {"exchange_path", s.info.exchange_path.empty() ? json(nullptr) : json(s.info.exchange_path)},
-      {"layers", layers},
+      {"layers", layers_json(s)},
       {"config", std::move(config)},
   };
   if (skipping) j["skipped_images"] = skipped_images();
