@@ -612,6 +612,8 @@ Status Importer::node(const onnx::NodeProto& n) {
 Result<OnnxNet> Importer::run() {
   EASEL_RETURN_IF_ERROR(read_initializers());
   EASEL_RETURN_IF_ERROR(read_input());
+  for (const onnx::NodeProto& n : g_.node())  // each node's first output names what it computes
+    if (n.output_size() < 1 || n.output(0).empty()) return refuse(n, "it has no output");
   for (int i = 0; i < g_.node_size(); ++i) {
     const onnx::NodeProto& n = g_.node(i);
     if (n.op_type() == "Mul" && n.input_size() == 2 && n.input(0) == n.input(1) &&
