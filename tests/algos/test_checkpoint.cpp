@@ -366,9 +366,16 @@ TEST(Divergence, StopsAtTheStepNamingTheGroupAndTheLayer) {
               std::string::npos)
         << algo << ": " << m;
     EXPECT_NE(m.find(obs.segment.name), std::string::npos) << m;
+    // The last good checkpoint is the evaluation's before the diverged round; none of that round
+    // (async-easgd's group 1 shares the round's steps with group 0: when group 0 is starved it can
+    // take its 14th step in the first round, and then there is no checkpoint at all).
+    const int64_t last_good = (r->steps - 1) / 9 * 9;
+    if (last_good == 0 && std::string(algo) == "async-easgd") {
+      EXPECT_FALSE(obs.last.has_value()) << algo;
+      continue;
+    }
     ASSERT_TRUE(obs.last.has_value()) << algo;
-    // The last good checkpoint is the evaluation's before the diverged round; none of that round.
-    EXPECT_EQ(obs.last->iterations_done, (r->steps - 1) / 9 * 9) << algo;
+    EXPECT_EQ(obs.last->iterations_done, last_good) << algo;
     // The sync algorithms stop within the round of step 14 (async-easgd's group 1 may reach its
     // 14th step in a later round).
     if (std::string(algo) != "async-easgd") {
