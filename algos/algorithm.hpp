@@ -229,6 +229,9 @@ struct Run {
   OnFailure on_failure = OnFailure::stop;
   std::atomic<bool> failed{false};
   std::atomic<int64_t> lost_steps{0};
+  // The group-steps lost in the run's earlier rounds (lost_steps summed; carried by a
+  // checkpoint): with the groups' steps they make the run's iterations x P.
+  int64_t lost_before = 0;
   // Test seam: called by rejoin_from_centre() once a group's replica and momentum are reset,
   // while the centre cannot move (under the algorithm's centre lock where it has one).
   std::function<void(const Run&, const Group&)> on_rejoin;
@@ -244,6 +247,11 @@ struct Run {
 struct AlgoState {
   int32_t turn = 0;           // a group id (easgd-rr: whose turn it is); 0 when unused
   std::vector<float> buffer;  // one arena, on the host (async-msgd: the centre's momentum)
+  // Whole numbers of the algorithm's own per group (local-sgd, slowmo, diloco: whether a group
+  // that failed is absent until the next meeting, where its inner optimiser restarted).
+  std::vector<int64_t> words;
+  // Not saved: the iterations the run had done (the checkpoint's), for restore_state.
+  int64_t step = 0;
 };
 // OK when s holds nothing (turn 0, no buffer); else the --resume error for `algo`.
 Status expect_no_state(const AlgoState& s, const std::string& algo);

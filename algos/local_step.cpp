@@ -281,7 +281,7 @@ std::string failure_refusal(const Algorithm& algo, OnFailure mode, int ranks) {
 }
 
 Status expect_no_state(const AlgoState& s, const std::string& algo) {
-  if (s.turn == 0 && s.buffer.empty()) return {};
+  if (s.turn == 0 && s.buffer.empty() && s.words.empty()) return {};
   return invalid_argument("--resume: the checkpoint's turn and buffers do not add up for " + algo +
                           " (it keeps none)");
 }

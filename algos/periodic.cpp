@@ -97,6 +97,13 @@ class Periodic final : public Algorithm {
     for (PerGroup& s : per_)
       for (Arena* a : own_arenas(s, run.params))
         put(*a);
+    // After a failure: each group's presence and where its inner optimiser restarted.
+    const bool failed = std::any_of(per_.begin(), per_.end(), [](const PerGroup& s) {
+      return !s.live || s.rejoining || s.fresh_at != 0;
+    });
+    for (const PerGroup& s : per_)
+      if (failed)
+        st.words.insert(st.words.end(), {(s.live ? 1 : 0) | (s.rejoining ? 2 : 0), s.fresh_at});
     return st;
   }
 
@@ -137,6 +144,7 @@ class Periodic final : public Algorithm {
       return invalid_argument("--resume: the checkpoint's " + name_ +
                               " state does not fit this run (its --optimizer or "
                               "--exchange-precision differ)");
+    restore_presence(st);
     const float* src = st.buffer.data();
     for (PerGroup& s : per_) {
       const float* p = src;
@@ -186,6 +194,20 @@ class Periodic final : public Algorithm {
     bool rejoining = false;  // failed under --on-failure restart: re-enters at the next meeting
     bool midround = false;   // failed in this round: run_round is called again to go on in it
   };
+
+  // Every group at the checkpoint's step (a group's own count leaves out the steps it lost),
+  // present or not as it was (save_state's words; none when no group had failed, or resumed into
+  // another number of groups: every group afresh).
+  void restore_presence(const AlgoState& st) {
+    const bool same = st.words.size() == 2 * per_.size();
+    for (size_t i = 0; i < per_.size(); ++i) {
+      PerGroup& s = per_[i];
+      s.pos = s.met = s.end = st.step;
+      s.live = !same || (st.words[2 * i] & 1) != 0;
+      s.rejoining = same && (st.words[2 * i] & 2) != 0;
+      s.fresh_at = same ? st.words[2 * i + 1] : 0;
+    }
+  }
 
   // One step of a live group at s.pos: gradient, inner update, and every --tau steps the
   // meeting (its replica checked first under drop and restart). A failure in it loses the step:

@@ -114,6 +114,10 @@ class Reader {
   bool ok() const { return bad_.empty(); }
   const std::string& bad() const { return bad_; }
   size_t left() const { return in_.size(); }
+  // The first failure sticks: `field` names what is wrong.
+  void fail(const char* field) {
+    if (ok()) bad_ = field;
+  }
 
  private:
   bool take(void* p, size_t n, const char* field) {
@@ -132,9 +136,6 @@ class Reader {
       return false;
     }
     return true;
-  }
-  void fail(const char* field) {
-    if (ok()) bad_ = field;
   }
   std::string_view in_;
   std::string bad_;
@@ -171,6 +172,18 @@ void encode_payload(const Checkpoint& ck, Writer& w) {
   w.floats(ck.centre);
   w.floats(ck.algo.buffer);
   w.num<int32_t>(ck.mid_round ? 1 : 0);
+  w.num(ck.lost_steps);
+  w.num<uint64_t>(ck.failures.size());
+  for (const GroupFailure& f : ck.failures) {
+    w.num<int32_t>(f.group);
+    w.num(f.step);
+    w.str(f.action);
+    w.str(f.why);
+    w.num<int32_t>(f.nonfinite ? 1 : 0);
+  }
+  w.num<uint64_t>(ck.algo.words.size());
+  for (int64_t x : ck.algo.words)
+    w.num(x);
   w.num<uint64_t>(ck.groups.size());
   for (const GroupCheckpoint& g : ck.groups) {
     w.num(g.steps);
@@ -187,6 +200,7 @@ void encode_payload(const Checkpoint& ck, Writer& w) {
     w.num(g.staleness_max);
     w.num(g.loss_sum);
     w.num(g.loss_count);
+    w.num<int32_t>(g.dropped ? 1 : 0);
   }
 }
 
@@ -254,6 +268,11 @@ GroupCheckpoint decode_group(Reader& r, uint32_t version) {
     g.loss_sum = r.num<double>("group loss");
     g.loss_count = r.num<int64_t>("group loss");
   }
+  if (version >= 3) {
+    const int32_t mark = r.num<int32_t>("dropped mark");
+    if (mark != 0 && mark != 1) r.fail("dropped mark (0 or 1)");
+    g.dropped = mark == 1;
+  }
   return g;
 }
 
@@ -283,14 +302,32 @@ Result<Checkpoint> decode_checkpoint(std::string_view bytes, const std::string& 
       return data_error(name + ": mid-round mark " + std::to_string(mark) + " is not 0 or 1");
     ck.mid_round = mark == 1;
   }
+  if (version >= 3) {
+    ck.lost_steps = r.num<int64_t>("lost steps");
+    const uint64_t failures = r.count("group failures", 4 + 8 + 8 + 8 + 4);
+    for (uint64_t i = 0; i < failures && r.ok(); ++i) {
+      GroupFailure f;
+      f.group = r.num<int32_t>("group failure");
+      f.step = r.num<int64_t>("group failure");
+      f.action = r.str("group failure");
+      f.why = r.str("group failure");
+      const int32_t nonfinite = r.num<int32_t>("group failure");
+      if (nonfinite != 0 && nonfinite != 1) r.fail("group failure's non-finite mark (0 or 1)");
+      f.nonfinite = nonfinite == 1;
+      ck.failures.push_back(std::move(f));
+    }
+    const uint64_t words = r.count("algorithm words", sizeof(int64_t));
+    for (uint64_t i = 0; i < words && r.ok(); ++i)
+      ck.algo.words.push_back(r.num<int64_t>("algorithm words"));
+  }
   const uint64_t groups = r.count("groups", 8 * sizeof(int64_t));
   for (uint64_t i = 0; i < groups && r.ok(); ++i)
     ck.groups.push_back(decode_group(r, version));
   if (!r.ok()) return data_error(name + ": truncated at the " + r.bad() + " field");
   if (r.left() != 0)
     return data_error(name + ": " + std::to_string(r.left()) + " bytes after the last field");
-  if (ck.iterations_done < 0 || ck.groups.empty())
-    return data_error(name + ": holds no groups or a negative iteration count");
+  if (ck.iterations_done < 0 || ck.groups.empty() || ck.lost_steps < 0)
+    return data_error(name + ": holds no groups or a negative iteration or lost-step count");
   return ck;
 }
 
@@ -481,16 +518,25 @@ Status restore_run(const Checkpoint& ck, const std::string& identity, const Algo
   }
   // Every round gives the groups iterations x P steps in all (each group its share in the sync
   // algorithms). The algorithm checks its own state (e.g. easgd-rr's turn) in restore_state.
-  int64_t steps = 0;
-  for (const GroupCheckpoint& c : ck.groups)
+  // Steps lost to failed groups count as the rounds' (format 3).
+  int64_t steps = ck.lost_steps;
+  bool dropped = false;
+  for (const GroupCheckpoint& c : ck.groups) {
     steps += c.steps;
+    dropped = dropped || c.dropped;
+  }
   if (steps != ck.iterations_done * static_cast<int64_t>(ck.groups.size()))
     return invalid_argument("--resume: the checkpoint's step counts do not add up");
+  if (dropped && run.on_failure == OnFailure::stop)
+    return invalid_argument(
+        "--resume: the checkpoint's run had dropped a failed group; --on-failure stop cannot go "
+        "on without it (give --on-failure drop or restart)");
   if (algo.uses_centre())
     copy_bytes(run.centre.data(), run.centre.kind(), ck.centre.data(), MemKind::dram,
                n * sizeof(float));
   run.centre_version.store(ck.centre_version);
-  if (regrouped(ck, run)) return regroup_run(ck, algo, seed, run);
+  if (regrouped(ck, run)) return regroup_run(ck, algo, seed, run);  // every group afresh
+  run.lost_before = ck.lost_steps;
   for (size_t i = 0; i < run.groups.size(); ++i) {  // across ranks: this rank's groups
     Group& g = *run.groups[i];
     const GroupCheckpoint& c = ck.groups[static_cast<size_t>(g.global_id)];
@@ -510,6 +556,7 @@ Status restore_run(const Checkpoint& ck, const std::string& identity, const Algo
     g.staleness_max = c.staleness_max;
     g.loss_sum = ck.mid_round ? c.loss_sum : 0;  // a cut round goes on with its sums
     g.loss_count = ck.mid_round ? c.loss_count : 0;
+    g.dropped = c.dropped;
   }
   return {};
 }
@@ -528,10 +575,12 @@ Checkpoint capture_run(Run& run, Algorithm& algo, const std::string& identity) {
   if (algo.uses_centre()) ck.centre = host_copy(algo.eval_weights(run), run.centre.kind());
   ck.algo = algo.save_state(run);
   ck.centre_version = run.centre_version.load();
+  ck.lost_steps = run.lost_before;
   for (const auto& gp : run.groups) {
     const Group& g = *gp;
     GroupCheckpoint c;
     c.steps = g.steps.load();
+    c.dropped = g.dropped;
     c.weights = host_copy(g.weights.data(), g.weights.kind());
     c.momentum = host_copy(g.momentum.data(), g.momentum.kind());
     c.stream = g.data->state();
@@ -549,6 +598,7 @@ Checkpoint capture_run(Run& run, Algorithm& algo, const std::string& identity) {
 
 void gather_checkpoint_groups(MpiComm& world, Checkpoint& mine) {
   Checkpoint part;
+  part.lost_steps = mine.lost_steps;
   part.groups = std::move(mine.groups);
   mine.groups.clear();
   std::string bytes = encode_checkpoint(part);
@@ -563,10 +613,12 @@ void gather_checkpoint_groups(MpiComm& world, Checkpoint& mine) {
   std::string all(rank == 0 ? most * static_cast<size_t>(ranks) : 0, '\0');
   world.gather_bytes(bytes.data(), most, all.data(), 0);
   if (rank != 0) return;
+  mine.lost_steps = 0;
   for (int r = 0; r < ranks; ++r) {
     auto one = decode_checkpoint(std::string_view(all).substr(most * r, sizes[r]),
                                  "rank " + std::to_string(r) + "'s groups");
     EASEL_CHECK(one.ok());  // encoded just now, by the same code
+    mine.lost_steps += one->lost_steps;
     for (GroupCheckpoint& g : one->groups)
       mine.groups.push_back(std::move(g));
   }

@@ -3,7 +3,7 @@
 // `easel train` writes one to --out after every evaluation (checkpoint.bin) and continues from
 // it with --resume (docs/DESIGN.md, "Checkpoints").
 //
-// File format (version 2): the magic "EASELCKV", a u32 format version (2), a u32 byte-order
+// File format (version 3): the magic "EASELCKV", a u32 format version (3), a u32 byte-order
 // mark 0x01020304, a u64 payload length, the payload's 64-bit FNV-1a hash, then the payload:
 // the fields below in order, each number as its bytes in the writer's byte order (which the
 // mark states: a file from a machine of the other byte order is refused, naming it), each
@@ -11,7 +11,9 @@
 // the mark, the length, the hash and every count against the bytes left, so a truncated or
 // corrupted file gives one error naming it, never a huge allocation. Files of format 1 (the
 // magic "EASELCK1", no version or mark, little-endian; no mid-round fields) are still read on
-// little-endian machines: they were written at evaluations.
+// little-endian machines: they were written at evaluations. Format 2 lacks the lost steps, the
+// group failures, the algorithm's words and the dropped marks (from before a group could fail
+// alone).
 #pragma once
 
 #include <cstdint>
@@ -37,10 +39,23 @@ struct GroupCheckpoint {
   // checkpoint was taken mid-round).
   double loss_sum = 0;
   int64_t loss_count = 0;
+  // Dropped under --on-failure drop (format 3): it trains no more when the run goes on.
+  bool dropped = false;
+};
+
+// A group that failed during the run (--on-failure; summary.json's group_failures): its global
+// id, its step count when it failed (the failed step is lost), what the run did with it
+// ("dropped", "restarted", "stopped") and why (one line).
+struct GroupFailure {
+  int group = 0;
+  int64_t step = 0;
+  std::string action;
+  std::string why;
+  bool nonfinite = false;  // a non-finite train loss (else its thread threw)
 };
 
 // The format encode_checkpoint writes; decode_checkpoint reads it and format 1.
-inline constexpr uint32_t kCheckpointVersion = 2;
+inline constexpr uint32_t kCheckpointVersion = 3;
 
 // In a checkpoint's identity, what precedes TrainConfig::settings (when it is set).
 inline constexpr const char* kSettingsMark = "; settings ";
@@ -58,6 +73,10 @@ struct Checkpoint {
   // Taken when a round was cut short (a signal): iterations_done is not an evaluation's, the
   // groups' loss sums continue and the next evaluation is the one the round would have had.
   bool mid_round = false;
+  // Group-steps lost to failed groups (format 3; Run::lost_before): the groups' steps and these
+  // make iterations_done x groups.
+  int64_t lost_steps = 0;
+  std::vector<GroupFailure> failures;  // the run's so far, in order (format 3)
   int64_t centre_version = 0;
   std::vector<float> centre;  // empty when the algorithm has none
   // The algorithm's own state (Algorithm::save_state): in the file, its turn after

@@ -519,6 +519,7 @@ Status prepare_algorithm(TrainRun& t, const Checkpoint* resume) {
   if (!why.empty() && t.rank == 0 && (t.world || algo->uses_collectives())) log_info("comm", why);
   if (resume) {
     AlgoState state = resume->algo;
+    state.step = resume->iterations_done;
     // Into another number of groups (restore_run): easgd-rr's turn goes on among the new ones.
     if (regrouped(*resume, run)) state.turn %= run.size();
     EASEL_RETURN_IF_ERROR(algo->restore_state(run, state));

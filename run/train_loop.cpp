@@ -169,12 +169,14 @@ int64_t train_round(TrainRun& t, int64_t k, bool fresh, double* seconds) {
       });
   if (t.world) t.world->barrier(t.rank);  // every rank's round is over (async: none in flight)
   *seconds = now_seconds() - r0;
+  const int64_t lost = run.lost_steps.load();
+  run.lost_before += lost;  // (a checkpoint of this round, mid-round or at its end, holds them)
   if (stall_declared()) return 0;  // the groups stopped where they were
   const bool none_left =
       std::all_of(run.groups.begin(), run.groups.end(), [](const auto& g) { return g->dropped; });
   if (none_left) return (steps_so_far(run) - steps_before) / t.local;  // the run stops (failures)
   // A failed group's lost step was claimed from the budget: it counts as the round's.
-  const int64_t group_steps = steps_so_far(run) - steps_before + run.lost_steps.load();
+  const int64_t group_steps = steps_so_far(run) - steps_before + lost;
   EASEL_CHECK_MSG(group_steps % t.local == 0, "a round's group-steps are not whole iterations");
   const int64_t did = group_steps / t.local;
   if (t.clock) *seconds = clock_round(t, steps_before / t.local, did);
@@ -304,6 +306,7 @@ void checkpoint(TrainRun& t, TrainSummary& sum, int64_t done, double wall_second
   ck.best_accuracy = sum.best_accuracy;
   ck.time_to_target_seconds = sum.time_to_target_seconds.value_or(-1);
   ck.images_before_round = last_images;
+  ck.failures = sum.group_failures;  // (the round's too: after_failures moved them there)
   if (Status st = t.report->on_checkpoint(std::move(ck)); !st.ok()) log_unwritten_checkpoint(st);
   sum.checkpoint_seconds += now_seconds() - c0;
 }
@@ -393,6 +396,7 @@ LoopState resume_loop(const Checkpoint* resume, TrainSummary& sum) {
   sum.best_accuracy = resume->best_accuracy;
   if (resume->time_to_target_seconds >= 0)
     sum.time_to_target_seconds = resume->time_to_target_seconds;
+  sum.group_failures = resume->failures;
   return s;
 }
 
@@ -482,6 +486,10 @@ Status run_rounds(TrainRun& t, const Dataset& test, const Checkpoint* resume, Tr
   const std::atomic<int>* flag = t.rank == 0 ? t.report->stop_flag() : nullptr;
   arm_early_stop(t, flag);
   t.restarts.assign(t.run.groups.size(), 0);
+  for (const GroupFailure& f : sum.group_failures)  // a resumed run's, before this process
+    for (const auto& g : t.run.groups)
+      if (g->global_id == f.group && f.action == "restarted")
+        ++t.restarts[static_cast<size_t>(g->id)];
   clear_stall();
   while (s.done < t.total) {
     const int64_t k = std::min(next_evaluation(s.done, t.eval_every), t.total) - s.done;

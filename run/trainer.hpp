@@ -64,17 +64,6 @@ struct EvalRecord {
 enum class StopReason { completed, target, interrupted, diverged, stalled, requested };
 const char* stop_reason_name(StopReason r);
 
-// A group that failed during the run (--on-failure; summary.json's group_failures): its global
-// id, its step count when it failed (the failed step is lost), what the run did with it
-// ("dropped", "restarted", "stopped") and why (one line).
-struct GroupFailure {
-  int group = 0;
-  int64_t step = 0;
-  std::string action;
-  std::string why;
-  bool nonfinite = false;  // a non-finite train loss (else its thread threw)
-};
-
 struct TrainSummary {
   RunInfo info;
   // Every group failure, in the order they happened (drop and restart: the run went on).

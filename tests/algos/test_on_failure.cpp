@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "engine/worker.hpp"
+#include "run/checkpoint.hpp"
 #include "run/trainer.hpp"
 #include "tests/algos/small_run.hpp"
 
@@ -197,6 +198,69 @@ TEST(OnFailure, NoGroupLeftStopsTheRun) {
   EXPECT_NE(r->stop_message.find("every group failed, none is left"), std::string::npos)
       << r->stop_message;
   EXPECT_EQ(r->group_failures.size(), static_cast<size_t>(kGroups));
+}
+
+// A checkpoint taken after a group failed resumes (it once refused: "the checkpoint's step
+// counts do not add up"): the step the group lost is in it, and a dropped group stays out. The
+// victim's 10 steps come before the others' first (paced), so the checkpoint at 9 follows its
+// failure.
+TEST(OnFailure, ACheckpointAfterAFailureResumes) {
+  struct Keeper : Saboteur {
+    using Saboteur::Saboteur;
+    Status on_checkpoint(Checkpoint ck) override {
+      if (!first) first = ck;
+      return Saboteur::on_checkpoint(std::move(ck));
+    }
+    void on_setup(easel::Run& run) override {
+      if (armed) Saboteur::on_setup(run);
+    }
+    bool armed = true;
+    std::optional<Checkpoint> first;
+  };
+  for (const char* algo : {"async-easgd", "async-msgd", "hogwild-sgd"})
+    for (OnFailure mode : {OnFailure::drop, OnFailure::restart}) {
+      SCOPED_TRACE(std::string(algo) + (mode == OnFailure::drop ? " drop" : " restart"));
+      const TrainConfig c = failing_config(algo, mode);
+      Keeper whole(Fault::Action::raise);
+      whole.paced = true;
+      auto w = train(c, small_data(), &whole);
+      ASSERT_TRUE(w.ok()) << w.status().to_string();
+      ASSERT_EQ(w->group_failures.size(), 1u);
+      ASSERT_TRUE(whole.first.has_value());
+      const Checkpoint& ck = *whole.first;
+      ASSERT_EQ(ck.iterations_done, 9);
+      EXPECT_EQ(ck.lost_steps, 1);
+      EXPECT_EQ(ck.groups[kVictim].dropped, mode == OnFailure::drop);
+      const Checkpoint back = decode_checkpoint(encode_checkpoint(ck), "mem").value();
+      EXPECT_EQ(back.lost_steps, 1);
+      EXPECT_EQ(back.groups[kVictim].dropped, mode == OnFailure::drop);
+      Keeper resumed(Fault::Action::raise);
+      resumed.armed = false;
+      auto r = train(c, small_data(), &resumed, {}, &back);
+      ASSERT_TRUE(r.ok()) << r.status().to_string();
+      EXPECT_EQ(r->stopped, StopReason::completed) << r->stop_message;
+      EXPECT_EQ(r->steps, kIterations);
+      // The failure before the checkpoint is the run's still (summary.json's group_failures).
+      ASSERT_EQ(r->group_failures.size(), 1u);
+      EXPECT_EQ(r->group_failures[0].group, kVictim);
+      EXPECT_EQ(r->group_failures[0].step, kAt);
+      EXPECT_EQ(back.failures.size(), 1u);
+      ASSERT_TRUE(resumed.last.has_value());
+      const std::vector<int64_t> s = group_steps(*resumed.last);
+      if (mode == OnFailure::drop) {
+        EXPECT_EQ(s[kVictim], kAt);  // it stays out
+      }
+      EXPECT_EQ(s[0] + s[1] + s[2] + resumed.last->lost_steps, kIterations * kGroups);
+      // Under stop the dropped group could not be left out: refused, saying so.
+      if (mode == OnFailure::drop) {
+        TrainConfig stop = c;
+        stop.on_failure = OnFailure::stop;
+        auto refused = train(stop, small_data(), nullptr, {}, &back);
+        ASSERT_FALSE(refused.ok());
+        EXPECT_NE(refused.status().message().find("had dropped a failed group"), std::string::npos)
+            << refused.status().message();
+      }
+    }
 }
 
 TEST(OnFailure, AutoDropsForTheAsyncCentreAndDropOnAClockDoesNotHang) {

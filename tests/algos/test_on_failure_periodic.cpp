@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 
+#include "run/checkpoint.hpp"
 #include "run/trainer.hpp"
 #include "tests/algos/small_run.hpp"
 
@@ -187,6 +188,57 @@ TEST(OnFailurePeriodic, RestartReentersFromTheAverageWithZeroMomentum) {
     ASSERT_FALSE(w.survivor_at_meeting.empty());
     EXPECT_TRUE(w.rejoin_weights == w.survivor_at_meeting);
   }
+}
+
+// A checkpoint taken after a failure resumes as the run went on: group 1 fails at step 10, the
+// checkpoint at 11 (--eval-every 11) holds it absent (restart: until the meeting at 12; drop:
+// for good) with its step 10 lost; resumed from it, every later evaluation and the final weights
+// are the uninterrupted run's, bit for bit (and a dropped group stays out).
+TEST(OnFailurePeriodic, ACheckpointAfterAFailureResumesAsTheRunWentOn) {
+  struct Recorder : Saboteur {
+    using Saboteur::Saboteur;
+    Status on_checkpoint(Checkpoint ck) override {
+      if (ck.iterations_done == kAt + 1) at_11 = ck;
+      return {};
+    }
+    void on_eval(const EvalRecord& r) override { records.push_back(r); }
+    void on_setup(easel::Run& run) override {
+      if (armed) Saboteur::on_setup(run);
+    }
+    bool armed = true;
+    std::optional<Checkpoint> at_11;
+    std::vector<EvalRecord> records;
+  };
+  for (const char* algo : kPeriodic)
+    for (OnFailure mode : {OnFailure::drop, OnFailure::restart}) {
+      SCOPED_TRACE(std::string(algo) + (mode == OnFailure::drop ? " drop" : " restart"));
+      TrainConfig c = failing_config(algo, mode);
+      c.eval_every = kAt + 1;
+      Recorder whole(Fault::Action::raise);
+      auto w = train(c, test::small_data(), &whole);
+      ASSERT_TRUE(w.ok()) << w.status().to_string();
+      ASSERT_EQ(w->group_failures.size(), 1u);
+      ASSERT_TRUE(whole.at_11.has_value());
+      EXPECT_EQ(whole.at_11->lost_steps, 1);
+      EXPECT_EQ(whole.at_11->groups[kVictim].dropped, mode == OnFailure::drop);
+      const Checkpoint ck = decode_checkpoint(encode_checkpoint(*whole.at_11), "mem").value();
+      Recorder resumed(Fault::Action::raise);
+      resumed.armed = false;
+      auto r = train(c, test::small_data(), &resumed, {}, &ck);
+      ASSERT_TRUE(r.ok()) << r.status().to_string();
+      EXPECT_EQ(r->stopped, StopReason::completed) << r->stop_message;
+      EXPECT_EQ(r->steps, kIterations);
+      EXPECT_EQ(r->group_failures.size(), 1u);  // the failure before the checkpoint
+      ASSERT_EQ(resumed.records.size(), whole.records.size() - 1);
+      for (size_t i = 0; i < resumed.records.size(); ++i) {
+        const EvalRecord& a = resumed.records[i];
+        const EvalRecord& b = whole.records[i + 1];
+        EXPECT_EQ(a.step, b.step);
+        EXPECT_EQ(a.train_loss, b.train_loss) << "at step " << a.step;
+        EXPECT_EQ(a.test_loss, b.test_loss) << "at step " << a.step;
+      }
+      EXPECT_TRUE(r->final_weights == w->final_weights);
+    }
 }
 
 // Under stop a throw ends the run as for the async algorithms (the others do not wait for the

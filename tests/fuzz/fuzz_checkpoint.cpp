@@ -2,7 +2,7 @@
 // checkpoint.bin's bytes. Each input is decoded twice: as it is (the header's checks), and with
 // its header's payload length and FNV-1a hash made right (so that mutations reach the fields
 // behind the checksum). A checkpoint of today's format that decodes must encode back to the same
-// bytes; one of format 1 must encode to a checkpoint that decodes to the same encoding.
+// bytes; one of an older format must encode to a checkpoint that decodes to the same encoding.
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -12,8 +12,8 @@
 
 namespace {
 
-// Format 1: "EASELCK1", u64 length, u64 hash. Format 2: "EASELCKV", u32 version, u32 byte-order
-// mark, u64 length, u64 hash.
+// Format 1: "EASELCK1", u64 length, u64 hash. Formats 2 and 3: "EASELCKV", u32 version, u32
+// byte-order mark, u64 length, u64 hash.
 constexpr size_t kMagic = 8, kHeaderV1 = kMagic + 16, kHeaderV2 = kMagic + 8 + 16;
 
 uint64_t fnv1a(std::string_view s) {
@@ -27,9 +27,11 @@ void check(std::string_view bytes) {
   auto r = easel::decode_checkpoint(bytes, "fuzz.bin");
   if (r.ok()) {
     const std::string again = easel::encode_checkpoint(r.value());
-    if (bytes.substr(0, kMagic) == "EASELCKV") {
+    uint32_t version = 0;
+    if (bytes.substr(0, kMagic) == "EASELCKV") std::memcpy(&version, bytes.data() + kMagic, 4);
+    if (version == easel::kCheckpointVersion) {
       if (again != bytes) __builtin_trap();
-    } else {  // format 1, written as format 2
+    } else {  // an older format, written as today's
       auto r2 = easel::decode_checkpoint(again, "again.bin");
       if (!r2.ok() || easel::encode_checkpoint(r2.value()) != again) __builtin_trap();
     }

@@ -665,9 +665,9 @@ TEST(Cli, CheckpointCadenceAndTheBackgroundWrite) {
 // --on-failure from the command line, with EASEL_FAULT's throw: async-easgd drops group 1 at its
 // step 3 (its default; early, and a long run, so that a thread starved on a loaded machine still
 // gets there) and completes with the others, exit 0, the last line and summary.json
-// naming the group, the step and why; restart goes on with it; stop exits 1 in one line; an
-// algorithm whose groups meet refuses drop in one line, exit 2, and so does a throw injected
-// into it, nothing written.
+// naming the group, the step and why, and its checkpoint resumes; restart goes on with it; stop
+// exits 1 in one line; an algorithm whose groups meet refuses drop in one line, exit 2, and so does
+// a throw injected into it, nothing written.
 TEST(Cli, OnFailureDropsOrRestartsAGroupThatThrows) {
   const fs::path d = tmp_dir("onfail");
   const std::string common =
@@ -688,6 +688,13 @@ TEST(Cli, OnFailureDropsOrRestartsAGroupThatThrows) {
   EXPECT_EQ(s["group_failures"][0]["step"], 3);
   EXPECT_EQ(s["group_failures"][0]["action"], "dropped");
   EXPECT_EQ(metric_values(d / "drop" / "metrics.jsonl").size(), 2u);  // metrics go on
+  // Its checkpoint, taken after the failure, resumes: group 1 stays out, the failure is kept.
+  o = easel("train --resume " + (d / "drop").string() + " --iterations 300");
+  ASSERT_EQ(o.code, 0) << o.err;
+  s = nlohmann::json::parse(slurp(d / "drop" / "summary.json"));
+  EXPECT_EQ(s["steps"], 300);
+  ASSERT_EQ(s["group_failures"].size(), 1u);
+  EXPECT_EQ(s["group_failures"][0]["step"], 3);
   o = easel_test::run_easel(
       common + " --algo async-measgd --on-failure restart --out " + (d / "restart").string(),
       "EASEL_FAULT=nan:group2@2 ", "onfail");
