@@ -173,6 +173,7 @@ void encode_payload(const Checkpoint& ck, Writer& w) {
   w.floats(ck.algo.buffer);
   w.num<int32_t>(ck.mid_round ? 1 : 0);
   w.num(ck.lost_steps);
+  w.num(ck.clock_seconds);
   w.num<uint64_t>(ck.failures.size());
   for (const GroupFailure& f : ck.failures) {
     w.num<int32_t>(f.group);
@@ -304,6 +305,7 @@ Result<Checkpoint> decode_checkpoint(std::string_view bytes, const std::string& 
   }
   if (version >= 3) {
     ck.lost_steps = r.num<int64_t>("lost steps");
+    ck.clock_seconds = r.num<double>("clock seconds");
     const uint64_t failures = r.count("group failures", 4 + 8 + 8 + 8 + 4);
     for (uint64_t i = 0; i < failures && r.ok(); ++i) {
       GroupFailure f;

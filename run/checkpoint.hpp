@@ -12,8 +12,8 @@
 // corrupted file gives one error naming it, never a huge allocation. Files of format 1 (the
 // magic "EASELCK1", no version or mark, little-endian; no mid-round fields) are still read on
 // little-endian machines: they were written at evaluations. Format 2 lacks the lost steps, the
-// group failures, the algorithm's words and the dropped marks (from before a group could fail
-// alone).
+// group failures, the clock, the algorithm's words and the dropped marks (from before a group
+// could fail alone or a run on a clock resume).
 #pragma once
 
 #include <cstdint>
@@ -77,6 +77,9 @@ struct Checkpoint {
   // make iterations_done x groups.
   int64_t lost_steps = 0;
   std::vector<GroupFailure> failures;  // the run's so far, in order (format 3)
+  // On --clock (format 3): the described machine's simulated seconds when it was taken (every
+  // group's clock stands there between rounds); < 0: the run had no clock.
+  double clock_seconds = -1;
   int64_t centre_version = 0;
   std::vector<float> centre;  // empty when the algorithm has none
   // The algorithm's own state (Algorithm::save_state): in the file, its turn after

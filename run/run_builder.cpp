@@ -488,6 +488,19 @@ Status restore_from(TrainRun& t, const Checkpoint& resume) {
   const TrainConfig& cfg = t.cfg;
   const int64_t total = t.total;
   EASEL_RETURN_IF_ERROR(restore_run(resume, t.identity, *t.algo, cfg.seed, t.run));
+  // On a clock the run goes on at the checkpoint's simulated time, each group's times with it.
+  if ((resume.clock_seconds >= 0) != (t.clock != nullptr))
+    return invalid_argument(resume.clock_seconds >= 0
+                                ? "--resume: the checkpoint was taken on a clock (--clock): the "
+                                  "run goes on on the same one"
+                                : "--resume: the checkpoint was taken without --clock: a run on "
+                                  "a clock cannot go on from it");
+  if (t.clock) {
+    std::vector<GroupTimes> times;
+    for (const auto& g : t.run.groups)
+      times.push_back(g->times);
+    t.clock->resume_at(resume.clock_seconds, times);
+  }
   if (resume.iterations_done >= total)
     return invalid_argument(
         "--resume: the run already did " + std::to_string(resume.iterations_done) + " of its " +

@@ -44,6 +44,16 @@ double SimClock::end_round(int64_t done, int64_t k) {
   return now_ - start;
 }
 
+void SimClock::resume_at(double now, const std::vector<GroupTimes>& times) {
+  std::lock_guard lock(mu_);
+  now_ = centre_free_ = now;
+  std::fill(t_.begin(), t_.end(), now);
+  for (size_t i = 0; i < times.size() && i < times_.size(); ++i) {
+    times_[i] = times[i];
+    times_[i].preempted = 0;
+  }
+}
+
 GroupTimes SimClock::times(int g) const {
   std::lock_guard lock(mu_);
   return times_[static_cast<size_t>(g)];

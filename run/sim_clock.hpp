@@ -55,6 +55,9 @@ class SimClock final : public StepClock {
   // (async: from the latest clock before it to the latest after it; sync: priced from the
   // steps' indices); every group's clock then stands at the round's end.
   double end_round(int64_t done, int64_t k);
+  // A resumed run's clock: every group's at `now` (a checkpoint's clock_seconds, taken between
+  // rounds), with its simulated times so far (by local group id).
+  void resume_at(double now, const std::vector<GroupTimes>& times);
   // Group g's simulated compute, comm and wait so far (preempted 0).
   GroupTimes times(int g) const;
   double now() const { return now_; }

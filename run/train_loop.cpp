@@ -307,6 +307,7 @@ void checkpoint(TrainRun& t, TrainSummary& sum, int64_t done, double wall_second
   ck.time_to_target_seconds = sum.time_to_target_seconds.value_or(-1);
   ck.images_before_round = last_images;
   ck.failures = sum.group_failures;  // (the round's too: after_failures moved them there)
+  if (t.clock) ck.clock_seconds = t.clock->now();
   if (Status st = t.report->on_checkpoint(std::move(ck)); !st.ok()) log_unwritten_checkpoint(st);
   sum.checkpoint_seconds += now_seconds() - c0;
 }

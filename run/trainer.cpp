@@ -69,8 +69,6 @@ Status set_up_run(TrainRun& t, DataSplit& data, const DeviceRegistry& devices,
                   const Checkpoint* resume) {
   // Across MPI ranks each step's refusal is agreed before the next collective (the weights'
   // broadcast, the trace's clock, the plan's gather), so that the ranks end together.
-  if (resume && !t.cfg.clock.empty())  // the schedule's clocks are not in the checkpoint yet
-    return invalid_argument("--resume: a run on --clock " + t.cfg.clock + " cannot resume yet");
   Status st = plan_new_run(t, data, devices);
   if (st.ok()) st = build_run(t, data.train);
   EASEL_RETURN_IF_ERROR(agreed_outcome(t, st));

@@ -567,13 +567,14 @@ TEST(CheckpointFile, VersionAndByteOrderAreStatedAndChecked) {
       << r.status().message();
 
   // Format 1: "EASELCK1", the length and the hash, then the payload without the mid-round mark,
-  // format 3's lost steps, failures and words, and the groups' loss sums and dropped marks.
+  // format 3's lost steps, clock, failures and words, and the groups' loss sums and dropped marks.
   std::string payload = bytes.substr(32);
   const size_t group_bytes = 8 + (8 + 2 * 4) + (8 + 2 * 4) + 8 + 8 + 4 * 8 + 8 + 4 * 8 + 3 * 8 + 8 +
                              8 + 4;  // the one group, with its loss sums and dropped mark
-  // The mark, the lost steps, the counts of failures and words (none), then the groups' count.
-  const size_t groups_at = payload.size() - group_bytes - 8 - 3 * 8 - 4;
-  payload.erase(groups_at, 4 + 3 * 8);
+  // The mark, the lost steps, the clock, the counts of failures and words (none), then the
+  // groups' count.
+  const size_t groups_at = payload.size() - group_bytes - 8 - 4 * 8 - 4;
+  payload.erase(groups_at, 4 + 4 * 8);
   payload.erase(payload.size() - 20);
   uint64_t fnv = 0xcbf29ce484222325ull;
   for (unsigned char c : payload) {

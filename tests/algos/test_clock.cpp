@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "model/machine.hpp"
 #include "nets/models/models.hpp"
+#include "run/checkpoint.hpp"
 #include "run/model_request.hpp"
 #include "run/run_plan.hpp"
 #include "tests/algos/small_run.hpp"
@@ -74,6 +76,55 @@ TEST(Clock, AsyncEasgdRunsTwiceTheSameBits) {
   ASSERT_EQ(a.records.size(), 2u);
   expect_same_records(a.records, b.records);
   EXPECT_EQ(a.served, b.served);
+}
+
+// A clocked run resumes at its checkpoint's simulated time: from the checkpoint at 18 (of 45,
+// an evaluation every 9), async-easgd's schedule, centre and simulated seconds go on as in the
+// run that never stopped, every later record's fields and the final weights to the bit. A
+// checkpoint without a clock does not go on on one, nor one taken on a clock without it.
+TEST(Clock, AResumedRunGoesOnAtTheCheckpointsTime) {
+  TrainConfig c = clock_config("async-easgd", 3, 2);
+  c.iterations = 45;
+  c.eval_every = 9;
+  struct Keeper : Recorder {
+    bool wants_checkpoints() const override { return true; }
+    Status on_checkpoint(Checkpoint ck) override {
+      if (ck.iterations_done == 18) kept = std::move(ck);
+      return {};
+    }
+    std::optional<Checkpoint> kept;
+  };
+  Keeper whole;
+  auto w = train(c, small_data(), &whole);
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  ASSERT_TRUE(whole.kept.has_value());
+  EXPECT_GT(whole.kept->clock_seconds, 0);
+  EXPECT_EQ(whole.kept->clock_seconds, whole.records[1].train_seconds);
+  const Checkpoint ck = decode_checkpoint(encode_checkpoint(*whole.kept), "mem").value();
+  Keeper resumed;
+  auto r = train(c, small_data(), &resumed, {}, &ck);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(whole.records.size(), 5u);
+  expect_same_records(resumed.records,
+                      std::vector<EvalRecord>(whole.records.begin() + 2, whole.records.end()));
+  EXPECT_EQ(resumed.served, std::vector<int>(whole.served.end() -
+                                                 static_cast<std::ptrdiff_t>(resumed.served.size()),
+                                             whole.served.end()));
+  EXPECT_TRUE(r->final_weights == w->final_weights);
+  EXPECT_EQ(r->train_seconds, w->train_seconds);
+
+  TrainConfig plain = c;
+  plain.clock.clear();
+  auto refused = train(plain, small_data(), nullptr, {}, &ck);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("taken on a clock (--clock)"), std::string::npos)
+      << refused.status().message();
+  Checkpoint unclocked = ck;
+  unclocked.clock_seconds = -1;
+  refused = train(c, small_data(), nullptr, {}, &unclocked);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("taken without --clock"), std::string::npos)
+      << refused.status().message();
 }
 
 // The schedule's rule, written out: the group of the smallest (time, id) takes the next

@@ -1,6 +1,7 @@
 // `easel train --clock FILE` through the program: metrics.jsonl and summary.json carry the
 // described machine's simulated seconds and say so, two async runs write the same records (the
-// wall-clock fields aside), and what the clock cannot price is one line, exit 2, nothing written.
+// wall-clock fields aside) and so does one resumed half-way, and what the clock cannot price is one
+// line, exit 2, nothing written.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -51,6 +52,16 @@ TEST(ClockCli, AsyncRunsWriteTheSameSimulatedRecords) {
   EXPECT_EQ(s.value("clock", ""), "gpu8-pcie");
   // The simulated seconds of a K80 node's tiny MLP steps, far below this machine's wall time.
   EXPECT_LT(s["train_seconds"].get<double>(), 0.1 * s["wall_seconds"].get<double>());
+  // Half the run, resumed to its end: the same records as the whole run's (the schedule goes on
+  // at the checkpoint's simulated time).
+  std::string half = kAsync;
+  half.replace(half.find("--iterations 40"), 15, "--iterations 20");
+  Out o = easel_test::run_easel(half + " --out " + (d / "half").string());
+  ASSERT_EQ(o.code, 0) << o.err;
+  o = easel_test::run_easel("train --resume " + (d / "half").string() +
+                            " --iterations 40 --progress none");
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(simulated_records(d / "half"), a);
 }
 
 TEST(ClockCli, WhatTheClockCannotPriceIsOneLine) {
