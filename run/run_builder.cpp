@@ -345,10 +345,6 @@ Status plan_fault(TrainRun& t) {
                             "'s groups meet across ranks, where a group that throws would "
                             "leave the other ranks waiting; throw is injected in one process "
                             "(kill and nan across ranks)");
-  if (stall && !t.cfg.clock.empty())
-    return invalid_argument(
-        "EASEL_FAULT: stall and hang: not on --clock (its schedule waits for the turn a stalled "
-        "group holds; a stall there is not watched yet)");
   if (stall && t.ranks > 1)
     return invalid_argument(
         "EASEL_FAULT: stall and hang: one process only (across MPI ranks a stalled rank's peers "

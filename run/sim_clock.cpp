@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
 
 #include "engine/worker.hpp"
 
@@ -77,6 +78,11 @@ void SimClock::await_turn(const Group& g) {
     if (turn_cv_.wait_for(lock, std::chrono::milliseconds(100)) == std::cv_status::timeout) {
       lock.unlock();
       throw_if_stalled();
+      // Given up as stalled after its step (the watch took it out of the schedule): it never
+      // gets the turn again unless it is restarted.
+      if (g.abandoned.load(std::memory_order_acquire))
+        throw Abandoned("group " + std::to_string(g.global_id) +
+                        " came back after it was given up");
       lock.lock();
     }
   }
@@ -98,6 +104,17 @@ void SimClock::exchange(const Group& g, bool locked) {
   t_[i] = start + prices_.exchange_seconds;
   times_[i].comm += prices_.exchange_seconds;
   if (locked) centre_free_ = t_[i];
+}
+
+int SimClock::holder() const {
+  std::lock_guard lock(mu_);
+  return holder_;
+}
+
+void SimClock::enter(const Group& g) {
+  std::lock_guard lock(mu_);
+  in_[static_cast<size_t>(g.id)] = 1;
+  turn_cv_.notify_all();
 }
 
 void SimClock::leave(const Group& g) {

@@ -62,6 +62,13 @@ class SimClock final : public StepClock {
   GroupTimes times(int g) const;
   double now() const { return now_; }
 
+  // The group taking its step (holding the turn); -1: none. The stall watch looks at it alone:
+  // the others wait for it.
+  int holder() const;
+  // A group given up as stalled and restarted (it left the schedule): in this round's schedule
+  // again at its own simulated time (the stall takes none).
+  void enter(const Group& g);
+
   void await_turn(const Group& g) override;
   void step(const Group& g) override;
   void exchange(const Group& g, bool locked) override;

@@ -20,7 +20,8 @@ class StallWatch {
   // back, before it writes into the centre). Under --on-failure drop or restart its failure is
   // recorded (record_group_failure: "stalled: ...") and the others go on; drop also marks it
   // dropped. Under stop the run's stall is declared (declare_stall: exit 4) and the others end the
-  // round (Run::failed). On --clock a dropped or stopped g leaves the schedule (StepClock::leave).
+  // round (Run::failed). On --clock only the group holding the turn is watched (the others wait
+  // for it), and a given-up one leaves the schedule at once (SimClock::leave).
   // Only for the algorithms that survive a lost group, in one process: where the groups wait for
   // each other (and across MPI ranks) their bounded waits name a stall.
   void check();

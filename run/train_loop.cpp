@@ -91,6 +91,7 @@ bool back_from_stall(TrainRun& t, Group& g) {
     return false;
   }
   g.abandoned.store(false, std::memory_order_release);
+  if (t.clock) t.clock->enter(g);  // (the watch took it out of the schedule)
   t.algo->rejoin(run, g);
   ++t.restarts[static_cast<size_t>(g.id)];
   return true;
@@ -141,7 +142,13 @@ int64_t train_round(TrainRun& t, int64_t k, bool fresh, double* seconds) {
   const double r0 = now_seconds();
   const int64_t steps_before = steps_so_far(run);
   const int64_t batch = t.cfg.batch;
-  if (t.clock) t.clock->begin_round();
+  if (t.clock) {
+    t.clock->begin_round();
+    // A dropped group is out of the schedule from the round's start: one given up as stalled
+    // whose thread never came back never runs this round to leave it.
+    for (auto& g : run.groups)
+      if (g->dropped) t.clock->leave(*g);
+  }
   StallWatch watch(t);
   run_on_groups(
       run,

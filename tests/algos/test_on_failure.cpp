@@ -378,6 +378,43 @@ TEST(OnFailure, StopEndsTheRunAsStalled) {
   EXPECT_TRUE(r->group_failures.empty());
 }
 
+// On --clock one group runs at a time, the others waiting for its turn: the watch looks at the
+// one holding the turn, gives it up and takes it out of the schedule, so that the others go on
+// (drop: the run's steps without it; restart: it re-enters the schedule) or end the round
+// (stop: stalled). The stall takes no simulated time.
+TEST(OnFailure, AStalledGroupOnAClockIsGivenUp) {
+  for (OnFailure mode : {OnFailure::drop, OnFailure::restart, OnFailure::stop}) {
+    SCOPED_TRACE(static_cast<int>(mode));
+    TrainConfig c = stalling_config("async-easgd", mode);
+    c.clock = "gpu8-pcie";
+    Saboteur obs(Fault::Action::stall);
+    const double t0 = now_seconds();
+    auto r = train(c, small_data(), &obs);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_LT(now_seconds() - t0, 20.0);
+    if (mode == OnFailure::stop) {
+      EXPECT_EQ(r->stopped, StopReason::stalled);
+      EXPECT_NE(r->stop_message.find("group 1 at step 10: stalled: no step done in"),
+                std::string::npos)
+          << r->stop_message;
+      continue;
+    }
+    EXPECT_EQ(r->stopped, StopReason::completed) << r->stop_message;
+    EXPECT_EQ(r->steps, kIterations);
+    ASSERT_EQ(r->group_failures.size(), 1u);
+    EXPECT_EQ(r->group_failures[0].step, kAt);
+    EXPECT_EQ(r->group_failures[0].action, mode == OnFailure::drop ? "dropped" : "restarted");
+    EXPECT_EQ(r->group_failures[0].why.rfind("stalled: ", 0), 0u);
+    ASSERT_TRUE(obs.last.has_value());
+    const std::vector<int64_t> s = group_steps(*obs.last);
+    if (mode == OnFailure::drop) {
+      EXPECT_EQ(s[kVictim], kAt);
+    } else {
+      EXPECT_GT(s[kVictim], kAt);  // back in the schedule
+    }
+  }
+}
+
 // The deadline: --stall-timeout's; else 10x the model's step and exchange on this machine's
 // calibration (EASEL_MACHINE), at least 30 s; else 300 s, saying why.
 TEST(OnFailure, TheStallDeadlineComesFromTheModel) {

@@ -789,6 +789,15 @@ TEST(Cli, OnFailureDropsOrRestartsAGroupThatStalls) {
   ASSERT_EQ(s["group_failures"].size(), 1u);
   EXPECT_EQ(s["group_failures"][0]["action"], "dropped");
   EXPECT_EQ(metric_values(d / "hang" / "metrics.jsonl").size(), 2u);  // evaluated without it
+  // On --clock it held the turn the others wait for: given up, it leaves the schedule.
+  o = easel_test::run_easel(
+      common + " --clock gpu8-pcie --stall-timeout 1 --out " + (d / "clock").string(),
+      "EASEL_FAULT=hang:group1@3 ", "onstall");
+  ASSERT_EQ(o.code, 0) << o.err;
+  s = nlohmann::json::parse(slurp(d / "clock" / "summary.json"));
+  EXPECT_EQ(s["steps"], 40);
+  ASSERT_EQ(s["group_failures"].size(), 1u);
+  EXPECT_EQ(s["group_failures"][0]["action"], "dropped");
   o = easel_test::run_easel(
       common + " --on-failure stop --stall-timeout 1 --out " + (d / "stop").string(), stall,
       "onstall");
