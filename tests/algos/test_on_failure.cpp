@@ -202,13 +202,14 @@ TEST(OnFailure, NoGroupLeftStopsTheRun) {
 
 // A checkpoint taken after a group failed resumes (it once refused: "the checkpoint's step
 // counts do not add up"): the step the group lost is in it, and a dropped group stays out. The
-// victim's 10 steps come before the others' first (paced), so the checkpoint at 9 follows its
-// failure.
+// victim's 10 steps come before the others' first (paced), so it fails in the first round or,
+// starved after its 10th step while the others drained that round, in the second: the first
+// checkpoint after its failure is at 9 or 18, with the run's end still ahead.
 TEST(OnFailure, ACheckpointAfterAFailureResumes) {
   struct Keeper : Saboteur {
     using Saboteur::Saboteur;
     Status on_checkpoint(Checkpoint ck) override {
-      if (!first) first = ck;
+      if (!first && !ck.failures.empty()) first = ck;
       return Saboteur::on_checkpoint(std::move(ck));
     }
     void on_setup(easel::Run& run) override {
@@ -228,7 +229,7 @@ TEST(OnFailure, ACheckpointAfterAFailureResumes) {
       ASSERT_EQ(w->group_failures.size(), 1u);
       ASSERT_TRUE(whole.first.has_value());
       const Checkpoint& ck = *whole.first;
-      ASSERT_EQ(ck.iterations_done, 9);
+      ASSERT_LE(ck.iterations_done, 18);
       EXPECT_EQ(ck.lost_steps, 1);
       EXPECT_EQ(ck.groups[kVictim].dropped, mode == OnFailure::drop);
       const Checkpoint back = decode_checkpoint(encode_checkpoint(ck), "mem").value();
