@@ -101,8 +101,8 @@ class Periodic final : public Algorithm {
     const bool failed = std::any_of(per_.begin(), per_.end(), [](const PerGroup& s) {
       return !s.live || s.rejoining || s.fresh_at != 0;
     });
-    for (const PerGroup& s : per_)
-      if (failed)
+    if (failed)
+      for (const PerGroup& s : per_)
         st.words.insert(st.words.end(), {(s.live ? 1 : 0) | (s.rejoining ? 2 : 0), s.fresh_at});
     return st;
   }

@@ -54,7 +54,7 @@ struct GroupFailure {
   bool nonfinite = false;  // a non-finite train loss (else its thread threw)
 };
 
-// The format encode_checkpoint writes; decode_checkpoint reads it and format 1.
+// The format encode_checkpoint writes; decode_checkpoint reads it and formats 1 and 2.
 inline constexpr uint32_t kCheckpointVersion = 3;
 
 // In a checkpoint's identity, what precedes TrainConfig::settings (when it is set).
