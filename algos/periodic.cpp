@@ -97,13 +97,16 @@ class Periodic final : public Algorithm {
     for (PerGroup& s : per_)
       for (Arena* a : own_arenas(s, run.params))
         put(*a);
-    // After a failure: each group's presence and where its inner optimiser restarted.
+    // After a failure: each group's presence (restore_presence) and where its inner optimiser
+    // restarted, by global id (one process: the local order).
     const bool failed = std::any_of(per_.begin(), per_.end(), [](const PerGroup& s) {
       return !s.live || s.rejoining || s.fresh_at != 0;
     });
-    if (failed)
-      for (const PerGroup& s : per_)
-        st.words.insert(st.words.end(), {(s.live ? 1 : 0) | (s.rejoining ? 2 : 0), s.fresh_at});
+    for (size_t i = 0; failed && i < per_.size(); ++i) {
+      const PerGroup& s = per_[i];
+      const int64_t presence = s.live ? 1 : s.rejoining && !run.groups[i]->dropped ? 2 : 0;
+      st.words.insert(st.words.end(), {presence, s.fresh_at});
+    }
     return st;
   }
 
@@ -144,7 +147,7 @@ class Periodic final : public Algorithm {
       return invalid_argument("--resume: the checkpoint's " + name_ +
                               " state does not fit this run (its --optimizer or "
                               "--exchange-precision differ)");
-    restore_presence(st);
+    EASEL_RETURN_IF_ERROR(restore_presence(run, st));
     const float* src = st.buffer.data();
     for (PerGroup& s : per_) {
       const float* p = src;
@@ -196,17 +199,28 @@ class Periodic final : public Algorithm {
   };
 
   // Every group at the checkpoint's step (a group's own count leaves out the steps it lost),
-  // present or not as it was (save_state's words; none when no group had failed, or resumed into
-  // another number of groups: every group afresh).
-  void restore_presence(const AlgoState& st) {
-    const bool same = st.words.size() == 2 * per_.size();
+  // present or not as it was: save_state's words, two per group of the run (by global id), each
+  // checked (presence 1 live, 2 absent until the next meeting, 0 absent for good: dropped; the
+  // inner optimiser's restart within the run's steps). None when no group had failed, or from
+  // another number of groups (regrouped at a meeting): every group afresh.
+  Status restore_presence(const Run& run, const AlgoState& st) {
+    const bool same = st.words.size() == 2 * static_cast<size_t>(run.total_groups());
     for (size_t i = 0; i < per_.size(); ++i) {
       PerGroup& s = per_[i];
+      const Group& g = *run.groups[i];
+      const size_t w = 2 * static_cast<size_t>(g.global_id);
+      const int64_t presence = same ? st.words[w] : 1, fresh_at = same ? st.words[w + 1] : 0;
+      if (presence < 0 || presence > 2 || (presence == 0) != g.dropped || fresh_at < 0 ||
+          fresh_at > st.step)
+        return invalid_argument("--resume: the checkpoint's " + name_ + " state of group " +
+                                std::to_string(g.global_id) +
+                                " does not add up (its presence or its optimiser's restart)");
       s.pos = s.met = s.end = st.step;
-      s.live = !same || (st.words[2 * i] & 1) != 0;
-      s.rejoining = same && (st.words[2 * i] & 2) != 0;
-      s.fresh_at = same ? st.words[2 * i + 1] : 0;
+      s.live = presence == 1;
+      s.rejoining = presence == 2;
+      s.fresh_at = fresh_at;
     }
+    return {};
   }
 
   // One step of a live group at s.pos: gradient, inner update, and every --tau steps the

@@ -521,13 +521,14 @@ Status restore_run(const Checkpoint& ck, const std::string& identity, const Algo
   // Every round gives the groups iterations x P steps in all (each group its share in the sync
   // algorithms). The algorithm checks its own state (e.g. easgd-rr's turn) in restore_state.
   // Steps lost to failed groups count as the rounds' (format 3).
-  int64_t steps = ck.lost_steps;
-  bool dropped = false;
+  int64_t steps = ck.lost_steps, want = 0;
+  bool dropped = false, overflow = __builtin_mul_overflow(
+                            ck.iterations_done, static_cast<int64_t>(ck.groups.size()), &want);
   for (const GroupCheckpoint& c : ck.groups) {
-    steps += c.steps;
+    overflow = overflow || __builtin_add_overflow(steps, c.steps, &steps);
     dropped = dropped || c.dropped;
   }
-  if (steps != ck.iterations_done * static_cast<int64_t>(ck.groups.size()))
+  if (overflow || steps != want)
     return invalid_argument("--resume: the checkpoint's step counts do not add up");
   if (dropped && run.on_failure == OnFailure::stop)
     return invalid_argument(
@@ -538,8 +539,8 @@ Status restore_run(const Checkpoint& ck, const std::string& identity, const Algo
                n * sizeof(float));
   run.centre_version.store(ck.centre_version);
   if (regrouped(ck, run)) return regroup_run(ck, algo, seed, run);  // every group afresh
-  run.lost_before = ck.lost_steps;
-  for (size_t i = 0; i < run.groups.size(); ++i) {  // across ranks: this rank's groups
+  run.lost_before = run.rank == 0 ? ck.lost_steps : 0;  // (a checkpoint sums the ranks')
+  for (size_t i = 0; i < run.groups.size(); ++i) {      // across ranks: this rank's groups
     Group& g = *run.groups[i];
     const GroupCheckpoint& c = ck.groups[static_cast<size_t>(g.global_id)];
     copy_bytes(g.weights.data(), g.weights.kind(), c.weights.data(), MemKind::dram,

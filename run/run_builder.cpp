@@ -489,7 +489,8 @@ Status restore_from(TrainRun& t, const Checkpoint& resume) {
     return invalid_argument(resume.clock_seconds >= 0
                                 ? "--resume: the checkpoint was taken on a clock (--clock): the "
                                   "run goes on on the same one"
-                                : "--resume: the checkpoint was taken without --clock: a run on "
+                                : "--resume: the checkpoint was taken without --clock (or "
+                                  "before checkpoint format 3, which holds the clock): a run on "
                                   "a clock cannot go on from it");
   if (t.clock) {
     std::vector<GroupTimes> times;

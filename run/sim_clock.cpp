@@ -74,15 +74,14 @@ void SimClock::await_turn(const Group& g) {
     turn_cv_.notify_all();
   }
   while (holder_ != -1 || next_locked() != g.id) {
+    // Given up as stalled after its step (the watch took it out of the schedule): it never gets
+    // the turn again unless it is restarted.
+    if (g.abandoned.load(std::memory_order_acquire))
+      throw Abandoned("group " + std::to_string(g.global_id) + " came back after it was given up");
     // A bounded wait: a group that stalled holding the turn stops the others as stalled too.
     if (turn_cv_.wait_for(lock, std::chrono::milliseconds(100)) == std::cv_status::timeout) {
       lock.unlock();
       throw_if_stalled();
-      // Given up as stalled after its step (the watch took it out of the schedule): it never
-      // gets the turn again unless it is restarted.
-      if (g.abandoned.load(std::memory_order_acquire))
-        throw Abandoned("group " + std::to_string(g.global_id) +
-                        " came back after it was given up");
       lock.lock();
     }
   }

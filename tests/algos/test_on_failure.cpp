@@ -203,8 +203,8 @@ TEST(OnFailure, NoGroupLeftStopsTheRun) {
 // A checkpoint taken after a group failed resumes (it once refused: "the checkpoint's step
 // counts do not add up"): the step the group lost is in it, and a dropped group stays out. The
 // victim's 10 steps come before the others' first (paced), so it fails in the first round or,
-// starved after its 10th step while the others drained that round, in the second: the first
-// checkpoint after its failure is at 9 or 18, with the run's end still ahead.
+// starved after its 10th step while the others drained a round, in a later one: the first
+// checkpoint after its failure, with the run's end still ahead.
 TEST(OnFailure, ACheckpointAfterAFailureResumes) {
   struct Keeper : Saboteur {
     using Saboteur::Saboteur;
@@ -229,7 +229,7 @@ TEST(OnFailure, ACheckpointAfterAFailureResumes) {
       ASSERT_EQ(w->group_failures.size(), 1u);
       ASSERT_TRUE(whole.first.has_value());
       const Checkpoint& ck = *whole.first;
-      ASSERT_LE(ck.iterations_done, 18);
+      ASSERT_LT(ck.iterations_done, kIterations);
       EXPECT_EQ(ck.lost_steps, 1);
       EXPECT_EQ(ck.groups[kVictim].dropped, mode == OnFailure::drop);
       const Checkpoint back = decode_checkpoint(encode_checkpoint(ck), "mem").value();

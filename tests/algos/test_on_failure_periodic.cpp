@@ -238,6 +238,17 @@ TEST(OnFailurePeriodic, ACheckpointAfterAFailureResumesAsTheRunWentOn) {
         EXPECT_EQ(a.test_loss, b.test_loss) << "at step " << a.step;
       }
       EXPECT_TRUE(r->final_weights == w->final_weights);
+      // A presence or restart that does not fit (a damaged or hand-made file): refused.
+      for (const auto& [word, value] : {std::pair{2 * kVictim, 7}, {2 * kVictim + 1, 99}}) {
+        Checkpoint bad = ck;
+        ASSERT_EQ(bad.algo.words.size(), 2u * kGroups);
+        bad.algo.words[word] = value;
+        auto refused = train(c, test::small_data(), nullptr, {}, &bad);
+        ASSERT_FALSE(refused.ok());
+        EXPECT_NE(refused.status().message().find("state of group 1 does not add up"),
+                  std::string::npos)
+            << refused.status().message();
+      }
     }
 }
 
